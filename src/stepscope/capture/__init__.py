@@ -1,0 +1,1 @@
+"""Recording inside the profiled process: ``Trace``, the session and its tracers."""

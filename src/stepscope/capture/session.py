@@ -1,0 +1,238 @@
+"""A profiling session: ``start``, ``stop`` and ``Profile``, as in ``tf.profiler.experimental``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from datetime import datetime
+from pathlib import Path
+from time import time_ns
+from types import TracebackType
+from typing import Any
+
+from stepscope import __version__
+from stepscope.capture import trace
+from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.python_tracer import PythonTracer
+from stepscope.capture.recorder import Recorder
+from stepscope.capture.system_counters import SystemCounters
+from stepscope.errors import (
+    InvalidOptionError,
+    LogdirError,
+    ProfilerAlreadyRunningError,
+    ProfilerNotRunningError,
+    StepscopeError,
+)
+from stepscope.formats import xplane_builder as xb
+from stepscope.model import logdir as layout
+from stepscope.model import schema
+
+log = logging.getLogger(__name__)
+
+
+class DroppedEventsWarning(UserWarning):
+    """The session reached its event cap and dropped events."""
+
+
+class _Session:
+    """State of the one running session."""
+
+    def __init__(self, logdir: Path, options: ProfilerOptions) -> None:
+        self.logdir = logdir
+        self.options = options
+        self.recorder = Recorder(options.max_events)
+        self.started_at = datetime.now()
+        self.start_ns = time_ns()
+        self.python_tracer = (PythonTracer(self.recorder)
+                              if options.python_tracer_level >= 1 else None)
+        self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
+                         if options.counter_interval_ms > 0 else None)
+        self.delay_timer: threading.Timer | None = None
+        self.recording = False
+
+    def begin_recording(self) -> None:
+        """Turn the tracers on."""
+        self.start_ns = time_ns()
+        self.recording = True
+        level = self.options.host_tracer_level
+        rec = self.recorder
+        trace.set_recorders(rec if level >= 1 else None, rec if level >= 2 else None,
+                            rec if level >= 3 else None)
+        if self.counters is not None:
+            self.counters.start()  # before the Python tracer, so its thread is not traced
+        if self.python_tracer is not None:
+            self.python_tracer.start()
+
+    def end_recording(self) -> None:
+        """Turn the tracers off (idempotent)."""
+        trace.set_recorders(None, None, None)
+        if not self.recording:
+            return
+        self.recording = False
+        if self.python_tracer is not None:
+            self.python_tracer.stop()
+        if self.counters is not None:
+            self.counters.stop()
+
+
+_session: _Session | None = None
+_lock = threading.Lock()
+
+
+def _check_writable(logdir: Path) -> None:
+    """Fail now, not at stop, if profiles cannot be written under ``logdir``."""
+    root = layout.profile_root(logdir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".stepscope-probe-", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise LogdirError(
+            f"Cannot write profiles under {logdir!s} ({err.strerror or err}); "
+            "pass a logdir you can write to.") from err
+
+
+def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None) -> None:
+    """Start profiling; the profile is written under ``logdir`` when ``stop`` is called."""
+    global _session
+    if options is None:
+        options = ProfilerOptions()
+    elif not isinstance(options, ProfilerOptions):
+        raise InvalidOptionError(
+            f"options must be a stepscope.ProfilerOptions, got {type(options).__name__}.")
+    if not str(logdir):
+        raise LogdirError("logdir is empty; pass the directory to write profiles into.")
+    path = Path(logdir)
+    with _lock:
+        if _session is not None:
+            raise ProfilerAlreadyRunningError(
+                "A profiling session is already running; call stepscope.stop() before starting "
+                "another.")
+        _check_writable(path)
+        session = _Session(path, options)
+        _session = session
+        if options.delay_ms:
+            session.delay_timer = threading.Timer(options.delay_ms / 1000.0,
+                                                  _begin_if_current, args=(session,))
+            session.delay_timer.daemon = True
+            session.delay_timer.start()
+        else:
+            session.begin_recording()
+
+
+def _begin_if_current(session: _Session) -> None:
+    with _lock:
+        if _session is session:
+            session.begin_recording()
+
+
+def stop(save: bool = True) -> Path | None:
+    """Stop profiling and write the profile; returns the written file (None if ``save`` is False)."""
+    global _session
+    with _lock:
+        session = _session
+        if session is None:
+            raise ProfilerNotRunningError(
+                "No profiling session is running; call stepscope.start(logdir) first.")
+        _session = None
+        if session.delay_timer is not None:
+            session.delay_timer.cancel()
+        session.end_recording()
+    stop_ns = time_ns()
+    rec = session.recorder
+    if rec.dropped:
+        msg = (f"stepscope dropped {rec.dropped:,} events after reaching max_events="
+               f"{rec.max_events:,}; raise ProfilerOptions.max_events or profile a shorter "
+               "window.")
+        warnings.warn(msg, DroppedEventsWarning, stacklevel=2)
+        log.warning(msg)
+    if not save:
+        return None
+    host = layout.local_hostname()
+    space = build_space(session, stop_ns, host)
+    path = layout.new_run_dir(session.logdir, session.started_at) / layout.host_file_name(host)
+    try:
+        xb.write_space(space, path)
+    except OSError as err:
+        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}).") from err
+    log.info("stepscope profile written to %s", path)
+    return path
+
+
+def is_running() -> bool:
+    """True while a session is started (recording, or waiting out ``delay_ms``)."""
+    return _session is not None
+
+
+def build_space(session: _Session, stop_ns: int, host: str) -> Any:
+    """Turn what the session recorded into an ``XSpace``."""
+    rec = session.recorder
+    rec.refresh_thread_names()
+    space = xb.new_space(host)
+    start_ns = session.start_ns
+
+    host_plane = xb.add_plane(space, schema.HOST_PLANE_ID, schema.HOST_PLANE)
+    for buf in rec.host_buffers:
+        line = host_plane.add_line(buf.thread_id, buf.thread_name, start_ns)
+        # Parents before children, so nesting reads in order.
+        for name, begin, end, stats in sorted(buf.events, key=lambda e: (e[1], -e[2])):
+            host_plane.add_event(line, name, begin, end - begin, stats)
+
+    if session.python_tracer is not None:
+        py_plane = xb.add_plane(space, schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE)
+        names: dict[Any, str] = {}
+        for buf in rec.python_buffers:
+            if not buf.events:
+                continue
+            line = py_plane.add_line(buf.thread_id, buf.thread_name, start_ns)
+            for what, begin, end in sorted(buf.events, key=lambda e: (e[1], -e[2])):
+                py_plane.add_event(line, PythonTracer.event_name(what, names), begin, end - begin)
+
+    if rec.samples:
+        counters = xb.add_plane(space, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
+        lines: dict[str, Any] = {}
+        for counter, when, value in rec.samples:
+            line = lines.get(counter)
+            if line is None:
+                line = lines[counter] = counters.add_line(len(lines) + 1, counter, start_ns)
+            counters.add_event(line, counter, when, 0, {schema.VALUE: value})
+
+    env = xb.add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
+    env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
+    env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
+    env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
+    env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
+    env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
+    env.add_plane_stat(schema.ENV_PRODUCER, __version__)
+    for key, value in session.options.to_dict().items():
+        env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
+    if rec.dropped:
+        space.warnings.append(
+            f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
+    return space
+
+
+class Profile:
+    """Context manager: profile the enclosed block into ``logdir``."""
+
+    def __init__(self, logdir: str | os.PathLike[str],
+                 options: ProfilerOptions | None = None) -> None:
+        self.logdir = logdir
+        self.options = options
+        self.path: Path | None = None
+
+    def __enter__(self) -> Profile:
+        start(self.logdir, self.options)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self.path = stop()
+        except StepscopeError:
+            if exc_type is None:
+                raise

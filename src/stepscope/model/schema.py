@@ -1,0 +1,49 @@
+"""Well-known names shared with TensorFlow/XProf profiles: planes, lines and stats.
+
+Every other module refers to these constants rather than spelling the strings again, so that
+what we write and what we read agree with each other and with XProf.
+"""
+
+from __future__ import annotations
+
+# Planes.
+HOST_PLANE = "/host:CPU"
+PYTHON_TRACER_PLANE = "/host:python-tracer"
+TASK_ENV_PLANE = "Task Environment"
+COUNTERS_PLANE = "/host:stepscope-counters"
+GPU_PLANE_PREFIX = "/device:GPU:"
+
+# Plane ids as TensorFlow assigns them for host planes (device planes count from 1).
+HOST_PLANE_ID = 0
+TASK_ENV_PLANE_ID = 1000
+PYTHON_TRACER_PLANE_ID = 1001
+COUNTERS_PLANE_ID = 1002
+
+# Stats on events (as TraceMe metadata `name#key=value#` becomes stats).
+STEP_NUM = "step_num"
+ROOT_LEVEL = "_r"
+GROUP_ID = "group_id"
+CORRELATION_ID = "correlation_id"
+VALUE = "value"  # a counter sample's value
+
+# Stats on the Task Environment plane.
+ENV_PROFILE_START_TIME = "profile_start_time"
+ENV_PROFILE_STOP_TIME = "profile_stop_time"
+ENV_DROPPED_EVENTS = "stepscope_dropped_events"
+ENV_RECORDED_EVENTS = "stepscope_recorded_events"
+ENV_MAX_EVENTS = "stepscope_max_events"
+ENV_OPTION_PREFIX = "stepscope_option_"
+ENV_PRODUCER = "stepscope_version"
+
+# Counter lines on the counters plane.
+COUNTER_PROCESS_CPU = "Process CPU (%)"
+COUNTER_PROCESS_RSS = "Process RSS (bytes)"
+COUNTER_SYSTEM_MEMORY_USED = "System memory used (bytes)"
+COUNTER_SYSTEM_MEMORY_AVAILABLE = "System memory available (bytes)"
+COUNTER_GPU_UTILIZATION = "GPU {index} utilization (%)"
+COUNTER_GPU_MEMORY_USED = "GPU {index} memory used (bytes)"
+
+# Layout of a TensorBoard profile logdir.
+PLUGIN_DIR = ("plugins", "profile")
+XPLANE_SUFFIX = ".xplane.pb"
+RUN_NAME_FORMAT = "%Y_%m_%d_%H_%M_%S"
