@@ -1,4 +1,4 @@
-"""The exceptions stepscope raises: each carries one sentence saying what went wrong and what to do."""
+"""The exceptions stepscope raises, each with one sentence: what went wrong, what to do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ProfilerOptions``: what a session records, mirroring ``tf.profiler.experimental.ProfilerOptions``."""
+"""``ProfilerOptions``: what a session records (as ``tf.profiler.experimental.ProfilerOptions``)."""
 
 from __future__ import annotations
 

@@ -46,18 +46,16 @@ class PythonTracer:
         def hook(frame: FrameType, event: str, arg: Any) -> None:
             if event == "call":
                 push((time_ns(), frame.f_code))
-            elif event == "return":
-                if stack:
-                    start, what = pop()
-                    if admit():
-                        events.append((what, start, time_ns()))
+            elif event == "return" and stack:
+                start, what = pop()
+                if admit():
+                    events.append((what, start, time_ns()))
             elif event == "c_call":
                 push((time_ns(), arg))
-            elif event == "c_return" or event == "c_exception":
-                if stack:
-                    start, what = pop()
-                    if admit():
-                        events.append((_c_name(what), start, time_ns()))
+            elif (event == "c_return" or event == "c_exception") and stack:
+                start, what = pop()
+                if admit():
+                    events.append((_c_name(what), start, time_ns()))
             if not tracer._active:
                 sys.setprofile(None)
 
@@ -114,7 +112,7 @@ class PythonTracer:
 def _c_name(func: Any) -> str:
     """``$module.qualname`` of a builtin function or method."""
     owner = getattr(func, "__self__", None)
-    qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", "?")
+    qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", "?"))
     if owner is not None and not isinstance(owner, type(sys)):
         return f"${type(owner).__module__}.{qualname}" if "." in qualname else f"${qualname}"
     module = getattr(func, "__module__", None)

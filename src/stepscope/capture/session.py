@@ -131,7 +131,7 @@ def _begin_if_current(session: _Session) -> None:
 
 
 def stop(save: bool = True) -> Path | None:
-    """Stop profiling and write the profile; returns the written file (None if ``save`` is False)."""
+    """Stop profiling and write the profile; return its path (None when ``save`` is False)."""
     global _session
     with _lock:
         session = _session

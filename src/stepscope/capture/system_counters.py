@@ -30,7 +30,7 @@ def _nvml_readers() -> list[Callable[[], list[tuple[str, float]]]]:
     except Exception as err:  # NVML raises its own error types; any of them means "no GPU".
         log.debug("NVML unavailable: %s", err)
         return []
-    readers = []
+    readers: list[Callable[[], list[tuple[str, float]]]] = []
     for index in range(count):
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
 

@@ -1,0 +1,44 @@
+"""The ``stepscope`` command: the demo writes a readable profile; errors exit 2 without traces."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from stepscope.formats.xplane_builder import read_space
+from stepscope.model import schema
+
+from xspace_view import events, plane
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stepscope.cli", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_demo_writes_a_profile_with_steps(tmp_path: Path) -> None:
+    result = _run("demo", "--logdir", str(tmp_path), "--steps", "12")
+    assert result.returncode == 0, result.stderr
+    written = sorted(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
+    assert len(written) == 1
+    assert f"profile written to {written[0]}" in result.stdout
+    space = read_space(written[0])
+    host = events(plane(space, schema.HOST_PLANE))
+    assert [e.stats[schema.STEP_NUM] for e in host if e.name == "train"] == list(range(12))
+    assert {"input", "forward", "backward", "update", "Iterator::Batch"} <= {e.name for e in host}
+    assert events(plane(space, schema.PYTHON_TRACER_PLANE))
+
+
+def test_demo_into_an_unwritable_logdir_exits_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = _run("demo", "--logdir", str(blocker / "logs"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("stepscope: error: Cannot write profiles under")
+    assert "Traceback" not in result.stderr
+
+
+def test_version() -> None:
+    result = _run("--version")
+    assert result.returncode == 0 and result.stdout.startswith("stepscope ")
