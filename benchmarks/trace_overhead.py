@@ -49,7 +49,7 @@ from stepscope.model import schema  # noqa: E402
 LOOP_ITERATIONS = 100_000
 REPEATS = 5
 # The Python-heavy workload: fib(FIB_N) makes 2 * fib(FIB_N + 1) - 1 Python calls.
-FIB_N = 23
+FIB_N = 29
 FIB_RUNS = 3
 # The goal for an annotation when no session runs.
 GOAL_OFF_NS = 100.0
@@ -199,7 +199,8 @@ def measure_python_tracer(logdir: str) -> dict[str, Any]:
             fib(FIB_N)
             untraced = min(untraced, perf_counter_ns() - start)
 
-    options = ProfilerOptions(python_tracer_level=1, counter_interval_ms=0)
+    options = ProfilerOptions(python_tracer_level=1, counter_interval_ms=0,
+                              max_events=2 * _fib_calls(FIB_N) + 10_000)
     traced = float("inf")
     events: int | None = None
     for run in range(FIB_RUNS):
