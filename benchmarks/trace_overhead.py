@@ -49,7 +49,7 @@ from stepscope.model import schema  # noqa: E402
 LOOP_ITERATIONS = 100_000
 REPEATS = 5
 # The Python-heavy workload: fib(FIB_N) makes 2 * fib(FIB_N + 1) - 1 Python calls.
-FIB_N = 29
+FIB_N = 28
 FIB_RUNS = 3
 # The goal for an annotation when no session runs.
 GOAL_OFF_NS = 100.0
@@ -102,13 +102,13 @@ def _gc_off() -> Iterator[None]:
             gc.enable()
 
 
-def _best_ns(loop: Loop, cls: TraceFactory, n: int = LOOP_ITERATIONS,
-             repeats: int = REPEATS,
+def _best_ns(loop: Loop, cls: TraceFactory,
              around: Callable[[], contextlib.AbstractContextManager[Any]] | None = None) -> float:
-    """Minimum time per iteration over ``repeats`` loops of ``n`` iterations, in ns.
+    """Minimum time per iteration over ``REPEATS`` loops of ``LOOP_ITERATIONS``, in ns.
 
     ``around`` makes a context manager that each repeat runs inside (e.g. a session).
     """
+    n, repeats = LOOP_ITERATIONS, REPEATS
     loop(cls, min(n, 1_000))  # warm up
     best = float("inf")
     for _ in range(repeats):
@@ -267,7 +267,7 @@ def run() -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    width = 46
+    width = 56
 
     def row(label: str, value: str) -> None:
         print(f"{label:<{width}}: {value}")

@@ -320,3 +320,40 @@ def test_errors_share_a_base_class() -> None:
     for err in (stepscope.ProfilerAlreadyRunningError, stepscope.ProfilerNotRunningError,
                 stepscope.InvalidOptionError, stepscope.LogdirError):
         assert issubclass(err, stepscope.StepscopeError)
+
+
+def test_python_tracer_reaches_threads_started_before_the_session(tmp_path: Path) -> None:
+    stop = threading.Event()
+
+    def tick() -> int:
+        return 1
+
+    def spin() -> None:
+        while not stop.is_set():
+            tick()
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin, name="pre-existing")
+    t.start()
+    try:
+        opts = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=0)
+        _, space = _profile(tmp_path, lambda: time.sleep(0.1), opts)
+    finally:
+        stop.set()
+        t.join()
+    ticks = [e for e in events(plane(space, schema.PYTHON_TRACER_PLANE))
+             if e.line == "pre-existing" and e.name.endswith("<locals>.tick")]
+    assert len(ticks) >= 10
+
+
+def test_python_tracer_stops_with_the_session(tmp_path: Path) -> None:
+    import sys
+
+    opts = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=0)
+    _profile(tmp_path, lambda: None, opts)
+    assert sys.getprofile() is None
+    seen: list[object] = []
+    t = threading.Thread(target=lambda: seen.append(sys.getprofile()))
+    t.start()
+    t.join()
+    assert seen == [None]

@@ -1,9 +1,10 @@
 """The Python tracer: every Python function call and return, on every thread, as events.
 
-Uses the interpreter's profile hook (``sys.setprofile``) on the starting thread, on threads
-started later (``threading.setprofile``) and, where the interpreter allows it (3.12+), on
-threads already running. Events are named as TensorFlow's Python tracer names them:
-``$<file>:<line> <function>`` for Python code and ``$<module>.<name>`` for C functions.
+Uses the interpreter's profile hook on every thread already running (Python 3.12's
+``threading.setprofile_all_threads``, or our compiled fast path before 3.12; without either,
+only the calling thread) and on threads started later (``threading.setprofile``). Events are
+named as TensorFlow's Python tracer names them: ``$<file>:<line> <function>`` for Python code
+and ``$<module>.<name>`` for C functions.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ class PythonTracer:
         """Begin tracing the current thread and every thread started from now on."""
         self._active = True
         threading.setprofile(self._bootstrap)
-        set_all = getattr(threading, "setprofile_all_threads", None)
-        if set_all is not None:  # Python 3.12+: reach threads that are already running.
+        set_all = _set_profile_all_threads()
+        if set_all is not None:  # reach threads that are already running too
             set_all(self._bootstrap)
         else:
             sys.setprofile(self._bootstrap)
@@ -85,8 +86,9 @@ class PythonTracer:
         self._active = False
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
-        if hasattr(threading, "setprofile_all_threads"):
-            threading.setprofile_all_threads(None)
+        set_all = _set_profile_all_threads()
+        if set_all is not None:
+            set_all(None)
         now = time_ns()
         with self._lock:
             for buf, stack in self._stacks:
@@ -107,6 +109,16 @@ class PythonTracer:
             name = f"${os.path.basename(what.co_filename)}:{what.co_firstlineno} {qualname}"
             cache[what] = name
         return name
+
+
+def _set_profile_all_threads() -> Callable[[Any], None] | None:
+    """A function installing a profile hook on every running thread, where one exists."""
+    set_all = getattr(threading, "setprofile_all_threads", None)  # Python 3.12+
+    if set_all is not None:
+        return set_all  # type: ignore[no-any-return]
+    from stepscope.capture.trace import _fastpath
+
+    return _fastpath.set_profile_all_threads if _fastpath is not None else None
 
 
 def _c_name(func: Any) -> str:

@@ -1,12 +1,14 @@
 """``Trace``: the user annotation, as ``tf.profiler.experimental.Trace``.
 
-The hot path is kept to a couple of attribute stores and one global read: when no session
-records host events, entering and leaving a ``Trace`` costs nothing more than that.
+``Trace`` is the compiled type from ``_fastpath`` where it was built (about the cost of a
+function call when no session records), else the pure-Python ``PyTrace`` below, which behaves
+the same. Both hand finished events to the session's ``Recorder``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from time import time_ns
 from types import TracebackType
@@ -29,6 +31,8 @@ def set_recorders(annotations: Recorder | None, instrumentation: Recorder | None
     """Route events of each host tracer level to a recorder (None turns that level off)."""
     global _annotations, _instrumentation, _verbose
     _annotations, _instrumentation, _verbose = annotations, instrumentation, verbose
+    if _fastpath is not None:
+        _fastpath.set_recorder(annotations.add if annotations is not None else None)
 
 
 def is_tracing() -> bool:
@@ -36,7 +40,7 @@ def is_tracing() -> bool:
     return _annotations is not None
 
 
-class Trace:
+class PyTrace:
     """Context manager (and decorator) that records a named event on the calling thread.
 
     ``Trace("train", step_num=3, _r=1)`` records an event named ``train`` with stats
@@ -51,7 +55,7 @@ class Trace:
         self._stats = kwargs
         self._start = 0
 
-    def __enter__(self) -> Trace:
+    def __enter__(self) -> PyTrace:
         if _annotations is not None:
             self._start = time_ns()
         return self
@@ -68,22 +72,45 @@ class Trace:
         """Add or update stats of the event while it is open (as TF's ``Trace.set_metadata``)."""
         self._stats.update(kwargs)
 
+    @property
+    def name(self) -> str:
+        """The event name."""
+        return self._name
+
     def __call__(self, func: F) -> F:
         """Use as a decorator: every call of ``func`` is recorded as one event."""
-        name, stats = self._name, self._stats
+        return _decorate(self._name, self._stats or None, func)
 
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            recorder = _annotations
-            if recorder is None:
-                return func(*args, **kwargs)
-            start = time_ns()
-            try:
-                return func(*args, **kwargs)
-            finally:
-                recorder.add(name, start, time_ns(), dict(stats) if stats else None)
 
-        return wrapper  # type: ignore[return-value]
+def _decorate(name: str, stats: dict[str, Any] | None, func: F) -> F:
+    """Wrap ``func`` so that each call is recorded as an event named ``name``."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        recorder = _annotations
+        if recorder is None:
+            return func(*args, **kwargs)
+        start = time_ns()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            recorder.add(name, start, time_ns(), dict(stats) if stats else None)
+
+    return wrapper  # type: ignore[return-value]
+
+
+_fastpath: Any
+try:
+    from stepscope.capture import _fastpath  # type: ignore[attr-defined, no-redef]
+except ImportError:  # built without a C compiler
+    _fastpath = None
+
+if _fastpath is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON"):
+    _fastpath.set_decorator(_decorate)
+    Trace: type = _fastpath.Trace
+else:
+    _fastpath = None
+    Trace = PyTrace
 
 
 def record(name: str, start_ns: int, end_ns: int, level: int = 2, **stats: Any) -> None:
