@@ -36,6 +36,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from time import perf_counter_ns
+from types import FunctionType
 from typing import Any
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
@@ -229,11 +230,18 @@ def measure_python_tracer(logdir: str) -> dict[str, Any]:
 # --- report ------------------------------------------------------------------------------------
 
 
+def _trace_impl() -> str:
+    """Whether ``stepscope.Trace`` is a pure-Python class or a compiled type."""
+    enter = getattr(stepscope.Trace, "__enter__", None)
+    return "pure Python" if isinstance(enter, FunctionType) else "compiled"
+
+
 def run() -> dict[str, Any]:
     result: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "stepscope_version": stepscope.__version__,
+        "stepscope_trace_impl": _trace_impl(),
         "loop_iterations": LOOP_ITERATIONS,
         "repeats": REPEATS,
     }
@@ -274,6 +282,7 @@ def print_table(result: dict[str, Any]) -> None:
 
     print(f"stepscope {result['stepscope_version']} trace overhead (Python {result['python']}, "
           f"{result['platform']})")
+    print(f"stepscope.Trace implementation: {result['stepscope_trace_impl']}")
     print(f"best of {result['repeats']} loops of {result['loop_iterations']:,} iterations; "
           "raw per-iteration times, loop overhead included")
     print()
