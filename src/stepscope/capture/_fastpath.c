@@ -14,6 +14,9 @@
 #include <frameobject.h>
 #include <time.h>
 
+/* Keyword metadata up to this many items is held inline: no allocation besides the object. */
+#define MAX_INLINE_STATS 4
+
 /* Recorder.add bound method while user annotations are recorded, else NULL. */
 static PyObject *g_add = NULL;
 /* Python function (name, stats, func) -> wrapper, used when a Trace decorates a function. */
@@ -32,7 +35,7 @@ typedef struct {
     PyObject *name;
     PyObject *stats;    /* dict of keyword metadata, or NULL (none, or not built yet) */
     PyObject *kwnames;  /* metadata keys as the call passed them, until stats is built */
-    PyObject *kwvalues; /* metadata values (a tuple), until stats is built */
+    PyObject *kwvalues[MAX_INLINE_STATS]; /* their values, until stats is built */
     long long start; /* 0 when not recording this instance */
 } TraceObject;
 
@@ -54,7 +57,6 @@ trace_alloc(PyTypeObject *type, PyObject *name)
     self->name = name;
     self->stats = NULL;
     self->kwnames = NULL;
-    self->kwvalues = NULL;
     self->start = 0;
     return self;
 }
@@ -71,14 +73,16 @@ trace_stats(TraceObject *self)
         Py_ssize_t n = PyTuple_GET_SIZE(self->kwnames);
         for (Py_ssize_t i = 0; i < n; i++) {
             if (PyDict_SetItem(stats, PyTuple_GET_ITEM(self->kwnames, i),
-                               PyTuple_GET_ITEM(self->kwvalues, i)) < 0) {
+                               self->kwvalues[i]) < 0) {
                 Py_DECREF(stats);
                 return NULL;
             }
         }
         self->stats = stats;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_CLEAR(self->kwvalues[i]);
+        }
         Py_CLEAR(self->kwnames);
-        Py_CLEAR(self->kwvalues);
     }
     return self->stats != NULL ? self->stats : Py_None;
 }
@@ -111,21 +115,15 @@ Trace_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject 
     if (self == NULL) {
         return NULL;
     }
-    if (nkw > 0 && skip < 0) {
-        /* The common case: keep the call's own key tuple and copy the values. */
-        PyObject *values = PyTuple_New(nkw);
-        if (values == NULL) {
-            Py_DECREF(self);
-            return NULL;
-        }
+    if (nkw > 0 && nkw <= MAX_INLINE_STATS && skip < 0) {
+        /* The common case: keep the call's own key tuple and the values inline. */
         for (Py_ssize_t i = 0; i < nkw; i++) {
             Py_INCREF(args[nargs + i]);
-            PyTuple_SET_ITEM(values, i, args[nargs + i]);
+            self->kwvalues[i] = args[nargs + i];
         }
         Py_INCREF(kwnames);
         self->kwnames = kwnames;
-        self->kwvalues = values;
-    } else if (nkw > 1) {
+    } else if (nkw > (skip >= 0 ? 1 : 0)) {
         PyObject *stats = PyDict_New();
         if (stats == NULL) {
             Py_DECREF(self);
@@ -194,8 +192,12 @@ Trace_dealloc(TraceObject *self)
 {
     Py_XDECREF(self->name);
     Py_XDECREF(self->stats);
-    Py_XDECREF(self->kwnames);
-    Py_XDECREF(self->kwvalues);
+    if (self->kwnames != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->kwnames); i++) {
+            Py_XDECREF(self->kwvalues[i]);
+        }
+        Py_DECREF(self->kwnames);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
