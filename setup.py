@@ -1,4 +1,4 @@
-"""Build hook for the optional compiled fast path (everything else is in pyproject.toml)."""
+"""Build hook for the optional compiled fast paths (everything else is in pyproject.toml)."""
 
 from setuptools import Extension, setup
 
@@ -6,6 +6,9 @@ setup(
     ext_modules=[
         # Optional: without a C compiler, stepscope falls back to its pure-Python capture path.
         Extension("stepscope.capture._fastpath", ["src/stepscope/capture/_fastpath.c"],
+                  optional=True),
+        # The Python tracer's profile hook in C; python_tracer.py has the pure-Python twin.
+        Extension("stepscope.capture._pyhook", ["src/stepscope/capture/_pyhook.c"],
                   optional=True),
     ],
 )

@@ -5,10 +5,16 @@ Uses the interpreter's profile hook on every thread already running (Python 3.12
 only the calling thread) and on threads started later (``threading.setprofile``). Events are
 named as TensorFlow's Python tracer names them: ``$<file>:<line> <function>`` for Python code
 and ``$<module>.<name>`` for C functions.
+
+The hook on each thread is the compiled ``_pyhook.ThreadHook`` where it was built, else the
+pure-Python hook below; both record the same events. ``STEPSCOPE_PURE_PYTHON`` forces the
+pure-Python one, as it does for ``Trace``. The compiled hook keeps finished events in C and
+hands them to the thread buffers on ``stop`` (or ``flush``), in the order they happened.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -20,6 +26,18 @@ from typing import Any
 from stepscope.capture.recorder import Recorder, ThreadBuffer
 
 ProfileFunc = Callable[[FrameType, str, Any], object]
+# Empties one thread's stack of open calls: (start_ns, code or C callable), innermost first.
+Drain = Callable[[], list[tuple[int, Any]]]
+# Moves the events one thread's hook holds back into its buffer (the compiled hook batches).
+Flush = Callable[[], None]
+
+_pyhook: Any
+try:
+    from stepscope.capture import _pyhook  # type: ignore[attr-defined, no-redef]
+except ImportError:  # built without a C compiler
+    _pyhook = None
+if os.environ.get("STEPSCOPE_PURE_PYTHON"):
+    _pyhook = None
 
 
 class PythonTracer:
@@ -28,19 +46,40 @@ class PythonTracer:
     def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
         self._active = False
-        # Per-thread call stacks, so frames still open at stop can be closed there.
-        self._stacks: list[tuple[ThreadBuffer, list[tuple[int, Any]]]] = []
+        # Each thread's buffer, how to flush its hook's events into it, and how to empty its
+        # call stack, so that frames still open at stop can be closed there.
+        self._threads: list[tuple[ThreadBuffer, Flush, Drain]] = []
         self._lock = threading.Lock()
+        # The compiled hook counts events on the recorder's own counter, as Recorder.admit
+        # does, without a Python call per event; it needs that counter to be the usual one.
+        counter = getattr(recorder, "_counter", None)
+        self._native: Any = _pyhook if isinstance(counter, itertools.count) else None
+        self._state: Any = (self._native.HookState(counter, recorder.max_events, _c_name)
+                            if self._native is not None else None)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether threads get the compiled hook (else the pure-Python one)."""
+        return self._native is not None
 
     def _make_hook(self) -> ProfileFunc:
         """A profile function bound to the calling thread's own buffer and stack."""
-        recorder = self._recorder
-        buf = recorder.python_buffer()
-        stack: list[tuple[int, Any]] = []
+        buf = self._recorder.python_buffer()
+        if self._native is not None:
+            hook = self._native.ThreadHook(self._state, buf.events)
+            flush: Flush = hook.flush
+            drain: Drain = hook.drain
+        else:
+            hook, drain = self._make_python_hook(buf.events)
+            flush = _nothing_to_flush
         with self._lock:
-            self._stacks.append((buf, stack))
-        events = buf.events
-        admit = recorder.admit
+            self._threads.append((buf, flush, drain))
+        return hook  # type: ignore[no-any-return]
+
+    def _make_python_hook(self, events: list[Any]) -> tuple[ProfileFunc, Drain]:
+        """The pure-Python profile function appending to ``events``, and its stack's drain."""
+        stack: list[tuple[int, Any]] = []
+        admit = self._recorder.admit
         push, pop = stack.append, stack.pop
         tracer = self
 
@@ -60,7 +99,15 @@ class PythonTracer:
             if not tracer._active:
                 sys.setprofile(None)
 
-        return hook
+        def drain() -> list[tuple[int, Any]]:
+            popped: list[tuple[int, Any]] = []
+            while True:
+                try:  # the thread may still be popping its own stack
+                    popped.append(pop())
+                except IndexError:
+                    return popped
+
+        return hook, drain
 
     def _bootstrap(self, frame: FrameType, event: str, arg: Any) -> None:
         """First hook of a thread: swap in a hook that owns this thread's buffer."""
@@ -68,12 +115,18 @@ class PythonTracer:
             sys.setprofile(None)
             return
         hook = self._make_hook()
-        sys.setprofile(hook)
+        if self._native is not None:
+            self._native.install(hook)
+        else:
+            sys.setprofile(hook)
+        # This event's call (if it is one) returns to the new hook, so it must see it too.
         hook(frame, event, arg)
 
     def start(self) -> None:
         """Begin tracing the current thread and every thread started from now on."""
         self._active = True
+        if self._state is not None:
+            self._state.active = True
         threading.setprofile(self._bootstrap)
         set_all = _set_profile_all_threads()
         if set_all is not None:  # reach threads that are already running too
@@ -84,19 +137,28 @@ class PythonTracer:
     def stop(self) -> None:
         """Stop tracing; frames still open are closed at the stop time."""
         self._active = False
+        if self._state is not None:
+            self._state.active = False  # hooks on threads not reached below remove themselves
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
         set_all = _set_profile_all_threads()
         if set_all is not None:
             set_all(None)
         now = time_ns()
+        admit = self._recorder.admit
         with self._lock:
-            for buf, stack in self._stacks:
-                while stack:
-                    start, what = stack.pop()
-                    if self._recorder.admit():
+            for buf, flush, drain in self._threads:
+                flush()
+                for start, what in drain():
+                    if admit():
                         name = what if isinstance(what, CodeType) else _c_name(what)
                         buf.events.append((name, start, now))
+
+    def flush(self) -> None:
+        """Bring every thread's buffer up to date while tracing (``stop`` does it too)."""
+        with self._lock:
+            for _buf, flush, _drain in self._threads:
+                flush()
 
     @staticmethod
     def event_name(what: Any, cache: dict[Any, str]) -> str:
@@ -109,6 +171,10 @@ class PythonTracer:
             name = f"${os.path.basename(what.co_filename)}:{what.co_firstlineno} {qualname}"
             cache[what] = name
         return name
+
+
+def _nothing_to_flush() -> None:
+    """The pure-Python hook appends each event to the buffer as it happens."""
 
 
 def _set_profile_all_threads() -> Callable[[Any], None] | None:

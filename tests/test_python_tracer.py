@@ -1,0 +1,389 @@
+"""The Python tracer's compiled hook (``_pyhook``) and its pure-Python hook record the same."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+
+from stepscope.capture import python_tracer
+from stepscope.capture.python_tracer import PythonTracer
+from stepscope.capture.recorder import Recorder, ThreadBuffer
+
+_pyhook: Any
+try:
+    from stepscope.capture import _pyhook  # type: ignore[attr-defined, no-redef]
+except ImportError:
+    _pyhook = None
+
+IMPLS = [pytest.param(None, id="python")]
+if _pyhook is not None:
+    IMPLS.append(pytest.param(_pyhook, id="compiled"))
+needs_compiled = pytest.mark.skipif(_pyhook is None, reason="_pyhook is not built")
+
+# One row of an outline: (depth, event name).
+Row = tuple[int, str]
+
+
+# --- a workload that exercises calls, C calls, generators and exceptions -------------------------
+
+class Box(list[int]):
+    pass
+
+
+def leaf(n: int) -> int:
+    return sum(range(n))
+
+
+def gen(n: int) -> Generator[int, None, None]:
+    for i in range(n):
+        yield leaf(i)
+
+
+def fails() -> None:
+    raise ValueError("from Python")
+
+
+def deep(n: int) -> None:
+    if n == 0:
+        raise KeyError(n)
+    deep(n - 1)
+
+
+def after() -> int:
+    return leaf(2)
+
+
+def workload() -> None:
+    total = 0
+    for value in gen(3):
+        total += value
+    g = gen(5)
+    next(g)
+    g.close()
+    try:  # not contextlib.suppress, whose own calls would be traced too
+        fails()
+    except ValueError:
+        total += 1
+    try:
+        deep(3)
+    except KeyError:
+        total += 1
+    try:
+        math.sqrt(-1.0)  # a C function that raises
+    except ValueError:
+        total += 1
+    box = Box()
+    box.append(1)
+    empty: list[int] = []
+    empty.append(2)
+    dict.fromkeys("ab")
+    str.maketrans("a", "b")
+    ",".join(["a", "b"])
+    sorted([3, 1, 2], key=lambda v: -v)  # C calling back into Python
+    after()
+
+
+def worker() -> None:
+    leaf(4)
+    workload()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def run_traced(monkeypatch: pytest.MonkeyPatch, impl: Any, body: Callable[[], object],
+               max_events: int = 1_000_000) -> Recorder:
+    """Run ``body`` under a PythonTracer using ``impl`` (None: the pure-Python hook)."""
+    monkeypatch.setattr(python_tracer, "_pyhook", impl)
+    recorder = Recorder(max_events)
+    tracer = PythonTracer(recorder)
+    assert tracer.compiled == (impl is not None)
+    enabled = gc.isenabled()
+    gc.disable()  # a collection mid-run could call finalizers, which would be traced
+    try:
+        tracer.start()
+        try:
+            body()
+        finally:
+            tracer.stop()
+    finally:
+        if enabled:
+            gc.enable()
+    return recorder
+
+
+def buffer_of(recorder: Recorder, name: str) -> ThreadBuffer:
+    """The Python-tracer buffer of the thread called ``name``."""
+    found = [b for b in recorder.python_buffers if b.thread_name == name]
+    assert len(found) == 1, [b.thread_name for b in recorder.python_buffers]
+    return found[0]
+
+
+def outline(events: list[Any]) -> list[Row]:
+    """Events as (depth, name) in start order; fails unless every pair nests or is disjoint."""
+    names: dict[Any, str] = {}
+    ends: list[int] = []
+    rows: list[Row] = []
+    for what, start, end in sorted(events, key=lambda e: (e[1], -e[2])):
+        assert start <= end
+        while ends and start >= ends[-1]:
+            ends.pop()
+        assert not ends or end <= ends[-1], "events overlap without nesting"
+        rows.append((len(ends), PythonTracer.event_name(what, names)))
+        ends.append(end)
+    return rows
+
+
+def subtree(rows: list[Row], suffix: str, nth: int = 0) -> list[Row]:
+    """The ``nth`` event whose name ends with ``suffix`` and everything nested in it."""
+    starts = [i for i, (_, name) in enumerate(rows) if name.endswith(suffix)]
+    assert len(starts) > nth, f"no {suffix!r} in {rows}"
+    first = starts[nth]
+    depth = rows[first][0]
+    out = [(0, rows[first][1])]
+    for d, name in rows[first + 1:]:
+        if d <= depth:
+            break
+        out.append((d - depth, name))
+    return out
+
+
+def fn(name: str) -> str:
+    """The event name of a function of this module."""
+    return f"$test_python_tracer.py:{globals()[name].__code__.co_firstlineno} {name}"
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(bool(os.environ.get("STEPSCOPE_PURE_PYTHON")),
+                    reason="STEPSCOPE_PURE_PYTHON asks for the pure-Python hook")
+def test_the_compiled_hook_is_built_and_used() -> None:
+    # `make setup` compiles it; a silent fallback would hide a much slower tracer.
+    assert python_tracer._pyhook is not None
+    recorder = Recorder(1000)
+    tracer = PythonTracer(recorder)
+    assert tracer.compiled
+    tracer.start()
+    hook = sys.getprofile()
+    tracer.stop()
+    assert isinstance(hook, python_tracer._pyhook.ThreadHook)
+    assert sys.getprofile() is None
+
+
+@needs_compiled
+def test_both_hooks_record_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    def body() -> None:
+        workload()
+        t = threading.Thread(target=worker, name="twin-worker")
+        t.start()
+        t.join()
+
+    runs = {impl: run_traced(monkeypatch, impl, body) for impl in (None, _pyhook)}
+    main = threading.current_thread().name
+    by_impl = {impl: outline(buffer_of(rec, main).events) for impl, rec in runs.items()}
+    # Everything on the calling thread: the workload, and the frames stop() closed.
+    python_rows = subtree(by_impl[None], " workload")
+    assert python_rows == subtree(by_impl[_pyhook], " workload")
+    assert len(python_rows) > 30
+    closed = [name for _, name in by_impl[None] if name.endswith("PythonTracer.stop")]
+    assert len(closed) == 1
+    assert closed == [n for _, n in by_impl[_pyhook] if n.endswith("PythonTracer.stop")]
+    # The very same tuples, but for the times: code objects for Python, names for C.
+    for impl, rec in runs.items():
+        events = buffer_of(rec, main).events
+        assert all(isinstance(e, tuple) and len(e) == 3 for e in events), impl
+        assert all(isinstance(e[1], int) and isinstance(e[2], int) for e in events), impl
+    kinds = {impl: sorted({type(e[0]).__name__ for e in buffer_of(rec, main).events})
+             for impl, rec in runs.items()}
+    assert kinds[None] == kinds[_pyhook] == ["code", "str"]
+    # A thread started during the session.
+    workers = [subtree(outline(buffer_of(rec, "twin-worker").events), " worker")
+               for rec in runs.values()]
+    assert workers[0] == workers[1]
+    assert subtree(workers[0], " workload") == python_rows
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_names_and_nesting(monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+    rec = run_traced(monkeypatch, impl, workload)
+    rows = subtree(outline(buffer_of(rec, threading.current_thread().name).events),
+                   " workload")
+    children = [name for depth, name in rows if depth == 1]
+    # Each resumption of a generator is one event; an exception ends a frame like a return.
+    assert children == [
+        fn("gen"), fn("gen"), fn("gen"), fn("gen"),  # three values, then the end
+        "$builtins.next", "$builtins.generator.close",
+        fn("fails"), fn("deep"), "$math.sqrt",
+        "$test_python_tracer.Box.append", "$builtins.list.append", "$builtins.dict.fromkeys",
+        "$str.maketrans", "$builtins.str.join", "$builtins.sorted", fn("after"),
+    ]
+    assert subtree(rows, fn("gen"), 1)[1:] == [(1, fn("leaf")), (2, "$builtins.sum")]
+    assert subtree(rows, fn("gen"), 3) == [(0, fn("gen"))]
+    assert subtree(rows, "$builtins.next") == [(0, "$builtins.next"), (1, fn("gen")),
+                                               (2, fn("leaf")), (3, "$builtins.sum")]
+    assert subtree(rows, "$builtins.generator.close") == [(0, "$builtins.generator.close"),
+                                                          (1, fn("gen"))]
+    assert subtree(rows, fn("deep")) == [(0, fn("deep")), (1, fn("deep")), (2, fn("deep")),
+                                         (3, fn("deep"))]
+    lambdas = [name for _, name in subtree(rows, "$builtins.sorted")[1:]]
+    assert len(lambdas) == 3 and all(n.endswith("workload.<locals>.<lambda>") for n in lambdas)
+    assert subtree(rows, fn("after")) == [(0, fn("after")), (1, fn("leaf")),
+                                          (2, "$builtins.sum")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_event_cap_is_honoured(monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+    cap = 50
+    rec = run_traced(monkeypatch, impl, lambda: [leaf(3) for _ in range(100)], max_events=cap)
+    kept = sum(len(b.events) for b in rec.python_buffers)
+    assert kept == cap
+    assert rec.recorded == cap
+    assert rec.attempted > 2 * 100  # every leaf and every sum was offered
+    assert rec.dropped == rec.attempted - cap
+
+
+@needs_compiled
+def test_both_hooks_keep_and_drop_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    if threading.active_count() != 1:
+        pytest.skip("another thread could take part of the cap")
+    runs = {impl: run_traced(monkeypatch, impl, workload, max_events=30)
+            for impl in (None, _pyhook)}
+    names = {impl: [PythonTracer.event_name(e[0], {}) for b in rec.python_buffers
+                    for e in b.events] for impl, rec in runs.items()}
+    assert names[None] == names[_pyhook]
+    assert runs[None].attempted == runs[_pyhook].attempted
+    assert runs[None].dropped == runs[_pyhook].dropped > 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_threads_started_during_the_session_are_traced(monkeypatch: pytest.MonkeyPatch,
+                                                        impl: Any) -> None:
+    def body() -> None:
+        threads = [threading.Thread(target=leaf, args=(5,), name=f"late-{i}") for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    rec = run_traced(monkeypatch, impl, body)
+    for i in range(3):
+        rows = outline(buffer_of(rec, f"late-{i}").events)
+        assert subtree(rows, fn("leaf")) == [(0, fn("leaf")), (1, "$builtins.sum")]
+    seen: list[object] = []
+    t = threading.Thread(target=lambda: seen.append(sys.getprofile()))
+    t.start()
+    t.join()
+    assert seen == [None]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_threads_running_before_the_session_are_traced_and_released(
+        monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+    if python_tracer._set_profile_all_threads() is None:
+        pytest.skip("no way to reach running threads here (Python < 3.12 without _fastpath)")
+    go, stop = threading.Event(), threading.Event()
+    profiles: list[object] = []
+
+    def spin() -> None:
+        go.wait()
+        while not stop.is_set():
+            leaf(3)
+            stop.wait(0.001)
+        profiles.append(sys.getprofile())
+
+    def body() -> None:
+        go.set()
+        threading.Event().wait(0.05)
+
+    t = threading.Thread(target=spin, name="early")
+    t.start()
+    try:
+        rec = run_traced(monkeypatch, impl, body)
+    finally:
+        stop.set()
+        t.join()
+    leaves = [row for row in outline(buffer_of(rec, "early").events) if row[1] == fn("leaf")]
+    assert len(leaves) >= 5
+    assert profiles == [None]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_flush_brings_buffers_up_to_date(monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+    monkeypatch.setattr(python_tracer, "_pyhook", impl)
+    rec = Recorder(10_000)
+    tracer = PythonTracer(rec)
+    tracer.start()
+    try:
+        leaf(3)
+        tracer.flush()
+        names = [PythonTracer.event_name(e[0], {}) for b in rec.python_buffers
+                 for e in b.events]
+    finally:
+        tracer.stop()
+    assert fn("leaf") in names and "$builtins.sum" in names
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_hooks_stop_themselves_where_stop_cannot_reach(monkeypatch: pytest.MonkeyPatch,
+                                                       impl: Any) -> None:
+    # As on Python < 3.12 without _fastpath: stop() removes the hook of its own thread only.
+    monkeypatch.setattr(python_tracer, "_set_profile_all_threads", lambda: None)
+    started, stopped = threading.Event(), threading.Event()
+    profiles: list[object] = []
+
+    def outlive() -> None:
+        leaf(1)
+        started.set()
+        stopped.wait()  # the hook goes on its first event after stop
+        profiles.append(sys.getprofile())
+        leaf(2)
+
+    t = threading.Thread(target=outlive, name="outlives")
+
+    def body() -> None:
+        t.start()
+        started.wait()
+
+    rec = run_traced(monkeypatch, impl, body)
+    after_stop = time.time_ns()
+    stopped.set()
+    t.join()
+    assert profiles == [None]
+    events = buffer_of(rec, "outlives").events
+    names = [name for _, name in outline(events)]
+    assert names.count(fn("leaf")) == 1
+    # The calls open at stop were closed then; nothing was recorded after.
+    assert all(e[2] < after_stop for e in events)
+    closed = [name for name in names if name.endswith(".acquire")]
+    assert closed and events[-1][2] == max(e[2] for e in events)
+
+
+@needs_compiled
+def test_compiled_hook_keeps_order_across_stop() -> None:
+    events: list[Any] = []
+    state = _pyhook.HookState(itertools.count(), 100, python_tracer._c_name)
+    hook = _pyhook.ThreadHook(state, events)
+    frame = sys._getframe()
+    code = frame.f_code
+    hook(frame, "call", None)
+    hook(frame, "c_call", len)
+    hook(frame, "c_return", len)
+    assert events == []  # held in C until flushed
+    hook(frame, "call", None)
+    state.active = False
+    hook(frame, "return", None)  # after stop: straight to the list, after the held ones
+    assert [e[0] for e in events] == ["$builtins.len", code]
+    assert all(isinstance(e[1], int) and e[1] <= e[2] for e in events)
+    assert sys.getprofile() is None
+    assert hook.depth == 1
+    (start, what), = hook.drain()
+    assert what is code and start <= events[0][1]
+    assert hook.depth == 0 and hook.drain() == []
