@@ -10,5 +10,8 @@ setup(
         # The Python tracer's profile hook in C; python_tracer.py has the pure-Python twin.
         Extension("stepscope.capture._pyhook", ["src/stepscope/capture/_pyhook.c"],
                   optional=True),
+        # XSpace bytes straight into columns; formats/xspace_columns.py has the protobuf twin.
+        Extension("stepscope.formats._xspace_decode", ["src/stepscope/formats/_xspace_decode.c"],
+                  optional=True),
     ],
 )

@@ -182,9 +182,12 @@ def _set_profile_all_threads() -> Callable[[Any], None] | None:
     set_all = getattr(threading, "setprofile_all_threads", None)  # Python 3.12+
     if set_all is not None:
         return set_all  # type: ignore[no-any-return]
-    from stepscope.capture.trace import _fastpath
-
-    return _fastpath.set_profile_all_threads if _fastpath is not None else None
+    # Not subject to STEPSCOPE_PURE_PYTHON: there is no pure-Python way to do this before 3.12.
+    try:
+        from stepscope.capture import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _fastpath.set_profile_all_threads  # type: ignore[no-any-return]
 
 
 def _c_name(func: Any) -> str:
