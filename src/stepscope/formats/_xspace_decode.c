@@ -201,6 +201,27 @@ skip_field(Reader *r, uint32_t wire)
     }
 }
 
+/* Copy one field (its key re-encoded, then its payload) to `out`, for protobuf to parse. */
+static int
+copy_field(Reader *r, uint32_t field, uint32_t wire, Buf *out)
+{
+    const uint8_t *start = r->p;
+    uint8_t key[10];
+    size_t n = 0;
+    uint64_t k = ((uint64_t)field << 3) | wire;
+    do {
+        key[n++] = (uint8_t)((k & 0x7F) | (k > 0x7F ? 0x80 : 0));
+        k >>= 7;
+    } while (k);
+    if (skip_field(r, wire) < 0) {
+        return -1;
+    }
+    if (buf_put(out, key, n) < 0 || buf_put(out, start, (size_t)(r->p - start)) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- decoding -------------------------------------------------------------------------- */
 
 enum { KIND_DOUBLE = 1, KIND_UINT64 = 2, KIND_INT64 = 3, KIND_STR = 4, KIND_BYTES = 5,
@@ -373,19 +394,8 @@ decode_plane(State *s, Reader *r, int32_t plane_index)
         if (field == 3 && wire == 2) {
             Reader sub;
             if (read_len(r, &sub) < 0 || decode_line(s, &sub, plane_index) < 0) goto fail;
-        } else {
-            const uint8_t *start = r->p;
-            /* re-encode the key: it is a varint of (field << 3 | wire) */
-            uint8_t key[10];
-            size_t n = 0;
-            uint64_t k = ((uint64_t)field << 3) | wire;
-            do {
-                key[n++] = (uint8_t)((k & 0x7F) | (k > 0x7F ? 0x80 : 0));
-                k >>= 7;
-            } while (k);
-            if (skip_field(r, wire) < 0) goto fail;
-            if (buf_put(&rest, key, n) < 0 || buf_put(&rest, start, r->p - start) < 0)
-                goto fail;
+        } else if (copy_field(r, field, wire, &rest) < 0) {
+            goto fail;
         }
     }
     if (more < 0) goto fail;
@@ -450,18 +460,8 @@ decode(PyObject *module, PyObject *arg)
         if (field == 1 && wire == 2) {
             Reader sub;
             if (read_len(&r, &sub) < 0 || decode_plane(&s, &sub, plane_index++) < 0) goto done;
-        } else {
-            const uint8_t *start = r.p;
-            uint8_t key[10];
-            size_t n = 0;
-            uint64_t k = ((uint64_t)field << 3) | wire;
-            do {
-                key[n++] = (uint8_t)((k & 0x7F) | (k > 0x7F ? 0x80 : 0));
-                k >>= 7;
-            } while (k);
-            if (skip_field(&r, wire) < 0) goto done;
-            if (buf_put(&space_rest, key, n) < 0 || buf_put(&space_rest, start, r.p - start) < 0)
-                goto done;
+        } else if (copy_field(&r, field, wire, &space_rest) < 0) {
+            goto done;
         }
     }
     if (more < 0) goto done;
