@@ -92,8 +92,13 @@ class XSpaceColumns:
     warnings: list[str]
 
     def event_start_ns(self) -> I64:
-        """Each event's start in ns since the epoch."""
-        return self.lines.timestamp_ns[self.events.line] + self.events.offset_ps // 1000
+        """Each event's start in ns since the epoch (picoseconds rounded to the nearest ns)."""
+        return self.lines.timestamp_ns[self.events.line] + ps_to_ns(self.events.offset_ps)
+
+
+def ps_to_ns(ps: I64) -> I64:
+    """Picoseconds to nanoseconds, rounded to the nearest."""
+    return (ps + 500) // 1000
 
 
 def decode_columns(data: bytes, source: str = "<bytes>") -> XSpaceColumns:

@@ -1,0 +1,81 @@
+"""The host event table: every event of every plane, matching a plain protobuf reading."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stepscope
+from stepscope.formats.xplane_builder import read_space
+from stepscope.model import events as me
+from stepscope.model import schema
+
+from conftest import FIXTURES
+from xspace_view import events as view_events
+
+XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
+
+
+@pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
+def test_table_matches_protobuf_reading(path: Path) -> None:
+    table = me.load_xspace(path)
+    space = read_space(path)
+    expected = []
+    for p in space.planes:
+        for e in view_events(p):
+            half_up = math.floor(e.duration_ns + 0.5)
+            expected.append((p.name, e.name, half_up, e.stats.get("step_num"),
+                             e.stats.get("correlation_id")))
+    got = []
+    step = table.typed[schema.STEP_NUM]
+    corr = table.typed[schema.CORRELATION_ID]
+    for i in range(len(table)):
+        got.append((table.planes[table.plane[i]].name, table.names[table.name[i]],
+                    int(table.duration_ns[i]),
+                    None if step[i] == me.MISSING else int(step[i]),
+                    None if corr[i] == me.MISSING else int(corr[i])))
+    assert len(got) == len(expected)
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+
+
+def test_gpu_fixture_keeps_kernels_and_correlation_ids() -> None:
+    path = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+    table = me.load_xspace(path)
+    gpu4 = table.plane_index("/device:GPU:4")
+    assert gpu4 is not None
+    on_gpu = table.plane == gpu4
+    assert int(on_gpu.sum()) == 3_875
+    corr = table.typed[schema.CORRELATION_ID]
+    # Kernels on the GPU and their launches on the host share correlation ids.
+    gpu_ids = set(corr[on_gpu & (corr != me.MISSING)].tolist())
+    host = table.plane_index(schema.HOST_PLANE)
+    host_ids = set(corr[(table.plane == host) & (corr != me.MISSING)].tolist())
+    assert gpu_ids and len(gpu_ids & host_ids) > 0.9 * len(gpu_ids)
+
+
+def test_our_profile_steps_and_side_stats(tmp_path: Path) -> None:
+    stepscope.start(tmp_path, options=stepscope.ProfilerOptions(counter_interval_ms=0))
+    for step in range(5):
+        with stepscope.Trace("train", step_num=step, _r=1, lr=0.25, phase="fit"):
+            pass
+    path = stepscope.stop()
+    assert path is not None
+    table = me.load_xspace(path)
+    train = table.name == table.name_code("train")
+    assert table.typed[schema.STEP_NUM][train].tolist() == list(range(5))
+    assert table.typed[schema.ROOT_LEVEL][train].tolist() == [1] * 5
+    assert np.all(np.diff(table.start_ns[train]) > 0)
+    side = table.stats
+    values = {(side.stat_names[side.name[r]], side.value_of(r)) for r in range(len(side.event))}
+    assert values == {("lr", 0.25), ("phase", "fit")}
+    env = table.planes[table.plane_index(schema.TASK_ENV_PLANE)]
+    assert env.stats[schema.ENV_DROPPED_EVENTS] == 0
+    assert table.line_name[table.line[np.flatnonzero(train)[0]]] == "MainThread"
+
+
+def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(stepscope.ProfileFormatError, match="missing.xplane.pb"):
+        me.load_xspace(tmp_path / "missing.xplane.pb")
