@@ -107,7 +107,8 @@ except ImportError:  # built without a C compiler
 
 if _fastpath is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON"):
     _fastpath.set_decorator(_decorate)
-    Trace: type = _fastpath.Trace
+    # Typed as PyTrace: the compiled type has the same signature and methods.
+    Trace: type[PyTrace] = _fastpath.Trace
 else:
     _fastpath = None
     Trace = PyTrace
