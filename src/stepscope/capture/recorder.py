@@ -49,21 +49,14 @@ class Recorder:
         """Count one event; False once the cap is reached (the event must then be dropped)."""
         return next(self._counter) < self.max_events
 
-    def host_events(self) -> list[Any]:
-        """This thread's host event list, created on first use."""
-        try:
-            return self._local.host.events  # type: ignore[no-any-return]
-        except AttributeError:
-            self._local.host = self._new_buffer(self.host_buffers)
-            return self._local.host.events  # type: ignore[no-any-return]
-
     def add(self, name: str, start_ns: int, end_ns: int, stats: dict[str, Any] | None) -> None:
         """Record one complete host event on the calling thread."""
         if next(self._counter) < self.max_events:
             try:
                 events = self._local.host.events
-            except AttributeError:
-                events = self.host_events()
+            except AttributeError:  # this thread's first event: give it a buffer
+                self._local.host = self._new_buffer(self.host_buffers)
+                events = self._local.host.events
             events.append((name, start_ns, end_ns, stats))
 
     def python_buffer(self) -> ThreadBuffer:

@@ -35,11 +35,6 @@ def set_recorders(annotations: Recorder | None, instrumentation: Recorder | None
         _fastpath.set_recorder(annotations.add if annotations is not None else None)
 
 
-def is_tracing() -> bool:
-    """True while user annotations are being recorded."""
-    return _annotations is not None
-
-
 class PyTrace:
     """Context manager (and decorator) that records a named event on the calling thread.
 
