@@ -83,7 +83,14 @@ def _add_field(msg: descriptor_pb2.DescriptorProto, f: Field, package: str,
 
 def build(file_name: str, package: str, messages: list[Message]) -> dict[str, Any]:
     """Register the messages in a private pool and return their classes by name."""
-    fdp = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
+    # Edition 2023 with proto3's semantics, except that strings are not checked for UTF-8:
+    # profilers write names verbatim (TensorFlow's C++ writer does not validate them), and one
+    # bad byte must not make a whole profile unreadable.
+    fdp = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="editions",
+                                             edition=descriptor_pb2.EDITION_2023)
+    features = fdp.options.features
+    features.field_presence = features.IMPLICIT
+    features.utf8_validation = features.NONE
     for m in messages:
         msg = fdp.message_type.add(name=m.name)
         for enum_name, values in m.enums.items():
