@@ -47,3 +47,11 @@ COUNTER_GPU_MEMORY_USED = "GPU {index} memory used (bytes)"
 PLUGIN_DIR = ("plugins", "profile")
 XPLANE_SUFFIX = ".xplane.pb"
 RUN_NAME_FORMAT = "%Y_%m_%d_%H_%M_%S"
+
+# Profiles converted from PyTorch's Kineto Chrome-trace JSON.
+KINETO_CATEGORY = "kineto_category"  # event stat: the trace event's "cat" (cpu_op, kernel, ...)
+ENV_SOURCE_FORMAT = "source_format"  # Task Environment stat: "xspace" or "kineto"
+ENV_DEVICE_PROPERTIES = "device_properties"  # JSON text of Kineto's deviceProperties
+ENV_RANK = "rank"
+ENV_WORLD_SIZE = "world_size"
+ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where known
