@@ -44,7 +44,8 @@ class StatTable:
     event: I64  # row in the EventTable
     name: I32  # index into stat_names
     kind: NDArray[np.int8]  # xspace_columns.KIND_*
-    value: I64  # ints (and refs) as they are, doubles as their bits, str offsets into text
+    value: I64  # ints as they are, doubles as their bits, str offsets into text, refs as
+    # indices into stat_names (the interned string a ref stat stands for)
     length: I32
     text: bytes
     stat_names: list[str]
@@ -57,6 +58,8 @@ class StatTable:
             return float(np.array(raw, dtype=np.int64).view(np.float64))
         if kind == xc.KIND_UINT64:
             return raw & 0xFFFF_FFFF_FFFF_FFFF
+        if kind == xc.KIND_REF:
+            return self.stat_names[raw]
         if kind in (xc.KIND_STR, xc.KIND_BYTES):
             data = self.text[raw:raw + int(self.length[row])]
             return data.decode("utf-8", "replace") if kind == xc.KIND_STR else data
@@ -83,6 +86,25 @@ class EventTable:
 
     def __len__(self) -> int:
         return len(self.name)
+
+    def text_stat(self, stat: str) -> tuple[I64, I32, list[str]]:
+        """A string (or ref) stat as columns: (event rows, value codes, distinct values)."""
+        st = self.stats
+        try:
+            code = st.stat_names.index(stat)
+        except ValueError:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32), []
+        rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (xc.KIND_STR, xc.KIND_REF)))
+        # Decode each distinct (kind, value, length) once: values repeat (refs, shared text).
+        keys = np.stack([st.kind[rows].astype(np.int64), st.value[rows],
+                         st.length[rows].astype(np.int64)], axis=1)
+        distinct, first, inverse = np.unique(keys, axis=0, return_index=True,
+                                             return_inverse=True)
+        texts = [str(st.value_of(int(rows[i]))) for i in first]
+        values = sorted(set(texts))
+        code_of = {text: i for i, text in enumerate(values)}
+        codes = np.array([code_of[t] for t in texts], dtype=np.int32)
+        return st.event[rows], codes[inverse.reshape(-1)] if len(rows) else codes, values
 
     def plane_index(self, name: str) -> int | None:
         """Index of the plane called ``name``, or None."""
@@ -130,6 +152,7 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     name = np.full(len(ev), -1, dtype=np.int32)
     stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
     stat_name = np.full(len(st.metadata_id), -1, dtype=np.int32)
+    stat_value = np.array(st.value, dtype=np.int64)  # a copy: refs are rewritten below
     for index, plane in enumerate(cols.planes):
         event_map = {}
         for mid, md in plane.event_metadata.items():
@@ -146,6 +169,9 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         name[on_plane] = _lookup(ev.metadata_id[on_plane], event_map)
         stats_on_plane = on_plane[stat_event]
         stat_name[stats_on_plane] = _lookup(st.metadata_id[stats_on_plane], stat_map)
+        # A ref stat's value is a stat metadata id of this plane: make it a global code.
+        refs = stats_on_plane & (st.kind == xc.KIND_REF)
+        stat_value[refs] = _lookup(stat_value[refs], stat_map)
     if len(name) and name.min() < 0:
         # An event whose metadata id has no entry: keep it, under an explicit name.
         unknown = name_codes.setdefault("<unknown event>", len(name_codes))
@@ -160,12 +186,12 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         code = stat_codes.get(stat)
         if code is not None:
             rows = np.flatnonzero((stat_name == code) & np.isin(
-                st.kind, (xc.KIND_INT64, xc.KIND_UINT64, xc.KIND_REF)))
-            column[stat_event[rows]] = st.value[rows]
+                st.kind, (xc.KIND_INT64, xc.KIND_UINT64)))
+            column[stat_event[rows]] = stat_value[rows]
             is_typed[rows] = True
         typed[stat] = column
     keep = ~is_typed
-    side = StatTable(stat_event[keep], stat_name[keep], st.kind[keep], st.value[keep],
+    side = StatTable(stat_event[keep], stat_name[keep], st.kind[keep], stat_value[keep],
                      st.length[keep], st.blob, stat_names)
 
     start_ns = cols.event_start_ns()

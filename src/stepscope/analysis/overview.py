@@ -1,0 +1,415 @@
+"""The overview page: step time and its breakdown, the input-bound verdict, top ops, the run
+environment and what to look at next.
+
+Step-time breakdown: within each step, every instant is given to the first category below
+that is busy at that instant, so that the categories add up to the step time:
+
+1. device compute: kernels running on an accelerator for this step;
+2. device to device: device-to-device and peer copies;
+3. input: the step's threads waiting for input (tf.data ``IteratorGetNext``, PyTorch
+   ``DataLoader.__next__``, stepscope's ``Iterator::`` events) and host-to-device copies;
+4. output: outfeed and device-to-host copies;
+5. compilation: compiling (XLA, ``torch.compile``);
+6. kernel launch: the host launching kernels and copies (cudaLaunchKernel and kin);
+7. host compute: any other host event of the step's threads, and host ops on any thread;
+8. all others: time when none of the above was recorded (often Python, or untraced I/O).
+
+The input verdict uses XProf's published thresholds: at least 20 % of step time in input is
+"highly" input-bound, at least 5 % "moderately"; below that, at least 3 % in "all others"
+is "potentially" input-bound (untraced input may hide there), else "not".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis import intervals
+from stepscope.analysis.op_stats import (
+    DERIVED_OP_LINES,
+    DERIVED_OTHER_LINES,
+    DEVICE,
+    HOST,
+    IDLE,
+    OpEvents,
+    OpRow,
+    OpStats,
+    classify,
+    kernel_type,
+    kineto_categories,
+    op_stats,
+    ranked,
+)
+from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
+from stepscope.model import schema
+from stepscope.model.events import EventTable
+from stepscope.model.profile import Profile
+
+I64 = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+CATEGORIES = ("device_compute", "device_to_device", "input", "output", "compilation",
+              "kernel_launch", "host_compute", "all_others")
+CATEGORY_LABELS = {
+    "device_compute": "device compute", "device_to_device": "device-to-device",
+    "input": "input", "output": "output", "compilation": "compilation",
+    "kernel_launch": "kernel launch", "host_compute": "host compute",
+    "all_others": "all others",
+}
+VERDICTS = ("highly", "moderately", "potentially", "not")
+HIGHLY_INPUT_BOUND = 20.0
+MODERATELY_INPUT_BOUND = 5.0
+POTENTIALLY_ALL_OTHERS = 3.0
+
+INPUT_EVENT = re.compile(
+    r"^(EagerLocalExecute: )?IteratorGetNext|^Iterator::|^PrefetchConsume$|^InfeedDequeue"
+    r"|^enumerate\(DataLoader\)|DataLoader\w*\.__next__|dataloader\.py:\d+ .*__next__")
+OUTPUT_EVENT = re.compile(r"(?i)outfeed")
+COMPILE_EVENT = re.compile(
+    r"(?i)(^|[^a-z])compil(e|ation|er)?($|[^a-z])|XlaCompile|backend_compile|jit_compile")
+LAUNCH_EVENT = re.compile(
+    r"^(cu|cuda|hip)\w*Launch\w*$|^(cu|cuda|hip)(Memcpy|Memset)\w*Async$")
+_TO_DEVICE = re.compile(r"HtoD|H2D|Host ?-> ?Device")
+_TO_HOST = re.compile(r"DtoH|D2H|Device ?-> ?Host")
+_DEVICE_TO_DEVICE = re.compile(r"DtoD|D2D|PtoP|P2P|Device ?-> ?Device|Peer")
+_SIXTEEN_BIT = re.compile(r"(?i)bf16|fp16|f16\[|half|bfloat16|h884|h1688|h16816|hmma|_f16")
+
+
+@dataclass
+class HostOverview:
+    """The overview of one host."""
+
+    name: str
+    steps: Steps
+    step_category_ns: I64  # per step × CATEGORIES
+    ops: OpStats
+    device_type: str
+    device_count: int
+    device_names: list[str]
+    cpu_count: int | None
+    sixteen_bit_ns: int
+    device_compute_ns: int
+
+
+@dataclass
+class Overview:
+    """The overview of a run: per host and aggregated over hosts."""
+
+    run: str
+    path: str
+    hosts: list[HostOverview]
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable, JSON-ready form (see the README for the keys scripts can rely on)."""
+        out = _summary(self.hosts)
+        out = {"run": self.run, "path": self.path, **out,
+               "hosts": {h.name: _summary([h]) for h in self.hosts},
+               "failed_hosts": dict(self.failed)}
+        return out
+
+
+def overview(profile: Profile) -> Overview:
+    """Compute the overview of every host of ``profile``."""
+    hosts = [host_overview(name, table) for name, table in profile.hosts.items()]
+    return Overview(profile.run, str(profile.path), hosts, dict(profile.failed))
+
+
+def host_overview(name: str, table: EventTable) -> HostOverview:
+    """The overview of one host's events."""
+    steps = find_steps(table)
+    events = classify(table)
+    ops = op_stats(table, events=events)
+    masks = _category_masks(table, steps, events)
+    per_step = _partition(table, steps, masks)
+    device_type, count, names = _devices(table)
+    device_rows = np.flatnonzero(masks["device_compute"])
+    sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
+    dur = table.duration_ns[device_rows]
+    return HostOverview(
+        name=name, steps=steps, step_category_ns=per_step, ops=ops, device_type=device_type,
+        device_count=count, device_names=names, cpu_count=_cpu_count(table),
+        sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
+        device_compute_ns=int(dur.sum()))
+
+
+def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
+    """Per event: whether its name matches ``pattern`` (tested once per distinct name)."""
+    per_name = np.array([bool(pattern.search(n)) for n in table.names] + [False], dtype=bool)
+    return per_name[table.name]
+
+
+def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[str, BoolArray]:
+    """Per category: which events count towards it (before the priority partition)."""
+    n = len(table)
+    in_step = steps.event_step >= 0
+    device_plane = device_planes(table)
+    on_device = device_plane[table.plane] if len(table.planes) else np.zeros(n, bool)
+    quiet = np.array([p.name in (schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE, "/host:metadata")
+                      for p in table.planes], dtype=bool)
+    on_host = ~on_device & ~(quiet[table.plane] if len(table.planes) else np.zeros(n, bool))
+
+    # The step's own threads: its marker lines, and lines of other host planes (the Python
+    # tracer's) that stand for the same threads.
+    step_line_ids = table.line_id[steps.lines] if len(steps.lines) else np.zeros(0, np.int64)
+    host_line = ~device_plane[table.line_plane] if len(table.line_plane) else np.zeros(0, bool)
+    step_lines = np.isin(table.line_id, step_line_ids) & host_line
+    on_step_thread = step_lines[table.line] if len(step_lines) else np.zeros(n, bool)
+
+    # Device events: kernels and copies on stream lines, not TensorFlow/XLA's derived lines.
+    line_names = np.array(table.line_name, dtype=object)
+    derived = np.isin(line_names, DERIVED_OP_LINES + DERIVED_OTHER_LINES) if len(line_names) \
+        else np.zeros(0, bool)
+    category, categories = kineto_categories(table)
+    if categories:
+        gpu_cats = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in categories]
+                            + [False], dtype=bool)
+        device_work = gpu_cats[category]
+        annotation = np.array([c == "gpu_user_annotation" for c in categories] + [False], bool)
+        device_work &= ~annotation[category]
+    else:
+        device_work = on_device & ~(derived[table.line] if len(derived) else np.zeros(n, bool))
+    kind = np.array([kernel_type(name) for name in table.names] + ["Kernel"], dtype=object)
+    copy_line = np.array([("Memcpy" in ln) for ln in table.line_name] + [False], dtype=bool)
+    is_copy = (kind[table.name] != "Kernel") | copy_line[table.line]
+
+    def matches(pattern: re.Pattern[str]) -> BoolArray:
+        hit = _name_mask(table, pattern)
+        per_line = np.array([bool(pattern.search(ln)) for ln in table.line_name] + [False],
+                            dtype=bool)
+        return hit | per_line[table.line]
+
+    to_device, to_host, peer = (matches(p) for p in (_TO_DEVICE, _TO_HOST, _DEVICE_TO_DEVICE))
+    device_copy = device_work & is_copy
+    marker = (table.typed[schema.ROOT_LEVEL] == 1) | _name_mask(table, PROFILER_STEP)
+    if steps.marker:
+        code = table.name_code(steps.marker)
+        if code is not None:
+            marker |= (table.name == code) & on_step_thread
+    host = on_host & in_step & ~marker
+    host_op = (events.op >= 0) & on_host
+    return {
+        "device_compute": device_work & ~is_copy & in_step,
+        "device_to_device": device_copy & peer & in_step,
+        "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT))
+        | (device_copy & to_device & in_step),
+        "output": (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
+        | (device_copy & to_host & in_step),
+        "compilation": host & _name_mask(table, COMPILE_EVENT),
+        "kernel_launch": host & _name_mask(table, LAUNCH_EVENT),
+        "host_compute": host & (on_step_thread | host_op),
+    }
+
+
+def _partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray]) -> I64:
+    """Per step and category, the time given to it (ns); rows add up to the step time."""
+    n_steps = len(steps)
+    out = np.zeros((n_steps, len(CATEGORIES)), dtype=np.int64)
+    if n_steps == 0:
+        return out
+    starts, ends, groups = [], [], []
+    done = np.zeros(n_steps, dtype=np.int64)
+    for k, cat in enumerate(CATEGORIES[:-1]):
+        rows = np.flatnonzero(masks[cat])
+        step = steps.event_step[rows]
+        keep = step >= 0
+        rows, step = rows[keep], step[keep].astype(np.int64)
+        lo = np.maximum(table.start_ns[rows], steps.start_ns[step])
+        hi = np.minimum(table.start_ns[rows] + table.duration_ns[rows], steps.end_ns[step])
+        starts.append(lo)
+        ends.append(hi)
+        groups.append(step)
+        union = intervals.covered(np.concatenate(groups), np.concatenate(starts),
+                                  np.concatenate(ends), n_steps)
+        out[:, k] = union - done
+        done = union
+    out[:, -1] = np.maximum(steps.duration_ns - done, 0)
+    return out
+
+
+def _devices(table: EventTable) -> tuple[str, int, list[str]]:
+    """Device type (CPU, GPU, TPU, ...), how many, and their names where known."""
+    planes = [p for p, dev in zip(table.planes, device_planes(table), strict=True) if dev]
+    if not planes:
+        return "CPU", 0, []
+    kinds = sorted({p.name.split(":")[1] for p in planes})
+    names: list[str] = []
+    for p in table.planes:
+        props = p.stats.get(schema.ENV_DEVICE_PROPERTIES)
+        if isinstance(props, str):
+            try:
+                names = [str(d.get("name", "")) for d in json.loads(props) if isinstance(d, dict)]
+            except ValueError:
+                names = []
+    return "/".join(kinds), len(planes), names
+
+
+def _cpu_count(table: EventTable) -> int | None:
+    for p in table.planes:
+        value = p.stats.get(schema.ENV_CPU_COUNT)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def verdict(input_percent: float, all_others_percent: float) -> str:
+    """The input-bound verdict for the given shares of step time (see the module docs)."""
+    if input_percent >= HIGHLY_INPUT_BOUND:
+        return "highly"
+    if input_percent >= MODERATELY_INPUT_BOUND:
+        return "moderately"
+    if all_others_percent >= POTENTIALLY_ALL_OTHERS:
+        return "potentially"
+    return "not"
+
+
+def _merged_ops(hosts: list[HostOverview]) -> list[OpRow]:
+    """Op rows summed over hosts, ranked as on one host."""
+    if len(hosts) == 1:
+        return hosts[0].ops.rows
+    merged: dict[tuple[str, str, str], OpRow] = {}
+    for h in hosts:
+        for r in h.ops.rows:
+            key = (r.host_or_device, r.type, r.name)
+            if key in merged:
+                m = merged[key]
+                m.occurrences += r.occurrences
+                m.total_ns += r.total_ns
+                m.self_ns += r.self_ns
+            else:
+                merged[key] = OpRow(r.host_or_device, r.type, r.name, r.occurrences,
+                                    r.total_ns, r.self_ns)
+    return ranked(list(merged.values()))
+
+
+def _step_times(hosts: list[HostOverview]) -> tuple[I64, I64]:
+    """Step numbers and step times across hosts: a step lasts as long as its slowest host."""
+    nums = [h.steps.step_num for h in hosts if len(h.steps)]
+    if not nums:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    all_nums = np.unique(np.concatenate(nums))
+    times = np.zeros(len(all_nums), dtype=np.int64)
+    for h in hosts:
+        if len(h.steps):
+            pos = np.searchsorted(all_nums, h.steps.step_num)
+            np.maximum.at(times, pos, h.steps.duration_ns)
+    return all_nums, times
+
+
+def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
+    """The overview dictionary of one host, or the aggregate of several."""
+    nums, times = _step_times(hosts)
+    ms = times / 1e6
+    category_ns = np.zeros(len(CATEGORIES), dtype=np.int64)
+    total_step_ns = 0
+    for h in hosts:
+        category_ns += h.step_category_ns.sum(axis=0)
+        total_step_ns += int(h.steps.duration_ns.sum())
+    breakdown = {c: (100.0 * float(category_ns[i]) / total_step_ns if total_step_ns else 0.0)
+                 for i, c in enumerate(CATEGORIES)}
+    n = len(times)
+    has_steps = n > 0
+    input_percent = breakdown["input"] if has_steps else None
+    kind = verdict(breakdown["input"], breakdown["all_others"]) if has_steps else "not"
+    rows = _merged_ops(hosts)
+    ops = OpStats(rows)
+    top = ops.top(10)
+    methods = sorted({h.steps.method for h in hosts})
+    markers = sorted({h.steps.marker for h in hosts if h.steps.marker})
+    device_types = sorted({h.device_type for h in hosts if h.device_type != "CPU"})
+    device_ns = sum(h.device_compute_ns for h in hosts)
+    sixteen_ns = sum(h.sixteen_bit_ns for h in hosts)
+    cores = [h.cpu_count for h in hosts if h.cpu_count]
+    out: dict[str, Any] = {
+        "steps": {
+            "count": n,
+            "avg_ms": float(ms.mean()) if has_steps else None,
+            "min_ms": float(ms.min()) if has_steps else None,
+            "max_ms": float(ms.max()) if has_steps else None,
+            "stddev_ms": float(ms.std()) if has_steps else None,
+            "found_by": methods[0] if len(methods) == 1 else methods,
+            "marker": markers[0] if len(markers) == 1 else markers,
+            "per_step": [{"step_num": int(s), "ms": float(t)} for s, t in zip(nums, ms,
+                                                                             strict=True)],
+        },
+        "breakdown": breakdown,
+        "breakdown_ms": {c: (float(category_ns[i]) / 1e6 / max(sum(len(h.steps)
+                                                                   for h in hosts), 1))
+                         for i, c in enumerate(CATEGORIES)},
+        "input": {"percent": input_percent, "verdict": kind,
+                  "statement": _input_statement(kind, breakdown, has_steps)},
+        "precision": ({"16bit_percent": 100.0 * sixteen_ns / device_ns,
+                       "32bit_percent": 100.0 - 100.0 * sixteen_ns / device_ns}
+                      if device_ns else None),
+        "top_ops": [{"name": r.name, "type": r.type, "host_or_device": r.host_or_device,
+                     "self_ms": r.self_ns / 1e6, "self_percent": r.self_percent,
+                     "occurrences": r.occurrences} for r in top],
+        "environment": {
+            "hosts": len(hosts), "host_names": [h.name for h in hosts],
+            "device_type": "/".join(device_types) if device_types else "CPU",
+            "device_count": sum(h.device_count for h in hosts),
+            "device_names": sorted({d for h in hosts for d in h.device_names if d}),
+            "cpu_count": sum(cores) if cores else None,
+        },
+    }
+    out["recommendation"] = _recommendation(out, has_steps)
+    return out
+
+
+def _input_statement(kind: str, breakdown: dict[str, float], has_steps: bool) -> str:
+    if not has_steps:
+        return ("No steps were found, so input-boundness is unknown; mark each step with "
+                "stepscope.Trace('train', step_num=i, _r=1).")
+    pct = breakdown["input"]
+    if kind == "highly":
+        return (f"This run is HIGHLY input-bound: {pct:.1f}% of step time waits for input. "
+                "Reduce input time first.")
+    if kind == "moderately":
+        return (f"This run is MODERATELY input-bound: {pct:.1f}% of step time waits for "
+                "input. Reduce both input time and the rest.")
+    if kind == "potentially":
+        return (f"This run is POTENTIALLY input-bound: {breakdown['all_others']:.1f}% of step "
+                "time went to 'all others' (untraced I/O or Python, or both).")
+    return (f"This run is NOT input-bound: only {pct:.1f}% of step time waits for input. "
+            "Focus on the rest of the step.")
+
+
+def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
+    """The next tool to open, and hints drawn from the breakdown."""
+    hints: list[str] = []
+    b = summary["breakdown"]
+    if not has_steps:
+        return {"next_tool": "ops", "hints": [
+            "No steps found: op stats are still shown; mark steps to get a breakdown."]}
+    kind = summary["input"]["verdict"]
+    if kind in ("highly", "moderately"):
+        next_tool = "input_pipeline"
+        hints.append("Open the input pipeline analyzer to see which input stage is slow; "
+                     "prefetch, parallelise or cache the input.")
+    elif b["device_compute"] >= max(b["host_compute"], 1.0):
+        next_tool = "kernel_stats"
+        hints.append("Device compute dominates: look at the top device ops and kernels; "
+                     "mixed precision and fusion help most here.")
+    else:
+        next_tool = "ops"
+        hints.append("Host time dominates: open framework op stats and the trace viewer "
+                     "to see which host work fills the step.")
+    if b["kernel_launch"] >= 10.0:
+        hints.append(f"{b['kernel_launch']:.1f}% of step time launches kernels: fuse ops, "
+                     "use tf.function/XLA, torch.compile or CUDA graphs.")
+    if b["compilation"] >= 10.0:
+        hints.append(f"{b['compilation']:.1f}% of step time compiles: look for shapes or "
+                     "arguments that change from step to step and force recompilation.")
+    if kind != "potentially" and b["all_others"] >= 20.0:
+        hints.append(f"{b['all_others']:.1f}% of step time is untraced: turn on the Python "
+                     "tracer (python_tracer_level=1) to see it.")
+    return {"next_tool": next_tool, "hints": hints}
+
+
+__all__ = ["CATEGORIES", "CATEGORY_LABELS", "DEVICE", "HOST", "IDLE", "VERDICTS", "Overview",
+           "HostOverview", "overview", "host_overview", "verdict"]

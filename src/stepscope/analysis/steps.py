@@ -1,0 +1,202 @@
+"""Training steps: finding them in a host's events and grouping every event to its step.
+
+Steps are looked for in this order, the first that yields any wins:
+
+1. root events (``_r=1``) with a ``step_num`` (TensorFlow and stepscope ``Trace``, JAX
+   ``StepTraceAnnotation``);
+2. PyTorch's ``ProfilerStep#N`` annotations;
+3. any host events carrying ``step_num`` without ``_r`` (Keras 3's ``Profiled batch``), the
+   most frequent such name;
+4. a device ``Steps`` line (older TensorFlow GPU profiles, already grouped by TensorFlow);
+5. repeated executions of the XLA module that takes most device time (JAX without step
+   annotations).
+
+Host events belong to the step whose span holds their start; device events follow the host
+event that launched them (same correlation id), or else their start time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.model import schema
+from stepscope.model.events import MISSING, EventTable
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|XPU|NPU):")
+DEVICE_STEPS_LINE = "Steps"
+XLA_MODULES_LINE = "XLA Modules"
+
+
+@dataclass
+class Steps:
+    """The steps of one host, in time order, and each event's step (-1: none)."""
+
+    method: str  # how they were found: root, profiler_step, step_num, device_steps, xla_module
+    marker: str  # the event name that marks a step ("" when none were found)
+    step_num: I64
+    start_ns: I64
+    end_ns: I64
+    lines: I64  # the lines (threads) whose events mark the steps
+    event_step: I32
+
+    def __len__(self) -> int:
+        return len(self.step_num)
+
+    @property
+    def duration_ns(self) -> I64:
+        return self.end_ns - self.start_ns
+
+
+def device_planes(table: EventTable) -> BoolArray:
+    """Per plane: whether it is an accelerator (GPU, TPU, ...) plane."""
+    return np.array([bool(_DEVICE_PLANE.match(p.name)) for p in table.planes], dtype=bool)
+
+
+def on_device(table: EventTable) -> BoolArray:
+    """Per event: whether it ran on an accelerator."""
+    return device_planes(table)[table.plane] if len(table.planes) else np.zeros(0, bool)
+
+
+def _codes(table: EventTable, pattern: re.Pattern[str]) -> dict[int, re.Match[str]]:
+    """Name codes whose name matches ``pattern``, with their matches."""
+    out = {}
+    for code, name in enumerate(table.names):
+        match = pattern.match(name)
+        if match:
+            out[code] = match
+    return out
+
+
+def _merge(step_num: I64, start: I64, end: I64, line: I64) -> tuple[I64, I64, I64, I64]:
+    """One step per step number: the union span of its marker events, in time order."""
+    nums, inverse = np.unique(step_num, return_inverse=True)
+    lo = np.full(len(nums), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(nums), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, inverse, start)
+    np.maximum.at(hi, inverse, end)
+    order = np.argsort(lo, kind="stable")
+    return nums[order], lo[order], hi[order], np.unique(line)
+
+
+def _from_rows(table: EventTable, rows: I64, nums: I64, method: str) -> Steps:
+    start = table.start_ns[rows]
+    end = start + table.duration_ns[rows]
+    step_num, lo, hi, lines = _merge(nums, start, end, table.line[rows].astype(np.int64))
+    names = np.unique(table.name[rows])
+    marker = table.names[int(names[0])] if len(names) == 1 else method
+    steps = Steps(method, marker, step_num, lo, hi, lines, np.zeros(0, dtype=np.int32))
+    steps.event_step = assign(table, steps)
+    return steps
+
+
+def find_steps(table: EventTable) -> Steps:
+    """Find the steps of one host's events (see the module docstring for how)."""
+    device = on_device(table)
+    host = ~device
+    step_num = table.typed[schema.STEP_NUM]
+    has_num = step_num != MISSING
+
+    roots = np.flatnonzero(host & has_num & (table.typed[schema.ROOT_LEVEL] == 1))
+    if len(roots):
+        return _from_rows(table, roots, step_num[roots], "root")
+
+    profiler_steps = _codes(table, PROFILER_STEP)
+    if profiler_steps:
+        codes = np.array(sorted(profiler_steps), dtype=np.int32)
+        rows = np.flatnonzero(host & np.isin(table.name, codes))
+        if len(rows):
+            lookup = {c: int(m.group(1)) for c, m in profiler_steps.items()}
+            numbers = np.array([lookup[int(c)] for c in table.name[rows]], dtype=np.int64)
+            return _from_rows(table, rows, numbers, "profiler_step")
+
+    numbered = np.flatnonzero(host & has_num)
+    if len(numbered):
+        names, counts = np.unique(table.name[numbered], return_counts=True)
+        rows = numbered[table.name[numbered] == names[np.argmax(counts)]]
+        return _from_rows(table, rows, step_num[rows], "step_num")
+
+    for method, line_name in (("device_steps", DEVICE_STEPS_LINE),
+                              ("xla_module", XLA_MODULES_LINE)):
+        rows = _device_line_rows(table, device, line_name)
+        if len(rows) == 0:
+            continue
+        if method == "device_steps":
+            nums = np.array([_as_int(table.names[c], i) for i, c in enumerate(table.name[rows])],
+                            dtype=np.int64)
+            return _from_rows(table, rows, nums, method)
+        steps = _module_steps(table, rows)
+        if steps is not None:
+            return steps
+
+    empty = np.zeros(0, dtype=np.int64)
+    return Steps("none", "", empty, empty, empty, empty,
+                 np.full(len(table), -1, dtype=np.int32))
+
+
+def _as_int(text: str, default: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+def _device_line_rows(table: EventTable, device: BoolArray, line_name: str) -> I64:
+    """Events of the first device plane that has a line called ``line_name``."""
+    for line, name in enumerate(table.line_name):
+        if name == line_name and device_planes(table)[table.line_plane[line]]:
+            rows = np.flatnonzero(table.line == line)
+            if len(rows):
+                return rows
+    return np.zeros(0, dtype=np.int64)
+
+
+def _module_steps(table: EventTable, rows: I64) -> Steps | None:
+    """Each execution of the module with the most device time, if it ran at least twice."""
+    codes, inverse = np.unique(table.name[rows], return_inverse=True)
+    busy = np.bincount(inverse, weights=table.duration_ns[rows])
+    top = int(np.argmax(busy))
+    runs = rows[inverse == top]
+    if len(runs) < 2:
+        return None
+    runs = runs[np.argsort(table.start_ns[runs], kind="stable")]
+    return _from_rows(table, runs, np.arange(len(runs), dtype=np.int64), "xla_module")
+
+
+def assign(table: EventTable, steps: Steps) -> I32:
+    """Each event's step index (-1 for none); see the module docstring."""
+    out = np.full(len(table), -1, dtype=np.int32)
+    if len(steps) == 0 or len(table) == 0:
+        return out
+    by_time = _by_time(table.start_ns, steps)
+    device = on_device(table)
+    out[~device] = by_time[~device]
+    if not device.any():
+        return out
+    out[device] = by_time[device]
+    # Device events follow their launch: the host event with the same correlation id.
+    corr = table.typed[schema.CORRELATION_ID]
+    launches = np.flatnonzero(~device & (corr != MISSING) & (out >= 0))
+    kernels = np.flatnonzero(device & (corr != MISSING))
+    if len(launches) and len(kernels):
+        order = np.argsort(corr[launches], kind="stable")
+        keys, owners = corr[launches][order], out[launches][order]
+        pos = np.clip(np.searchsorted(keys, corr[kernels]), 0, len(keys) - 1)
+        found = keys[pos] == corr[kernels]
+        out[kernels[found]] = owners[pos[found]]
+    return out
+
+
+def _by_time(start: I64, steps: Steps) -> I32:
+    """The step whose span holds each start time (-1 for none)."""
+    index = np.searchsorted(steps.start_ns, start, side="right") - 1
+    inside = (index >= 0) & (start < steps.end_ns[np.maximum(index, 0)])
+    return np.where(inside, index, -1).astype(np.int32)
