@@ -7,11 +7,15 @@ The capture API mirrors ``tf.profiler.experimental``::
     with prof.Trace("train", step_num=step, _r=1):
         ...
     prof.stop()
+
+and ``stepscope.load(path)`` reads a profile back for ``stepscope.analysis``.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+from typing import TYPE_CHECKING  # noqa: E402
 
 from stepscope.capture.options import ProfilerOptions  # noqa: E402
 from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop  # noqa: E402
@@ -25,6 +29,22 @@ from stepscope.errors import (  # noqa: E402
     StepscopeError,
 )
 
+if TYPE_CHECKING:
+    from stepscope.model.profile import Profile as LoadedProfile
+
+
+
+def load(path: str, *, use_cache: bool = True) -> LoadedProfile:
+    """Load a profile: a logdir (its newest run), a run directory, or one file.
+
+    XSpace (``.xplane.pb``) from TensorFlow, JAX or stepscope, and PyTorch traces
+    (``.json``/``.json.gz``); see ``stepscope.analysis`` for what to do with it.
+    """
+    from stepscope.model.profile import load as _load
+
+    return _load(path, use_cache=use_cache)
+
+
 __all__ = [
     "DroppedEventsWarning",
     "InvalidOptionError",
@@ -37,6 +57,7 @@ __all__ = [
     "StepscopeError",
     "Trace",
     "__version__",
+    "load",
     "start",
     "stop",
 ]

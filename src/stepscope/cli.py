@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from stepscope import __version__
 from stepscope.errors import StepscopeError
@@ -22,6 +25,48 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from stepscope.analysis.overview_page import overview_dict
+    from stepscope.views import report
+
+    with report.loading_progress(_console(stderr=True)) as progress:
+        summary = overview_dict(args.path, use_cache=not args.no_cache, progress=progress)
+    if args.json:
+        print(json.dumps(summary, indent=2, allow_nan=False))
+    else:
+        report.render_overview(summary, _console())
+    return 0
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from stepscope.analysis import op_stats
+    from stepscope.model.profile import load
+    from stepscope.views import report
+
+    with report.loading_progress(_console(stderr=True)) as progress:
+        profile = load(args.path, use_cache=not args.no_cache, progress=progress)
+    if args.host is not None and args.host not in profile.hosts:
+        raise StepscopeError(f"No host {args.host!r} in this run; it has "
+                             f"{', '.join(profile.hosts)}.")
+    stats = op_stats(profile, include_idle=args.include_idle, host=args.host)
+    for name, why in profile.failed.items():
+        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    if args.csv:
+        report.write_text(Path(args.csv), report.ops_csv(stats))
+        print(f"wrote {len(stats.rows)} ops to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
+    elif not args.csv:
+        report.render_ops(stats, _console(), limit=args.limit or None)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="stepscope", description=__doc__)
@@ -34,6 +79,29 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-python-tracer", action="store_true",
                       help="do not record Python function calls")
     demo.set_defaults(func=_cmd_demo)
+
+    rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
+                         description="Print the overview of a run: step time, its breakdown, "
+                         "the input-bound verdict, top ops and the run environment.")
+    rep.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    rep.add_argument("--json", action="store_true", help="print the overview as JSON")
+    rep.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    rep.set_defaults(func=_cmd_report)
+
+    ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
+                         description="Time per op on the host and on devices, with self time.")
+    ops.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    ops.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
+    ops.add_argument("--json", action="store_true", help="print all rows as JSON")
+    ops.add_argument("--host", help="only this host (default: all hosts summed)")
+    ops.add_argument("--include-idle", action="store_true",
+                     help="add IDLE rows: time on op threads/streams when no op ran")
+    ops.add_argument("--limit", type=int, default=30,
+                     help="rows shown in the terminal (0: all; default 30)")
+    ops.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    ops.set_defaults(func=_cmd_ops)
     return parser
 
 
@@ -47,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `stepscope ops logs | head`
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+"""Analyses of a loaded profile: steps, framework op stats, the overview page.
+
+``overview(profile)`` and ``op_stats(profile)`` take what ``stepscope.load`` returns.
+"""
+
+from __future__ import annotations
+
+from stepscope.analysis.framework_op_stats import OpStats
+from stepscope.analysis.framework_op_stats import op_stats as host_op_stats
+from stepscope.analysis.overview_page import Overview, overview, overview_dict
+from stepscope.analysis.steps import Steps, find_steps
+from stepscope.model.profile import Profile
+
+
+def op_stats(profile: Profile, *, include_idle: bool = False,
+             host: str | None = None) -> OpStats:
+    """Framework op stats of one host of ``profile`` (``host``) or summed over all hosts."""
+    from stepscope.analysis.framework_op_stats import merge
+
+    names = [host] if host is not None else list(profile.hosts)
+    return merge([host_op_stats(profile.hosts[name], include_idle=include_idle)
+                  for name in names], include_idle=include_idle)
+
+
+__all__ = ["OpStats", "Overview", "Steps", "find_steps", "op_stats", "overview",
+           "overview_dict"]

@@ -24,31 +24,31 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis import intervals
-from stepscope.analysis.op_stats import (
+from stepscope.analysis.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
     DEVICE,
     HOST,
     IDLE,
     OpEvents,
-    OpRow,
     OpStats,
     classify,
     kernel_type,
     kineto_categories,
+    merge,
     op_stats,
-    ranked,
 )
 from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
-from stepscope.model import schema
+from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
-from stepscope.model.profile import Profile
+from stepscope.model.profile import Profile, Progress, load, resolve
 
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -118,6 +118,20 @@ def overview(profile: Profile) -> Overview:
     """Compute the overview of every host of ``profile``."""
     hosts = [host_overview(name, table) for name, table in profile.hosts.items()]
     return Overview(profile.run, str(profile.path), hosts, dict(profile.failed))
+
+
+def overview_dict(path: str | Path, *, use_cache: bool = True,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """``overview(load(path)).to_dict()``, answered from the result cache when fresh."""
+    _, _, files, _ = resolve(path)
+    if use_cache:
+        cached = cache.load_result(files, "overview")
+        if cached is not None:
+            return cached
+    result = overview(load(path, use_cache=use_cache, progress=progress)).to_dict()
+    if use_cache and not result["failed_hosts"]:
+        cache.save_result(files, "overview", result)
+    return result
 
 
 def host_overview(name: str, table: EventTable) -> HostOverview:
@@ -268,25 +282,6 @@ def verdict(input_percent: float, all_others_percent: float) -> str:
     return "not"
 
 
-def _merged_ops(hosts: list[HostOverview]) -> list[OpRow]:
-    """Op rows summed over hosts, ranked as on one host."""
-    if len(hosts) == 1:
-        return hosts[0].ops.rows
-    merged: dict[tuple[str, str, str], OpRow] = {}
-    for h in hosts:
-        for r in h.ops.rows:
-            key = (r.host_or_device, r.type, r.name)
-            if key in merged:
-                m = merged[key]
-                m.occurrences += r.occurrences
-                m.total_ns += r.total_ns
-                m.self_ns += r.self_ns
-            else:
-                merged[key] = OpRow(r.host_or_device, r.type, r.name, r.occurrences,
-                                    r.total_ns, r.self_ns)
-    return ranked(list(merged.values()))
-
-
 def _step_times(hosts: list[HostOverview]) -> tuple[I64, I64]:
     """Step numbers and step times across hosts: a step lasts as long as its slowest host."""
     nums = [h.steps.step_num for h in hosts if len(h.steps)]
@@ -316,8 +311,7 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
     has_steps = n > 0
     input_percent = breakdown["input"] if has_steps else None
     kind = verdict(breakdown["input"], breakdown["all_others"]) if has_steps else "not"
-    rows = _merged_ops(hosts)
-    ops = OpStats(rows)
+    ops = merge([h.ops for h in hosts])
     top = ops.top(10)
     methods = sorted({h.steps.method for h in hosts})
     markers = sorted({h.steps.marker for h in hosts if h.steps.marker})
@@ -412,4 +406,4 @@ def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
 
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "DEVICE", "HOST", "IDLE", "VERDICTS", "Overview",
-           "HostOverview", "overview", "host_overview", "verdict"]
+           "HostOverview", "overview", "overview_dict", "host_overview", "verdict"]

@@ -378,3 +378,34 @@ def _launching_ops(table: EventTable, events: OpEvents, kernels: I64) -> I64:
     found = keys[pos] == wanted
     out[todo[found]] = owners[pos[found]]
     return out
+
+
+def merge(parts: list[OpStats], *, include_idle: bool = False) -> OpStats:
+    """Op stats of several hosts summed into one (rows matched by side, type and name)."""
+    if len(parts) == 1:
+        return parts[0]
+    rows: dict[tuple[str, str, str], OpRow] = {}
+    kernels: dict[str, KernelRow] = {}
+    for part in parts:
+        for r in part.rows:
+            key = (r.host_or_device, r.type, r.name)
+            if key in rows:
+                m = rows[key]
+                m.occurrences += r.occurrences
+                m.total_ns += r.total_ns
+                m.self_ns += r.self_ns
+            else:
+                rows[key] = OpRow(r.host_or_device, r.type, r.name, r.occurrences,
+                                  r.total_ns, r.self_ns)
+        for k in part.kernels:
+            if k.name in kernels:
+                m2 = kernels[k.name]
+                m2.occurrences += k.occurrences
+                m2.total_ns += k.total_ns
+                m2.min_ns = min(m2.min_ns, k.min_ns)
+                m2.max_ns = max(m2.max_ns, k.max_ns)
+            else:
+                kernels[k.name] = KernelRow(k.name, k.type, k.op, k.occurrences, k.total_ns,
+                                            k.min_ns, k.max_ns)
+    merged_kernels = sorted(kernels.values(), key=lambda k: (-k.total_ns, k.name))
+    return OpStats(ranked(list(rows.values())), merged_kernels, include_idle)

@@ -1,0 +1,146 @@
+"""Terminal rendering of the overview (``stepscope report``) and op stats (``stepscope ops``),
+and their CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from stepscope.analysis.framework_op_stats import OpStats
+from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
+from stepscope.formats.xplane_builder import write_atomic
+from stepscope.model.profile import Progress as ProgressCallback
+
+NEXT_TOOL_TEXT = {
+    "input_pipeline": "open the input pipeline analyzer (stepscope input) to see the slow stage",
+    "kernel_stats": "look at the top device ops and kernels (stepscope ops)",
+    "ops": "look at framework op stats (stepscope ops) and the trace viewer",
+}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}" if value < 10 else f"{value:.1f}"
+
+
+@contextmanager
+def loading_progress(console: Console) -> Iterator[ProgressCallback | None]:
+    """A progress bar on ``console`` while files load (none when it is not a terminal)."""
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("loading {task.description}"), BarColumn(), DownloadColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total or None, description=name)
+
+        yield update
+
+
+def render_overview(summary: dict[str, Any], console: Console) -> None:
+    """Print the overview dictionary (``Overview.to_dict()``) as the terminal report."""
+    steps = summary["steps"]
+    env = summary["environment"]
+    hosts = env["host_names"]
+    host_text = f"host {hosts[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts"
+    head = f"Run {summary['run']} · {host_text} · {steps['count']} steps"
+    if steps["count"]:
+        head += (f" · avg {_ms(steps['avg_ms'])} ms (σ {_ms(steps['stddev_ms'])}, "
+                 f"min {_ms(steps['min_ms'])}, max {_ms(steps['max_ms'])})")
+    console.print(head, style="bold", highlight=False)
+    if steps["count"]:
+        parts = [f"{CATEGORY_LABELS[c]} {summary['breakdown'][c]:.1f}%" for c in CATEGORIES]
+        console.print("Step-time breakdown  " + "  ".join(parts), highlight=False)
+        console.print(f"Steps found by: {steps['found_by']} ({steps['marker']})",
+                      style="dim", highlight=False)
+    else:
+        console.print("No steps found in this profile; op stats are shown below.",
+                      style="yellow")
+    console.print(summary["input"]["statement"], highlight=False)
+    rec = summary["recommendation"]
+    console.print(f"Next: {NEXT_TOOL_TEXT.get(rec['next_tool'], rec['next_tool'])}.",
+                  highlight=False)
+    for hint in rec["hints"][1:]:
+        console.print(f"  • {hint}", highlight=False)
+    if summary.get("precision"):
+        p = summary["precision"]
+        console.print(f"Device compute precision: 16-bit {p['16bit_percent']:.1f}%, "
+                      f"32-bit {p['32bit_percent']:.1f}%", highlight=False)
+    table = Table(title=f"Top {len(summary['top_ops'])} ops (self time)", title_justify="left")
+    for col, justify in (("#", "right"), ("where", "left"), ("type", "left"), ("op", "left"),
+                         ("count", "right"), ("self ms", "right"), ("self %", "right")):
+        table.add_column(col, justify=justify,  # type: ignore[arg-type]
+                         overflow="fold" if col == "op" else "ellipsis")
+    for i, op in enumerate(summary["top_ops"], 1):
+        table.add_row(str(i), op["host_or_device"], op["type"], op["name"],
+                      str(op["occurrences"]), f"{op['self_ms']:.3f}",
+                      f"{op['self_percent']:.1f}")
+    console.print(table)
+    devices = ("CPU only" if env["device_type"] == "CPU"
+               else f"{env['device_count']} × {env['device_type']}")
+    if env["device_names"]:
+        devices += f" ({', '.join(env['device_names'])})"
+    cores = f", {env['cpu_count']} cores" if env["cpu_count"] else ""
+    console.print(f"Run environment: {env['hosts']} host{'s' if env['hosts'] != 1 else ''}, "
+                  f"{devices}{cores}", highlight=False)
+    if len(summary.get("hosts", {})) > 1:
+        per_host = Table(title="Per host", title_justify="left")
+        for col in ("host", "steps", "avg ms", "input %", "verdict"):
+            per_host.add_column(col)
+        for name, h in summary["hosts"].items():
+            per_host.add_row(name, str(h["steps"]["count"]), _ms(h["steps"]["avg_ms"]),
+                             f"{h['breakdown'].get('input', 0.0):.1f}", h["input"]["verdict"])
+        console.print(per_host)
+    for name, why in summary.get("failed_hosts", {}).items():
+        console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
+
+
+OP_COLUMNS = ("host_or_device", "type", "name", "occurrences", "total_ms", "avg_ms",
+              "self_ms", "avg_self_ms", "self_percent", "cumulative_percent")
+
+
+def render_ops(stats: OpStats, console: Console, limit: int | None = None) -> None:
+    """Print op stats as a table, host ops then device ops."""
+    rows = stats.rows[:limit] if limit else stats.rows
+    table = Table(title="Framework op stats (self time)", title_justify="left")
+    for col in ("where", "type", "op", "count", "total ms", "avg ms", "self ms", "self %",
+                "cum %"):
+        table.add_column(col, justify="left" if col in ("where", "type", "op") else "right",
+                         overflow="fold" if col in ("type", "op") else "ellipsis")
+    for r in rows:
+        d = r.to_dict()
+        table.add_row(r.host_or_device, r.type, r.name, str(r.occurrences),
+                      f"{d['total_ms']:.3f}", f"{d['avg_ms']:.4f}", f"{d['self_ms']:.3f}",
+                      f"{d['self_percent']:.1f}", f"{d['cumulative_percent']:.1f}")
+    console.print(table)
+    if not stats.rows:
+        console.print("No ops were recognised in this profile.", style="yellow")
+    if limit and len(stats.rows) > limit:
+        console.print(f"… {len(stats.rows) - limit} more (use --limit 0 for all, or --csv)",
+                      style="dim")
+
+
+def ops_csv(stats: OpStats) -> str:
+    """Op stats as CSV text with a header row."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(OP_COLUMNS)
+    for r in stats.rows:
+        d = r.to_dict()
+        writer.writerow([d[c] for c in OP_COLUMNS])
+    return out.getvalue()
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (nothing half-written is ever left)."""
+    write_atomic(path, text.encode("utf-8"))
