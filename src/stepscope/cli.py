@@ -28,7 +28,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:  # piped: no terminal width to fit, keep names whole
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

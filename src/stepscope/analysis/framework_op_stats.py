@@ -41,10 +41,11 @@ _DATASET = "Iterator::"
 # An HLO instruction as XLA writes it: "%name = shape opcode(operands), attributes".
 _HLO = re.compile(r"^%?(?P<name>[^\s=]+) = (?:\([^=]*?\)|\S+) (?P<type>[a-z][\w\-]*)\(")
 
-DERIVED_OP_LINES = ("TensorFlow Ops", "XLA Ops", "Async XLA Ops", "Framework Ops")
+DERIVED_OP_LINES = ("TensorFlow Ops", "XLA Ops", "Framework Ops")
 # Derived device lines that hold no ops of their own.
 DERIVED_OTHER_LINES = ("Steps", "XLA Modules", "TensorFlow Name Scope", "Framework Name Scope",
-                       "XLA TraceMe", "Overlay", "Source code", "Host Offload Ops")
+                       "XLA TraceMe", "Overlay", "Source code", "Host Offload Ops",
+                       "Async XLA Ops")
 KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 KINETO_DEVICE_OPS = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
 # Non-host planes that hold no framework ops.

@@ -188,6 +188,10 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         device_work &= ~annotation[category]
     else:
         device_work = on_device & ~(derived[table.line] if len(derived) else np.zeros(n, bool))
+        # TPUs have no stream lines: there the XLA ops themselves are the device's work.
+        with_streams = np.unique(table.plane[device_work])
+        xla_ops = np.array([ln == "XLA Ops" for ln in table.line_name] + [False], dtype=bool)
+        device_work |= on_device & xla_ops[table.line] & ~np.isin(table.plane, with_streams)
     kind = np.array([kernel_type(name) for name in table.names] + ["Kernel"], dtype=object)
     copy_line = np.array([("Memcpy" in ln) for ln in table.line_name] + [False], dtype=bool)
     is_copy = (kind[table.name] != "Kernel") | copy_line[table.line]
