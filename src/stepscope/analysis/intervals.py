@@ -81,7 +81,8 @@ def self_times(group: I64, start: I64, end: I64) -> I64:
         taken = np.bincount(parent[child], weights=np.maximum(clipped, 0),
                             minlength=len(start))
         duration = duration - taken.astype(np.int64)
-    return np.maximum(duration, 0)
+    out: I64 = np.maximum(duration, 0)
+    return out
 
 
 def covered(group: I64, start: I64, end: I64, n_groups: int) -> I64:

@@ -200,7 +200,8 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         hit = _name_mask(table, pattern)
         per_line = np.array([bool(pattern.search(ln)) for ln in table.line_name] + [False],
                             dtype=bool)
-        return hit | per_line[table.line]
+        both: BoolArray = hit | per_line[table.line]
+        return both
 
     to_device, to_host, peer = (matches(p) for p in (_TO_DEVICE, _TO_HOST, _DEVICE_TO_DEVICE))
     device_copy = device_work & is_copy

@@ -47,7 +47,7 @@ class StatTable:
     value: I64  # ints as they are, doubles as their bits, str offsets into text, refs as
     # indices into stat_names (the interned string a ref stat stands for)
     length: I32
-    text: bytes
+    text: bytes | memoryview  # a memoryview when read from the cache (no copy)
     stat_names: list[str]
 
     def value_of(self, row: int) -> Any:
@@ -61,7 +61,7 @@ class StatTable:
         if kind == xc.KIND_REF:
             return self.stat_names[raw]
         if kind in (xc.KIND_STR, xc.KIND_BYTES):
-            data = self.text[raw:raw + int(self.length[row])]
+            data = bytes(self.text[raw:raw + int(self.length[row])])
             return data.decode("utf-8", "replace") if kind == xc.KIND_STR else data
         return raw
 
