@@ -69,6 +69,9 @@ POTENTIALLY_ALL_OTHERS = 3.0
 INPUT_EVENT = re.compile(
     r"^(EagerLocalExecute: )?IteratorGetNext|^Iterator::|^PrefetchConsume$|^InfeedDequeue"
     r"|^enumerate\(DataLoader\)|DataLoader\w*\.__next__|dataloader\.py:\d+ .*__next__")
+# Waits for input that may run on another thread than the step's (inside tf.function the
+# IteratorGetNext op runs on an executor thread while the step's thread waits for it).
+INPUT_WAIT = re.compile(r"^(EagerLocalExecute: )?IteratorGetNext|^InfeedDequeue")
 OUTPUT_EVENT = re.compile(r"(?i)outfeed")
 COMPILE_EVENT = re.compile(
     r"(?i)(^|[^a-z])compil(e|ation|er)?($|[^a-z])|XlaCompile|backend_compile|jit_compile")
@@ -216,6 +219,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         "device_compute": device_work & ~is_copy & in_step,
         "device_to_device": device_copy & peer & in_step,
         "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT))
+        | (host & _name_mask(table, INPUT_WAIT))
         | (device_copy & to_device & in_step),
         "output": (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
         | (device_copy & to_host & in_step),

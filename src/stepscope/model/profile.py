@@ -84,6 +84,24 @@ def _runs_in(directory: Path) -> list[Path]:
     return sorted(d for d in directory.iterdir() if d.is_dir() and _run_files(d))
 
 
+def _logdir_runs(logdir: Path) -> list[Path]:
+    """Runs under ``logdir/plugins/profile``, or, as Keras writes them, under
+    ``logdir/<sub>/plugins/profile`` (e.g. ``train/``); newest (by run name) last."""
+    plugin = Path(*schema.PLUGIN_DIR)
+    roots = [logdir / plugin] if (logdir / plugin).is_dir() else sorted(
+        p for p in logdir.glob(f"*/{plugin.as_posix()}") if p.is_dir())
+    runs = [run for root in roots for run in _runs_in(root)]
+    return sorted(runs, key=lambda r: (r.name, str(r)))
+
+
+def _run_label(logdir: Path, run: Path) -> str:
+    """A run's name as the user would spell it from ``logdir``."""
+    try:
+        return run.relative_to(logdir).as_posix()
+    except ValueError:
+        return run.name
+
+
 def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = Path(path)
@@ -98,8 +116,7 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
         files = _run_files(path)
         if files:
             return path.name, path, files, []
-        plugin = path.joinpath(*schema.PLUGIN_DIR)
-        runs = _runs_in(plugin) if plugin.is_dir() else _runs_in(path)
+        runs = _logdir_runs(path) or _runs_in(path)
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
     if not runs:
@@ -107,7 +124,7 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
             f"{path} holds no profiles (no .xplane.pb or trace .json files, and no "
             f"{'/'.join(schema.PLUGIN_DIR)}/<run> directories).")
     newest = runs[-1]
-    return newest.name, newest, _run_files(newest), [r.name for r in runs[:-1]]
+    return newest.name, newest, _run_files(newest), [_run_label(path, r) for r in runs[:-1]]
 
 
 def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
