@@ -337,6 +337,7 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "stddev_ms": float(ms.std()) if has_steps else None,
             "found_by": methods[0] if len(methods) == 1 else methods,
             "marker": markers[0] if len(markers) == 1 else markers,
+            "trimmed": sorted({n for h in hosts for n in h.steps.trimmed}),
             "per_step": [{"step_num": int(s), "ms": float(t)} for s, t in zip(nums, ms,
                                                                              strict=True)],
         },

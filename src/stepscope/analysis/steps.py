@@ -11,6 +11,11 @@ Steps are looked for in this order, the first that yields any wins:
 5. repeated executions of the XLA module that takes most device time (JAX without step
    annotations).
 
+Like XProf, when more than ``TRIM_ABOVE`` steps were found from TensorFlow-style markers
+(methods 1 and 3), the first and the last are left out (``Steps.trimmed``): a capture
+started and stopped mid-run usually cuts them short. PyTorch's ``ProfilerStep#N`` marks
+whole steps, so those are all kept.
+
 Host events belong to the step whose span holds their start; device events follow the host
 event that launched them (same correlation id), or else their start time.
 """
@@ -18,7 +23,7 @@ event that launched them (same correlation id), or else their start time.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +38,7 @@ BoolArray = NDArray[np.bool_]
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|XPU|NPU):")
 DEVICE_STEPS_LINE = "Steps"
+TRIM_ABOVE = 5  # XProf's threshold for dropping the first and last step
 XLA_MODULES_LINE = "XLA Modules"
 
 
@@ -47,6 +53,7 @@ class Steps:
     end_ns: I64
     lines: I64  # the lines (threads) whose events mark the steps
     event_step: I32
+    trimmed: list[int] = field(default_factory=list)  # step numbers left out (see above)
 
     def __len__(self) -> int:
         return len(self.step_num)
@@ -91,9 +98,14 @@ def _from_rows(table: EventTable, rows: I64, nums: I64, method: str) -> Steps:
     start = table.start_ns[rows]
     end = start + table.duration_ns[rows]
     step_num, lo, hi, lines = _merge(nums, start, end, table.line[rows].astype(np.int64))
+    trimmed: list[int] = []
+    if method in ("root", "step_num") and len(step_num) > TRIM_ABOVE:
+        trimmed = [int(step_num[0]), int(step_num[-1])]
+        step_num, lo, hi = step_num[1:-1], lo[1:-1], hi[1:-1]
     names = np.unique(table.name[rows])
     marker = table.names[int(names[0])] if len(names) == 1 else method
-    steps = Steps(method, marker, step_num, lo, hi, lines, np.zeros(0, dtype=np.int32))
+    steps = Steps(method, marker, step_num, lo, hi, lines, np.zeros(0, dtype=np.int32),
+                  trimmed)
     steps.event_step = assign(table, steps)
     return steps
 

@@ -61,8 +61,11 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
     if steps["count"]:
         parts = [f"{CATEGORY_LABELS[c]} {summary['breakdown'][c]:.1f}%" for c in CATEGORIES]
         console.print("Step-time breakdown  " + "  ".join(parts), highlight=False)
-        console.print(f"Steps found by: {steps['found_by']} ({steps['marker']})",
-                      style="dim", highlight=False)
+        found = f"Steps found by: {steps['found_by']} ({steps['marker']})"
+        if steps.get("trimmed"):
+            found += (f"; steps {', '.join(map(str, steps['trimmed']))} left out as likely "
+                      "cut short by the capture (as XProf does)")
+        console.print(found, style="dim", highlight=False)
     else:
         console.print("No steps found in this profile; op stats are shown below.",
                       style="yellow")
