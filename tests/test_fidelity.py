@@ -75,15 +75,23 @@ with jax.profiler.trace(logdir):
 
 TORCH_LOOP = """
 import json, sys, torch
-from torch.profiler import ProfilerActivity, profile, record_function
-out, steps = sys.argv[1], int(sys.argv[2])
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+out, active = sys.argv[1], int(sys.argv[2])
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.utils.data.TensorDataset(torch.randn(64 * steps, 256),
-                                      torch.randint(0, 10, (64 * steps,)))
+data = torch.utils.data.TensorDataset(torch.randn(64 * (active + 2), 256),
+                                      torch.randint(0, 10, (64 * (active + 2),)))
 loader = torch.utils.data.DataLoader(data, batch_size=64)
-with profile(activities=[ProfilerActivity.CPU]) as prof:
+averages = {}
+
+def ready(prof):
+    prof.export_chrome_trace(out)
+    averages.update({e.key: {"self_us": e.self_cpu_time_total, "count": e.count}
+                     for e in prof.key_averages()})
+
+with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready,
+             schedule=schedule(wait=1, warmup=1, active=active, repeat=1)) as prof:
     for x, y in loader:
         with record_function("forward"):
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -91,9 +99,6 @@ with profile(activities=[ProfilerActivity.CPU]) as prof:
         loss.backward()
         opt.step()
         prof.step()
-prof.export_chrome_trace(out)
-averages = {e.key: {"self_us": e.self_cpu_time_total, "count": e.count,
-                    "total_us": e.cpu_time_total} for e in prof.key_averages()}
 print(json.dumps(averages))
 """
 
@@ -208,10 +213,10 @@ def test_jax_step_annotations_match_xprof(tmp_path: Path) -> None:
 
 def test_torch_self_cpu_time_matches_key_averages(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    averages = json.loads(_run(TORCH_LOOP, str(trace), "8").strip().splitlines()[-1])
+    averages = json.loads(_run(TORCH_LOOP, str(trace), "6").strip().splitlines()[-1])
     profile = load(trace, use_cache=False)
     summary = overview(profile).to_dict()
-    assert summary["steps"]["count"] == 8
+    assert summary["steps"]["count"] == 6  # the schedule's active steps, all kept
     assert summary["steps"]["found_by"] == "profiler_step"
     assert summary["input"]["percent"] > 0  # the DataLoader's __next__ is input
     ours = {r.name: r for r in op_stats(profile).rows if r.host_or_device == HOST}
