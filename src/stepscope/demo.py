@@ -19,8 +19,10 @@ from stepscope.capture.trace import Trace
 def read_records(rng: np.random.Generator, features: int) -> Iterator[np.ndarray]:
     """Stage 1: produce raw records (stands in for reading from disk)."""
     while True:
+        # The span closes before `yield`: the consumer's time must not count as reading.
         with Trace("Iterator::Read"):
-            yield rng.standard_normal(features).astype(np.float32)
+            record = rng.standard_normal(features).astype(np.float32)
+        yield record
 
 
 def preprocess(records: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
@@ -28,7 +30,8 @@ def preprocess(records: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
     for record in records:
         with Trace("Iterator::Map"):
             record = (record - record.mean()) / (record.std() + 1e-6)
-            yield np.tanh(record * 1.5)
+            record = np.tanh(record * 1.5)
+        yield record
 
 
 def batch(records: Iterator[np.ndarray], size: int, weights: np.ndarray

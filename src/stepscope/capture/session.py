@@ -208,6 +208,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
     env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
     env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
+    env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
     for key, value in session.options.to_dict().items():
         env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
     if rec.dropped:
