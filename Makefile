@@ -16,6 +16,7 @@ setup: .make-setup
 
 demo: setup
 	$(BIN)/stepscope demo --logdir demo-logs
+	$(BIN)/stepscope report demo-logs
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
