@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 import stepscope
 import stepscope.analysis
@@ -23,6 +22,8 @@ from stepscope.analysis import find_steps, op_stats, overview
 from stepscope.analysis.framework_op_stats import DEVICE, HOST
 from stepscope.analysis.overview_page import CATEGORIES, VERDICTS
 from stepscope.cli import main
+
+from conftest import FIXTURES
 
 ALL_FIXTURES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and (
     p.name.endswith(".xplane.pb") or p.name.endswith((".json", ".json.gz"))))
