@@ -12,13 +12,21 @@ from numpy.typing import NDArray
 I64 = NDArray[np.int64]
 
 
-def _on_one_axis(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
+def _on_one_axis(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64 | None]:
     """Lay each group's intervals in its own stretch of one common axis.
 
-    Times are replaced by their rank among all times (order is all that sorting and nesting
-    need), and each group is shifted past the previous one, so that one sort handles every
-    group whatever the times are. Also returns the times by rank, to turn ranks back.
+    Each group is shifted past the previous one, so that one sort handles every group. The
+    shift is in time where it fits in int64 (the usual case: cheap, no copy of the times
+    beyond the shift); otherwise times are replaced by their rank among all times, which
+    keeps their order, and the times by rank are returned to turn ranks back (else None).
     """
+    if len(start) == 0:
+        return start, end, None
+    base = int(start.min())
+    width = int(end.max()) - base + 1
+    if width * (int(group.max()) + 1) < (1 << 62):
+        offset = group.astype(np.int64) * np.int64(width) - np.int64(base)
+        return start + offset, end + offset, None
     times, rank = np.unique(np.concatenate([start, end]), return_inverse=True)
     rank = rank.astype(np.int64).reshape(-1)
     offset = group.astype(np.int64) * np.int64(len(times) + 1)
@@ -85,23 +93,34 @@ def self_times(group: I64, start: I64, end: I64) -> I64:
     return out
 
 
-def covered(group: I64, start: I64, end: I64, n_groups: int) -> I64:
-    """Per group, the length of the union of its intervals (ns)."""
-    out = np.zeros(n_groups, dtype=np.int64)
+def merged(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
+    """The union of each group's intervals as disjoint segments: (group, start, end)."""
     keep = end > start
-    if not keep.any():
-        return out
     group, start, end = group[keep], start[keep], end[keep]
+    if len(start) == 0:
+        return group, start, end
     s, e, times = _on_one_axis(group, start, end)
     order = np.argsort(s, kind="stable")
     s, e, g = s[order], e[order], group[order]
     reach = np.maximum.accumulate(e)
-    # A new merged segment begins where an interval starts after everything before it ended.
+    # A new segment begins where an interval starts after everything before it ended.
     begins = np.ones(len(s), dtype=bool)
     begins[1:] = s[1:] > reach[:-1]
     first = np.flatnonzero(begins)
     last = np.append(first[1:], len(s)) - 1
-    offset = g[first] * np.int64(len(times) + 1)
-    lengths = times[reach[last] - offset] - times[s[first] - offset]
-    np.add.at(out, g[first], lengths)
+    seg_group = g[first]
+    seg_start, seg_end = start[order][first], reach[last]
+    if times is None:
+        shift = s[first] - seg_start  # the offset each group was moved by
+        seg_end = seg_end - shift
+    else:
+        seg_end = times[seg_end - seg_group * np.int64(len(times) + 1)]
+    return seg_group, seg_start, seg_end
+
+
+def covered(group: I64, start: I64, end: I64, n_groups: int) -> I64:
+    """Per group, the length of the union of its intervals (ns)."""
+    seg_group, seg_start, seg_end = merged(group, start, end)
+    out = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(out, seg_group, seg_end - seg_start)
     return out

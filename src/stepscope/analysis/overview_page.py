@@ -235,20 +235,24 @@ def _partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray]) -> 
     out = np.zeros((n_steps, len(CATEGORIES)), dtype=np.int64)
     if n_steps == 0:
         return out
-    starts, ends, groups = [], [], []
+    # The union of the categories so far, as disjoint segments: each category adds its
+    # (clipped) events to it, and the growth of the union is that category's time.
+    seg_group = seg_start = seg_end = np.zeros(0, dtype=np.int64)
     done = np.zeros(n_steps, dtype=np.int64)
     for k, cat in enumerate(CATEGORIES[:-1]):
         rows = np.flatnonzero(masks[cat])
         step = steps.event_step[rows]
         keep = step >= 0
         rows, step = rows[keep], step[keep].astype(np.int64)
+        if len(rows) == 0:
+            continue
         lo = np.maximum(table.start_ns[rows], steps.start_ns[step])
         hi = np.minimum(table.start_ns[rows] + table.duration_ns[rows], steps.end_ns[step])
-        starts.append(lo)
-        ends.append(hi)
-        groups.append(step)
-        union = intervals.covered(np.concatenate(groups), np.concatenate(starts),
-                                  np.concatenate(ends), n_steps)
+        seg_group, seg_start, seg_end = intervals.merged(
+            np.concatenate([seg_group, step]), np.concatenate([seg_start, lo]),
+            np.concatenate([seg_end, hi]))
+        union = np.zeros(n_steps, dtype=np.int64)
+        np.add.at(union, seg_group, seg_end - seg_start)
         out[:, k] = union - done
         done = union
     out[:, -1] = np.maximum(steps.duration_ns - done, 0)
