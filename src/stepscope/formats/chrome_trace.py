@@ -53,6 +53,8 @@ import re
 import zlib
 from collections.abc import Callable, Iterable
 from decimal import Decimal
+from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +131,7 @@ def load_chrome_trace(path: str | Path) -> EventTable:
         doc = _read_document(path)
         try:
             return _to_table(doc)
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as err:
+        except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as err:
             raise _bad(path, f"malformed trace events: {err}") from err
     finally:
         if collecting:
@@ -161,6 +163,8 @@ def _read_document(path: Path) -> dict[str, Any]:
         raise _bad(path, "not UTF-8 text") from err
     del data
     head = text[:4096].lstrip()
+    if not head and not text.strip():
+        raise _bad(path, "empty file")
     if not head or head[0] not in "{[":
         raise _bad(path, "not JSON")
     parse_float = _exact_float if _EPOCH_FRACTION_TS.search(text, 0, _EXACT_PROBE_CHARS) else None
@@ -210,9 +214,23 @@ def _lookup(table: list[Any], dtype: Any = np.int64) -> NDArray[Any]:
     return np.array(table, dtype=dtype)
 
 
-def _intern(texts: dict[str, int], strings: Iterable[str]) -> I64:
+def _field(rows: list[dict[str, Any]], key: str) -> list[Any]:
+    """``row.get(key)`` for every row (a map over dict.get runs in C)."""
+    return list(map(dict.get, rows, repeat(key)))
+
+
+def _take(values: list[Any], index: I64) -> list[Any]:
+    """``values[i]`` for each i in ``index``."""
+    if len(index) < 2:
+        return [values[i] for i in index.tolist()]
+    return list(itemgetter(*index.tolist())(values))
+
+
+def _intern(texts: dict[str, int], strings: list[str]) -> I64:
     """Codes of ``strings`` in the shared text table, adding the new ones."""
-    return np.array([texts.setdefault(s, len(texts)) for s in strings], dtype=np.int64)
+    for text in dict.fromkeys(strings):
+        texts.setdefault(text, len(texts))
+    return np.fromiter(map(texts.__getitem__, strings), dtype=np.int64, count=len(strings))
 
 
 def _norm_id(value: Any) -> Any:
@@ -321,7 +339,7 @@ class _Stats:
         type_code, types = _encode(list(map(type, values)))
         for code, kind_type in enumerate(types):
             rows = np.flatnonzero(type_code == code)
-            picked = [values[i] for i in rows.tolist()]
+            picked = _take(values, rows)
             ev, nm = event[rows], name[rows]
             if kind_type is bool or kind_type is int:
                 self._add_ints(ev, nm, picked)
@@ -511,25 +529,35 @@ def _env_stats(doc: dict[str, Any], start: I64, end: I64, skipped: int) -> dict[
 
 def _to_table(doc: dict[str, Any]) -> EventTable:
     events: list[dict[str, Any]] = doc["traceEvents"]
-    phases = [e.get("ph") for e in events]
-    meta = [e for e, p in zip(events, phases, strict=True) if p == _METADATA]
-    rows = [e for e, p in zip(events, phases, strict=True) if p in _ROW_PHASES and "ts" in e]
-    counters = [e for e, p in zip(events, phases, strict=True) if p == _COUNTER and "ts" in e]
+    phase_code, phase_values = _encode(_field(events, "ph"))
+
+    def of_phase(wanted: Callable[[Any], bool]) -> list[dict[str, Any]]:
+        return _take(events, np.flatnonzero(
+            _lookup([wanted(p) for p in phase_values], bool)[phase_code]))
+
+    meta = of_phase(lambda p: p == _METADATA)
+    rows = of_phase(lambda p: p in _ROW_PHASES)
+    counters = [e for e in of_phase(lambda p: p == _COUNTER) if "ts" in e]
+    times = _field(rows, "ts")
+    if None in times:  # an event without a time cannot be placed
+        rows = [e for e, t in zip(rows, times, strict=True) if t is not None]
+        times = [t for t in times if t is not None]
     skipped = len(events) - len(meta) - len(rows) - len(counters)
-    del phases
     n_plain = len(rows)
     rows.extend(_counter_rows(counters))
+    times.extend(e["ts"] for e in rows[n_plain:])
     n = len(rows)
 
     gpu_label, cpu_labelled, thread_names = _metadata(meta)
 
     # Phases and categories, per row.
-    ph_code, ph_values = _encode([e["ph"] for e in rows])
+    ph_code, ph_values = _encode(_field(rows, "ph"))
     is_x = _lookup([p == _COMPLETE for p in ph_values], bool)[ph_code]
     is_flow = _lookup([p in _FLOW for p in ph_values], bool)[ph_code]
     is_counter = np.arange(n) >= n_plain
-    cat_code, categories = _recode(*_encode([e.get("cat") for e in rows]), _category)
-    name_code, names = _encode([e.get("name", "") for e in rows])
+    cat_code, categories = _recode(*_encode(_field(rows, "cat")), _category)
+    name_code, names = _recode(*_encode(_field(rows, "name")),
+                               lambda v: "" if v is None else v)
 
     # A legacy [memory] instant has no category; give it the one later traces give it.
     if "" in categories and "[memory]" in names:
@@ -553,7 +581,7 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     final_cat[is_counter] = len(categories) + 1
 
     # Planes: which rows are a GPU's, and which GPU.
-    pid_code, pids = _recode(*_encode([e.get("pid") for e in rows]), _norm_id)
+    pid_code, pids = _recode(*_encode(_field(rows, "pid")), _norm_id)
     host_cat = _lookup([_is_host_category(c) for c in row_category], bool)[final_cat]
     device_cat = _lookup([_is_device_category(c) for c in row_category], bool)[final_cat]
     device_of_pid = np.array([gpu_label.get(p, -1) for p in pids], dtype=np.int64)
@@ -593,7 +621,7 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
         row_plane = np.zeros(n, dtype=np.int32)
 
     # Lines: one per (plane, pid, tid), grouped by plane in order of first appearance.
-    tid_code, tids = _recode(*_encode([e.get("tid") for e in rows]), _norm_id)
+    tid_code, tids = _recode(*_encode(_field(rows, "tid")), _norm_id)
     key = (row_plane.astype(np.int64) * max(len(pids), 1) + pid_code) * max(len(tids), 1) \
         + tid_code
     uniq, first_row, inverse = np.unique(key, return_index=True, return_inverse=True)
@@ -628,32 +656,44 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     base = doc.get("baseTimeNanoseconds")
     base_ns = int(base) if isinstance(base, (int, float, Decimal)) and \
         not isinstance(base, bool) else 0
-    start_ns = _to_ns([e["ts"] for e in rows]) + base_ns
-    duration_ns = _to_ns([e.get("dur", 0) for e in rows])
-    duration_ns[~is_x] = 0
+    start_ns = _to_ns(times) + base_ns
+    del times
+    duration_ns = np.zeros(n, dtype=np.int64)
+    x_rows = np.flatnonzero(is_x)
+    durations = _field(_take(rows, x_rows), "dur")
+    if None in durations:
+        durations = [0 if d is None else d for d in durations]
+    duration_ns[x_rows] = _to_ns(durations)
 
     # Stats.
     stats = _Stats()
-    stats.names[schema.KINETO_CATEGORY] = 0
     all_rows = np.arange(n, dtype=np.int64)
     stats.add(all_rows, schema.KINETO_CATEGORY, xc.KIND_STR,
               _intern(stats.texts, row_category)[final_cat])
-    row_args = [e.get("args") for e in rows[:n_plain]]
-    with_args = [i for i, a in enumerate(row_args) if isinstance(a, dict)]
-    arg_dicts = [a for a in row_args if isinstance(a, dict)]
+    row_args = _field(rows[:n_plain], "args")
+    args_type, arg_types = _encode(list(map(type, row_args)))
+    with_args = np.flatnonzero(args_type == arg_types.index(dict)) if dict in arg_types \
+        else np.zeros(0, dtype=np.int64)
+    arg_dicts: list[dict[str, Any]] = _take(row_args, with_args)
+    del row_args
     counts = np.fromiter(map(len, arg_dicts), dtype=np.int64, count=len(arg_dicts))
-    arg_event = np.repeat(np.array(with_args, dtype=np.int64), counts)
-    key_code, keys = _encode([k for a in arg_dicts for k in a])
+    arg_event = np.repeat(with_args.astype(np.int64), counts)
+    key_code, keys = _encode(list(chain.from_iterable(arg_dicts)))
     arg_name = np.array([stats.names.setdefault(_ARG_ALIASES.get(k, str(k)), len(stats.names))
                          for k in keys], dtype=np.int64)
     stats.add_values(arg_event, arg_name[key_code] if len(key_code) else key_code,
-                     [v for a in arg_dicts for v in a.values()])
+                     list(chain.from_iterable(map(dict.values, arg_dicts))))
     flow_rows = np.flatnonzero(is_flow)
     if len(flow_rows):
-        ids = [_flow_id(rows[i].get("id")) for i in flow_rows.tolist()]
-        has_id = np.array([i is not None for i in ids], dtype=bool)
-        stats.add(flow_rows[has_id], FLOW_ID, xc.KIND_INT64,
-                  np.array([i for i in ids if i is not None], dtype=np.int64))
+        raw_ids = _field(_take(rows, flow_rows), "id")
+        try:
+            flow_ids = np.array(raw_ids, dtype=np.int64)
+            has_id = np.ones(len(flow_rows), dtype=bool)
+        except (TypeError, ValueError, OverflowError):
+            ids = [_flow_id(i) for i in raw_ids]
+            has_id = np.array([i is not None for i in ids], dtype=bool)
+            flow_ids = np.array([i for i in ids if i is not None], dtype=np.int64)
+        stats.add(flow_rows[has_id], FLOW_ID, xc.KIND_INT64, flow_ids)
         stats.add(flow_rows, FLOW_PHASE, xc.KIND_STR,
                   _intern(stats.texts, ph_values)[ph_code[flow_rows]])
     counter_rows = np.arange(n_plain, n, dtype=np.int64)

@@ -213,4 +213,6 @@ def load_xspace(path: str | Path) -> EventTable:
         data = path.read_bytes()
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
-    return from_columns(xc.decode_columns(data, str(path)))
+    cols = xc.decode_columns(data, str(path))
+    del data  # the columns hold what is needed; free the file's bytes before building
+    return from_columns(cols)
