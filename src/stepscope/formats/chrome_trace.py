@@ -4,10 +4,13 @@ What the table looks like, for the analyses that read it:
 
 * **Planes.** ``/host:CPU`` (id 0) holds every CPU-side event; ``/device:GPU:<n>`` (id n + 1)
   holds the events of GPU n, one plane for each GPU that has events, with the device's
-  capabilities (``core_count``, ``memory_size``, ``compute_cap_major``/``minor``) as plane stats
-  where the trace lists them; ``Task Environment`` has no events and carries the trace's
-  metadata as plane stats (source format, device properties, rank, world size, start and stop
-  time, and the file's other top-level scalars under their own names).
+  ``device_name``, ``device_vendor`` and capabilities (``core_count``, ``memory_size``,
+  ``compute_cap_major``/``minor``, named as XSpace names them) as plane stats where the trace
+  tells them; ``Task Environment`` has no events and carries the trace's metadata as plane
+  stats: source format, device properties (JSON), rank, world size, ``distributed_info``
+  (JSON), start and stop time, ``kineto_skipped_events``, and the file's other top-level
+  scalars (``schemaVersion``, ``baseTimeNanoseconds``, ``cuda_runtime_version``...) under their
+  own names. ``hostnames`` is the file's ``host_name`` where it has one, else empty.
 * **Which pid is a GPU.** Kineto gives each device the pid of its device number and says so in
   ``process_labels`` (or ``process_name``) metadata: ``"GPU <n>"``. A pid is also a GPU when it
   holds device-side events (kernels, memcpy, memset, GPU annotations, syncs), whose device is
@@ -35,8 +38,9 @@ What the table looks like, for the analyses that read it:
   that could only keep a quarter of a microsecond.
 * **Stats.** ``correlation`` becomes the typed ``correlation_id`` column and ``ProfilerStep#N``
   the typed ``step_num``; every row gets ``kineto_category`` (the event's ``cat``, with the 2021
-  names ``Operator``/``Runtime``/``Kernel``/``Memcpy``/``Memset``/``async`` read as
-  ``cpu_op``/``cuda_runtime``/``kernel``/``gpu_memcpy``/``gpu_memset``/``ac2g``, and a legacy
+  names ``Operator``/``Runtime``/``Kernel``/``Memcpy``/``Memset`` read as
+  ``cpu_op``/``cuda_runtime``/``kernel``/``gpu_memcpy``/``gpu_memset``, the flow categories
+  ``async`` (2021) and ``async_cpu_to_gpu`` (2022) as ``ac2g``, and a legacy
   ``[memory]`` instant without ``cat`` as ``cpu_instant_event``); every other argument is a side
   stat under its own name (legacy ``external id`` as ``External id``): integers and booleans as
   int64, floats as doubles, strings as text, lists and objects as JSON text. Null arguments are
@@ -52,6 +56,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain, repeat
 from operator import itemgetter
@@ -527,8 +532,29 @@ def _env_stats(doc: dict[str, Any], start: I64, end: I64, skipped: int) -> dict[
     return stats
 
 
-def _to_table(doc: dict[str, Any]) -> EventTable:
-    events: list[dict[str, Any]] = doc["traceEvents"]
+@dataclass
+class _Rows:
+    """The events that become rows, and what is known of them so far (one entry per row)."""
+
+    events: list[dict[str, Any]]
+    n_plain: int  # events[:n_plain] are from the file; the rest are counter series
+    times: list[Any]  # ts, as the file gives it
+    phase: I64  # code into phases
+    phases: list[str]
+    category: I64  # code into categories (after flows and counters got theirs)
+    categories: list[str]
+    name: I64  # code into names (after flows got theirs)
+    names: list[Any]
+
+    def phase_is(self, wanted: Callable[[str], bool]) -> Bools:
+        return _lookup([wanted(p) for p in self.phases], bool)[self.phase]
+
+    def category_is(self, wanted: Callable[[str], bool]) -> Bools:
+        return _lookup([wanted(c) for c in self.categories], bool)[self.category]
+
+
+def _select_rows(events: list[dict[str, Any]]) -> tuple[_Rows, list[dict[str, Any]], int]:
+    """The rows (with names and categories), the metadata events, and how many were skipped."""
     phase_code, phase_values = _encode(_field(events, "ph"))
 
     def of_phase(wanted: Callable[[Any], bool]) -> list[dict[str, Any]]:
@@ -546,146 +572,154 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     n_plain = len(rows)
     rows.extend(_counter_rows(counters))
     times.extend(e["ts"] for e in rows[n_plain:])
-    n = len(rows)
 
-    gpu_label, cpu_labelled, thread_names = _metadata(meta)
-
-    # Phases and categories, per row.
     ph_code, ph_values = _encode(_field(rows, "ph"))
-    is_x = _lookup([p == _COMPLETE for p in ph_values], bool)[ph_code]
-    is_flow = _lookup([p in _FLOW for p in ph_values], bool)[ph_code]
-    is_counter = np.arange(n) >= n_plain
     cat_code, categories = _recode(*_encode(_field(rows, "cat")), _category)
     name_code, names = _recode(*_encode(_field(rows, "name")),
                                lambda v: "" if v is None else v)
+    is_flow = _lookup([p in _FLOW for p in ph_values], bool)[ph_code]
 
     # A legacy [memory] instant has no category; give it the one later traces give it.
     if "" in categories and "[memory]" in names:
-        no_cat, memory = categories.index(""), names.index("[memory]")
-        fix = (cat_code == no_cat) & (name_code == memory)
+        fix = (cat_code == categories.index("")) & (name_code == names.index("[memory]"))
         if fix.any():
             if "cpu_instant_event" not in categories:
                 categories.append("cpu_instant_event")
             cat_code[fix] = categories.index("cpu_instant_event")
 
-    # Flow rows: named after their (normalised) category, counted under "flow".
-    name_table = {v: i for i, v in enumerate(names)}
+    # Flow rows are named after their category and counted under "flow", so that no analysis
+    # takes them for ops; counter samples are counted under "counter".
     if is_flow.any():
-        flow_name = np.array([name_table.setdefault(f"flow:{c}", len(name_table))
-                              for c in categories], dtype=np.int64)
+        table = {v: i for i, v in enumerate(names)}
+        flow_name = np.array([table.setdefault(f"flow:{c}", len(table)) for c in categories],
+                             dtype=np.int64)
         name_code[is_flow] = flow_name[cat_code[is_flow]]
-        names = list(name_table)
-    row_category = [*categories, FLOW_CATEGORY, COUNTER_CATEGORY]
-    final_cat = cat_code.copy()
-    final_cat[is_flow] = len(categories)
-    final_cat[is_counter] = len(categories) + 1
+        names = list(table)
+    cat_code[is_flow] = len(categories)
+    cat_code[n_plain:] = len(categories) + 1
+    categories = [*categories, FLOW_CATEGORY, COUNTER_CATEGORY]
+    return _Rows(rows, n_plain, times, ph_code, ph_values, cat_code, categories, name_code,
+                 names), meta, skipped
 
-    # Planes: which rows are a GPU's, and which GPU.
-    pid_code, pids = _recode(*_encode(_field(rows, "pid")), _norm_id)
-    host_cat = _lookup([_is_host_category(c) for c in row_category], bool)[final_cat]
-    device_cat = _lookup([_is_device_category(c) for c in row_category], bool)[final_cat]
+
+def _gpu_of_pids(rows: _Rows, pid_code: I64, pids: list[Any], device_rows: Bools,
+                 gpu_label: dict[Any, int]) -> I64:
+    """The GPU number of each pid, -1 for pids that are no GPU."""
     device_of_pid = np.array([gpu_label.get(p, -1) for p in pids], dtype=np.int64)
-    cpu_pid = np.array([p in cpu_labelled for p in pids], dtype=bool)
-    used_devices = set(gpu_label.values())
-    for k in np.unique(pid_code[device_cat]).tolist():
+    used = set(gpu_label.values())
+    for k in np.unique(pid_code[device_rows]).tolist():
         if device_of_pid[k] >= 0:
             continue
-        first = int(np.flatnonzero(device_cat & (pid_code == k))[0])
-        args = rows[first].get("args")
+        # Not labelled (a trimmed trace): the device its events name, else the pid.
+        first = int(np.flatnonzero(device_rows & (pid_code == k))[0])
+        args = rows.events[first].get("args")
         device = args.get("device") if isinstance(args, dict) else None
         if not isinstance(device, int) or isinstance(device, bool) or device < 0:
             pid = pids[k]
             device = pid if isinstance(pid, int) and pid >= 0 else None
         if device is None:
-            device = max(used_devices, default=-1) + 1
+            device = max(used, default=-1) + 1
         device_of_pid[k] = device
-        used_devices.add(device)
-    row_pid_device = device_of_pid[pid_code]
+        used.add(device)
+    return device_of_pid
+
+
+def _place(rows: _Rows, doc: dict[str, Any], gpu_label: dict[Any, int],
+           cpu_labelled: set[Any]) -> tuple[I32, list[Plane], I64, list[Any]]:
+    """Each row's plane, the planes (host first, then GPUs), and the rows' pid codes."""
+    pid_code, pids = _recode(*_encode(_field(rows.events, "pid")), _norm_id)
+    host_rows = rows.category_is(_is_host_category)
+    device_rows = rows.category_is(_is_device_category)
+    pid_device = _gpu_of_pids(rows, pid_code, pids, device_rows, gpu_label)[pid_code]
+    cpu_pid = np.array([p in cpu_labelled for p in pids], dtype=bool)[pid_code]
     # Device-side events always go to their GPU; others on a GPU's pid too, unless that pid is
     # also labelled CPU (a process whose pid equals a device number).
-    on_gpu = (row_pid_device >= 0) & ~host_cat & (device_cat | ~cpu_pid[pid_code])
-    row_device = np.where(on_gpu, row_pid_device, -1)
-    devices = sorted(set(np.unique(row_device[on_gpu]).tolist()))
-    plane_of_device = {d: i + 1 for i, d in enumerate(devices)}
-    props = _device_properties(doc)
-    vendor = _vendor(doc)
+    on_gpu = (pid_device >= 0) & ~host_rows & (device_rows | ~cpu_pid)
+    devices = sorted(np.unique(pid_device[on_gpu]).tolist())
+    props, vendor = _device_properties(doc), _vendor(doc)
     planes = [Plane(schema.HOST_PLANE_ID, schema.HOST_PLANE)]
     planes += [Plane(d + 1, f"{schema.GPU_PLANE_PREFIX}{d}",
                      _gpu_plane_stats(d, props, len(devices), vendor)) for d in devices]
+    row_plane = np.zeros(len(rows.events), dtype=np.int32)
     if devices:
-        plane_lut = np.zeros(max(devices) + 2, dtype=np.int32)
-        for d, index in plane_of_device.items():
-            plane_lut[d + 1] = index
-        row_plane = plane_lut[row_device + 1]
-    else:
-        row_plane = np.zeros(n, dtype=np.int32)
+        lut = np.zeros(max(devices) + 1, dtype=np.int32)
+        lut[devices] = np.arange(1, len(devices) + 1, dtype=np.int32)
+        row_plane[on_gpu] = lut[pid_device[on_gpu]]
+    return row_plane, planes, pid_code, pids
 
-    # Lines: one per (plane, pid, tid), grouped by plane in order of first appearance.
-    tid_code, tids = _recode(*_encode(_field(rows, "tid")), _norm_id)
+
+def _lines(rows: _Rows, row_plane: I32, pid_code: I64, pids: list[Any],
+           thread_names: dict[tuple[Any, Any], str]) -> tuple[I32, I32, I64, list[str]]:
+    """Each row's line, and per line: plane, id and name (by plane, then first appearance)."""
+    tid_code, tids = _recode(*_encode(_field(rows.events, "tid")), _norm_id)
     key = (row_plane.astype(np.int64) * max(len(pids), 1) + pid_code) * max(len(tids), 1) \
         + tid_code
-    uniq, first_row, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    _, first_row, inverse = np.unique(key, return_index=True, return_inverse=True)
     order = np.lexsort((first_row, row_plane[first_row]))
     rank = np.empty(len(order), dtype=np.int32)
     rank[order] = np.arange(len(order), dtype=np.int32)
-    row_line = rank[inverse]
-    line_plane = row_plane[first_row[order]].astype(np.int32)
+    firsts = first_row[order].tolist()
+    # Real tids may be negative too; a made-up id must not take one that a later line has.
+    real = {(int(row_plane[r]), tids[tid_code[r]]) for r in firsts
+            if isinstance(tids[tid_code[r]], int)}
+    taken: set[tuple[int, int]] = set()
     line_id: list[int] = []
     line_name: list[str] = []
-    taken: set[tuple[int, int]] = set()
     synthetic = 0
-    # Real tids may be negative too; a made-up id must not take one that a later line has.
-    real_ids = {(int(row_plane[r]), tids[tid_code[r]]) for r in first_row.tolist()
-                if isinstance(tids[tid_code[r]], int)}
-    for r in first_row[order].tolist():
-        plane = int(row_plane[r])
-        pid, tid = pids[pid_code[r]], tids[tid_code[r]]
+    for r in firsts:
+        plane, pid, tid = int(row_plane[r]), pids[pid_code[r]], tids[tid_code[r]]
         if isinstance(tid, int) and (plane, tid) not in taken:
             ident = tid
         else:
             synthetic -= 1
-            while (plane, synthetic) in taken or (plane, synthetic) in real_ids:
+            while (plane, synthetic) in taken or (plane, synthetic) in real:
                 synthetic -= 1
             ident = synthetic
         taken.add((plane, ident))
         line_id.append(ident)
         line_name.append(_line_name(pid, tid, plane > 0, thread_names))
+    return (rank[inverse.reshape(-1)], row_plane[first_row[order]].astype(np.int32),
+            np.array(line_id, dtype=np.int64), line_name)
 
-    # Time.
-    base = doc.get("baseTimeNanoseconds")
+
+def _times(rows: _Rows, base: Any) -> tuple[I64, I64]:
+    """Start (ns since the epoch where the file tells) and duration of each row, in ns."""
     base_ns = int(base) if isinstance(base, (int, float, Decimal)) and \
         not isinstance(base, bool) else 0
-    start_ns = _to_ns(times) + base_ns
-    del times
-    duration_ns = np.zeros(n, dtype=np.int64)
-    x_rows = np.flatnonzero(is_x)
-    durations = _field(_take(rows, x_rows), "dur")
+    start_ns = _to_ns(rows.times) + base_ns
+    duration_ns = np.zeros(len(rows.events), dtype=np.int64)
+    x_rows = np.flatnonzero(rows.phase_is(lambda p: p == _COMPLETE))
+    durations = _field(_take(rows.events, x_rows), "dur")
     if None in durations:
         durations = [0 if d is None else d for d in durations]
     duration_ns[x_rows] = _to_ns(durations)
+    return start_ns, duration_ns
 
-    # Stats.
+
+def _side_stats(rows: _Rows) -> tuple[StatTable, I64]:
+    """The side stats of every row, and the typed correlation_id column."""
     stats = _Stats()
-    all_rows = np.arange(n, dtype=np.int64)
-    stats.add(all_rows, schema.KINETO_CATEGORY, xc.KIND_STR,
-              _intern(stats.texts, row_category)[final_cat])
-    row_args = _field(rows[:n_plain], "args")
-    args_type, arg_types = _encode(list(map(type, row_args)))
-    with_args = np.flatnonzero(args_type == arg_types.index(dict)) if dict in arg_types \
+    n = len(rows.events)
+    stats.add(np.arange(n, dtype=np.int64), schema.KINETO_CATEGORY, xc.KIND_STR,
+              _intern(stats.texts, rows.categories)[rows.category])
+
+    row_args = _field(rows.events[:rows.n_plain], "args")
+    type_code, types = _encode(list(map(type, row_args)))
+    with_args = np.flatnonzero(type_code == types.index(dict)) if dict in types \
         else np.zeros(0, dtype=np.int64)
     arg_dicts: list[dict[str, Any]] = _take(row_args, with_args)
     del row_args
     counts = np.fromiter(map(len, arg_dicts), dtype=np.int64, count=len(arg_dicts))
-    arg_event = np.repeat(with_args.astype(np.int64), counts)
     key_code, keys = _encode(list(chain.from_iterable(arg_dicts)))
-    arg_name = np.array([stats.names.setdefault(_ARG_ALIASES.get(k, str(k)), len(stats.names))
+    key_name = np.array([stats.names.setdefault(_ARG_ALIASES.get(k, str(k)), len(stats.names))
                          for k in keys], dtype=np.int64)
-    stats.add_values(arg_event, arg_name[key_code] if len(key_code) else key_code,
+    stats.add_values(np.repeat(with_args.astype(np.int64), counts),
+                     key_name[key_code] if len(key_code) else key_code,
                      list(chain.from_iterable(map(dict.values, arg_dicts))))
-    flow_rows = np.flatnonzero(is_flow)
+
+    flow_rows = np.flatnonzero(rows.phase_is(lambda p: p in _FLOW))
     if len(flow_rows):
-        raw_ids = _field(_take(rows, flow_rows), "id")
+        raw_ids = _field(_take(rows.events, flow_rows), "id")
         try:
             flow_ids = np.array(raw_ids, dtype=np.int64)
             has_id = np.ones(len(flow_rows), dtype=bool)
@@ -695,41 +729,49 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
             flow_ids = np.array([i for i in ids if i is not None], dtype=np.int64)
         stats.add(flow_rows[has_id], FLOW_ID, xc.KIND_INT64, flow_ids)
         stats.add(flow_rows, FLOW_PHASE, xc.KIND_STR,
-                  _intern(stats.texts, ph_values)[ph_code[flow_rows]])
-    counter_rows = np.arange(n_plain, n, dtype=np.int64)
-    stats.add_values(counter_rows,
-                     np.full(len(counter_rows),
-                             stats.names.setdefault(schema.VALUE, len(stats.names)),
-                             dtype=np.int64),
-                     [rows[i]["value"] for i in counter_rows.tolist()])
+                  _intern(stats.texts, rows.phases)[rows.phase[flow_rows]])
+
+    counter_rows = np.arange(rows.n_plain, n, dtype=np.int64)
+    value_name = stats.names.setdefault(schema.VALUE, len(stats.names))
+    stats.add_values(counter_rows, np.full(len(counter_rows), value_name, dtype=np.int64),
+                     [rows.events[i]["value"] for i in counter_rows.tolist()])
+
     # Kineto's integer "correlation" argument is the typed correlation_id.
-    side, typed_pairs = stats.table(["correlation"])
+    side, typed = stats.table(["correlation"])
+    correlation = np.full(n, MISSING, dtype=np.int64)
+    if "correlation" in typed:
+        event, value = typed["correlation"]
+        correlation[event] = value
+    return side, correlation
 
-    typed = {stat: np.full(n, MISSING, dtype=np.int64) for stat in TYPED_STATS}
-    if "correlation" in typed_pairs:
-        event, value = typed_pairs["correlation"]
-        typed[schema.CORRELATION_ID][event] = value
 
-    # Names: drop the ones only flow rows had before renaming, then steps from the names.
-    used, name_code = np.unique(name_code, return_inverse=True)
-    name_list = [names[c] if isinstance(names[c], str) else str(names[c])
-                 for c in used.tolist()]
+def _to_table(doc: dict[str, Any]) -> EventTable:
+    rows, meta, skipped = _select_rows(doc["traceEvents"])
+    gpu_label, cpu_labelled, thread_names = _metadata(meta)
+    row_plane, planes, pid_code, pids = _place(rows, doc, gpu_label, cpu_labelled)
+    row_line, line_plane, line_id, line_name = _lines(rows, row_plane, pid_code, pids,
+                                                       thread_names)
+    start_ns, duration_ns = _times(rows, doc.get("baseTimeNanoseconds"))
+    side, correlation = _side_stats(rows)
+
+    # Names: drop the ones only flow rows had before renaming; steps come from the names.
+    used, name_code = np.unique(rows.name, return_inverse=True)
+    names = [str(rows.names[c]) for c in used.tolist()]
     steps = np.array([int(m.group(1)) if (m := _STEP_NAME.fullmatch(s)) else MISSING
-                      for s in name_list], dtype=np.int64)
+                      for s in names], dtype=np.int64)
     name_code = name_code.reshape(-1)
-    if n:
-        typed[schema.STEP_NUM] = steps[name_code]
+    typed = {stat: np.full(len(rows.events), MISSING, dtype=np.int64) for stat in TYPED_STATS}
+    typed[schema.CORRELATION_ID] = correlation
+    typed[schema.STEP_NUM] = steps[name_code] if len(name_code) else typed[schema.STEP_NUM]
 
     planes.append(Plane(schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE,
                         _env_stats(doc, start_ns, start_ns + duration_ns, skipped)))
     host = doc.get("host_name")
     return EventTable(
-        planes=planes, line_plane=line_plane,
-        line_id=np.array(line_id, dtype=np.int64), line_name=line_name,
-        plane=row_plane.astype(np.int32), line=row_line.astype(np.int32),
-        name=name_code.astype(np.int32), start_ns=start_ns.astype(np.int64),
-        duration_ns=duration_ns.astype(np.int64), typed=typed, names=name_list,
-        stats=side, hostnames=[host] if isinstance(host, str) and host else [],
+        planes=planes, line_plane=line_plane, line_id=line_id, line_name=line_name,
+        plane=row_plane, line=row_line.astype(np.int32), name=name_code.astype(np.int32),
+        start_ns=start_ns, duration_ns=duration_ns, typed=typed, names=names, stats=side,
+        hostnames=[host] if isinstance(host, str) and host else [],
     )
 
 
