@@ -31,6 +31,7 @@ test: lint typecheck unit
 
 bench: setup
 	$(BIN)/python benchmarks/trace_overhead.py
+	$(BIN)/python benchmarks/load_and_overview.py
 
 clean:
-	rm -rf $(VENV) .make-setup build dist src/*.egg-info demo-logs
+	rm -rf $(VENV) .make-setup build dist src/*.egg-info demo-logs .bench-profiles
