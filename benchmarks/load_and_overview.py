@@ -174,27 +174,26 @@ def _child_xprof(path: str) -> dict[str, Any]:
             "steps": _xprof_steps(data)}
 
 
-def _child_cold(path: str) -> dict[str, Any]:
+def _timed_overview(path: str, use_cache: bool) -> dict[str, Any]:
+    """One ``overview_dict`` call, timed, with the memory it took."""
     from stepscope.analysis.overview_page import overview_dict
 
     baseline = _maxrss_mb()
     started = time.perf_counter()
-    result = overview_dict(path, use_cache=False)
+    result = overview_dict(path, use_cache=use_cache)
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "baseline_mb": baseline, "peak_mb": _maxrss_mb(),
             "steps": result["steps"]["count"]}
+
+
+def _child_cold(path: str) -> dict[str, Any]:
+    """An open with no cache: parse and compute everything."""
+    return _timed_overview(path, use_cache=False)
 
 
 def _child_fill(path: str) -> dict[str, Any]:
     """The first open with the cache on: computes everything and fills the cache."""
-    from stepscope.analysis.overview_page import overview_dict
-
-    baseline = _maxrss_mb()
-    started = time.perf_counter()
-    result = overview_dict(path)
-    seconds = time.perf_counter() - started
-    return {"seconds": seconds, "baseline_mb": baseline, "peak_mb": _maxrss_mb(),
-            "steps": result["steps"]["count"]}
+    return _timed_overview(path, use_cache=True)
 
 
 def _child_warm(path: str) -> dict[str, Any]:

@@ -127,6 +127,10 @@ class OpEvents:
     names: list[str]
     types: list[str]
     sides: list[str]
+    # Kineto categories, read once here for every analysis of the table (see
+    # kineto_categories); empty for XSpace profiles.
+    category: I32
+    categories: list[str]
 
 
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
@@ -189,7 +193,7 @@ def classify(table: EventTable) -> OpEvents:
     sides = [""] * len(ops)
     for (side, op_type, name), code in ops.items():
         names[code], types[code], sides[code] = name, op_type, side
-    return OpEvents(op, names, types, sides)
+    return OpEvents(op, names, types, sides, category, categories)
 
 
 def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
@@ -306,7 +310,7 @@ def kernel_rows(table: EventTable, events: OpEvents) -> list[KernelRow]:
     device = device_planes(table)[table.plane] if len(table.planes) else np.zeros(0, bool)
     line_names = np.array(table.line_name, dtype=object)
     derived = np.isin(line_names, DERIVED_OP_LINES + DERIVED_OTHER_LINES)
-    category, categories = kineto_categories(table)
+    category, categories = events.category, events.categories
     if categories:
         kinds = np.array([c in KINETO_DEVICE_OPS for c in categories] + [False], dtype=bool)
         rows = np.flatnonzero(kinds[category])

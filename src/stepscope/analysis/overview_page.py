@@ -41,7 +41,6 @@ from stepscope.analysis.framework_op_stats import (
     OpStats,
     classify,
     kernel_type,
-    kineto_categories,
     merge,
     op_stats,
 )
@@ -182,7 +181,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
     line_names = np.array(table.line_name, dtype=object)
     derived = np.isin(line_names, DERIVED_OP_LINES + DERIVED_OTHER_LINES) if len(line_names) \
         else np.zeros(0, bool)
-    category, categories = kineto_categories(table)
+    category, categories = events.category, events.categories
     if categories:
         gpu_cats = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in categories]
                             + [False], dtype=bool)
