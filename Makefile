@@ -3,9 +3,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo test lint typecheck unit bench clean browser
 
-setup: .make-setup
+setup: .make-setup .make-frontend
+
+# The web UI's bundle (src/stepscope/web/static, not committed), rebuilt when its sources change.
+FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/*/*.ts frontend/public/*) \
+	frontend/package.json frontend/package-lock.json frontend/build.mjs frontend/tsconfig.json
+.make-frontend: $(FRONTEND_SRC)
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	touch .make-frontend
+
+# A real browser for the UI tests: Debian's Chromium (installed when missing and we may).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	    else echo "note: no chromium; the browser tests will be skipped"; fi; }
 
 # Re-run the install whenever the project's dependencies change.
 .make-setup: pyproject.toml
@@ -14,9 +28,11 @@ setup: .make-setup
 	$(BIN)/python -m pip install -q -e '.[dev,reference]'
 	touch .make-setup
 
+# Profiles a sample workload, prints its report, then serves the web UI on it (Ctrl-C stops).
 demo: setup
-	$(BIN)/stepscope demo --logdir demo-logs
+	$(BIN)/stepscope demo --logdir demo-logs --no-serve
 	$(BIN)/stepscope report demo-logs
+	$(BIN)/stepscope serve --logdir demo-logs
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
@@ -24,7 +40,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-unit: setup
+unit: setup browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
@@ -34,4 +50,5 @@ bench: setup
 	$(BIN)/python benchmarks/load_and_overview.py
 
 clean:
-	rm -rf $(VENV) .make-setup build dist src/*.egg-info demo-logs .bench-profiles
+	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
+	  .bench-profiles frontend/node_modules src/stepscope/web/static test-artifacts

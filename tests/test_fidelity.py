@@ -8,9 +8,6 @@ subprocesses so each framework starts clean.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,29 +17,7 @@ from stepscope.analysis import op_stats, overview
 from stepscope.analysis.framework_op_stats import HOST
 from stepscope.model.profile import load
 
-TF_CUSTOM_LOOP = """
-import sys, tensorflow as tf
-logdir, steps = sys.argv[1], int(sys.argv[2])
-ds = (tf.data.Dataset.from_tensor_slices(tf.random.normal([4096, 64])).map(lambda x: x * 2)
-      .batch(64).repeat())
-it = iter(ds)
-w = tf.Variable(tf.random.normal([64, 64]))
-
-@tf.function
-def step(x):
-    with tf.GradientTape() as tape:
-        y = tf.reduce_sum(tf.nn.relu(x @ w))
-    w.assign_sub(0.01 * tape.gradient(y, w))
-    return y
-
-for _ in range(3):
-    step(next(it))
-tf.profiler.experimental.start(logdir)
-for i in range(steps):
-    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-        step(next(it))
-tf.profiler.experimental.stop()
-"""
+from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
 
 KERAS_FIT = """
 import sys, numpy as np, keras
@@ -73,41 +48,6 @@ with jax.profiler.trace(logdir):
             w = step(w, x).block_until_ready()
 """
 
-TORCH_LOOP = """
-import json, sys, torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-out, active = sys.argv[1], int(sys.argv[2])
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-data = torch.utils.data.TensorDataset(torch.randn(64 * (active + 2), 256),
-                                      torch.randint(0, 10, (64 * (active + 2),)))
-loader = torch.utils.data.DataLoader(data, batch_size=64)
-averages = {}
-
-def ready(prof):
-    prof.export_chrome_trace(out)
-    averages.update({e.key: {"self_us": e.self_cpu_time_total, "count": e.count}
-                     for e in prof.key_averages()})
-
-with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready,
-             schedule=schedule(wait=1, warmup=1, active=active, repeat=1)) as prof:
-    for x, y in loader:
-        with record_function("forward"):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        prof.step()
-print(json.dumps(averages))
-"""
-
-
-def _run(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def _xprof(path: Path, tool: str) -> Any:
@@ -152,7 +92,7 @@ def _xspace_file(logdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def tf_custom_loop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logdir = tmp_path_factory.mktemp("tf_loop")
-    _run(TF_CUSTOM_LOOP, str(logdir), "20")
+    run_script(TF_CUSTOM_LOOP, str(logdir), "20")
     return logdir
 
 
@@ -190,7 +130,7 @@ def test_tf_custom_loop_is_input_bound_like_xprof_says(tf_custom_loop: Path) -> 
 
 
 def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
-    _run(KERAS_FIT, str(tmp_path))
+    run_script(KERAS_FIT, str(tmp_path))
     summary = overview(load(tmp_path, use_cache=False)).to_dict()
     # profile_batch=(3, 6): four batches, marked "Profiled batch" with a step_num, no _r.
     assert summary["steps"]["count"] == 4
@@ -203,7 +143,7 @@ def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
 
 
 def test_jax_step_annotations_match_xprof(tmp_path: Path) -> None:
-    _run(JAX_LOOP, str(tmp_path), "12")
+    run_script(JAX_LOOP, str(tmp_path), "12")
     path = _xspace_file(tmp_path)
     ours = overview(load(path, use_cache=False)).to_dict()
     theirs = _xprof_steps(path)
@@ -213,7 +153,7 @@ def test_jax_step_annotations_match_xprof(tmp_path: Path) -> None:
 
 def test_torch_self_cpu_time_matches_key_averages(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    averages = json.loads(_run(TORCH_LOOP, str(trace), "6").strip().splitlines()[-1])
+    averages = json.loads(run_script(TORCH_LOOP, str(trace), "6").strip().splitlines()[-1])
     profile = load(trace, use_cache=False)
     summary = overview(profile).to_dict()
     assert summary["steps"]["count"] == 6  # the schedule's active steps, all kept

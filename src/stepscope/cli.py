@@ -21,7 +21,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     result = demo.run(args.logdir, steps=args.steps, python_tracer=not args.no_python_tracer)
     print(f"final loss {result.final_loss:.4f}")
     print(f"profile written to {result.path}")
-    print(f"open it with TensorBoard/XProf: tensorboard --logdir {args.logdir}")
+    if args.no_serve:
+        print(f"open it with: stepscope serve --logdir {args.logdir}")
+        return 0
+    from stepscope.web.server import serve
+
+    serve(args.logdir, host=args.host, port=args.port)
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from stepscope.web.server import serve
+
+    if not Path(args.logdir).is_dir():
+        print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
+              "profiles are written there.", file=sys.stderr)
+    serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache)
     return 0
 
 
@@ -70,6 +85,16 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_listen_args(parser: argparse.ArgumentParser) -> None:
+    from stepscope.web.server import DEFAULT_HOST, DEFAULT_PORT
+
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"address to listen on (default {DEFAULT_HOST}, this machine "
+                        "only; 0.0.0.0 exposes the profiles to the network)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="stepscope", description=__doc__)
@@ -81,7 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=30, help="training steps to run")
     demo.add_argument("--no-python-tracer", action="store_true",
                       help="do not record Python function calls")
+    demo.add_argument("--no-serve", action="store_true",
+                      help="only write the profile; do not start the web UI on it")
+    _add_listen_args(demo)
     demo.set_defaults(func=_cmd_demo)
+
+    serve = sub.add_parser("serve", help="open the web UI on a logdir",
+                           description="Serve the web UI (overview page, framework op stats, "
+                           "...) for the runs of a logdir. New runs appear without a restart.")
+    serve.add_argument("--logdir", required=True,
+                       help="a TensorBoard logdir, a run directory or a torch trace directory")
+    _add_listen_args(serve)
+    serve.add_argument("--no-cache", action="store_true",
+                       help="parse profiles again instead of using the on-disk cache")
+    serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
                          description="Print the overview of a run: step time, its breakdown, "

@@ -294,23 +294,30 @@ def verdict(input_percent: float, all_others_percent: float) -> str:
     return "not"
 
 
-def _step_times(hosts: list[HostOverview]) -> tuple[I64, I64]:
-    """Step numbers and step times across hosts: a step lasts as long as its slowest host."""
+def _step_times(hosts: list[HostOverview]) -> tuple[I64, I64, I64]:
+    """Step numbers, step times and per-step category times across hosts.
+
+    A step lasts as long as its slowest host, and its breakdown is that host's.
+    """
     nums = [h.steps.step_num for h in hosts if len(h.steps)]
     if not nums:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros((0, len(CATEGORIES)), np.int64)
     all_nums = np.unique(np.concatenate(nums))
-    times = np.zeros(len(all_nums), dtype=np.int64)
+    times = np.full(len(all_nums), -1, dtype=np.int64)
+    cats = np.zeros((len(all_nums), len(CATEGORIES)), dtype=np.int64)
     for h in hosts:
         if len(h.steps):
             pos = np.searchsorted(all_nums, h.steps.step_num)
-            np.maximum.at(times, pos, h.steps.duration_ns)
-    return all_nums, times
+            slower = h.steps.duration_ns > times[pos]
+            times[pos[slower]] = h.steps.duration_ns[slower]
+            cats[pos[slower]] = h.step_category_ns[slower]
+    return all_nums, times, cats
 
 
 def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
     """The overview dictionary of one host, or the aggregate of several."""
-    nums, times = _step_times(hosts)
+    nums, times, step_cats = _step_times(hosts)
     ms = times / 1e6
     category_ns = np.zeros(len(CATEGORIES), dtype=np.int64)
     total_step_ns = 0
@@ -341,8 +348,9 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "found_by": methods[0] if len(methods) == 1 else methods,
             "marker": markers[0] if len(markers) == 1 else markers,
             "trimmed": sorted({n for h in hosts for n in h.steps.trimmed}),
-            "per_step": [{"step_num": int(s), "ms": float(t)} for s, t in zip(nums, ms,
-                                                                             strict=True)],
+            "per_step": [{"step_num": int(s), "ms": float(t),
+                          "breakdown_ms": dict(zip(CATEGORIES, (c / 1e6).tolist(), strict=True))}
+                         for s, t, c in zip(nums, ms, step_cats, strict=True)],
         },
         "breakdown": breakdown,
         "breakdown_ms": {c: (float(category_ns[i]) / 1e6 / max(sum(len(h.steps)

@@ -102,6 +102,31 @@ def _run_label(logdir: Path, run: Path) -> str:
         return run.name
 
 
+def list_runs(logdir: str | Path) -> dict[str, Path]:
+    """Every run under ``logdir`` by name, oldest first (the newest is last).
+
+    A run's name is its directory relative to ``logdir`` with the ``plugins/profile`` part
+    left out (``2024_01_01_00_00_00``, or ``train/2024_...`` where Keras wrote it); when
+    ``logdir`` itself holds profile files it is the one run, named after it. A logdir that
+    does not exist (yet) has no runs.
+    """
+    logdir = Path(logdir)
+    if not logdir.is_dir():
+        return {}
+    try:
+        if _run_files(logdir):
+            return {logdir.resolve().name or ".": logdir}
+        runs = _logdir_runs(logdir) or _runs_in(logdir)
+    except OSError:
+        return {}
+    plugin = "/" + "/".join(schema.PLUGIN_DIR) + "/"
+    out: dict[str, Path] = {}
+    for run in runs:
+        label = "/" + _run_label(logdir, run)
+        out[label.replace(plugin, "/").lstrip("/")] = run
+    return out
+
+
 def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = Path(path)

@@ -1,0 +1,55 @@
+// DOM helpers. Profile data (op and event names) only ever reaches the page as text nodes,
+// never as HTML, so a name like "<img src=x onerror=...>" shows as those characters.
+
+type Child = Node | string | number | null | undefined | false;
+type Attrs = Record<string, string | number | boolean | undefined | ((e: Event) => void)>;
+
+/** Create an element with attributes (on* keys become listeners) and children. */
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === false) continue;
+    if (typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "className") {
+      el.className = String(value);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+/** Escape text for the few places a library wants an HTML string (chart tooltips). */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Milliseconds with three decimals, as every page shows them. */
+export function ms(value: number | null | undefined): string {
+  return value === null || value === undefined ? "–" : value.toFixed(3);
+}
+
+/** A percentage with one decimal. */
+export function pct(value: number | null | undefined): string {
+  return value === null || value === undefined ? "–" : `${value.toFixed(1)}%`;
+}
+
+/** An integer with thousands separators. */
+export function int(value: number | null | undefined): string {
+  return value === null || value === undefined ? "–" : Math.round(value).toLocaleString("en-US");
+}
+
+/** Bytes as KB/MB/GB. */
+export function bytes(value: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = value;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return `${v.toFixed(i ? 1 : 0)} ${units[i]}`;
+}

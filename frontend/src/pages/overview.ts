@@ -1,0 +1,149 @@
+// The overview page: performance summary, precisions, step-time graph, top ops, run
+// environment and the recommendation.
+import { toolData } from "../api";
+import { stackedColumns } from "../charts";
+import { h, int, ms, pct } from "../dom";
+import type { PageContext } from "./registry";
+
+export const CATEGORIES: { key: string; label: string; color: string }[] = [
+  { key: "input", label: "Waiting for input", color: "#d93025" },
+  { key: "device_compute", label: "Device compute", color: "#188038" },
+  { key: "host_compute", label: "Host compute", color: "#81c995" },
+  { key: "device_to_device", label: "Device to device", color: "#12b5cb" },
+  { key: "output", label: "Output", color: "#f29900" },
+  { key: "compilation", label: "Compilation", color: "#a142f4" },
+  { key: "kernel_launch", label: "Kernel launch", color: "#4285f4" },
+  { key: "all_others", label: "All others", color: "#9aa0a6" },
+];
+
+// The overview's next_tool values → the tool pages that answer them.
+const NEXT_TOOL: Record<string, string> = {
+  ops: "framework_op_stats", input_pipeline: "input_pipeline_analyzer",
+  kernel_stats: "kernel_stats", trace_viewer: "trace_viewer",
+};
+
+interface Overview {
+  run: string; host: string | null;
+  steps: { count: number; avg_ms: number | null; min_ms: number | null; max_ms: number | null;
+           stddev_ms: number | null; found_by: string | string[]; marker: string | string[];
+           trimmed: number[];
+           per_step: { step_num: number; ms: number; breakdown_ms: Record<string, number> }[] };
+  breakdown: Record<string, number>;
+  breakdown_ms: Record<string, number>;
+  input: { percent: number | null; verdict: string; statement: string };
+  precision: { "16bit_percent": number; "32bit_percent": number } | null;
+  top_ops: { name: string; type: string; host_or_device: string; self_ms: number;
+             self_percent: number; occurrences: number }[];
+  environment: { hosts: number; host_names: string[]; device_type: string; device_count: number;
+                 device_names: string[]; cpu_count: number | null };
+  recommendation: { next_tool: string; hints: string[] };
+  failed_hosts: Record<string, string>;
+}
+
+function value(id: string, text: string, raw?: number | null): HTMLElement {
+  return h("span", { id, "data-value": raw === null || raw === undefined ? undefined : String(raw) },
+           text);
+}
+
+function summary(o: Overview): HTMLElement {
+  const s = o.steps;
+  const rows = CATEGORIES.map((c) => h("tr", { "data-category": c.key },
+    h("td", {}, h("span", { className: "swatch", style: `background:${c.color}` }), c.label),
+    h("td", { className: "num", "data-value": String(o.breakdown_ms[c.key]) }, ms(o.breakdown_ms[c.key])),
+    h("td", { className: "num", "data-value": String(o.breakdown[c.key]) }, pct(o.breakdown[c.key]))));
+  const method = Array.isArray(s.found_by) ? s.found_by.join(", ") : s.found_by;
+  return h("section", { className: "card", id: "summary" },
+    h("h2", {}, "Performance summary"),
+    s.count ? h("div", {},
+      h("div", { className: "muted" }, "Average step time"),
+      h("div", { className: "big" }, value("avg-step-ms", ms(s.avg_ms), s.avg_ms), " ms"),
+      h("p", { className: "muted" },
+        "σ ", value("stddev-ms", ms(s.stddev_ms), s.stddev_ms), " ms · min ",
+        value("min-ms", ms(s.min_ms), s.min_ms), " ms · max ",
+        value("max-ms", ms(s.max_ms), s.max_ms), " ms · ",
+        value("step-count", int(s.count), s.count), " steps (found by ", method, ")"),
+      h("table", { id: "breakdown" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Category"), h("th", { className: "num" }, "ms per step"),
+                         h("th", { className: "num" }, "% of step"))),
+        h("tbody", {}, ...rows)))
+      : h("p", {}, "No steps were found in this profile, so there is no step-time breakdown. ",
+          "Mark each step with ", h("code", {}, "stepscope.Trace('train', step_num=i, _r=1)"), "."),
+    h("p", { id: "verdict", className: `verdict-${o.input.verdict}` }, o.input.statement));
+}
+
+function precision(o: Overview): HTMLElement {
+  const p = o.precision;
+  return h("section", { className: "card", id: "precision" },
+    h("h2", {}, "Device compute precisions"),
+    p ? h("dl", { className: "kv" },
+          h("dt", {}, "16-bit"), h("dd", {}, value("precision-16", pct(p["16bit_percent"]), p["16bit_percent"])),
+          h("dt", {}, "32-bit"), h("dd", {}, value("precision-32", pct(p["32bit_percent"]), p["32bit_percent"])))
+      : h("p", { className: "muted" }, "No device compute in this profile."));
+}
+
+function stepGraph(o: Overview): HTMLElement {
+  const steps = o.steps.per_step;
+  const used = CATEGORIES.filter((c) => steps.some((s) => (s.breakdown_ms?.[c.key] ?? 0) > 0));
+  return h("section", { className: "card wide" },
+    h("h2", {}, "Step-time graph"),
+    steps.length
+      ? stackedColumns("step-graph", steps.map((s) => s.step_num), used.map((c) => ({
+          name: c.label, color: c.color, values: steps.map((s) => s.breakdown_ms?.[c.key] ?? 0),
+        })), "ms")
+      : h("p", { className: "muted" }, "No steps."));
+}
+
+function topOps(o: Overview): HTMLElement {
+  return h("section", { className: "card wide" },
+    h("h2", {}, "Top 10 ops by self time"),
+    o.top_ops.length ? h("table", { id: "top-ops" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Op"), h("th", {}, "Type"), h("th", {}, "Host/device"),
+        h("th", { className: "num" }, "Self time (ms)"), h("th", { className: "num" }, "Self time %"),
+        h("th", { className: "num" }, "Occurrences"))),
+      h("tbody", {}, ...o.top_ops.map((r) => h("tr", {},
+        h("td", { className: "name", "data-key": "name" }, r.name), h("td", {}, r.type),
+        h("td", {}, r.host_or_device),
+        h("td", { className: "num", "data-key": "self_ms", "data-value": String(r.self_ms) }, ms(r.self_ms)),
+        h("td", { className: "num", "data-key": "self_percent", "data-value": String(r.self_percent) },
+          pct(r.self_percent)),
+        h("td", { className: "num", "data-key": "occurrences" }, int(r.occurrences))))))
+      : h("p", { className: "muted" }, "No ops."));
+}
+
+function environment(o: Overview): HTMLElement {
+  const e = o.environment;
+  const kv: [string, string][] = [
+    ["Hosts", `${e.hosts} (${e.host_names.join(", ")})`],
+    ["Device type", e.device_type],
+    ["Devices", String(e.device_count)],
+    ["Device names", e.device_names.join(", ") || "–"],
+    ["CPU cores", e.cpu_count === null ? "–" : String(e.cpu_count)],
+  ];
+  return h("section", { className: "card", id: "environment" },
+    h("h2", {}, "Run environment"),
+    h("dl", { className: "kv" }, ...kv.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
+}
+
+function recommendation(o: Overview, ctx: PageContext): HTMLElement {
+  const target = NEXT_TOOL[o.recommendation.next_tool] ?? o.recommendation.next_tool;
+  const tool = ctx.tools.find((t) => t.name === target);
+  return h("section", { className: "card", id: "recommendation" },
+    h("h2", {}, "Recommendation for next step"),
+    h("ul", {}, ...o.recommendation.hints.map((hint) => h("li", {}, hint))),
+    tool
+      ? h("p", {}, h("a", { href: "#", id: "next-tool", "data-tool": tool.name,
+                            onclick: (e: Event) => { e.preventDefault(); ctx.go(tool.name); } },
+                     `Open ${tool.title} →`))
+      : h("p", { className: "muted" }, `Next tool: ${target} (not in this version yet).`));
+}
+
+export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
+  const o = await toolData<Overview>({ run: ctx.run, host: ctx.host, tool: "overview_page" },
+                                     ctx.progress);
+  const failed = Object.entries(o.failed_hosts ?? {});
+  return h("div", { id: "overview-page" },
+    h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
+    ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
+    h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
+      environment(o), stepGraph(o), topOps(o)));
+}

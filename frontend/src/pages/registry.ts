@@ -1,0 +1,21 @@
+// One entry per tool page: the server's tool name → the function that builds the page.
+import type { Progress, ToolInfo } from "../api";
+import { renderOps } from "./ops";
+import { renderOverview } from "./overview";
+
+export interface PageContext {
+  run: string;
+  host: string; // "" for all hosts
+  tool: string;
+  tools: ToolInfo[];
+  stale: () => boolean; // the user has moved on: drop the result
+  progress: (p: Progress) => void; // the server is still loading the run
+  go: (tool: string) => void; // open another tool on the same run and host
+}
+
+export type Page = (ctx: PageContext) => Promise<HTMLElement>;
+
+export const PAGES: Record<string, Page> = {
+  overview_page: renderOverview,
+  framework_op_stats: renderOps,
+};

@@ -1,0 +1,211 @@
+"""The HTTP API's answers, independent of the web framework that carries them.
+
+Runs, hosts and tools are named by the client and checked against what exists: a name that
+tries to leave the logdir (``..``, an absolute path, a backslash, or any of these once
+percent-decoded again) is a 400; a well-formed name that is not there is a 404. No path is
+ever built from a client's string: names are only looked up among the runs found on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from stepscope import __version__
+from stepscope.model.profile import host_name, list_runs, resolve
+from stepscope.web.store import RunState, RunStore
+from stepscope.web.tools import TOOLS, Tool
+
+_MAX_NAME = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class ApiError(Exception):
+    """An answer other than success: an HTTP status and one sentence."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Reply:
+    """A finished answer: status, media type and body."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` if it is a safe name; ApiError(400) if it tries to leave the logdir."""
+    if len(value) > _MAX_NAME:
+        raise ApiError(400, f"The {what} name is too long.")
+    decoded, seen = value, {value}
+    while True:  # "%252e%252e" → "%2e%2e" → "..": look through every layer of encoding
+        once = unquote(decoded)
+        if once in seen:
+            break
+        seen.add(once)
+        decoded = once
+    for form in seen:
+        parts = form.replace("\\", "/").split("/")
+        if (_CONTROL.search(form) or "\\" in form or form.startswith(("/", "~"))
+                or ".." in parts or re.match(r"^[A-Za-z]:", form)):
+            raise ApiError(400, f"Invalid {what} name {value!r}: names may not leave the "
+                                "logdir.")
+    return value
+
+
+def flag(query: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter (1/0, true/false, yes/no, on/off)."""
+    value = query.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ApiError(400, f"Parameter {name} must be true or false, not {value!r}.")
+
+
+class Api:
+    """The API over one logdir."""
+
+    def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
+        self.logdir = Path(logdir)
+        self.store = RunStore(use_cache=use_cache)
+
+    # -- names -----------------------------------------------------------------------------
+
+    def _run_path(self, run: str | None) -> Path:
+        if not run:
+            raise ApiError(400, "Parameter run is required.")
+        check_name(run, "run")
+        runs = list_runs(self.logdir)
+        if run not in runs:
+            raise ApiError(404, f"No run {run!r} in {self.logdir}.")
+        return runs[run]
+
+    def _tool(self, tool: str | None) -> Tool:
+        if not tool:
+            raise ApiError(400, "Parameter tool is required.")
+        check_name(tool, "tool")
+        if tool not in TOOLS:
+            raise ApiError(404, f"No tool {tool!r}; tools are {', '.join(TOOLS)}.")
+        return TOOLS[tool]
+
+    def _host_names(self, path: Path) -> list[str]:
+        _, _, files, _ = resolve(path)
+        return sorted(host_name(f) for f in files)
+
+    def _host(self, host: str | None, state: RunState | None, path: Path) -> str | None:
+        """The host a request names (None: all hosts), checked against the run's hosts."""
+        if not host:
+            return None
+        check_name(host, "host")
+        names = (list(state.run.profile.hosts) if state is not None and state.run is not None
+                 else self._host_names(path))
+        if host not in names:
+            failed = state.run.profile.failed if state is not None and state.run else {}
+            if host in failed:
+                raise ApiError(404, f"Host {host!r} could not be read: {failed[host]}")
+            raise ApiError(404, f"No host {host!r} in this run.")
+        return host
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def runs(self) -> dict[str, Any]:
+        """Every run of the logdir (newest first), read afresh so new runs appear."""
+        runs = list_runs(self.logdir)
+        return {"logdir": str(self.logdir), "version": __version__,
+                "runs": [{"name": name, "hosts": self._host_names(path)}
+                         for name, path in reversed(runs.items())]}
+
+    def hosts(self, run: str | None) -> dict[str, Any]:
+        """The hosts of one run."""
+        path = self._run_path(run)
+        return {"run": run, "hosts": self._host_names(path)}
+
+    def tools(self, run: str | None, host: str | None) -> dict[str, Any]:
+        """The tools available for one run (and host)."""
+        path = self._run_path(run)
+        self._host(host, None, path)
+        return {"run": run, "host": host or None,
+                "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
+                           "flags": list(t.flags)} for t in TOOLS.values()]}
+
+    def status(self, run: str | None) -> dict[str, Any]:
+        """How far loading the run has got (and starts loading it)."""
+        return self.store.get(self._run_path(run)).progress()
+
+    def _ready(self, run: str | None, host: str | None, tool: str | None,
+               query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, bool]]:
+        path = self._run_path(run)
+        chosen = self._tool(tool)
+        params = {name: flag(query, name) for name in chosen.flags}
+        state = self.store.get(path)
+        if state.state == "failed":
+            raise ApiError(422, state.error)
+        return state, chosen, self._host(host, state if state.run else None, path), params
+
+    def data(self, run: str | None, host: str | None, tool: str | None,
+             query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """A tool's data as JSON: (200, data), or (202, progress) while the run loads."""
+        state, chosen, host_name_, params = self._ready(run, host, tool, query)
+        if state.run is None:
+            return 202, state.progress()
+        with state.lock:
+            return 200, chosen.data(state.run, host_name_, params)
+
+    def csv(self, run: str | None, host: str | None, tool: str | None,
+            query: Mapping[str, str]) -> tuple[str, str]:
+        """A tool's CSV export: (file name, text); waits for the run to load."""
+        state, chosen, host_name_, params = self._ready(run, host, tool, query)
+        if chosen.csv is None:
+            raise ApiError(404, f"Tool {chosen.name!r} has no CSV export.")
+        state = self.store.wait(self._run_path(run))
+        if state.run is None:
+            raise ApiError(422, state.error or "The run could not be loaded.")
+        with state.lock:
+            text = chosen.csv(state.run, host_name_, params)
+        parts = [run or "run", host_name_ or "all_hosts", chosen.name]
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)) + ".csv", text
+
+    # -- framework-free dispatch (TensorBoard's WSGI host) -------------------------------
+
+    def dispatch(self, route: str, query: Mapping[str, str]) -> Reply:
+        """Answer ``GET /api/<route>?<query>`` (the same routes as ``app``)."""
+        try:
+            if route == "runs":
+                return _json(200, self.runs())
+            if route == "hosts":
+                return _json(200, self.hosts(query.get("run")))
+            if route == "tools":
+                return _json(200, self.tools(query.get("run"), query.get("host")))
+            if route == "status":
+                return _json(200, self.status(query.get("run")))
+            if route == "data":
+                status, body = self.data(query.get("run"), query.get("host"),
+                                         query.get("tool"), query)
+                return _json(status, body)
+            if route == "csv":
+                name, text = self.csv(query.get("run"), query.get("host"), query.get("tool"),
+                                      query)
+                return Reply(200, "text/csv; charset=utf-8", text.encode(),
+                             {"Content-Disposition": f'attachment; filename="{name}"'})
+            raise ApiError(404, f"No API route {route!r}.")
+        except ApiError as err:
+            return _json(err.status, {"error": err.message})
+
+
+def _json(status: int, body: dict[str, Any]) -> Reply:
+    return Reply(status, "application/json",
+                 json.dumps(body, allow_nan=False, separators=(",", ":")).encode())

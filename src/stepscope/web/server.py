@@ -1,0 +1,58 @@
+"""``stepscope serve``: run the web UI on a logdir with uvicorn, on loopback by default."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from pathlib import Path
+
+from stepscope.errors import StepscopeError
+
+log = logging.getLogger("stepscope.web")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6006
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise a clear error now if ``host:port`` cannot be bound (e.g. already in use)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise StepscopeError(f"Cannot listen on {host}:{port} ({err.strerror or err}); "
+                                 "pick another --port.") from err
+
+
+def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          use_cache: bool = True, quiet: bool = False) -> None:
+    """Serve the UI for ``logdir`` until interrupted."""
+    import uvicorn
+
+    from stepscope.web.app import create_app
+
+    if not 1 <= port <= 65535:
+        raise StepscopeError(f"Port {port} is out of range (1-65535).")
+    if not is_loopback(host):
+        log.warning("stepscope serve: listening on %s makes every profile in %s readable "
+                    "by anyone who can reach this machine.", host, logdir)
+    check_port(host, port)
+    app = create_app(logdir, use_cache=use_cache)
+    shown = f"[{host}]" if ":" in host else host
+    if not quiet:
+        print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",
+              flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

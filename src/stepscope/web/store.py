@@ -1,0 +1,106 @@
+"""Runs loaded for the web UI: each once, in a background thread, with its progress.
+
+The first request for a run starts loading it and is told how far loading has got; later
+requests get the loaded run (and the results computed from it) until its files change.
+Only the few most recently used runs stay in memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepscope.errors import StepscopeError
+from stepscope.model.profile import load, resolve
+from stepscope.web.tools import LoadedRun
+
+Signature = tuple[tuple[str, int, int], ...]
+
+
+@dataclass
+class RunState:
+    """One run's loading state."""
+
+    signature: Signature
+    state: str = "loading"  # loading → ready | failed
+    done: int = 0  # bytes read so far
+    total: int = 0  # bytes to read
+    file: str = ""  # file being read
+    error: str = ""
+    run: LoadedRun | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
+
+    def progress(self) -> dict[str, Any]:
+        """The JSON form of where loading stands."""
+        out: dict[str, Any] = {"status": self.state, "done_bytes": self.done,
+                               "total_bytes": self.total, "file": self.file}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def signature(path: Path) -> Signature:
+    """What identifies a run's contents: its files with their sizes and mtimes."""
+    _, _, files, _ = resolve(path)
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(f), -1, -1))
+    return tuple(out)
+
+
+class RunStore:
+    """Loaded runs, keyed by path; at most ``keep`` of them stay in memory."""
+
+    def __init__(self, *, use_cache: bool = True, keep: int = 3) -> None:
+        self._use_cache = use_cache
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[Path, RunState] = OrderedDict()
+
+    def get(self, path: Path) -> RunState:
+        """The state of the run at ``path``; starts loading it when needed."""
+        sig = signature(path)
+        with self._lock:
+            state = self._runs.get(path)
+            if state is not None and state.signature == sig and state.state != "failed":
+                self._runs.move_to_end(path)
+                return state
+            state = RunState(signature=sig, total=sum(max(s, 0) for _, s, _ in sig))
+            self._runs[path] = state
+            self._runs.move_to_end(path)
+            while len(self._runs) > self._keep:
+                self._runs.popitem(last=False)
+        threading.Thread(target=self._load, args=(path, state), daemon=True,
+                         name=f"stepscope-load-{path.name}").start()
+        return state
+
+    def wait(self, path: Path, timeout: float | None = None) -> RunState:
+        """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""
+        state = self.get(path)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while state.state == "loading" and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.02)
+        return state
+
+    def _load(self, path: Path, state: RunState) -> None:
+        def progress(done: int, total: int, file: str) -> None:
+            state.done, state.total, state.file = done, total, file
+
+        try:
+            profile = load(path, use_cache=self._use_cache, progress=progress)
+        except StepscopeError as err:
+            state.error, state.state = str(err), "failed"
+            return
+        except Exception as err:  # a bug must not leave the page waiting for ever
+            state.error, state.state = f"Loading failed: {err!r}", "failed"
+            raise
+        state.run = LoadedRun(profile)
+        state.state = "ready"

@@ -1,0 +1,85 @@
+"""The tools the web UI offers, one entry each: name, title, JSON data and optional CSV.
+
+A new page is one more ``Tool`` here (with its analysis) and one more page module in
+``frontend/src/pages``; the navigation and the HTTP API pick it up from this registry.
+Names follow XProf's tool names where XProf has the tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stepscope.analysis import op_stats
+from stepscope.analysis.overview_page import Overview, overview
+from stepscope.model.profile import Profile
+from stepscope.views.report import ops_csv
+
+
+class LoadedRun:
+    """A loaded run and the results computed from it so far (see ``store``)."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._results: dict[tuple[Any, ...], Any] = {}
+
+    def result(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per key for this run (callers serialise access per run)."""
+        if key not in self._results:
+            self._results[key] = compute()
+        return self._results[key]
+
+
+Params = Mapping[str, bool]
+DataFn = Callable[[LoadedRun, "str | None", Params], dict[str, Any]]
+CsvFn = Callable[[LoadedRun, "str | None", Params], str]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One page of the UI."""
+
+    name: str
+    title: str
+    data: DataFn
+    csv: CsvFn | None = None
+    flags: tuple[str, ...] = ()  # boolean query parameters the tool accepts
+
+
+def _overview(run: LoadedRun) -> dict[str, Any]:
+    result: Overview = run.result(("overview",), lambda: overview(run.profile))
+    summary: dict[str, Any] = run.result(("overview_dict",), result.to_dict)
+    return summary
+
+
+def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The overview page of all hosts, or of one."""
+    summary = _overview(run)
+    if host is None:
+        return {**summary, "host": None}
+    return {"run": summary["run"], "path": summary["path"], "host": host,
+            **summary["hosts"][host], "failed_hosts": summary["failed_hosts"]}
+
+
+def _op_stats(run: LoadedRun, host: str | None, params: Params) -> Any:
+    idle = bool(params.get("include_idle", False))
+    return run.result(("op_stats", host, idle),
+                      lambda: op_stats(run.profile, include_idle=idle, host=host))
+
+
+def op_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """Framework op stats: every op row (host, then device) and the kernel rows."""
+    return {"run": run.profile.run, "host": host, **_op_stats(run, host, params).to_dict()}
+
+
+def op_stats_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """Framework op stats as CSV, the columns of ``stepscope ops --csv``."""
+    return ops_csv(_op_stats(run, host, params))
+
+
+TOOLS: dict[str, Tool] = {t.name: t for t in [
+    Tool("overview_page", "Overview", overview_data),
+    Tool("framework_op_stats", "Framework op stats", op_stats_data, op_stats_csv,
+         flags=("include_idle",)),
+]}

@@ -1,0 +1,309 @@
+"""The web UI's HTTP API: runs, hosts, tools, data and CSV, and every 4xx it promises."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from stepscope.analysis import op_stats, overview
+from stepscope.model.profile import load
+from stepscope.views.report import ops_csv
+from stepscope.web.app import create_app
+
+from workloads import EVIL_OP, make_stepscope_run
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A logdir with two runs: one host, and two hosts."""
+    root = tmp_path_factory.mktemp("web_api")
+    one = make_stepscope_run(root)
+    two = one.parent / "two_hosts"
+    two.mkdir()
+    shutil.copy(next(one.glob("*.xplane.pb")), two / "worker_a.xplane.pb")
+    other = make_stepscope_run(tmp_path_factory.mktemp("other"), steps=6, host="worker_b")
+    shutil.copy(other / "worker_b.xplane.pb", two / "worker_b.xplane.pb")
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    os.environ["STEPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    with TestClient(create_app(logdir)) as c:
+        yield c
+    del os.environ["STEPSCOPE_CACHE_DIR"]
+
+
+def _runs(client: TestClient) -> dict[str, list[str]]:
+    body = client.get("/api/runs").json()
+    return {r["name"]: r["hosts"] for r in body["runs"]}
+
+
+def _data(client: TestClient, **params: str) -> dict[str, Any]:
+    """GET /api/data, asking again while the server answers 202 (still loading)."""
+    for _ in range(600):
+        reply = client.get("/api/data", params=params)
+        if reply.status_code != 202:
+            assert reply.status_code == 200, reply.text
+            body: dict[str, Any] = reply.json()
+            return body
+        progress = reply.json()
+        assert progress["status"] == "loading"
+        assert progress["total_bytes"] > 0
+        time.sleep(0.05)
+    raise AssertionError("the run never finished loading")
+
+
+def _single_run(client: TestClient) -> str:
+    return next(name for name, hosts in _runs(client).items() if hosts == ["vm"])
+
+
+def test_runs_newest_first_with_hosts(client: TestClient, logdir: Path) -> None:
+    body = client.get("/api/runs").json()
+    assert body["logdir"] == str(logdir)
+    names = [r["name"] for r in body["runs"]]
+    assert names == sorted(names, reverse=True)
+    runs = _runs(client)
+    assert runs["two_hosts"] == ["worker_a", "worker_b"]
+    assert client.get("/api/hosts", params={"run": "two_hosts"}).json()["hosts"] == [
+        "worker_a", "worker_b"]
+
+
+def test_tools_list_overview_and_op_stats(client: TestClient) -> None:
+    tools = client.get("/api/tools", params={"run": _single_run(client)}).json()["tools"]
+    names = [t["name"] for t in tools]
+    assert names[:2] == ["overview_page", "framework_op_stats"]
+    ops = next(t for t in tools if t["name"] == "framework_op_stats")
+    assert ops["csv"] is True and ops["flags"] == ["include_idle"]
+
+
+def test_overview_equals_the_analysis(client: TestClient, logdir: Path) -> None:
+    run = _single_run(client)
+    got = _data(client, run=run, tool="overview_page")
+    want = overview(load(logdir / "plugins" / "profile" / run, use_cache=False)).to_dict()
+    assert got["steps"]["count"] == want["steps"]["count"] == 6  # 8 less first and last
+    assert got["steps"]["avg_ms"] == pytest.approx(want["steps"]["avg_ms"])
+    assert got["breakdown"] == pytest.approx(want["breakdown"])
+    per_step = got["steps"]["per_step"][0]
+    assert sum(per_step["breakdown_ms"].values()) == pytest.approx(per_step["ms"])
+    assert [o["name"] for o in got["top_ops"]] == [o["name"] for o in want["top_ops"]]
+
+
+def test_host_choice(client: TestClient) -> None:
+    both = _data(client, run="two_hosts", tool="overview_page")
+    one = _data(client, run="two_hosts", tool="overview_page", host="worker_b")
+    assert both["environment"]["hosts"] == 2
+    assert one["host"] == "worker_b" and one["environment"]["host_names"] == ["worker_b"]
+    assert one["steps"]["count"] == 4  # worker_b profiled 6 steps
+    ops_all = _data(client, run="two_hosts", tool="framework_op_stats")
+    ops_b = _data(client, run="two_hosts", tool="framework_op_stats", host="worker_b")
+    occ = {r["name"]: r["occurrences"] for r in ops_all["ops"]}
+    occ_b = {r["name"]: r["occurrences"] for r in ops_b["ops"]}
+    assert occ["matmul"] == 8 + 6 and occ_b["matmul"] == 6
+
+
+def test_op_stats_idle_and_csv(client: TestClient, logdir: Path) -> None:
+    run = _single_run(client)
+    plain = _data(client, run=run, tool="framework_op_stats")
+    idle = _data(client, run=run, tool="framework_op_stats", include_idle="true")
+    assert not any(r["type"] == "IDLE" for r in plain["ops"])
+    assert any(r["type"] == "IDLE" for r in idle["ops"])
+    profile = load(logdir / "plugins" / "profile" / run, use_cache=False)
+    want = op_stats(profile)
+    assert [r["name"] for r in plain["ops"]] == [r.name for r in want.rows]
+    reply = client.get("/api/csv", params={"run": run, "tool": "framework_op_stats"})
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/csv")
+    assert "attachment" in reply.headers["content-disposition"]
+    assert reply.text == ops_csv(want)
+
+
+def test_op_names_are_data(client: TestClient) -> None:
+    """The API returns a hostile op name as a JSON string (the page shows it as text)."""
+    ops = _data(client, run=_single_run(client), tool="framework_op_stats")["ops"]
+    assert EVIL_OP in [r["name"] for r in ops]
+    assert client.get("/api/runs").headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("run", [
+    "../", "..", "../../etc/passwd", "/etc/passwd", "a/../../b", "..\\..\\windows",
+    "C:\\Windows", "%2e%2e%2f", "%2e%2e/%2e%2e", "%252e%252e%252fetc", "x\x00y", "~root",
+])
+def test_traversal_is_400(client: TestClient, run: str) -> None:
+    for route in ("hosts", "tools", "status", "data", "csv"):
+        reply = client.get(f"/api/{route}", params={"run": run, "tool": "overview_page"})
+        assert reply.status_code == 400, (route, run, reply.text)
+        assert "error" in reply.json()
+
+
+def test_traversal_in_host_and_tool_is_400(client: TestClient) -> None:
+    run = _single_run(client)
+    for params in ({"host": "../vm"}, {"tool": "../../x"}, {"tool": "%2e%2e%2fx"}):
+        reply = client.get("/api/data", params={"run": run, "tool": "overview_page", **params})
+        assert reply.status_code == 400, (params, reply.text)
+
+
+@pytest.mark.parametrize(("route", "params", "code"), [
+    ("data", {"run": "no_such_run", "tool": "overview_page"}, 404),
+    ("data", {"tool": "overview_page"}, 400),
+    ("data", {"run": "RUN", "tool": "no_such_tool"}, 404),
+    ("data", {"run": "RUN"}, 400),
+    ("data", {"run": "RUN", "tool": "overview_page", "host": "no_such_host"}, 404),
+    ("data", {"run": "RUN", "tool": "framework_op_stats", "include_idle": "maybe"}, 400),
+    ("csv", {"run": "RUN", "tool": "overview_page"}, 404),  # the overview has no CSV
+    ("hosts", {"run": "no_such_run"}, 404),
+    ("tools", {"run": "RUN", "host": "nope"}, 404),
+    ("nothing_here", {}, 404),
+])
+def test_client_errors(client: TestClient, route: str, params: dict[str, str],
+                       code: int) -> None:
+    run = _single_run(client)
+    params = {k: (run if v == "RUN" else v) for k, v in params.items()}
+    reply = client.get(f"/api/{route}", params=params)
+    assert reply.status_code == code, reply.text
+    assert isinstance(reply.json()["error"], str)
+
+
+def test_new_runs_appear_without_restart(client: TestClient, logdir: Path) -> None:
+    before = set(_runs(client))
+    extra = logdir / "plugins" / "profile" / "zz_late_run"
+    extra.mkdir()
+    shutil.copy(next((logdir / "plugins" / "profile" / "two_hosts").glob("*.pb")),
+                extra / "late.xplane.pb")
+    try:
+        assert set(_runs(client)) == before | {"zz_late_run"}
+        assert client.get("/api/runs").json()["runs"][0]["name"] == "zz_late_run"
+    finally:
+        shutil.rmtree(extra)
+
+
+def test_headers_openapi_and_static(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "connect-src 'self'" in csp
+    schema = client.get("/api/openapi.json").json()
+    assert {"/api/runs", "/api/hosts", "/api/tools", "/api/data", "/api/csv",
+            "/api/status"} <= set(schema["paths"])
+    assert client.get("/docs").status_code == 404  # Swagger UI would load from a CDN
+    assert client.get("/static/no-such-file.js").status_code == 404
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(port: int, path: str, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not come up")
+
+
+def test_serve_binds_loopback_and_refuses_raw_traversal(logdir: Path, tmp_path: Path) -> None:
+    """`stepscope serve` itself: listens on 127.0.0.1 only; raw `..` paths get nothing."""
+    port = _free_port()
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                             str(logdir), "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_http(port, "/api/runs", proc)
+        import psutil
+
+        listening = [c.laddr for c in psutil.Process(proc.pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+        for raw in ("/static/../../pyproject.toml", "/static/..%2f..%2fpyproject.toml",
+                    "/static/%2e%2e/%2e%2e/pyproject.toml", "/../../etc/passwd"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.putrequest("GET", raw, skip_accept_encoding=True)  # sent as written
+            conn.endheaders()
+            reply = conn.getresponse()
+            body = reply.read()
+            assert reply.status in (400, 404), (raw, reply.status)
+            assert b"[project]" not in body and b"root:" not in body
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/api/data?run=..%2F..%2Fetc&tool=overview_page")
+        reply = conn.getresponse()
+        assert reply.status == 400 and "error" in json.loads(reply.read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_serve_port_in_use_is_one_line(logdir: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                               str(logdir), "--port", str(port)], capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+def test_tensorboard_shows_the_plugin(logdir: Path, tmp_path: Path) -> None:
+    """Real TensorBoard finds our entry point and serves the same API under its prefix."""
+    pytest.importorskip("tensorboard")
+    port = _free_port()
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+                             "--port", str(port), "--host", "127.0.0.1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_http(port, "/data/plugins_listing", proc)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/data/plugins_listing")
+        listing = json.loads(conn.getresponse().read())
+        assert listing["stepscope"]["enabled"] is True
+        prefix = "/data/plugin/stepscope"
+        assert listing["stepscope"]["loading_mechanism"] == {
+            "type": "IFRAME", "module_path": prefix + "/index.js"}
+        conn.request("GET", prefix + "/api/runs")
+        reply = conn.getresponse()
+        runs = json.loads(reply.read())["runs"]
+        assert reply.status == 200 and "two_hosts" in [r["name"] for r in runs]
+        conn.request("GET", prefix + "/api/hosts?run=..%2Fx")
+        reply = conn.getresponse()
+        assert reply.status == 400 and "error" in json.loads(reply.read())
+        conn.request("GET", prefix + "/index.js")
+        reply = conn.getresponse()
+        assert reply.status == 200 and b"export function render" in reply.read()
+        conn.request("GET", prefix + "/index.html")
+        reply = conn.getresponse()
+        assert reply.status == 200 and b"static/app.js" in reply.read()
+        for _ in range(600):
+            conn.request("GET", prefix + "/api/data?run=two_hosts&tool=overview_page")
+            reply = conn.getresponse()
+            body = json.loads(reply.read())
+            if reply.status != 202:
+                break
+            time.sleep(0.05)
+        assert reply.status == 200 and body["environment"]["hosts"] == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
