@@ -39,6 +39,7 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+	cd frontend && npm run --silent typecheck
 
 unit: setup browser
 	$(BIN)/pytest -q

@@ -30,7 +30,8 @@ export class SortableTable<R> {
       }, col.title);
       this.head.append(th);
     }
-    this.element = h("div", {}, h("table", { id }, h("thead", {}, this.head), this.body),
+    this.element = h("div", { className: "table-wrap" },
+                     h("table", { id }, h("thead", {}, this.head), this.body),
                      this.note);
     this.render();
   }

@@ -23,7 +23,7 @@ const num = (key: keyof OpRow, title: string, f: (v: number) => string = ms): Co
 
 export const OP_COLUMNS: Column<OpRow>[] = [
   { key: "host_or_device", title: "Host/device", value: (r) => r.host_or_device },
-  { key: "type", title: "Type", value: (r) => r.type },
+  { key: "type", title: "Type", value: (r) => r.type, className: "type" },
   { key: "name", title: "Operation", value: (r) => r.name, className: "name" },
   num("occurrences", "#Occurrences", int),
   num("total_ms", "Total time (ms)"),
