@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from stepscope.formats.xplane_builder import read_space
@@ -18,7 +22,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_writes_a_profile_with_steps(tmp_path: Path) -> None:
-    result = _run("demo", "--logdir", str(tmp_path), "--steps", "12")
+    result = _run("demo", "--logdir", str(tmp_path), "--steps", "12", "--no-serve")
     assert result.returncode == 0, result.stderr
     written = sorted(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
     assert len(written) == 1
@@ -28,6 +32,32 @@ def test_demo_writes_a_profile_with_steps(tmp_path: Path) -> None:
     assert [e.stats[schema.STEP_NUM] for e in host if e.name == "train"] == list(range(12))
     assert {"input", "forward", "backward", "update", "Iterator::Batch"} <= {e.name for e in host}
     assert events(plane(space, schema.PYTHON_TRACER_PLANE))
+
+
+def test_demo_then_serves_the_ui_on_its_profile(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "stepscope.cli", "demo", "--logdir",
+                             str(tmp_path), "--steps", "6", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        runs = None
+        for _ in range(600):
+            assert proc.poll() is None, proc.communicate()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs") as reply:
+                    runs = json.loads(reply.read())["runs"]
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert runs is not None and len(runs) == 1
+        (written,) = tmp_path.glob("plugins/profile/*")
+        assert runs[0]["name"] == written.name
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert f"serving {tmp_path} at http://127.0.0.1:{port}/" in out
 
 
 def test_demo_into_an_unwritable_logdir_exits_2(tmp_path: Path) -> None:

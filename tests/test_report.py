@@ -18,7 +18,7 @@ import pytest
 
 import stepscope
 import stepscope.analysis
-from stepscope.analysis import find_steps, op_stats, overview
+from stepscope.analysis import find_steps, op_stats, overview, overview_page
 from stepscope.analysis.framework_op_stats import DEVICE, HOST
 from stepscope.analysis.overview_page import CATEGORIES, VERDICTS
 from stepscope.cli import main
@@ -158,7 +158,8 @@ def test_second_open_uses_the_cache(tmp_path: Path) -> None:
     _capture(tmp_path / "logs")
     cache_dir = tmp_path / "cache"
     first = stepscope.analysis.overview_dict(tmp_path / "logs")
-    assert any(cache_dir.glob("*.overview.json")) and any(cache_dir.glob("*.table"))
+    assert any(cache_dir.glob(f"*.{overview_page.RESULT_NAME}.json"))
+    assert any(cache_dir.glob("*.table"))
     second = stepscope.analysis.overview_dict(tmp_path / "logs")
     assert first == second
 

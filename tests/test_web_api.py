@@ -307,3 +307,24 @@ def test_tensorboard_shows_the_plugin(logdir: Path, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_run_loads_once_and_again_when_its_files_change(logdir: Path, tmp_path: Path) -> None:
+    from stepscope.model.profile import list_runs
+    from stepscope.web.api import Api
+
+    run = tmp_path / "plugins" / "profile" / "copy"
+    shutil.copytree(logdir / "plugins" / "profile" / "two_hosts", run)
+    api = Api(tmp_path, use_cache=False)
+    path = list_runs(tmp_path)["copy"]
+    first = api.store.wait(path)
+    assert first.state == "ready" and first.done == first.total > 0
+    assert api.store.wait(path) is first  # answered from memory, not loaded again
+    code, body = api.data("copy", None, "overview_page", {})
+    assert code == 200 and api.store.wait(path) is first
+    file = run / "worker_b.xplane.pb"
+    stamp = file.stat().st_mtime_ns + 10**9
+    os.utime(file, ns=(stamp, stamp))
+    again = api.store.wait(path)
+    assert again is not first and again.state == "ready"
+    assert api.data("copy", None, "overview_page", {}) == (code, body)

@@ -122,17 +122,22 @@ def overview(profile: Profile) -> Overview:
     return Overview(profile.run, str(profile.path), hosts, dict(profile.failed))
 
 
+# The overview's name in the result cache; a new name when its keys change (2: per-step
+# breakdown), so results cached by an older layout are not read back.
+RESULT_NAME = "overview.2"
+
+
 def overview_dict(path: str | Path, *, use_cache: bool = True,
                   progress: Progress | None = None) -> dict[str, Any]:
     """``overview(load(path)).to_dict()``, answered from the result cache when fresh."""
     _, _, files, _ = resolve(path)
     if use_cache:
-        cached = cache.load_result(files, "overview")
+        cached = cache.load_result(files, RESULT_NAME)
         if cached is not None:
             return cached
     result = overview(load(path, use_cache=use_cache, progress=progress)).to_dict()
     if use_cache and not result["failed_hosts"]:
-        cache.save_result(files, "overview", result)
+        cache.save_result(files, RESULT_NAME, result)
     return result
 
 

@@ -66,7 +66,7 @@ import stepscope
 from stepscope.model.events import EventTable, Plane, StatTable
 
 # Bump whenever the layout of either file kind, or the EventTable it holds, changes.
-FORMAT_VERSION = 2  # 2: per-step breakdown in overview results
+FORMAT_VERSION = 1
 
 _MAGIC = b"stepscope-table\n"
 _PREFIX = struct.Struct("<16sQQ16s")
