@@ -328,3 +328,33 @@ def test_a_run_loads_once_and_again_when_its_files_change(logdir: Path, tmp_path
     again = api.store.wait(path)
     assert again is not first and again.state == "ready"
     assert api.data("copy", None, "overview_page", {}) == (code, body)
+
+
+@pytest.mark.parametrize(("headers", "body", "code"), [
+    ({"content-type": "text/plain"}, '{"service_addr": "grpc://127.0.0.1:1"}', 415),
+    ({"content-type": "application/json", "origin": "http://evil.example"},
+     '{"service_addr": "grpc://127.0.0.1:1"}', 403),
+    ({"content-type": "application/json", "origin": "null"},
+     '{"service_addr": "grpc://127.0.0.1:1"}', 403),
+    ({"content-type": "application/json"}, "not json", 400),
+    ({"content-type": "application/json"}, "[1, 2]", 400),
+    ({"content-type": "application/json"}, '{"service_addr": ""}', 400),
+    ({"content-type": "application/json"}, '{"service_addr": "http://x:1"}', 400),
+    ({"content-type": "application/json"},
+     '{"service_addr": "grpc://127.0.0.1:1", "duration_ms": 36000000}', 400),
+    ({"content-type": "application/json"},
+     '{"service_addr": "grpc://127.0.0.1:1", "host_tracer_level": 9}', 400),
+    ({"content-type": "application/json"},
+     '{"service_addr": "grpc://127.0.0.1:1", "num_tracing_attempts": 0}', 400),
+])
+def test_capture_requests_refused(client: TestClient, headers: dict[str, str], body: str,
+                                  code: int) -> None:
+    reply = client.post("/api/capture", content=body, headers=headers)
+    assert reply.status_code == code, reply.text
+    assert isinstance(reply.json()["error"], str)
+
+
+def test_capture_status_errors(client: TestClient) -> None:
+    assert client.get("/api/capture", params={"id": "../x"}).status_code == 400
+    assert client.get("/api/capture", params={"id": "abcdef0123456789"}).status_code == 404
+    assert client.get("/api/capture").status_code == 400

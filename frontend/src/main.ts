@@ -1,5 +1,6 @@
 // The app shell: run / host / tool navigation (kept in the URL's hash) and the page area.
 import { ApiError, getJson, Progress, Run, ToolInfo } from "./api";
+import { captureDialog } from "./capture";
 import { disposeCharts } from "./charts";
 import { bytes, h } from "./dom";
 import { PageContext, PAGES } from "./pages/registry";
@@ -132,6 +133,12 @@ window.addEventListener("hashchange", () => {
     void show(p);
   }
 });
+const dialog = captureDialog(async (run: string) => {
+  await loadRuns();
+  await show({ run, host: "", tool: "overview_page" });
+});
+document.body.append(dialog);
+document.getElementById("capture")!.addEventListener("click", () => dialog.showModal());
 setInterval(() => {
   if (document.visibilityState === "visible") void reloadRuns().catch(() => undefined);
 }, RELOAD_MS);

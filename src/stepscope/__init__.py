@@ -30,6 +30,8 @@ from stepscope.errors import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from stepscope.model.profile import Profile as LoadedProfile
 
 
@@ -43,6 +45,15 @@ def load(path: str, *, use_cache: bool = True) -> LoadedProfile:
     from stepscope.model.profile import load as _load
 
     return _load(path, use_cache=use_cache)
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``stepscope.server`` and ``stepscope.client``, imported on first use (they load gRPC)."""
+    if name in ("server", "client"):
+        import importlib
+
+        return importlib.import_module(f"stepscope.{name}")
+    raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
 
 
 __all__ = [

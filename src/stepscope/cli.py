@@ -143,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     ops.set_defaults(func=_cmd_ops)
+
+    from stepscope.remote import cli as remote_cli
+
+    remote_cli.add_parser(sub)
     return parser
 
 

@@ -25,3 +25,15 @@ class LogdirError(StepscopeError):
 
 class ProfileFormatError(StepscopeError):
     """A file is not a profile stepscope can read."""
+
+
+class ProfilerServerError(StepscopeError):
+    """The profiler server cannot start: the address is taken or invalid, or one already runs."""
+
+
+class CaptureError(StepscopeError):
+    """A remote capture got a profile from none of its workers; ``result`` says why for each."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

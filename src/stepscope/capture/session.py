@@ -7,6 +7,7 @@ import os
 import tempfile
 import threading
 import warnings
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from time import time_ns
@@ -38,9 +39,13 @@ class DroppedEventsWarning(UserWarning):
 
 
 class _Session:
-    """State of the one running session."""
+    """State of the one running session.
 
-    def __init__(self, logdir: Path, options: ProfilerOptions) -> None:
+    ``logdir`` is None for a capture taken by the profiler server, whose profile is handed
+    back in memory (``stop_capture``) instead of written by ``stop``.
+    """
+
+    def __init__(self, logdir: Path | None, options: ProfilerOptions) -> None:
         self.logdir = logdir
         self.options = options
         self.recorder = Recorder(options.max_events)
@@ -82,7 +87,7 @@ _session: _Session | None = None
 _lock = threading.Lock()
 
 
-def _check_writable(logdir: Path) -> None:
+def check_writable(logdir: Path) -> None:
     """Fail now, not at stop, if profiles cannot be written under ``logdir``."""
     root = layout.profile_root(logdir)
     try:
@@ -98,7 +103,6 @@ def _check_writable(logdir: Path) -> None:
 
 def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None) -> None:
     """Start profiling; the profile is written under ``logdir`` when ``stop`` is called."""
-    global _session
     if options is None:
         options = ProfilerOptions()
     elif not isinstance(options, ProfilerOptions):
@@ -108,20 +112,35 @@ def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None
         raise LogdirError("logdir is empty; pass the directory to write profiles into.")
     path = Path(logdir)
     with _lock:
-        if _session is not None:
-            raise ProfilerAlreadyRunningError(
-                "A profiling session is already running; call stepscope.stop() before starting "
-                "another.")
-        _check_writable(path)
-        session = _Session(path, options)
-        _session = session
-        if options.delay_ms:
-            session.delay_timer = threading.Timer(options.delay_ms / 1000.0,
-                                                  _begin_if_current, args=(session,))
-            session.delay_timer.daemon = True
-            session.delay_timer.start()
-        else:
-            session.begin_recording()
+        _refuse_if_running()
+        check_writable(path)
+        _begin(_Session(path, options))
+
+
+def _refuse_if_running() -> None:
+    if _session is None:
+        return
+    if _session.logdir is None:
+        raise ProfilerAlreadyRunningError(
+            "A remote capture (stepscope.server) is recording in this process; start a session "
+            "once it has ended.")
+    raise ProfilerAlreadyRunningError(
+        "A profiling session is already running; call stepscope.stop() before starting "
+        "another.")
+
+
+def _begin(session: _Session) -> None:
+    """Make ``session`` the running one and start recording (or its delay); holds ``_lock``."""
+    global _session
+    _session = session
+    options = session.options
+    if options.delay_ms:
+        session.delay_timer = threading.Timer(options.delay_ms / 1000.0,
+                                              _begin_if_current, args=(session,))
+        session.delay_timer.daemon = True
+        session.delay_timer.start()
+    else:
+        session.begin_recording()
 
 
 def _begin_if_current(session: _Session) -> None:
@@ -132,24 +151,19 @@ def _begin_if_current(session: _Session) -> None:
 
 def stop(save: bool = True) -> Path | None:
     """Stop profiling and write the profile; return its path (None when ``save`` is False)."""
-    global _session
     with _lock:
         session = _session
         if session is None:
             raise ProfilerNotRunningError(
                 "No profiling session is running; call stepscope.start(logdir) first.")
-        _session = None
-        if session.delay_timer is not None:
-            session.delay_timer.cancel()
-        session.end_recording()
+        if session.logdir is None:
+            raise ProfilerNotRunningError(
+                "The running session is a remote capture (stepscope.server); it ends by itself "
+                "when its duration is over.")
+        _end(session)
     stop_ns = time_ns()
     rec = session.recorder
-    if rec.dropped:
-        msg = (f"stepscope dropped {rec.dropped:,} events after reaching max_events="
-               f"{rec.max_events:,}; raise ProfilerOptions.max_events or profile a shorter "
-               "window.")
-        warnings.warn(msg, DroppedEventsWarning, stacklevel=2)
-        log.warning(msg)
+    _warn_if_dropped(rec)
     if not save:
         return None
     host = layout.local_hostname()
@@ -161,6 +175,55 @@ def stop(save: bool = True) -> Path | None:
         raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}).") from err
     log.info("stepscope profile written to %s", path)
     return path
+
+
+def _end(session: _Session) -> None:
+    """Stop recording and clear the running session; holds ``_lock``."""
+    global _session
+    _session = None
+    if session.delay_timer is not None:
+        session.delay_timer.cancel()
+    session.end_recording()
+
+
+def _warn_if_dropped(rec: Recorder) -> None:
+    if rec.dropped:
+        msg = (f"stepscope dropped {rec.dropped:,} events after reaching max_events="
+               f"{rec.max_events:,}; raise ProfilerOptions.max_events or profile a shorter "
+               "window.")
+        warnings.warn(msg, DroppedEventsWarning, stacklevel=3)
+        log.warning(msg)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a server-side capture recorded: the ``XSpace`` and its event counts."""
+
+    space: Any
+    recorded: int
+    dropped: int
+
+
+def start_capture(options: ProfilerOptions) -> None:
+    """Start a session whose profile ``stop_capture`` hands back in memory (for the server)."""
+    with _lock:
+        _refuse_if_running()
+        _begin(_Session(None, options))
+
+
+def stop_capture(host: str) -> Captured:
+    """End the capture started by ``start_capture`` and return what it recorded."""
+    with _lock:
+        session = _session
+        if session is None or session.logdir is not None:
+            raise ProfilerNotRunningError("No remote capture is running in this process.")
+        _end(session)
+    stop_ns = time_ns()
+    rec = session.recorder
+    if rec.dropped:
+        log.warning("stepscope dropped %s events after reaching max_events=%s in a remote "
+                    "capture.", f"{rec.dropped:,}", f"{rec.max_events:,}")
+    return Captured(build_space(session, stop_ns, host), rec.recorded, rec.dropped)
 
 
 def is_running() -> bool:

@@ -41,36 +41,40 @@ class Field:
 
 @dataclass(frozen=True)
 class Message:
-    """One message declaration with its fields."""
+    """One message declaration with its fields, enums and nested messages.
+
+    A field names a nested message by its dotted path from the package (``Outer.Inner``).
+    """
 
     name: str
     fields: list[Field] = field(default_factory=list)
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
+    nested: list[Message] = field(default_factory=list)
 
 
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def _add_field(msg: descriptor_pb2.DescriptorProto, f: Field, package: str,
+def _add_field(msg: descriptor_pb2.DescriptorProto, f: Field, package: str, scope: str,
                oneofs: dict[str, int], enum_names: set[str]) -> None:
     fd = msg.field.add(name=f.name, number=f.number, json_name=f.name)
     if f.type.startswith("map<"):
         key, value = (t.strip() for t in f.type[4:-1].split(","))
         entry = msg.nested_type.add(name=_camel(f.name) + "Entry")
         entry.options.map_entry = True
-        _add_field(entry, Field("key", 1, key), package, {}, set())
-        _add_field(entry, Field("value", 2, value), package, {}, set())
+        _add_field(entry, Field("key", 1, key), package, "", {}, set())
+        _add_field(entry, Field("value", 2, value), package, "", {}, set())
         fd.label = _F.LABEL_REPEATED
         fd.type = _F.TYPE_MESSAGE
-        fd.type_name = f".{package}.{msg.name}.{entry.name}"
+        fd.type_name = f".{package}.{scope}.{entry.name}"
         return
     fd.label = _F.LABEL_REPEATED if f.repeated else _F.LABEL_OPTIONAL
     if f.type in SCALARS:
         fd.type = SCALARS[f.type]  # type: ignore[assignment]
     elif f.type in enum_names:
         fd.type = _F.TYPE_ENUM
-        fd.type_name = f".{package}.{msg.name}.{f.type}"
+        fd.type_name = f".{package}.{scope}.{f.type}"
     else:
         fd.type = _F.TYPE_MESSAGE
         fd.type_name = f".{package}.{f.type}"
@@ -79,6 +83,20 @@ def _add_field(msg: descriptor_pb2.DescriptorProto, f: Field, package: str,
             oneofs[f.oneof] = len(msg.oneof_decl)
             msg.oneof_decl.add(name=f.oneof)
         fd.oneof_index = oneofs[f.oneof]
+
+
+def _add_message(msg: descriptor_pb2.DescriptorProto, m: Message, package: str,
+                 scope: str) -> None:
+    msg.name = m.name
+    for enum_name, values in m.enums.items():
+        enum = msg.enum_type.add(name=enum_name)
+        for value_name, number in values.items():
+            enum.value.add(name=value_name, number=number)
+    for inner in m.nested:
+        _add_message(msg.nested_type.add(), inner, package, f"{scope}.{inner.name}")
+    oneofs: dict[str, int] = {}
+    for f in m.fields:
+        _add_field(msg, f, package, scope, oneofs, set(m.enums))
 
 
 def build(file_name: str, package: str, messages: list[Message]) -> dict[str, Any]:
@@ -92,14 +110,7 @@ def build(file_name: str, package: str, messages: list[Message]) -> dict[str, An
     features.field_presence = features.IMPLICIT
     features.utf8_validation = features.NONE
     for m in messages:
-        msg = fdp.message_type.add(name=m.name)
-        for enum_name, values in m.enums.items():
-            enum = msg.enum_type.add(name=enum_name)
-            for value_name, number in values.items():
-                enum.value.add(name=value_name, number=number)
-        oneofs: dict[str, int] = {}
-        for f in m.fields:
-            _add_field(msg, f, package, oneofs, set(m.enums))
+        _add_message(fdp.message_type.add(), m, package, m.name)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     return {

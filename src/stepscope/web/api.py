@@ -17,7 +17,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from stepscope import __version__
+from stepscope.capture.options import ProfilerOptions
+from stepscope.errors import StepscopeError
 from stepscope.model.profile import host_name, list_runs, resolve
+from stepscope.web.capture import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
 from stepscope.web.tools import TOOLS, Tool
 
@@ -25,6 +28,7 @@ _MAX_NAME = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
+_CAPTURE_LEVELS = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
 
 
 class ApiError(Exception):
@@ -82,6 +86,7 @@ class Api:
     def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
         self.logdir = Path(logdir)
         self.store = RunStore(use_cache=use_cache)
+        self.captures = CaptureJobs(self.logdir)
 
     # -- names -----------------------------------------------------------------------------
 
@@ -179,11 +184,53 @@ class Api:
         parts = [run or "run", host_name_ or "all_hosts", chosen.name]
         return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)) + ".csv", text
 
+    # -- captures ---------------------------------------------------------------------------
+
+    def start_capture(self, body: Any) -> dict[str, Any]:
+        """Start capturing running workers into the logdir (the Capture profile dialog)."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "The capture request must be a JSON object.")
+        addr = body.get("service_addr")
+        if not isinstance(addr, str) or not addr.strip() or len(addr) > 4096:
+            raise ApiError(400, "service_addr must name one or more workers, e.g. "
+                                "grpc://127.0.0.1:6009,grpc://127.0.0.1:6010.")
+        try:
+            options = ProfilerOptions(**{k: body[k] for k in _CAPTURE_LEVELS if k in body})
+            job = self.captures.start(addr.strip(), body.get("duration_ms", 2000), options,
+                                      body.get("num_tracing_attempts", 3))
+        except CaptureBusyError as err:
+            raise ApiError(409, str(err)) from err
+        except (StepscopeError, TypeError, ValueError) as err:
+            raise ApiError(400, str(err)) from err
+        return job.to_dict()
+
+    def capture(self, capture_id: str | None) -> dict[str, Any]:
+        """Where a capture started here stands."""
+        if not capture_id or not re.fullmatch(r"[0-9a-f]{1,64}", capture_id):
+            raise ApiError(400, "Parameter id must be a capture id.")
+        job = self.captures.get(capture_id)
+        if job is None:
+            raise ApiError(404, f"No capture {capture_id!r} on this server.")
+        return job.to_dict()
+
     # -- framework-free dispatch (TensorBoard's WSGI host) -------------------------------
 
-    def dispatch(self, route: str, query: Mapping[str, str]) -> Reply:
-        """Answer ``GET /api/<route>?<query>`` (the same routes as ``app``)."""
+    def dispatch(self, route: str, query: Mapping[str, str], *, method: str = "GET",
+                 body: bytes = b"", content_type: str = "", origin: str | None = None,
+                 host: str | None = None) -> Reply:
+        """Answer ``<method> /api/<route>?<query>`` (the same routes as ``app``)."""
         try:
+            if route == "capture" and method == "POST":
+                check_post(content_type, origin, host)
+                try:
+                    payload = json.loads(body or b"null")
+                except ValueError as err:
+                    raise ApiError(400, "The request body is not JSON.") from err
+                return _json(202, self.start_capture(payload))
+            if method != "GET":
+                raise ApiError(405, f"{method} is not allowed here.")
+            if route == "capture":
+                return _json(200, self.capture(query.get("id")))
             if route == "runs":
                 return _json(200, self.runs())
             if route == "hosts":
@@ -193,9 +240,9 @@ class Api:
             if route == "status":
                 return _json(200, self.status(query.get("run")))
             if route == "data":
-                status, body = self.data(query.get("run"), query.get("host"),
-                                         query.get("tool"), query)
-                return _json(status, body)
+                status, answer = self.data(query.get("run"), query.get("host"),
+                                           query.get("tool"), query)
+                return _json(status, answer)
             if route == "csv":
                 name, text = self.csv(query.get("run"), query.get("host"), query.get("tool"),
                                       query)
@@ -204,6 +251,22 @@ class Api:
             raise ApiError(404, f"No API route {route!r}.")
         except ApiError as err:
             return _json(err.status, {"error": err.message})
+
+
+def check_post(content_type: str, origin: str | None, host: str | None) -> None:
+    """Refuse a state-changing request another site's page could have sent.
+
+    A JSON body cannot be sent cross-origin without a CORS preflight, which this server never
+    approves; an Origin header, when the browser sends one, must be this server.
+    """
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "Send the request as application/json.")
+    if origin is not None and origin != "null":
+        netloc = origin.split("://", 1)[-1].rstrip("/")
+        if host is None or netloc != host:
+            raise ApiError(403, f"Requests from {origin} are not accepted.")
+    elif origin == "null":
+        raise ApiError(403, "Requests from an opaque origin are not accepted.")
 
 
 def _json(status: int, body: dict[str, Any]) -> Reply:

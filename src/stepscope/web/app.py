@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from stepscope import __version__
-from stepscope.web.api import Api, ApiError
+from stepscope.web.api import Api, ApiError, check_post
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 
 
@@ -75,6 +75,23 @@ def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
         name, text = api.csv(run, host, tool, dict(request.query_params))
         return Response(text, media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.post("/api/capture", status_code=202,
+              summary="Capture running workers into the logdir (body: service_addr, "
+              "duration_ms, host/python/device_tracer_level, num_tracing_attempts)")
+    async def start_capture(request: Request) -> dict[str, Any]:
+        check_post(request.headers.get("content-type", ""), request.headers.get("origin"),
+                   request.headers.get("host"))
+        try:
+            body = await request.json()
+        except ValueError as err:
+            raise ApiError(400, "The request body is not JSON.") from err
+        return api.start_capture(body)
+
+    @app.get("/api/capture", summary="Progress and result of a capture started here")
+    def capture(id: str = Query(description="the id POST /api/capture returned")
+                ) -> dict[str, Any]:
+        return api.capture(id)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown(rest: str) -> JSONResponse:

@@ -53,7 +53,11 @@ class StepscopePlugin(base_plugin.TBPlugin):  # type: ignore[misc]
         path = request.path
         route = path[len(PREFIX):] if path.startswith(PREFIX) else path
         if route.startswith("/api/") and self._api is not None:
-            reply = self._api.dispatch(route[len("/api/"):], request.args.to_dict())
+            reply = self._api.dispatch(
+                route[len("/api/"):], request.args.to_dict(), method=request.method,
+                body=request.get_data(cache=False) if request.method == "POST" else b"",
+                content_type=request.content_type or "", origin=request.headers.get("Origin"),
+                host=request.host)
             response = Response(reply.body, status=reply.status,
                                 content_type=reply.content_type, headers=reply.headers)
         else:

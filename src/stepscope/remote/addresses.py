@@ -1,0 +1,76 @@
+"""Service addresses: ``grpc://host:port`` (or bare ``host:port``), one or comma-separated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stepscope.errors import InvalidOptionError
+from stepscope.model import logdir as layout
+
+_SCHEME = "grpc://"
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One profiler server to capture: its host and port."""
+
+    host: str
+    port: int
+
+    @property
+    def target(self) -> str:
+        """The address gRPC dials (IPv6 hosts in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def host_name(self) -> str:
+        """``host:port``, the name TensorFlow's client gives the worker in its request."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def name(self) -> str:
+        """The worker's name in a run: its profile is ``<name>.xplane.pb`` (``host_port``)."""
+        return layout.host_file_name(self.host_name).removesuffix(".xplane.pb")
+
+    @property
+    def file_name(self) -> str:
+        """The worker's profile file name in a run directory."""
+        return layout.host_file_name(self.host_name)
+
+
+def parse_one(address: str) -> Worker:
+    """Parse one ``grpc://host:port`` or ``host:port`` address."""
+    text = address.strip()
+    if text.lower().startswith(_SCHEME):
+        text = text[len(_SCHEME):]
+    elif "://" in text:
+        raise InvalidOptionError(
+            f"Service address {address!r} has an unknown scheme; write grpc://host:port.")
+    text = text.rstrip("/")
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if not sep:
+            port_text = ""
+    else:
+        host, _, port_text = text.rpartition(":")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InvalidOptionError(
+            f"Service address {address!r} is not host:port; write e.g. grpc://127.0.0.1:6009.")
+    return Worker(host, int(port_text))
+
+
+def parse(addresses: str | list[str] | tuple[str, ...]) -> list[Worker]:
+    """Parse one address, a comma-separated list, or a sequence of them (no duplicates)."""
+    parts = [addresses] if isinstance(addresses, str) else list(addresses)
+    items = [piece for part in parts for piece in part.split(",") if piece.strip()]
+    if not items:
+        raise InvalidOptionError(
+            "No service address given; pass grpc://host:port (comma-separated for several).")
+    workers: list[Worker] = []
+    for item in items:
+        worker = parse_one(item)
+        if any(w.name == worker.name for w in workers):
+            raise InvalidOptionError(f"Service address {item.strip()!r} is listed twice.")
+        workers.append(worker)
+    return workers
