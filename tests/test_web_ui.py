@@ -357,3 +357,72 @@ def test_progress_is_shown_while_the_server_loads(watched: Watched, server: Serv
     loaded.append(True)
     page.wait_for_selector("#overview-page")
     assert len(answered) >= 1
+
+
+# A training process with stepscope's profiler server on a port it prints.
+LIVE_WORKER = """
+import sys, time
+import stepscope
+print("ready", stepscope.server.start(0), flush=True)
+step = 0
+while True:
+    with stepscope.Trace("train", step_num=step, _r=1):
+        with stepscope.Trace("live_worker_op"):
+            sum(i * i for i in range(3000))
+    step += 1
+    time.sleep(0.001)
+"""
+
+
+@pytest.fixture
+def live_worker() -> Iterator[int]:
+    proc = subprocess.Popen([sys.executable, "-c", LIVE_WORKER], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ready"), line
+        yield int(line.split()[1])
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_capture_dialog_captures_a_live_worker(watched: Watched, server: Server,
+                                               live_worker: int, logdir: Path) -> None:
+    _open(watched, server, "a_stepscope", "overview_page")
+    page = watched.page
+    before = set((logdir / "plugins" / "profile").iterdir())
+    page.click("#capture")
+    dead = _free_port()  # nothing listens there: that worker fails, the other still lands
+    page.fill("#capture-addr", f"grpc://127.0.0.1:{live_worker},grpc://127.0.0.1:{dead}")
+    page.fill("#capture-duration", "500")
+    page.fill("#capture-attempts", "1")
+    page.select_option("#capture-python-level", "0")
+    _shot(watched, "capture-dialog")
+    page.click("#capture-go")
+    page.wait_for_selector(f"#capture-status [data-worker='127.0.0.1_{dead}'].worker-failed")
+    page.wait_for_selector(f"#capture-status [data-worker='127.0.0.1_{live_worker}'].worker-done")
+    _shot(watched, "capture-result")
+    (new,) = set((logdir / "plugins" / "profile").iterdir()) - before
+    try:
+        assert [p.name for p in new.iterdir()] == [f"127.0.0.1_{live_worker}.xplane.pb"]
+        page.wait_for_selector(f"h1:has-text('{new.name}')")  # the new run opened
+        assert page.eval_on_selector("#run", "s => s.value") == new.name
+        assert "unreachable" in page.text_content(
+            f"#capture-status [data-worker='127.0.0.1_{dead}']")
+        page.click("#capture-close")
+        names = [c.text_content() for c in page.query_selector_all("#top-ops td[data-key=name]")]
+        assert "live_worker_op" in names
+    finally:
+        shutil.rmtree(new)
+
+
+def test_capture_dialog_reports_errors(watched: Watched, server: Server) -> None:
+    _open(watched, server, "a_stepscope", "overview_page")
+    page = watched.page
+    page.click("#capture")
+    page.fill("#capture-addr", "http://not-grpc")
+    page.click("#capture-go")
+    page.wait_for_selector("#capture-status [role=alert]")
+    assert "grpc" in page.text_content("#capture-status").lower()
