@@ -49,6 +49,7 @@ test: lint typecheck unit
 bench: setup
 	$(BIN)/python benchmarks/trace_overhead.py
 	$(BIN)/python benchmarks/load_and_overview.py
+	$(BIN)/python benchmarks/capture.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
