@@ -72,3 +72,23 @@ def test_demo_into_an_unwritable_logdir_exits_2(tmp_path: Path) -> None:
 def test_version() -> None:
     result = _run("--version")
     assert result.returncode == 0 and result.stdout.startswith("stepscope ")
+
+
+def test_kernels_command_json_csv_and_cpu_only(tmp_path: Path) -> None:
+    from stepscope.analysis.kernel_stats import kernel_stats
+    from stepscope.model.profile import load
+
+    from conftest import FIXTURES
+
+    trace = FIXTURES / "TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    result = _run("kernels", str(trace), "--json", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)
+    want = kernel_stats(load(trace, use_cache=False)).to_dict()
+    assert got == json.loads(json.dumps(want)) and got["rows"]
+    out = tmp_path / "k.csv"
+    result = _run("kernels", str(trace), "--csv", str(out), "--no-cache")
+    assert result.returncode == 0 and len(out.read_text().splitlines()) == 1 + len(got["rows"])
+    cpu = next((FIXTURES / "HolisticTraceAnalysis/tests/data/cpu_only").glob("*.json.gz"))
+    result = _run("kernels", str(cpu), "--no-cache")
+    assert result.returncode == 0 and "No GPU kernels" in result.stdout

@@ -33,7 +33,8 @@ GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--disable-default-apps"]
-PAGE_ROOT = {"overview_page": "#overview-page", "framework_op_stats": "#ops-page"}
+PAGE_ROOT = {"overview_page": "#overview-page", "framework_op_stats": "#ops-page",
+             "kernel_stats": "#kernels-page"}
 RUNS = ["a_stepscope", "b_tensorflow", "c_pytorch", "d_gpu_v100", "e_two_hosts"]
 
 
@@ -426,3 +427,21 @@ def test_capture_dialog_reports_errors(watched: Watched, server: Server) -> None
     page.click("#capture-go")
     page.wait_for_selector("#capture-status [role=alert]")
     assert "grpc" in page.text_content("#capture-status").lower()
+
+
+def test_kernel_stats_page_on_the_gpu_fixture(watched: Watched, server: Server) -> None:
+    _open(watched, server, "d_gpu_v100", "kernel_stats")
+    api = server.data(run="d_gpu_v100", tool="kernel_stats")
+    page = watched.page
+    _shot(watched, "kernels-d_gpu_v100")
+    assert api["rows"]
+    names = [c.text_content() for c in page.query_selector_all("#kernel-table td[data-key=kernel]")]
+    assert names == [r["kernel"] for r in api["rows"]][:2000]
+    assert _values(watched, "#kernel-table td[data-key=total_us]") == pytest.approx(
+        [r["total_us"] for r in api["rows"]][:2000])
+    assert page.query_selector("#pie-kernels canvas") is not None
+
+
+def test_kernel_stats_page_without_a_gpu(watched: Watched, server: Server) -> None:
+    _open(watched, server, "a_stepscope", "kernel_stats")
+    assert "No GPU kernels" in watched.page.text_content("#no-kernels")

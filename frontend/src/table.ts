@@ -9,6 +9,7 @@ export interface Column<R> {
   format?: (row: R) => string;
   numeric?: boolean;
   className?: string;
+  clip?: boolean; // long text: show three lines, the whole of it on hover
 }
 
 export class SortableTable<R> {
@@ -72,7 +73,8 @@ export class SortableTable<R> {
       return h("td", {
         className: (c.numeric ? "num" : "") + (c.className ? " " + c.className : ""),
         "data-key": c.key, "data-value": typeof v === "number" ? String(v) : undefined,
-      }, c.format ? c.format(row) : String(v));
+      }, c.clip ? h("div", { className: "clip", title: String(v) }, String(v))
+         : c.format ? c.format(row) : String(v));
     }))));
     this.note.textContent = rows.length > shown.length
       ? `Showing ${shown.length} of ${rows.length} rows; filter to narrow them.`

@@ -85,6 +85,26 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kernels(args: argparse.Namespace) -> int:
+    from stepscope.analysis.kernel_stats import kernel_stats, kernel_stats_csv
+    from stepscope.model.profile import load
+    from stepscope.views import report
+
+    with report.loading_progress(_console(stderr=True)) as progress:
+        profile = load(args.path, use_cache=not args.no_cache, progress=progress)
+    stats = kernel_stats(profile, host=args.host)
+    for name, why in profile.failed.items():
+        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    if args.csv:
+        report.write_text(Path(args.csv), kernel_stats_csv(stats))
+        print(f"wrote {len(stats.rows)} kernel rows to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
+    elif not args.csv:
+        report.render_kernels(stats, _console(), limit=args.limit or None)
+    return 0
+
+
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
     from stepscope.web.server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -143,6 +163,20 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     ops.set_defaults(func=_cmd_ops)
+
+    kern = sub.add_parser("kernels", help="GPU kernel stats (time per kernel, op and shape)",
+                          description="Per kernel, the op that launched it and launch shape: "
+                          "registers, shared memory, block and grid, Tensor Core use, and "
+                          "count and total/avg/min/max time, by total time.")
+    kern.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    kern.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
+    kern.add_argument("--json", action="store_true", help="print all rows as JSON")
+    kern.add_argument("--host", help="only this host (default: all hosts)")
+    kern.add_argument("--limit", type=int, default=30,
+                      help="rows shown in the terminal (0: all; default 30)")
+    kern.add_argument("--no-cache", action="store_true",
+                      help="parse the profile again instead of using the on-disk cache")
+    kern.set_defaults(func=_cmd_kernels)
 
     from stepscope.remote import cli as remote_cli
 

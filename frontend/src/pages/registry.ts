@@ -1,5 +1,6 @@
 // One entry per tool page: the server's tool name → the function that builds the page.
 import type { Progress, ToolInfo } from "../api";
+import { renderKernels } from "./kernels";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 
@@ -18,4 +19,5 @@ export type Page = (ctx: PageContext) => Promise<HTMLElement>;
 export const PAGES: Record<string, Page> = {
   overview_page: renderOverview,
   framework_op_stats: renderOps,
+  kernel_stats: renderKernels,
 };

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from stepscope.analysis.framework_op_stats import OpStats
+from stepscope.analysis.kernel_stats import KernelStats
 from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
 from stepscope.formats.xplane_builder import write_atomic
 from stepscope.model.profile import Progress as ProgressCallback
@@ -128,6 +129,43 @@ def render_ops(stats: OpStats, console: Console, limit: int | None = None) -> No
     console.print(table)
     if not stats.rows:
         console.print("No ops were recognised in this profile.", style="yellow")
+    if limit and len(stats.rows) > limit:
+        console.print(f"… {len(stats.rows) - limit} more (use --limit 0 for all, or --csv)",
+                      style="dim")
+
+
+def _dims(d: list[int] | None) -> str:
+    return "×".join(str(x) for x in d) if d else "–"
+
+
+def _maybe(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
+def render_kernels(stats: KernelStats, console: Console, limit: int | None = None) -> None:
+    """Print GPU kernel stats, by total time, one row per kernel, op and launch shape."""
+    rows = stats.rows[:limit] if limit else stats.rows
+    table = Table(title="GPU kernel stats (by total time)", title_justify="left")
+    for col in ("kernel", "op", "regs", "shmem B", "block", "grid", "TC elig.", "TC used",
+                "count", "total µs", "avg µs", "min µs", "max µs", "%"):
+        table.add_column(col, justify="left" if col in ("kernel", "op") else "right",
+                         overflow="fold" if col in ("kernel", "op") else "ellipsis",
+                         min_width={"kernel": 48, "op": 16}.get(col),
+                         no_wrap=col not in ("kernel", "op"))
+    for r in rows:
+        d = r.to_dict()
+        table.add_row(r.kernel, r.op or "–", _maybe(r.registers_per_thread),
+                      _maybe(r.shared_memory_bytes), _dims(d["block"]), _dims(d["grid"]),
+                      "yes" if r.op_tensor_core_eligible else "no",
+                      "yes" if r.kernel_uses_tensor_core else "no", str(r.occurrences),
+                      f"{r.total_us:.3f}", f"{r.avg_us:.3f}", f"{r.min_us:.3f}",
+                      f"{r.max_us:.3f}", f"{r.percent:.1f}")
+    console.print(table)
+    if not stats.rows:
+        console.print("No GPU kernels in this profile.", style="yellow")
+    if stats.implausible_launches:
+        console.print(f"{stats.implausible_launches:,} launches gave figures out of any GPU's "
+                      "bounds; those figures are shown as –.", style="yellow")
     if limit and len(stats.rows) > limit:
         console.print(f"… {len(stats.rows) - limit} more (use --limit 0 for all, or --csv)",
                       style="dim")

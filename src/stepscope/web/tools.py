@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepscope.analysis import op_stats
+from stepscope.analysis.kernel_stats import kernel_stats, kernel_stats_csv
 from stepscope.analysis.overview_page import Overview, overview
 from stepscope.model.profile import Profile
 from stepscope.views.report import ops_csv
@@ -78,8 +79,23 @@ def op_stats_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     return ops_csv(_op_stats(run, host, params))
 
 
+def _kernel_stats(run: LoadedRun, host: str | None) -> Any:
+    return run.result(("kernel_stats", host), lambda: kernel_stats(run.profile, host=host))
+
+
+def kernel_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """GPU kernel stats: rows by total time, and the pie of the top kernels."""
+    return {"run": run.profile.run, "host": host, **_kernel_stats(run, host).to_dict()}
+
+
+def kernel_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """GPU kernel stats as CSV, the columns of ``stepscope kernels --csv``."""
+    return kernel_stats_csv(_kernel_stats(run, host))
+
+
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("overview_page", "Overview", overview_data),
     Tool("framework_op_stats", "Framework op stats", op_stats_data, op_stats_csv,
          flags=("include_idle",)),
+    Tool("kernel_stats", "GPU kernel stats", kernel_stats_data, kernel_stats_table_csv),
 ]}
