@@ -48,8 +48,9 @@ def load(path: str, *, use_cache: bool = True) -> LoadedProfile:
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``stepscope.server`` and ``stepscope.client``, imported on first use (they load gRPC)."""
-    if name in ("server", "client"):
+    """``stepscope.server``, ``stepscope.client`` (they load gRPC) and ``stepscope.keras``
+    (it loads Keras), imported on first use."""
+    if name in ("server", "client", "keras"):
         import importlib
 
         return importlib.import_module(f"stepscope.{name}")

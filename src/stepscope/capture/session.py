@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from stepscope import __version__
-from stepscope.capture import trace
+from stepscope.capture import bridges, trace
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
@@ -57,6 +57,8 @@ class _Session:
                          if options.counter_interval_ms > 0 else None)
         self.delay_timer: threading.Timer | None = None
         self.recording = False
+        self.bridges: list[bridges.Bridge] = []
+        self.bridge_data: list[bridges.BridgeData] = []
 
     def begin_recording(self) -> None:
         """Turn the tracers on."""
@@ -70,6 +72,8 @@ class _Session:
             self.counters.start()  # before the Python tracer, so its thread is not traced
         if self.python_tracer is not None:
             self.python_tracer.start()
+        # Last, so that our tracers already run while a framework's profiler starts.
+        self.bridges = bridges.start_all(self.options)
 
     def end_recording(self) -> None:
         """Turn the tracers off (idempotent)."""
@@ -77,6 +81,8 @@ class _Session:
         if not self.recording:
             return
         self.recording = False
+        self.bridge_data = bridges.stop_all(self.bridges)
+        self.bridges = []
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:
@@ -239,10 +245,10 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
     start_ns = session.start_ns
 
     host_plane = xb.add_plane(space, schema.HOST_PLANE_ID, schema.HOST_PLANE)
-    for buf in rec.host_buffers:
-        line = host_plane.add_line(buf.thread_id, buf.thread_name, start_ns)
+    for line_id, (line_name, events) in _host_lines(session).items():
+        line = host_plane.add_line(line_id, line_name, start_ns)
         # Parents before children, so nesting reads in order.
-        for name, begin, end, stats in sorted(buf.events, key=lambda e: (e[1], -e[2])):
+        for name, begin, end, stats in sorted(events, key=lambda e: (e[1], -e[2])):
             host_plane.add_event(line, name, begin, end - begin, stats)
 
     if session.python_tracer is not None:
@@ -264,6 +270,8 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
                 line = lines[counter] = counters.add_line(len(lines) + 1, counter, start_ns)
             counters.add_event(line, counter, when, 0, {schema.VALUE: value})
 
+    _add_bridge_planes(space, session.bridge_data)
+
     env = xb.add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
     env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
@@ -278,6 +286,34 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
         space.warnings.append(
             f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
     return space
+
+
+def _host_lines(session: _Session) -> dict[int, tuple[str, list[Any]]]:
+    """Host events by line id: ours by thread, with the framework bridges' lines merged in."""
+    lines: dict[int, tuple[str, list[Any]]] = {}
+    for buf in session.recorder.host_buffers:
+        lines[buf.thread_id] = (buf.thread_name, list(buf.events))
+    for data in session.bridge_data:
+        for bridged in data.host_lines:
+            if bridged.line_id in lines:
+                lines[bridged.line_id][1].extend(bridged.events)
+            else:
+                lines[bridged.line_id] = (bridged.name, list(bridged.events))
+    return lines
+
+
+def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData]) -> None:
+    """Append the bridges' whole planes (devices), renumbering ids that ours already use."""
+    used = {plane.id for plane in space.planes}
+    used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
+                 schema.COUNTERS_PLANE_ID))
+    for data in bridge_data:
+        for plane in data.planes:
+            added = space.planes.add()
+            added.CopyFrom(plane)
+            if added.id in used:
+                added.id = max(used) + 1
+            used.add(added.id)
 
 
 class Profile:
