@@ -12,6 +12,13 @@ export interface Column<R> {
   clip?: boolean; // long text: show three lines, the whole of it on hover
 }
 
+/** A numeric, right-aligned column showing ``row[key]`` through ``format``. */
+export function numberColumn<R>(key: keyof R & string, title: string,
+                                format: (v: number) => string): Column<R> {
+  return { key, title, numeric: true, value: (r) => r[key] as number,
+           format: (r) => format(r[key] as number) };
+}
+
 export class SortableTable<R> {
   readonly element: HTMLElement;
   private sortKey: string | null = null;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_ops(args: argparse.Namespace) -> int:
-    from stepscope.analysis import op_stats
+def _load_for_table(args: argparse.Namespace) -> Any:
+    """Load ``args.path`` with a progress bar, check ``args.host`` and warn of failed hosts."""
     from stepscope.model.profile import load
     from stepscope.views import report
 
@@ -72,36 +72,44 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     if args.host is not None and args.host not in profile.hosts:
         raise StepscopeError(f"No host {args.host!r} in this run; it has "
                              f"{', '.join(profile.hosts)}.")
-    stats = op_stats(profile, include_idle=args.include_idle, host=args.host)
     for name, why in profile.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    return profile
+
+
+def _emit_table(args: argparse.Namespace, stats: Any, csv_text: Callable[[], str],
+                what: str, render: Callable[[], None]) -> None:
+    """Write ``--csv``, print ``--json``, or render the table (the default)."""
+    from stepscope.views import report
+
     if args.csv:
-        report.write_text(Path(args.csv), report.ops_csv(stats))
-        print(f"wrote {len(stats.rows)} ops to {args.csv}", file=sys.stderr)
+        report.write_text(Path(args.csv), csv_text())
+        print(f"wrote {len(stats.rows)} {what} to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
     elif not args.csv:
-        report.render_ops(stats, _console(), limit=args.limit or None)
+        render()
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from stepscope.analysis import op_stats
+    from stepscope.views import report
+
+    profile = _load_for_table(args)
+    stats = op_stats(profile, include_idle=args.include_idle, host=args.host)
+    _emit_table(args, stats, lambda: report.ops_csv(stats), "ops",
+                lambda: report.render_ops(stats, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_kernels(args: argparse.Namespace) -> int:
     from stepscope.analysis.kernel_stats import kernel_stats, kernel_stats_csv
-    from stepscope.model.profile import load
     from stepscope.views import report
 
-    with report.loading_progress(_console(stderr=True)) as progress:
-        profile = load(args.path, use_cache=not args.no_cache, progress=progress)
+    profile = _load_for_table(args)
     stats = kernel_stats(profile, host=args.host)
-    for name, why in profile.failed.items():
-        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
-    if args.csv:
-        report.write_text(Path(args.csv), kernel_stats_csv(stats))
-        print(f"wrote {len(stats.rows)} kernel rows to {args.csv}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
-    elif not args.csv:
-        report.render_kernels(stats, _console(), limit=args.limit or None)
+    _emit_table(args, stats, lambda: kernel_stats_csv(stats), "kernel rows",
+                lambda: report.render_kernels(stats, _console(), limit=args.limit or None))
     return 0
 
 

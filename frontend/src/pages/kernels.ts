@@ -3,7 +3,7 @@
 import { apiUrl, toolData } from "../api";
 import { pie } from "../charts";
 import { h, int, pct } from "../dom";
-import { Column, SortableTable } from "../table";
+import { Column, numberColumn, SortableTable } from "../table";
 import type { PageContext } from "./registry";
 
 interface KernelRow {
@@ -20,9 +20,8 @@ const us = (v: number) => v.toFixed(3);
 const opt = (v: number | null) => (v === null ? "–" : String(v));
 const dims = (d: number[] | null) => (d ? d.join("×") : "–");
 const yes = (b: boolean) => (b ? "yes" : "no");
-const num = (key: keyof KernelRow, title: string, f: (v: number) => string = us)
-    : Column<KernelRow> =>
-  ({ key, title, numeric: true, value: (r) => r[key] as number, format: (r) => f(r[key] as number) });
+const num = (key: keyof KernelRow, title: string, f: (v: number) => string = us) =>
+  numberColumn<KernelRow>(key, title, f);
 
 const COLUMNS: Column<KernelRow>[] = [
   { key: "kernel", title: "Kernel", value: (r) => r.kernel, className: "name", clip: true },

@@ -3,7 +3,7 @@
 import { apiUrl, toolData } from "../api";
 import { pie } from "../charts";
 import { h, int, ms, pct } from "../dom";
-import { Column, SortableTable } from "../table";
+import { Column, numberColumn, SortableTable } from "../table";
 import type { PageContext } from "./registry";
 
 interface OpRow {
@@ -18,8 +18,8 @@ interface KernelRow {
 interface OpStats { run: string; host: string | null; include_idle: boolean; ops: OpRow[];
                     kernels: KernelRow[]; }
 
-const num = (key: keyof OpRow, title: string, f: (v: number) => string = ms): Column<OpRow> =>
-  ({ key, title, numeric: true, value: (r) => r[key] as number, format: (r) => f(r[key] as number) });
+const num = (key: keyof OpRow, title: string, f: (v: number) => string = ms) =>
+  numberColumn<OpRow>(key, title, f);
 
 export const OP_COLUMNS: Column<OpRow>[] = [
   { key: "host_or_device", title: "Host/device", value: (r) => r.host_or_device },
@@ -34,9 +34,8 @@ export const OP_COLUMNS: Column<OpRow>[] = [
   num("cumulative_percent", "Cumulative self-time %", pct),
 ];
 
-const knum = (key: keyof KernelRow, title: string, f: (v: number) => string = ms)
-    : Column<KernelRow> =>
-  ({ key, title, numeric: true, value: (r) => r[key] as number, format: (r) => f(r[key] as number) });
+const knum = (key: keyof KernelRow, title: string, f: (v: number) => string = ms) =>
+  numberColumn<KernelRow>(key, title, f);
 
 const KERNEL_COLUMNS: Column<KernelRow>[] = [
   { key: "name", title: "Kernel", value: (r) => r.name, className: "name" },
