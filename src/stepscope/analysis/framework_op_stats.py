@@ -329,7 +329,7 @@ def kernel_rows(table: EventTable, events: OpEvents) -> list[KernelRow]:
     high = np.zeros(len(names), dtype=np.int64)
     np.minimum.at(low, inverse, dur)
     np.maximum.at(high, inverse, dur)
-    launched_by = _launching_ops(table, events, rows)
+    launched_by = launching_ops(table, events, rows)
     first_op = np.full(len(names), -1, dtype=np.int64)
     has = launched_by >= 0
     first_op[inverse[has]] = launched_by[has]
@@ -343,7 +343,7 @@ def kernel_rows(table: EventTable, events: OpEvents) -> list[KernelRow]:
     return out
 
 
-def _launching_ops(table: EventTable, events: OpEvents, kernels: I64) -> I64:
+def launching_ops(table: EventTable, events: OpEvents, kernels: I64) -> I64:
     """For each kernel row: the framework op it belongs to (op code, -1 when unknown).
 
     A kernel classified as a framework op names it directly; otherwise the kernel's

@@ -80,9 +80,9 @@ from stepscope.analysis.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
     OpEvents,
-    _launching_ops,
     classify,
     kernel_type,
+    launching_ops,
 )
 from stepscope.analysis.steps import device_planes
 from stepscope.errors import StepscopeError
@@ -547,7 +547,7 @@ def _groups(table: EventTable, events: OpEvents | None) -> tuple[dict[_Key, _Gro
     if len(kernels) == 0:
         return {}, 0
     launch = _kineto_launches(table, kernels) if kineto else _xspace_launches(table, kernels)
-    op = _launching_ops(table, events, kernels)
+    op = launching_ops(table, events, kernels)
     op_names, op_types = list(events.names), list(events.types)
     if not kineto:
         _xla_op_names(table, kernels, op, op_names, op_types)
