@@ -11,10 +11,12 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import stepscope
 
+from conftest import FIXTURES
 from workloads import run_script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -195,3 +197,204 @@ def test_a_failing_bridge_warns_and_keeps_our_profile(tmp_path: Path) -> None:
     profile = stepscope.load(out.strip().splitlines()[-1])
     (table,) = profile.hosts.values()
     assert find_steps(table).step_num.tolist() == [0, 1, 2]
+
+
+TORCH_UNDER_STEPSCOPE = """
+import json, sys, torch, stepscope, stepscope.torch
+logdir, steps = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+
+def train():
+    with torch.profiler.record_function("forward"):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+train()
+stepscope.start(logdir, stepscope.ProfilerOptions(device_tracer_level=1, counter_interval_ms=0))
+for i in range(steps):
+    with stepscope.Trace("train", step_num=i, _r=1):
+        train()
+path = stepscope.stop()
+averages = {e.key: {"self_us": e.self_cpu_time_total, "count": e.count}
+            for e in stepscope.torch.last_profiler().key_averages()}
+print(json.dumps({"path": str(path), "averages": averages}))
+"""
+
+
+def test_pytorch_bridge_self_times_match_key_averages(tmp_path: Path) -> None:
+    from stepscope.analysis import op_stats
+    from stepscope.analysis.framework_op_stats import HOST
+    from stepscope.analysis.steps import find_steps
+
+    out = json.loads(run_script(TORCH_UNDER_STEPSCOPE, str(tmp_path / "logs"), "5")
+                     .strip().splitlines()[-1])
+    path, averages = Path(out["path"]), out["averages"]
+    profile = stepscope.load(str(path))
+    (table,) = profile.hosts.values()
+    steps = find_steps(table)
+    assert steps.step_num.tolist() == [0, 1, 2, 3, 4]
+    ours = {r.name: r for r in op_stats(profile).rows if r.host_or_device == HOST}
+    heavy = sorted(averages, key=lambda k: -averages[k]["self_us"])[:12]
+    assert "aten::mm" in heavy and "forward" in heavy, heavy
+    for name in heavy:
+        assert name in ours, f"{name} missing from our op stats"
+        assert ours[name].occurrences == averages[name]["count"], name
+        assert ours[name].self_ns / 1e3 == pytest.approx(averages[name]["self_us"],
+                                                          rel=0.02, abs=2.0), name
+    # Memory records and their sizes are kept, and are not ops.
+    names = set(table.names)
+    assert "[memory]" in names and "[memory]" not in ours
+    # PyTorch's ops run inside our steps: the clocks agree.
+    mm = [i for i, c in enumerate(table.name) if table.names[int(c)] == "aten::mm"]
+    assert mm and all(steps.event_step[i] >= 0 for i in mm)
+    assert _xprof_steps(path, tmp_path / "xprof") == [f"train {i}" for i in range(5)]
+
+
+TORCH_SCHEDULE = """
+import json, sys, torch, stepscope, stepscope.torch
+model, x = torch.nn.Linear(32, 32), torch.randn(8, 32)
+with stepscope.torch.profile(
+        sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0),
+        schedule=stepscope.torch.schedule(wait=1, warmup=1, active=2, repeat=2)) as prof:
+    for i in range(10):
+        model(x).sum().backward()
+        prof.step()
+print(json.dumps([str(p) for p in prof.paths]))
+"""
+
+
+def test_torch_schedule_records_the_active_steps_of_each_cycle(tmp_path: Path) -> None:
+    from stepscope.analysis import op_stats
+    from stepscope.analysis.steps import find_steps
+
+    paths = json.loads(run_script(TORCH_SCHEDULE, str(tmp_path / "logs")).strip()
+                       .splitlines()[-1])
+    assert len(paths) == 2  # repeat=2: one run per cycle
+    # Cycle of 4 steps: wait 0, warm up 1, record 2-3; then wait 4, warm up 5, record 6-7.
+    for path, expected in zip(paths, ([2, 3], [6, 7])):
+        profile = stepscope.load(path)
+        (table,) = profile.hosts.values()
+        assert find_steps(table).step_num.tolist() == expected
+        names = set(table.names)
+        assert {f"ProfilerStep#{n}" for n in expected} <= names
+        # The warm-up step's work is left out: one Linear forward per recorded step.
+        counts = {r.name: r.occurrences for r in op_stats(profile).rows}
+        assert counts["aten::linear"] == 2
+
+
+def test_torch_schedule_mirrors_torch_profiler_schedule() -> None:
+    torch = pytest.importorskip("torch")
+    import stepscope.torch as st
+
+    for kwargs in ({"wait": 1, "warmup": 1, "active": 2, "repeat": 2},
+                   {"wait": 0, "warmup": 0, "active": 3, "repeat": 0, "skip_first": 2},
+                   {"wait": 2, "warmup": 1, "active": 1, "repeat": 3, "skip_first": 1}):
+        theirs = torch.profiler.schedule(**kwargs)
+        ours = st.schedule(**kwargs)
+        assert [ours(i).name for i in range(30)] == [theirs(i).name for i in range(30)], kwargs
+
+
+@pytest.mark.parametrize("bad", [{"wait": -1}, {"active": 0}, {"warmup": 1.5}])
+def test_torch_schedule_rejects_bad_arguments(bad: dict[str, object]) -> None:
+    import stepscope.torch as st
+    from stepscope.errors import InvalidOptionError
+
+    kwargs: dict[str, object] = {"wait": 0, "warmup": 0, "active": 1, **bad}
+    with pytest.raises(InvalidOptionError):
+        st.schedule(**kwargs)  # type: ignore[arg-type]
+
+
+JAX_UNDER_STEPSCOPE = """
+import sys, jax, jax.numpy as jnp, stepscope
+logdir, steps = sys.argv[1], int(sys.argv[2])
+
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jax.grad(lambda w: jnp.sum(jax.nn.relu(x @ w)))(w)
+
+w, x = jnp.ones((64, 64)), jnp.ones((32, 64))
+w = step(w, x).block_until_ready()
+stepscope.start(logdir, stepscope.ProfilerOptions(device_tracer_level=1, counter_interval_ms=0))
+for i in range(steps):
+    with stepscope.Trace("train", step_num=i, _r=1):
+        w = step(w, x).block_until_ready()
+print(stepscope.stop())
+"""
+
+
+def test_jax_bridge_merges_xla_ops_into_our_steps(tmp_path: Path) -> None:
+    from stepscope.analysis.steps import find_steps
+
+    path = Path(run_script(JAX_UNDER_STEPSCOPE, str(tmp_path / "logs"), "4").strip()
+                .splitlines()[-1])
+    profile = stepscope.load(str(path))
+    (table,) = profile.hosts.values()
+    steps = find_steps(table)
+    assert steps.step_num.tolist() == [0, 1, 2, 3]
+    # XLA's ops of the jitted function: events naming their HLO module.
+    rows, codes, values = table.text_stat("hlo_module")
+    assert "jit_step" in values
+    xla = rows[np.asarray(codes) == values.index("jit_step")]
+    assert len(xla) >= 4 and all(steps.event_step[int(i)] >= 0 for i in xla)
+    assert any(table.names[int(table.name[i])] == "dot" or "fusion" in
+               table.names[int(table.name[i])] for i in xla)
+    assert _xprof_steps(path, tmp_path / "xprof") == [f"train {i}" for i in range(4)]
+
+
+def test_kineto_kernel_args_become_kernel_details() -> None:
+    from stepscope.capture.bridges.pytorch import kernel_details
+
+    args = {"registers per thread": 128, "shared memory": 16384, "grid": [3136, 1, 1],
+            "block": [128, 1, 1], "stream": 7}
+    assert kernel_details(args) == "regs:128 shm:16384 grid:3136,1,1 block:128,1,1"
+    assert kernel_details({"stream": 7}) is None
+
+
+KINETO_GPU = FIXTURES / "kineto/tb_plugin/samples/resnet50_num_workers_0"
+
+
+def test_gpu_activity_converts_to_planes_kernel_stats_read_alike(tmp_path: Path) -> None:
+    """The bridge's GPU planes, fed a real recording's kernels, give the kernel figures that
+    the same recording gives when read as a Kineto trace."""
+    import gzip
+
+    from stepscope.analysis.kernel_stats import kernel_stats
+    from stepscope.capture.bridges.pytorch import DeviceEvent, device_planes
+    from stepscope.formats import xplane_builder as xb
+    from stepscope.model import schema
+
+    (trace,) = KINETO_GPU.glob("*.json.gz")
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    kernels = [e for e in doc["traceEvents"] if e.get("cat", "").lower() == "kernel"
+               and e.get("ph") == "X"]
+    assert len(kernels) > 1000
+    events = [DeviceEvent(e["args"]["device"], e["args"]["stream"], e["name"],
+                          int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000),
+                          e["args"]["correlation"], e["args"]) for e in kernels]
+    space = xb.new_space("gpu-host")
+    for plane in device_planes(events):
+        space.planes.add().CopyFrom(plane)
+    env = xb.add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
+    env.add_plane_stat(schema.ENV_PROFILE_START_TIME, 0)
+    path = tmp_path / "gpu-host.xplane.pb"
+    xb.write_space(space, path)
+
+    def figures(rows: list) -> dict:
+        out: dict = {}
+        for r in rows:
+            key = (r.kernel, r.registers_per_thread, r.shared_memory_bytes, r.block, r.grid)
+            count, total = out.get(key, (0, 0.0))
+            out[key] = (count + r.occurrences, total + r.total_us)
+        return out
+
+    ours = figures(kernel_stats(stepscope.load(str(path))).rows)
+    theirs = figures(kernel_stats(stepscope.load(str(trace))).rows)
+    assert ours.keys() == theirs.keys()
+    for key, (count, total) in theirs.items():
+        assert ours[key][0] == count
+        assert ours[key][1] == pytest.approx(total, rel=1e-6, abs=0.01)

@@ -48,9 +48,9 @@ def load(path: str, *, use_cache: bool = True) -> LoadedProfile:
 
 
 def __getattr__(name: str) -> ModuleType:
-    """``stepscope.server``, ``stepscope.client`` (they load gRPC) and ``stepscope.keras``
-    (it loads Keras), imported on first use."""
-    if name in ("server", "client", "keras"):
+    """``stepscope.server``, ``stepscope.client`` (they load gRPC), ``stepscope.keras``
+    (it loads Keras) and ``stepscope.torch``, imported on first use."""
+    if name in ("server", "client", "keras", "torch"):
         import importlib
 
         return importlib.import_module(f"stepscope.{name}")

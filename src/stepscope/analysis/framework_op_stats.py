@@ -158,7 +158,9 @@ def classify(table: EventTable) -> OpEvents:
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 
-    if categories:  # a PyTorch trace: its categories say what is an op
+    stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
+                         if p.name == schema.TASK_ENV_PLANE)
+    if categories and not stepscope_made:  # a PyTorch trace: its categories say what is an op
         for cat_code, cat in enumerate(categories):
             rows = np.flatnonzero(category == cat_code)
             if cat in KINETO_HOST_OPS:
@@ -169,23 +171,24 @@ def classify(table: EventTable) -> OpEvents:
                 _fill(op, rows, table,
                       lambda n, t=KINETO_DEVICE_OPS[cat]: code_of(DEVICE, t, n))
     else:
-        stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
-                             if p.name == schema.TASK_ENV_PLANE)
-        per_name: list[int] = []
-        for name in table.names:
+        def host_op(name: str) -> int:
             if name.startswith(_DATASET):
-                per_name.append(code_of(HOST, "Dataset", name))
-                continue
+                return code_of(HOST, "Dataset", name)
             match = _TF_OP.match(name)
             if match:
-                per_name.append(code_of(HOST, match["type"], match["name"]))
-            elif stepscope_made:
-                per_name.append(code_of(HOST, name, name))
-            else:
-                per_name.append(-1)
+                return code_of(HOST, match["type"], match["name"])
+            return code_of(HOST, name, name) if stepscope_made else -1
+
         host_rows = np.flatnonzero(on_host & ~step_marker)
-        if per_name:
-            op[host_rows] = np.array(per_name, dtype=np.int32)[table.name[host_rows]]
+        # Events merged from PyTorch's profiler keep their Kineto category: those are ops
+        # only when it says so (not the CUDA runtime calls, not the memory records).
+        categorised = category[host_rows] >= 0
+        _fill(op, host_rows[~categorised], table, host_op)
+        for cat_code, cat in enumerate(categories):
+            if cat in KINETO_HOST_OPS:
+                rows = host_rows[category[host_rows] == cat_code]
+                op_type = "user_annotation" if cat == "user_annotation" else None
+                _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
         _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)

@@ -59,6 +59,7 @@ class _Session:
         self.recording = False
         self.bridges: list[bridges.Bridge] = []
         self.bridge_data: list[bridges.BridgeData] = []
+        self.keep_from_ns = 0  # what began earlier is left out of the profile (warm-up)
 
     def begin_recording(self) -> None:
         """Turn the tracers on."""
@@ -232,6 +233,13 @@ def stop_capture(host: str) -> Captured:
     return Captured(build_space(session, stop_ns, host), rec.recorded, rec.dropped)
 
 
+def discard_before(when_ns: int) -> None:
+    """Leave out of the running session's profile what began before ``when_ns`` (a warm-up)."""
+    with _lock:
+        if _session is not None:
+            _session.keep_from_ns = max(_session.keep_from_ns, when_ns)
+
+
 def is_running() -> bool:
     """True while a session is started (recording, or waiting out ``delay_ms``)."""
     return _session is not None
@@ -242,14 +250,15 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
     rec = session.recorder
     rec.refresh_thread_names()
     space = xb.new_space(host)
-    start_ns = session.start_ns
+    start_ns = max(session.start_ns, session.keep_from_ns)
 
     host_plane = xb.add_plane(space, schema.HOST_PLANE_ID, schema.HOST_PLANE)
     for line_id, (line_name, events) in _host_lines(session).items():
         line = host_plane.add_line(line_id, line_name, start_ns)
         # Parents before children, so nesting reads in order.
         for name, begin, end, stats in sorted(events, key=lambda e: (e[1], -e[2])):
-            host_plane.add_event(line, name, begin, end - begin, stats)
+            if begin >= session.keep_from_ns:
+                host_plane.add_event(line, name, begin, end - begin, stats)
 
     if session.python_tracer is not None:
         py_plane = xb.add_plane(space, schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE)
@@ -259,18 +268,22 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
                 continue
             line = py_plane.add_line(buf.thread_id, buf.thread_name, start_ns)
             for what, begin, end in sorted(buf.events, key=lambda e: (e[1], -e[2])):
+                if begin < session.keep_from_ns:
+                    continue
                 py_plane.add_event(line, PythonTracer.event_name(what, names), begin, end - begin)
 
     if rec.samples:
         counters = xb.add_plane(space, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
         lines: dict[str, Any] = {}
         for counter, when, value in rec.samples:
+            if when < session.keep_from_ns:
+                continue
             line = lines.get(counter)
             if line is None:
                 line = lines[counter] = counters.add_line(len(lines) + 1, counter, start_ns)
             counters.add_event(line, counter, when, 0, {schema.VALUE: value})
 
-    _add_bridge_planes(space, session.bridge_data)
+    _add_bridge_planes(space, session.bridge_data, session.keep_from_ns)
 
     env = xb.add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
@@ -302,8 +315,12 @@ def _host_lines(session: _Session) -> dict[int, tuple[str, list[Any]]]:
     return lines
 
 
-def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData]) -> None:
-    """Append the bridges' whole planes (devices), renumbering ids that ours already use."""
+def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData],
+                       keep_from_ns: int) -> None:
+    """Append the bridges' whole planes (devices), renumbering ids that ours already use.
+
+    Their events that began before ``keep_from_ns`` (a warm-up left out), if set, are dropped.
+    """
     used = {plane.id for plane in space.planes}
     used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
                  schema.COUNTERS_PLANE_ID))
@@ -314,6 +331,13 @@ def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData]) -> Non
             if added.id in used:
                 added.id = max(used) + 1
             used.add(added.id)
+            for line in added.lines if keep_from_ns else ():
+                kept = [e.SerializeToString() for e in line.events
+                        if line.timestamp_ns + e.offset_ps // 1000 >= keep_from_ns]
+                if len(kept) < len(line.events):
+                    del line.events[:]
+                    for blob in kept:
+                        line.events.add().ParseFromString(blob)
 
 
 class Profile:

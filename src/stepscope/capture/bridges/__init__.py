@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 # The bridge module is imported only when its framework is, so unused ones cost nothing.
 REGISTRY: tuple[tuple[str, str], ...] = (
     ("tensorflow", "stepscope.capture.bridges.tf"),
+    ("torch", "stepscope.capture.bridges.pytorch"),
+    ("jax", "stepscope.capture.bridges.jax"),
 )
 
 

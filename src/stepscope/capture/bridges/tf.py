@@ -12,12 +12,11 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from stepscope.capture.bridges import BridgeData, HostLine
-from stepscope.capture.bridges.xspace import host_lines, profile_start_ns, shift_plane
+from stepscope.capture.bridges import BridgeData
+from stepscope.capture.bridges.xspace import merge_space
 from stepscope.capture.options import ProfilerOptions
 from stepscope.formats.xplane_builder import read_space
 from stepscope.model import schema
@@ -25,14 +24,6 @@ from stepscope.model import schema
 FRAMEWORK = "tensorflow"
 # TF's host tracer level at which op executions are traced (1 is user annotations only).
 _TF_OPS_LEVEL = 2
-
-
-def _main_thread_os_name() -> str | None:
-    """The OS name of the main thread, which TF uses to name its line (Linux only)."""
-    try:
-        return Path("/proc/self/comm").read_text().strip()
-    except OSError:
-        return None
 
 
 class TensorFlowBridge:
@@ -63,29 +54,10 @@ class TensorFlowBridge:
             files = sorted(self._dir.glob("plugins/profile/*/*" + schema.XPLANE_SUFFIX))
             data = BridgeData(FRAMEWORK)
             for path in files:
-                _convert(read_space(path), data)
+                merge_space(read_space(path), data)
             return data
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _convert(space: Any, data: BridgeData) -> None:
-    """Add the host lines and device planes of TF's ``space`` to ``data``, times absolute."""
-    base = profile_start_ns(space)
-    main_name = _main_thread_os_name()
-    main_id = threading.main_thread().native_id
-    for plane in space.planes:
-        if plane.name == schema.TASK_ENV_PLANE:
-            continue  # ours describes the session
-        if plane.name != schema.HOST_PLANE:
-            data.planes.append(shift_plane(plane, base))
-            continue
-        lines = host_lines(plane, base)
-        mains = [line for line in lines if main_name and line.name == main_name]
-        for line in lines:
-            if len(mains) == 1 and line is mains[0] and main_id is not None:
-                line = HostLine(main_id, threading.main_thread().name, line.events)
-            data.host_lines.append(line)
 
 
 def start(options: ProfilerOptions) -> TensorFlowBridge:

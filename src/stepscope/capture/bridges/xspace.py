@@ -8,9 +8,11 @@ so adding that start time is all the alignment needed.
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from typing import Any
 
-from stepscope.capture.bridges import HostLine
+from stepscope.capture.bridges import BridgeData, HostLine
 from stepscope.model import schema
 
 
@@ -55,3 +57,35 @@ def shift_plane(plane: Any, base_ns: int) -> Any:
     for line in plane.lines:
         line.timestamp_ns += base_ns
     return plane
+
+
+def _main_thread_os_name() -> str | None:
+    """The OS name of the main thread, which TF and JAX use to name its line (Linux only)."""
+    try:
+        return Path("/proc/self/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def merge_space(space: Any, data: BridgeData) -> None:
+    """Add the host lines and device planes of a framework's ``space`` to ``data``.
+
+    Times become absolute. The line of the Python main thread takes the id stepscope gives
+    that thread, so the framework's events nest in the user's ``Trace`` steps; the space's
+    Task Environment is left out (ours describes the session).
+    """
+    base = profile_start_ns(space)
+    main_name = _main_thread_os_name()
+    main_id = threading.main_thread().native_id
+    for plane in space.planes:
+        if plane.name == schema.TASK_ENV_PLANE:
+            continue
+        if plane.name != schema.HOST_PLANE:
+            data.planes.append(shift_plane(plane, base))
+            continue
+        lines = host_lines(plane, base)
+        mains = [line for line in lines if main_name and line.name == main_name]
+        for line in lines:
+            if len(mains) == 1 and line is mains[0] and main_id is not None:
+                line = HostLine(main_id, threading.main_thread().name, line.events)
+            data.host_lines.append(line)

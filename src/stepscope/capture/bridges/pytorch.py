@@ -1,0 +1,209 @@
+"""PyTorch bridge: ``torch.profiler`` (Kineto) runs alongside the session; its events merge.
+
+Kineto records aten ops (with input shapes), ``record_function`` annotations, memory
+allocations and, where CUDA is present, the CUDA runtime calls on the host and the kernels,
+copies and sets on the GPU. Its timestamps are wall-clock nanoseconds, the session's clock,
+and its host events name their OS thread, the id stepscope gives its own thread lines, so
+PyTorch's ops land on the same line as the user's ``Trace`` steps and nest inside them.
+
+Host events keep their Kineto category in the ``kineto_category`` stat, so that the op
+analyses count ``cpu_op`` and ``user_annotation`` events as ops and not the CUDA runtime
+calls or memory records. GPU activity becomes one ``/device:GPU:<n>`` plane per device with a
+line per stream, its kernels carrying XSpace's ``kernel_details`` and the ``correlation_id``
+that joins each kernel to its launch.
+
+The ``torch.profiler.profile`` object of the last session stays available from
+``last_profiler()``, for ``key_averages()`` or ``export_chrome_trace`` on the same recording.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepscope.capture.bridges import BridgeData, HostLine
+from stepscope.capture.options import ProfilerOptions
+from stepscope.errors import StepscopeError
+from stepscope.formats import xplane_builder as xb
+from stepscope.model import schema
+
+FRAMEWORK = "torch"
+MINIMUM_VERSION = (2, 1)  # _KinetoEvent.start_ns/duration_ns and device_resource_id
+
+# Kineto's activity types for events on the host that are not ops.
+RUNTIME_TYPES = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
+MEMORY_EVENT = "[memory]"
+# Stat names, as Kineto's Chrome trace names the same fields.
+INPUT_DIMS = "Input Dims"
+INPUT_TYPES = "Input type"
+BYTES = "Bytes"
+DEVICE_INDEX = "Device Id"
+KERNEL_DETAILS = "kernel_details"
+
+_last: Any = None
+
+
+def last_profiler() -> Any:
+    """The ``torch.profiler.profile`` of the last session that ran the PyTorch bridge."""
+    return _last
+
+
+def _version(text: str) -> tuple[int, int]:
+    parts = text.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+@dataclass
+class DeviceEvent:
+    """One GPU activity: what the conversion to a device plane needs (times in ns)."""
+
+    device: int
+    stream: int
+    name: str
+    start_ns: int
+    end_ns: int
+    correlation_id: int
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+class TorchBridge:
+    """``torch.profiler`` started for one stepscope session."""
+
+    framework = FRAMEWORK
+
+    def __init__(self, options: ProfilerOptions) -> None:
+        global _last
+        torch: Any = sys.modules[FRAMEWORK]
+        if _version(getattr(torch, "__version__", "0")) < MINIMUM_VERSION:
+            raise StepscopeError(
+                f"PyTorch {torch.__version__} is too old for stepscope's PyTorch bridge; it "
+                f"needs torch >= {'.'.join(map(str, MINIMUM_VERSION))}.")
+        profiler = torch.profiler
+        activities = [profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(profiler.ProfilerActivity.CUDA)
+        self._profile = profiler.profile(activities=activities, record_shapes=True,
+                                         profile_memory=True, with_modules=True)
+        self._profile.start()
+        _last = self._profile
+
+    def stop(self) -> BridgeData:
+        """Stop Kineto and convert what it recorded."""
+        self._profile.stop()
+        results = self._profile.profiler.kineto_results
+        return convert(results.events() if results is not None else [])
+
+
+def convert(events: Iterable[Any]) -> BridgeData:
+    """Kineto's events (``_KinetoEvent``) as host lines and GPU planes."""
+    data = BridgeData(FRAMEWORK)
+    lines: dict[int, HostLine] = {}
+    device: list[DeviceEvent] = []
+    for event in events:
+        begin = int(event.start_ns())
+        end = begin + max(int(event.duration_ns()), 0)
+        if str(event.device_type()).endswith("CPU"):
+            tid = int(event.device_resource_id())
+            line = lines.get(tid)
+            if line is None:
+                line = lines[tid] = HostLine(tid, _thread_name(tid))
+            line.events.append((event.name(), begin, end, _host_stats(event)))
+        else:
+            device.append(DeviceEvent(int(event.device_index()), int(event.device_resource_id()),
+                                      event.name(), begin, end, int(event.correlation_id()),
+                                      _metadata(event)))
+    data.host_lines = list(lines.values())
+    data.planes = device_planes(device)
+    return data
+
+
+def _host_stats(event: Any) -> dict[str, Any]:
+    kind = str(event.activity_type())
+    stats: dict[str, Any] = {schema.KINETO_CATEGORY: kind}
+    if event.name() == MEMORY_EVENT:
+        stats[BYTES] = int(event.nbytes())
+        stats[DEVICE_INDEX] = int(event.device_index())
+    elif kind in RUNTIME_TYPES:
+        # The CUPTI correlation id joins the launch to its kernel (for ops it is Kineto's
+        # op id, which joins nothing in the profile).
+        stats[schema.CORRELATION_ID] = int(event.correlation_id())
+    else:
+        shapes = event.shapes()
+        if shapes and any(shapes):
+            stats[INPUT_DIMS] = json.dumps(shapes)
+            stats[INPUT_TYPES] = json.dumps(event.dtypes())
+    return stats
+
+
+def _metadata(event: Any) -> dict[str, Any]:
+    """A GPU event's Kineto metadata (grid, block, registers, ...) as a dict."""
+    text = event.metadata_json() if hasattr(event, "metadata_json") else ""
+    if not text:
+        return {}
+    try:
+        value = json.loads("{" + text + "}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _thread_name(tid: int) -> str:
+    """The OS thread's name (Linux), else a name made from its id."""
+    try:
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip() or f"thread {tid}"
+    except OSError:
+        return f"thread {tid}"
+
+
+def kernel_details(args: dict[str, Any]) -> str | None:
+    """XSpace's ``kernel_details`` text from Kineto's kernel args (None if they give none)."""
+    tokens = []
+    regs = args.get("registers per thread")
+    if isinstance(regs, int):
+        tokens.append(f"regs:{regs}")
+    shared = args.get("shared memory")
+    if isinstance(shared, int):
+        tokens.append(f"shm:{shared}")  # Kineto gives static + dynamic as one figure
+    for key in ("grid", "block"):
+        dims = args.get(key)
+        if isinstance(dims, list) and dims and all(isinstance(d, int) for d in dims):
+            tokens.append(f"{key}:{','.join(str(d) for d in dims)}")
+    return " ".join(tokens) or None
+
+
+def device_planes(events: list[DeviceEvent]) -> list[Any]:
+    """One ``/device:GPU:<n>`` XPlane per device, a line per stream, times absolute."""
+    if not events:
+        return []
+    space = xb.new_space("")
+    by_device: dict[int, list[DeviceEvent]] = {}
+    for event in events:
+        by_device.setdefault(event.device, []).append(event)
+    for index in sorted(by_device):
+        plane = xb.add_plane(space, index + 1, f"{schema.GPU_PLANE_PREFIX}{index}")
+        streams: dict[int, Any] = {}
+        for event in sorted(by_device[index], key=lambda e: (e.start_ns, -e.end_ns)):
+            line = streams.get(event.stream)
+            if line is None:
+                # Offsets count from the line's first event: absolute ones overflow in ps.
+                line = streams[event.stream] = plane.add_line(
+                    event.stream, f"Stream #{event.stream}", event.start_ns)
+            stats: dict[str, Any] = {schema.CORRELATION_ID: event.correlation_id}
+            details = kernel_details(event.args)
+            if details:
+                stats[KERNEL_DETAILS] = details
+            plane.add_event(line, event.name, event.start_ns, event.end_ns - event.start_ns,
+                            stats)
+    return list(space.planes)
+
+
+def start(options: ProfilerOptions) -> TorchBridge:
+    """Start ``torch.profiler`` for a session with ``options``."""
+    return TorchBridge(options)
