@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python benchmarks/trace_overhead.py
 	$(BIN)/python benchmarks/load_and_overview.py
 	$(BIN)/python benchmarks/capture.py
+	$(BIN)/python benchmarks/bridge_overhead.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -276,7 +277,7 @@ def test_torch_schedule_records_the_active_steps_of_each_cycle(tmp_path: Path) -
                        .splitlines()[-1])
     assert len(paths) == 2  # repeat=2: one run per cycle
     # Cycle of 4 steps: wait 0, warm up 1, record 2-3; then wait 4, warm up 5, record 6-7.
-    for path, expected in zip(paths, ([2, 3], [6, 7])):
+    for path, expected in zip(paths, ([2, 3], [6, 7]), strict=True):
         profile = stepscope.load(path)
         (table,) = profile.hosts.values()
         assert find_steps(table).step_num.tolist() == expected
@@ -384,8 +385,8 @@ def test_gpu_activity_converts_to_planes_kernel_stats_read_alike(tmp_path: Path)
     path = tmp_path / "gpu-host.xplane.pb"
     xb.write_space(space, path)
 
-    def figures(rows: list) -> dict:
-        out: dict = {}
+    def figures(rows: list[Any]) -> dict[tuple[Any, ...], tuple[int, float]]:
+        out: dict[tuple[Any, ...], tuple[int, float]] = {}
         for r in rows:
             key = (r.kernel, r.registers_per_thread, r.shared_memory_bytes, r.block, r.grid)
             count, total = out.get(key, (0, 0.0))
@@ -398,3 +399,42 @@ def test_gpu_activity_converts_to_planes_kernel_stats_read_alike(tmp_path: Path)
     for key, (count, total) in theirs.items():
         assert ours[key][0] == count
         assert ours[key][1] == pytest.approx(total, rel=1e-6, abs=0.01)
+
+
+CUDA_WITHOUT_GPU = """
+import logging, sys, tempfile, types
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+sys.modules["cupy"] = types.ModuleType("cupy")  # a CUDA library's name, as after `import cupy`
+import stepscope
+stepscope.start(tempfile.mkdtemp(), stepscope.ProfilerOptions(counter_interval_ms=0))
+with stepscope.Trace("train", step_num=0, _r=1):
+    pass
+print(stepscope.stop())
+"""
+
+
+def test_cuda_bridge_without_a_gpu_is_skipped_with_one_note(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from stepscope.analysis.steps import find_steps
+
+    proc = subprocess.run([sys.executable, "-c", CUDA_WITHOUT_GPU], capture_output=True,
+                          text=True, check=True)
+    notes = [line for line in proc.stderr.splitlines() if "GPU activity" in line]
+    assert len(notes) == 1, proc.stderr
+    assert "cupti-python" in notes[0] or "no CUDA GPU" in notes[0] or "could not start" in \
+        notes[0]
+    profile = stepscope.load(proc.stdout.strip().splitlines()[-1])
+    (table,) = profile.hosts.values()
+    assert find_steps(table).step_num.tolist() == [0]
+
+
+def test_cuda_bridge_stands_aside_for_a_framework_that_traces_cuda() -> None:
+    out = run_script("""
+import torch
+from stepscope.capture.bridges import cuda
+from stepscope.capture.options import ProfilerOptions
+print(cuda.start(ProfilerOptions()))
+""")
+    assert out.strip().splitlines()[-1] == "None"

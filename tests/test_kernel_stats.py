@@ -521,3 +521,20 @@ def test_gpu_events_without_launch_records_are_kernels(tmp_path: Path) -> None:
         ("my_kernel", 2, 6.0, 2.0, 4.0)
     assert (row.registers_per_thread, row.shared_memory_bytes, row.block, row.grid) == \
         (None,) * 4
+
+
+@pytest.mark.parametrize("path", [JAX_MI300, JAX_MI300_LEGACY, JAX_TE], ids=lambda p: p.name[:24])
+def test_op_stats_name_xla_kernels_by_their_op_not_the_module_marker(path: Path) -> None:
+    """XLA's GPU kernels say "XlaModule:" in tf_op; their op is the name stat (JAX's op)."""
+    from stepscope.analysis import op_stats
+
+    named = {e.stats["name"] for plane in read_space(path).planes
+             if plane.name.startswith("/device:GPU:")
+             for e in plane_events(plane)
+             if str(e.stats.get("tf_op", "")).startswith("XlaModule") and "name" in e.stats}
+    assert named
+    device = [r for r in op_stats(profile.load(path, use_cache=False)).rows
+              if r.host_or_device == "Device"]
+    assert not any("XlaModule" in r.name for r in device)
+    assert named <= {r.name for r in device}
+    assert all(r.type == r.name.rsplit("/", 1)[-1] for r in device if r.name in named)

@@ -6,9 +6,12 @@ Which events are ops depends on who wrote the profile:
   of type ``Dataset``; events of stepscope's own ``Trace`` are ops named and typed by their
   name (step markers excluded).
 * PyTorch (Kineto) host ops are ``cpu_op`` and ``user_annotation`` events (step markers
-  excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events.
+  excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events. In a
+  stepscope profile, events merged from PyTorch's profiler keep that category, which decides
+  for them in the same way (CUDA runtime calls and memory records are not ops).
 * On XSpace devices, ops come from TensorFlow's derived ``TensorFlow Ops`` line or the XLA
-  ``XLA Ops`` line; failing those, from the kernels' ``tf_op``/``hlo_op`` stats; failing
+  ``XLA Ops`` line; failing those, from the kernels' ``tf_op``/``hlo_op`` stats (XLA's GPU
+  kernels, whose ``tf_op`` is only ``XlaModule:``, from their ``name`` stat); failing
   those, each kernel is its own op.
 
 An op's self time is its time minus that of the ops nested directly inside it on the same
@@ -47,6 +50,8 @@ DERIVED_OTHER_LINES = ("Steps", "XLA Modules", "TensorFlow Name Scope", "Framewo
                        "XLA TraceMe", "Overlay", "Source code", "Host Offload Ops",
                        "Async XLA Ops")
 KINETO_HOST_OPS = ("cpu_op", "user_annotation")
+_XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
+_XLA_OP_NAME = "name"
 KINETO_DEVICE_OPS = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
 # Non-host planes that hold no framework ops.
 _NOT_OP_PLANES = (schema.PYTHON_TRACER_PLANE, schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE,
@@ -233,14 +238,27 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
         else np.zeros(0, np.int64)
     if len(kernels) == 0:
         return
-    # Kernels name their framework op in a stat (TensorFlow: tf_op; XLA: hlo_op).
+    # Kernels name their framework op in a stat (TensorFlow: tf_op; XLA: hlo_op). XLA's GPU
+    # kernels say only "XlaModule:" in tf_op, with the op (JAX's op name) in a name stat.
+    rows, codes, values = table.text_stat("tf_op")
+    module_marker = np.array([v.startswith(_XLA_MODULE) for v in values] + [False], bool)
+    xla_kernels = np.intersect1d(kernels, rows[module_marker[codes]])
+    if len(xla_kernels):
+        rows, codes, values = table.text_stat(_XLA_OP_NAME)
+        keep = np.isin(rows, xla_kernels)
+        if keep.any():
+            mapped = np.array([code_of(DEVICE, v.rsplit("/", 1)[-1], v) for v in values],
+                              dtype=np.int32)
+            op[rows[keep]] = mapped[codes[keep]]
     for stat in ("tf_op", "hlo_op"):
         rows, codes, values = table.text_stat(stat)
-        keep = np.isin(rows, kernels)
+        keep = np.isin(rows, kernels) & (op[rows] < 0)
+        if stat == "tf_op":
+            keep &= ~np.isin(rows, xla_kernels)
         if keep.any():
             mapped = np.array([device_op(v) for v in values], dtype=np.int32)
             op[rows[keep]] = mapped[codes[keep]]
-            kernels = kernels[op[kernels] < 0]
+        kernels = kernels[op[kernels] < 0]
     _fill(op, kernels, table, lambda n: code_of(DEVICE, kernel_type(n), n))
 
 

@@ -22,12 +22,14 @@ from stepscope.capture.recorder import Event
 
 log = logging.getLogger(__name__)
 
-# (framework module that must already be imported, stepscope module holding its bridge).
-# The bridge module is imported only when its framework is, so unused ones cost nothing.
-REGISTRY: tuple[tuple[str, str], ...] = (
-    ("tensorflow", "stepscope.capture.bridges.tf"),
-    ("torch", "stepscope.capture.bridges.pytorch"),
-    ("jax", "stepscope.capture.bridges.jax"),
+# (framework, modules of which one must already be imported, stepscope module holding its
+# bridge). A bridge module is imported only when its framework is, so unused ones cost nothing.
+REGISTRY: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("tensorflow", ("tensorflow",), "stepscope.capture.bridges.tf"),
+    ("torch", ("torch",), "stepscope.capture.bridges.pytorch"),
+    ("jax", ("jax",), "stepscope.capture.bridges.jax"),
+    # CUDA without a framework: CuPy, Numba, PyCUDA or cuda-python (NVIDIA's bindings).
+    ("CUDA", ("cupy", "numba", "pycuda", "cuda"), "stepscope.capture.bridges.cuda"),
 )
 
 
@@ -72,13 +74,15 @@ def start_all(options: ProfilerOptions) -> list[Bridge]:
     started: list[Bridge] = []
     if options.device_tracer_level < 1:
         return started
-    for framework, module_name in REGISTRY:
-        if framework not in sys.modules:
+    for framework, triggers, module_name in REGISTRY:
+        if not any(name in sys.modules for name in triggers):
             continue
         try:
             module = importlib.import_module(module_name)
-            start: Callable[[ProfilerOptions], Bridge] = module.start
-            started.append(start(options))
+            start: Callable[[ProfilerOptions], Bridge | None] = module.start
+            bridge = start(options)  # None: not needed here (said why in the log)
+            if bridge is not None:
+                started.append(bridge)
         except Exception as err:  # any framework failure must leave our session running
             _warn(f"stepscope could not start the {framework} profiler alongside its session "
                   f"({type(err).__name__}: {err}); the profile will lack {framework}'s events.")

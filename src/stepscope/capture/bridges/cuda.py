@@ -1,0 +1,137 @@
+"""CUDA bridge: kernels, copies and sets of programs that use CUDA without a framework.
+
+For CuPy, Numba, PyCUDA or cuda-python programs, NVIDIA's ``cupti-python`` (the CUPTI
+activity API) records every kernel (with its launch figures), memcpy and memset on the GPU
+and the CUDA runtime and driver calls on the host. Those become ``/device:GPU:<n>`` planes
+(a line per stream) and events on the calling thread's host line, joined by correlation id,
+as the PyTorch bridge writes them.
+
+Where a framework that traces CUDA itself is imported (PyTorch, TensorFlow, JAX), its bridge
+records the GPU and this one stands aside: CUPTI serves one client at a time. Where
+``cupti-python`` is missing or no GPU is present, the bridge is skipped with a one-line note.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+from stepscope.capture.bridges import BridgeData, HostLine
+from stepscope.capture.bridges.pytorch import DeviceEvent, device_planes
+from stepscope.capture.options import ProfilerOptions
+from stepscope.model import schema
+
+log = logging.getLogger(__name__)
+
+FRAMEWORK = "CUDA"
+# Frameworks whose own bridges trace CUDA (CUPTI has a single client per process).
+SELF_TRACING = ("torch", "tensorflow", "jax")
+_BUFFER_BYTES = 8 << 20
+_noted: set[str] = set()
+
+
+def _note(message: str) -> None:
+    """Log ``message`` once per process (a skipped bridge is not worth repeating)."""
+    if message not in _noted:
+        _noted.add(message)
+        log.warning(message)
+
+
+class CudaBridge:
+    """CUPTI activity tracing started for one stepscope session."""
+
+    framework = FRAMEWORK
+
+    def __init__(self, cupti: Any) -> None:
+        self._cupti = cupti
+        self._records: list[Any] = []
+        # CUPTI's timestamps count on its own clock: one reading of both gives the offset.
+        before = time.time_ns()
+        cupti_now = int(cupti.get_timestamp())
+        self._offset = (before + time.time_ns()) // 2 - cupti_now
+        kind = cupti.ActivityKind
+        self._kinds = [kind.CONCURRENT_KERNEL, kind.MEMCPY, kind.MEMSET, kind.RUNTIME,
+                       kind.DRIVER]
+        cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+        for each in self._kinds:
+            cupti.activity_enable(each)
+
+    @staticmethod
+    def _buffer_requested() -> tuple[int, int]:
+        return _BUFFER_BYTES, 0  # 0: as many records as fit
+
+    def _buffer_completed(self, activities: list[Any]) -> None:
+        self._records.extend(activities)
+
+    def stop(self) -> BridgeData:
+        """Flush CUPTI's buffers, stop tracing and convert the records."""
+        cupti = self._cupti
+        cupti.activity_flush_all(1)
+        for each in self._kinds:
+            cupti.activity_disable(each)
+        return self._convert()
+
+    def _convert(self) -> BridgeData:
+        cupti, off = self._cupti, self._offset
+        kind = cupti.ActivityKind
+        data = BridgeData(FRAMEWORK)
+        lines: dict[int, HostLine] = {}
+        device: list[DeviceEvent] = []
+        # CUPTI names a thread by its pthread id; stepscope's lines use the OS thread id.
+        threads = {t.ident: t for t in threading.enumerate()}
+        for r in self._records:
+            if r.kind in (kind.RUNTIME, kind.DRIVER):
+                domain = (cupti.CallbackDomain.RUNTIME_API if r.kind == kind.RUNTIME
+                          else cupti.CallbackDomain.DRIVER_API)
+                line = lines.get(r.thread_id)
+                if line is None:
+                    thread = threads.get(r.thread_id)
+                    line = lines[r.thread_id] = (
+                        HostLine(thread.native_id, thread.name) if thread and thread.native_id
+                        else HostLine(r.thread_id, f"thread {r.thread_id}"))
+                category = "cuda_runtime" if r.kind == kind.RUNTIME else "cuda_driver"
+                line.events.append((cupti.get_callback_name(domain, r.cbid), r.start + off,
+                                    r.end + off, {schema.CORRELATION_ID: r.correlation_id,
+                                                  schema.KINETO_CATEGORY: category}))
+            elif r.kind == kind.CONCURRENT_KERNEL:
+                args = {"registers per thread": r.registers_per_thread,
+                        "shared memory": r.static_shared_memory + r.dynamic_shared_memory,
+                        "grid": [r.grid_x, r.grid_y, r.grid_z],
+                        "block": [r.block_x, r.block_y, r.block_z]}
+                device.append(DeviceEvent(r.device_id, r.stream_id, r.name, r.start + off,
+                                          r.end + off, r.correlation_id, args))
+            elif r.kind == kind.MEMCPY:
+                name = f"Memcpy {cupti.ActivityMemcpyKind(r.copy_kind).name}"
+                device.append(DeviceEvent(r.device_id, r.stream_id, name, r.start + off,
+                                          r.end + off, r.correlation_id, {"bytes": r.bytes}))
+            elif r.kind == kind.MEMSET:
+                device.append(DeviceEvent(r.device_id, r.stream_id, "Memset", r.start + off,
+                                          r.end + off, r.correlation_id, {"bytes": r.bytes}))
+        data.host_lines = list(lines.values())
+        data.planes = device_planes(device)
+        return data
+
+
+def start(options: ProfilerOptions) -> CudaBridge | None:
+    """Start CUPTI activity tracing, or None where a framework traces CUDA or none can."""
+    if any(name in sys.modules for name in SELF_TRACING):
+        return None
+    try:
+        cupti = importlib.import_module("cupti.cupti")
+    except ImportError:
+        _note("stepscope: CUDA kernel tracing needs NVIDIA's cupti-python "
+              "(pip install cupti-python); the profile has no GPU activity.")
+        return None
+    except OSError as err:  # the wheel is there but no CUDA driver or CUPTI library is
+        _note(f"stepscope: no CUDA GPU here ({err}); the profile has no GPU activity.")
+        return None
+    try:
+        return CudaBridge(cupti)
+    except Exception as err:  # CUPTI refuses without a device (or with another client)
+        _note(f"stepscope: CUDA kernel tracing could not start ({type(err).__name__}: {err}); "
+              "the profile has no GPU activity.")
+        return None
