@@ -64,7 +64,7 @@ def _fit(log_dir: Path, batches: str, backend: str = "tensorflow", epochs: int =
     return Path(out.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_keras_callback_profiles_the_chosen_batches(tmp_path: Path, backend: str) -> None:
     path = _fit(tmp_path / "logs", "3,6", backend)
     # Where Keras' TensorBoard callback writes its profiles.
@@ -78,6 +78,13 @@ def test_keras_callback_profiles_the_chosen_batches(tmp_path: Path, backend: str
     assert steps.method == "root"
     assert steps.step_num.tolist() == [3, 4, 5, 6]
     assert (steps.duration_ns > 0).all()
+    # The backend's own ops, through its bridge, inside the profiled batches.
+    framework_op = {"tensorflow": lambda n: n.endswith(("MatMul", ":_MklMatMul")),
+                    "torch": lambda n: n in ("aten::addmm", "aten::mm", "aten::linear"),
+                    "jax": lambda n: n == "dot" or "fusion" in n}[backend]
+    ops = [i for i, c in enumerate(table.name) if framework_op(table.names[int(c)])]
+    assert ops, sorted(set(table.names))[:80]
+    assert any(steps.event_step[i] >= 0 for i in ops)
     assert _xprof_steps(path, tmp_path / "xprof") == [f"train {i}" for i in range(3, 7)]
 
 
