@@ -445,3 +445,23 @@ from stepscope.capture.options import ProfilerOptions
 print(cuda.start(ProfilerOptions()))
 """)
     assert out.strip().splitlines()[-1] == "None"
+
+
+def test_bridge_events_count_against_max_events(tmp_path: Path) -> None:
+    script = TORCH_UNDER_STEPSCOPE.replace(
+        "device_tracer_level=1, counter_interval_ms=0",
+        "device_tracer_level=1, counter_interval_ms=0, max_events=300")
+    assert "max_events=300" in script
+    out = json.loads(run_script(script, str(tmp_path / "logs"), "5").strip().splitlines()[-1])
+    from stepscope.formats.xplane_builder import read_space
+    from stepscope.model import schema
+
+    space = read_space(Path(out["path"]))
+    kept = sum(len(line.events) for plane in space.planes for line in plane.lines)
+    assert kept == 300
+    (env,) = [p for p in space.planes if p.name == schema.TASK_ENV_PLANE]
+    stats = {env.stat_metadata[s.metadata_id].name: s.int64_value for s in env.stats}
+    offered = 5 + sum(a["count"] for a in out["averages"].values())  # our 5 steps, and torch's
+    assert stats[schema.ENV_RECORDED_EVENTS] == 300
+    assert stats[schema.ENV_DROPPED_EVENTS] > 0
+    assert stats[schema.ENV_RECORDED_EVENTS] + stats[schema.ENV_DROPPED_EVENTS] >= offered

@@ -59,6 +59,13 @@ class Recorder:
                 events = self._local.host.events
             events.append((name, start_ns, end_ns, stats))
 
+    def line_buffer(self, line_id: int, name: str) -> ThreadBuffer:
+        """A new host buffer for a line that is not a thread of this process (a worker's)."""
+        buf = ThreadBuffer(line_id, name)
+        with self._lock:
+            self.host_buffers.append(buf)
+        return buf
+
     def python_buffer(self) -> ThreadBuffer:
         """A new Python-tracer buffer for the calling thread."""
         return self._new_buffer(self.python_buffers)
@@ -67,6 +74,15 @@ class Recorder:
         """Record one counter sample."""
         if next(self._counter) < self.max_events:
             self.samples.append((counter, time_ns, value))
+
+    def admit_many(self, n: int) -> int:
+        """Count ``n`` events offered at once; how many of them fit under the cap.
+
+        Only for when no tracer records any more (a session's end, for bridges' events).
+        """
+        before = self.attempted
+        self._counter = itertools.count(before + n)
+        return max(0, min(n, self.max_events - before))
 
     @property
     def attempted(self) -> int:

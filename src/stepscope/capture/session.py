@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from stepscope import __version__
-from stepscope.capture import bridges, trace
+from stepscope.capture import bridges, input_pipeline, trace
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
@@ -69,6 +69,8 @@ class _Session:
         rec = self.recorder
         trace.set_recorders(rec if level >= 1 else None, rec if level >= 2 else None,
                             rec if level >= 3 else None)
+        if level >= 2:
+            input_pipeline.session_started(rec)  # PyTorch DataLoader, when torch is imported
         if self.counters is not None:
             self.counters.start()  # before the Python tracer, so its thread is not traced
         if self.python_tracer is not None:
@@ -82,12 +84,26 @@ class _Session:
         if not self.recording:
             return
         self.recording = False
+        input_pipeline.session_stopped()  # before the profile is built: workers' events
         self.bridge_data = bridges.stop_all(self.bridges)
         self.bridges = []
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:
             self.counters.stop()
+        self._cap_bridge_events()
+
+    def _cap_bridge_events(self) -> None:
+        """Count the bridges' events against ``max_events``, dropping those beyond it."""
+        for data in self.bridge_data:
+            for line in data.host_lines:
+                kept = self.recorder.admit_many(len(line.events))
+                del line.events[kept:]
+            for plane in data.planes:
+                for xline in plane.lines:
+                    kept = self.recorder.admit_many(len(xline.events))
+                    if kept < len(xline.events):
+                        del xline.events[kept:]
 
 
 _session: _Session | None = None
