@@ -20,7 +20,7 @@ def read_records(rng: np.random.Generator, features: int) -> Iterator[np.ndarray
     """Stage 1: produce raw records (stands in for reading from disk)."""
     while True:
         # The span closes before `yield`: the consumer's time must not count as reading.
-        with Trace("Iterator::Read"):
+        with Trace("Iterator::Batch::Map::Read"):
             record = rng.standard_normal(features).astype(np.float32)
         yield record
 
@@ -28,7 +28,7 @@ def read_records(rng: np.random.Generator, features: int) -> Iterator[np.ndarray
 def preprocess(records: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
     """Stage 2: per-record normalisation and a little augmentation."""
     for record in records:
-        with Trace("Iterator::Map"):
+        with Trace("Iterator::Batch::Map"):
             record = (record - record.mean()) / (record.std() + 1e-6)
             record = np.tanh(record * 1.5)
         yield record

@@ -1,0 +1,375 @@
+"""Input-pipeline bottleneck analysis: the iterator graph, its critical path and slowest stage.
+
+Iterator events (tf.data's, stepscope.data's, the DataLoader's) are named by the chain of
+their consumers, ``Iterator::Batch::Map::Range``; a stage's consumer is its name less the last
+part, so the pipeline graph is rebuilt from names alone. TensorFlow's decorations are
+normalised away so that one stage is one node: the ``Root`` wrapper, version suffixes
+(``BatchV2``), repetition indices (``FiniteRepeat[0]``) and ``Finite``/``Forever`` prefixes.
+
+The bottleneck is looked for in the slowest run (the longest call of the pipeline's output
+stage) on the given host. A synchronous stage's producers are all on the critical path; an
+asynchronous stage's (prefetch, parallel map or interleave, DataLoader workers: its producers
+run on other threads) only when its call in that run was slow (``SLOW_CALL_NS``): otherwise
+its buffer hid them. Each stage's own work is its self time (for an asynchronous stage, the
+wait its producers do not explain); the stage with most work on the critical path is the
+bottleneck.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis import intervals
+from stepscope.analysis.steps import device_planes
+from stepscope.model import schema
+from stepscope.model.events import EventTable
+
+I64 = NDArray[np.int64]
+
+PREFIX = "Iterator"
+SEP = "::"
+SLOW_CALL_NS = 50_000  # a call slower than 50 µs counts as slow
+ASYNC_KINDS = frozenset({"Prefetch", "ParallelMap", "ParallelInterleave", "ParallelBatch",
+                         "MapAndBatch", "ParallelFilter", "DataService", "PrefetchToDevice",
+                         "LegacyParallelInterleave"})
+ENQUEUE_KIND = re.compile(r"Enqueue|ToDevice|PinMemory|Transfer|Infeed|Send")
+CATEGORIES = ("read_on_demand", "read_in_advance", "preprocessing", "enqueue")
+CATEGORY_LABELS = {"read_on_demand": "Reading data on demand",
+                   "read_in_advance": "Reading data in advance (cache, prefetch, interleave)",
+                   "preprocessing": "Preprocessing", "enqueue": "Enqueuing / transfer to device"}
+_INDEX = re.compile(r"\[\d+\]$")
+_VERSION = re.compile(r"(?<=[a-z])V\d+$")
+_BOUND = re.compile(r"^(Finite|Forever)(?=[A-Z])")
+
+
+def normalize(name: str) -> str | None:
+    """The stage long name of an iterator event name, or None if it is not a stage's."""
+    parts = name.split(SEP)
+    if len(parts) < 2 or parts[0] != PREFIX:
+        return None
+    parts = parts[1:]
+    if parts[0] == "Root":
+        parts = parts[1:]
+    if not parts:
+        return None
+    cleaned = [_BOUND.sub("", _VERSION.sub("", _INDEX.sub("", p))) for p in parts]
+    return SEP.join([PREFIX, *cleaned])
+
+
+def parent_of(node: str) -> str | None:
+    """The consumer of a stage (None for a pipeline's output stage)."""
+    head, _, _ = node.rpartition(SEP)
+    return head if head != PREFIX else None
+
+
+def kind_of(node: str) -> str:
+    """The stage's own name, the last part of its long name."""
+    return node.rpartition(SEP)[2]
+
+
+@dataclass
+class IteratorEvents:
+    """The iterator events of one host, as columns."""
+
+    nodes: list[str]  # distinct stage long names, sorted
+    rows: I64  # event rows in the host's table
+    node: I64  # per row: index into nodes
+    line: I64
+    start_ns: I64
+    end_ns: I64
+    self_ns: I64
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def iterator_events(table: EventTable) -> IteratorEvents:
+    """Every iterator event of ``table``'s host planes, with self time among iterators."""
+    normalized = [normalize(n) for n in table.names]
+    nodes = sorted({n for n in normalized if n is not None})
+    index = {n: i for i, n in enumerate(nodes)}
+    code = np.array([index[n] if n is not None else -1 for n in normalized] + [-1],
+                    dtype=np.int64)
+    node = code[table.name] if len(table) else np.zeros(0, np.int64)
+    if len(table.planes):
+        off = device_planes(table) | np.array(
+            [p.name in (schema.PYTHON_TRACER_PLANE, schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE)
+             for p in table.planes], dtype=bool)
+        node = np.where(off[table.plane], -1, node)
+    rows = np.flatnonzero(node >= 0).astype(np.int64)
+    start = table.start_ns[rows]
+    end = start + table.duration_ns[rows]
+    line = table.line[rows].astype(np.int64)
+    return IteratorEvents(nodes, rows, node[rows], line, start, end,
+                          intervals.self_times(line, start, end))
+
+
+@dataclass
+class NodeTotals:
+    """Per stage: calls, total and self time (ns), first start, and the lines it ran on."""
+
+    calls: I64
+    total_ns: I64
+    self_ns: I64
+    first_ns: I64
+
+
+def node_totals(ev: IteratorEvents, lo: int | None = None, hi: int | None = None) -> NodeTotals:
+    """Per-stage totals over all events, or over the part of each inside [lo, hi)."""
+    n = len(ev.nodes)
+    start, end, self_ns = ev.start_ns, ev.end_ns, ev.self_ns.astype(np.float64)
+    node = ev.node
+    if lo is not None and hi is not None:
+        keep = (end > lo) & (start < hi)
+        start, end, node, self_ns = start[keep], end[keep], node[keep], self_ns[keep]
+        clipped_start, clipped_end = np.maximum(start, lo), np.minimum(end, hi)
+        dur = np.maximum(end - start, 1)
+        self_ns = self_ns * (clipped_end - clipped_start) / dur
+        start, end = clipped_start, clipped_end
+    calls = np.bincount(node, minlength=n).astype(np.int64)
+    total = np.bincount(node, weights=(end - start).astype(np.float64), minlength=n)
+    own = np.bincount(node, weights=self_ns, minlength=n)
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, node, start)
+    return NodeTotals(calls, total.astype(np.int64), own.astype(np.int64), first)
+
+
+def children_of(nodes: list[str]) -> dict[str, list[str]]:
+    """Each stage's producers (the stages it reads), by long name."""
+    present = set(nodes)
+    out: dict[str, list[str]] = {n: [] for n in nodes}
+    for n in nodes:
+        parent = parent_of(n)
+        if parent is not None and parent in present:
+            out[parent].append(n)
+    return out
+
+
+def async_nodes(ev: IteratorEvents) -> set[str]:
+    """Stages whose producers run on other threads than they do (or that are async by kind)."""
+    out = {n for n in ev.nodes if kind_of(n) in ASYNC_KINDS}
+    lines_of: dict[int, set[int]] = {}
+    pairs = np.unique(np.stack([ev.node, ev.line]), axis=1) if len(ev) else np.zeros((2, 0))
+    for node, line in pairs.T.tolist():
+        lines_of.setdefault(int(node), set()).add(int(line))
+    index = {n: i for i, n in enumerate(ev.nodes)}
+    for n in ev.nodes:
+        parent = parent_of(n)
+        if parent is not None and parent in index and (
+                lines_of.get(index[n], set()) - lines_of.get(index[parent], set())):
+            out.add(parent)
+    return out
+
+
+def work_ns(nodes: list[str], totals: NodeTotals, asynchronous: set[str]) -> I64:
+    """Each stage's own work: self time, less for an async stage its producers' time."""
+    work = totals.self_ns.copy()
+    index = {n: i for i, n in enumerate(nodes)}
+    for n, kids in children_of(nodes).items():
+        if n in asynchronous and kids:
+            produced = sum(int(totals.total_ns[index[k]]) for k in kids)
+            work[index[n]] = max(0, int(work[index[n]]) - produced)
+    return work
+
+
+def category_of(node: str, kids: list[str], asynchronous: set[str]) -> str:
+    """The host-side input category of a stage (see CATEGORIES)."""
+    kind = kind_of(node)
+    if ENQUEUE_KIND.search(kind):
+        return "enqueue"
+    if kind == "Cache":
+        return "read_in_advance"
+    if kids:
+        return "preprocessing"
+    # A source: read in advance when an ancestor buffers or parallelises it.
+    parent = parent_of(node)
+    while parent is not None:
+        if parent in asynchronous or kind_of(parent) in ("Cache", "Interleave"):
+            return "read_in_advance"
+        parent = parent_of(parent)
+    return "read_on_demand"
+
+
+@dataclass
+class GraphNode:
+    """One stage of the slowest run's pipeline graph."""
+
+    name: str
+    kind: str
+    parent: str | None
+    start_us: float  # from the run's start
+    total_ms: float
+    self_ms: float
+    calls: int
+    asynchronous: bool
+    critical: bool = False
+    bottleneck: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Bottleneck:
+    """The bottleneck analysis of one host's slowest pipeline run."""
+
+    host: str | None
+    stage: str | None
+    recommendation: str
+    run_start_ns: int | None = None
+    run_ms: float | None = None
+    critical_path: list[str] = field(default_factory=list)
+    graph: list[GraphNode] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"host": self.host, "stage": self.stage, "recommendation": self.recommendation,
+                "run_start_ns": self.run_start_ns, "run_ms": self.run_ms,
+                "critical_path": list(self.critical_path),
+                "slow_call_us": SLOW_CALL_NS / 1000,
+                "graph": [n.to_dict() for n in self.graph]}
+
+
+NO_EVENTS = ("No input-pipeline iterator events were recorded: use tf.data, PyTorch's "
+             "DataLoader or stepscope.data.instrument(...) while a session records to get a "
+             "bottleneck analysis.")
+
+
+def find_bottleneck(host: str, table: EventTable, ev: IteratorEvents | None = None) -> Bottleneck:
+    """The bottleneck stage of ``host``'s slowest pipeline run, with its recommendation."""
+    ev = ev if ev is not None else iterator_events(table)
+    roots = [i for i, n in enumerate(ev.nodes) if parent_of(n) is None]
+    if not len(ev) or not roots:
+        return Bottleneck(host, None, NO_EVENTS)
+    root_rows = _steady_root_rows(ev, roots)
+    slowest = int(root_rows[np.argmax(ev.end_ns[root_rows] - ev.start_ns[root_rows])])
+    lo, hi = int(ev.start_ns[slowest]), int(ev.end_ns[slowest])
+    root = ev.nodes[int(ev.node[slowest])]
+    members = [n for n in ev.nodes if n == root or n.startswith(root + SEP)]
+    totals = node_totals(ev, lo, hi)
+    index = {n: i for i, n in enumerate(ev.nodes)}
+    asynchronous = async_nodes(ev)
+    work = work_ns(ev.nodes, totals, asynchronous)
+    kids = children_of(members)
+
+    path: list[str] = []
+    todo = [root]
+    while todo:
+        n = todo.pop(0)
+        if totals.calls[index[n]] == 0:
+            continue
+        path.append(n)
+        calls = int(totals.calls[index[n]])
+        slow = totals.total_ns[index[n]] / max(calls, 1) >= SLOW_CALL_NS
+        if n not in asynchronous or slow:
+            todo.extend(k for k in kids[n])
+    run_ns = hi - lo
+    stage: str | None = None
+    if run_ns >= SLOW_CALL_NS and path:
+        best = max(path, key=lambda n: int(work[index[n]]))
+        if work[index[best]] > 0:
+            stage = best
+    graph = [GraphNode(
+        name=n, kind=kind_of(n), parent=parent_of(n) if n != root else None,
+        start_us=(int(totals.first_ns[index[n]]) - lo) / 1e3 if totals.calls[index[n]] else 0.0,
+        total_ms=int(totals.total_ns[index[n]]) / 1e6, self_ms=int(work[index[n]]) / 1e6,
+        calls=int(totals.calls[index[n]]), asynchronous=n in asynchronous,
+        critical=n in path, bottleneck=n == stage) for n in members]
+    workers = _dataloader_workers(table, ev, slowest)
+    return Bottleneck(host, stage, recommend(stage, run_ns, workers), lo, run_ns / 1e6,
+                      path, graph)
+
+
+def _steady_root_rows(ev: IteratorEvents, roots: list[int]) -> I64:
+    """Calls of the pipelines' output stages, less each one's first when it has 3 or more.
+
+    A pipeline's first call starts it (worker processes, threads, files, buffers filling);
+    the bottleneck of a running pipeline is in the calls after.
+    """
+    rows = np.flatnonzero(np.isin(ev.node, roots))
+    if len(rows) == 0:
+        return rows
+    order = rows[np.lexsort((ev.start_ns[rows], ev.node[rows]))]
+    node = ev.node[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = node[1:] != node[:-1]
+    counts = np.bincount(node, minlength=len(ev.nodes))
+    drop = first & (counts[node] >= 3)
+    out: I64 = order[~drop]
+    return out
+
+
+def _dataloader_workers(table: EventTable, ev: IteratorEvents, row: int) -> int | None:
+    """The DataLoader's ``num_workers`` stat on the run's event, where it has one."""
+    st = table.stats
+    try:
+        code = st.stat_names.index("num_workers")
+    except ValueError:
+        return None
+    hit = np.flatnonzero((st.name == code) & (st.event == ev.rows[row]))
+    return int(st.value_of(int(hit[0]))) if len(hit) else None
+
+
+def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) -> str:
+    """A concrete next step for the bottleneck ``stage`` (None: no slow stage)."""
+    if stage is None:
+        return (f"No input stage is slow: the slowest pipeline call took {run_ns / 1e3:.1f} µs "
+                f"(slow is {SLOW_CALL_NS / 1e3:.0f} µs or more), or no stage did work of its "
+                "own. Look at the rest of the step.")
+    kind = kind_of(stage)
+    if stage.startswith(PREFIX + SEP + "DataLoader"):
+        workers = (f"raise DataLoader(num_workers=...) (now {num_workers})"
+                   if num_workers else "load in worker processes: DataLoader(num_workers=4 "
+                   "or more)")
+        if kind == "Map":
+            return (f"Reading items (the dataset's __getitem__) is the bottleneck: {workers}; "
+                    "cache decoded items, or move augmentation to the device (after "
+                    ".to(device)).")
+        if kind == "Batch":
+            return (f"Batching (collate_fn) is the bottleneck: make collate_fn cheaper, "
+                    f"or {workers}.")
+        return (f"The training loop waits for the DataLoader with no slow stage inside it: "
+                f"{workers}, raise prefetch_factor, and use pin_memory=True on a GPU.")
+    if kind == "ParallelMap":
+        return ("The parallel map is the bottleneck: raise num_parallel_calls (tf.data.AUTOTUNE "
+                "in tf.data), make the mapped function cheaper, cache after it if it is "
+                "deterministic, or move augmentation to the device.")
+    if kind in ("Map", "MapAndBatch"):
+        return ("The map stage is the bottleneck: run it in parallel (num_parallel_calls="
+                "tf.data.AUTOTUNE, or .map(fn, num_parallel_calls=N) in stepscope.data), make "
+                "the function cheaper, cache after it if it is deterministic, or move "
+                "augmentation to the device.")
+    if kind in ("Batch", "PaddedBatch", "ParallelBatch"):
+        return ("Batching is the bottleneck: batch before the map (vectorise the map over a "
+                "batch), or batch in parallel (num_parallel_calls).")
+    if kind == "Filter":
+        return ("The filter is the bottleneck: make its predicate cheaper or filter earlier, "
+                "before expensive stages.")
+    if kind == "Shuffle":
+        return "Shuffling is the bottleneck: use a smaller shuffle buffer, or shuffle file names."
+    if kind in ("Prefetch", "PrefetchToDevice"):
+        return ("The consumer waits on prefetch with no slow producer traced: raise the "
+                "prefetch buffer and parallelise the stages before it.")
+    if "Interleave" in kind:
+        return ("Interleave is the bottleneck: raise num_parallel_calls and cycle_length, or "
+                "cache after it.")
+    if kind == "Cache":
+        return "Reading from the cache is the bottleneck: cache to memory instead of a file."
+    if ENQUEUE_KIND.search(kind):
+        return ("Transfer to the device is the bottleneck: prefetch to the device, pin host "
+                "memory and send larger batches.")
+    return (f"Reading data ({kind}) is the bottleneck: read in parallel (interleave with "
+            "num_parallel_calls), cache after the expensive read (.cache()), and add prefetch "
+            "after it.")
+
+
+__all__ = ["ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "Bottleneck", "GraphNode",
+           "IteratorEvents", "NodeTotals", "SLOW_CALL_NS", "async_nodes", "category_of",
+           "children_of", "find_bottleneck", "iterator_events", "kind_of", "node_totals",
+           "normalize", "parent_of", "recommend", "work_ns"]

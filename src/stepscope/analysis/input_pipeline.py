@@ -1,0 +1,171 @@
+"""The input pipeline analyzer: is the program input-bound, where the input time goes on the
+host, and which pipeline stage is the bottleneck.
+
+1. Summary: the share of step time spent waiting for input and the verdict, taken from the
+   overview page's own breakdown (``overview_page``), so the two pages always agree.
+2. Training-loop (device) side: per step, its time and the part waiting for input; step-time
+   and input-time statistics.
+3. Host side: input time split into reading data on demand, reading in advance (cache,
+   prefetch, interleave), preprocessing and enqueuing/transfer, and the input-op table (one row
+   per pipeline stage: calls, total and self time, category).
+4. Bottleneck: on the most input-bound host, the slowest run's critical path and its slowest
+   stage, with a recommendation (``input_bottleneck``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stepscope.analysis.input_bottleneck import (
+    CATEGORIES,
+    CATEGORY_LABELS,
+    Bottleneck,
+    async_nodes,
+    category_of,
+    children_of,
+    find_bottleneck,
+    iterator_events,
+    node_totals,
+    work_ns,
+)
+from stepscope.analysis.overview_page import Overview, overview
+from stepscope.errors import StepscopeError
+from stepscope.model.profile import Profile
+
+
+@dataclass
+class InputOpRow:
+    """One pipeline stage summed over the profile."""
+
+    name: str
+    count: int
+    total_ms: float
+    total_percent: float
+    self_ms: float
+    self_percent: float
+    category: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class InputPipelineAnalysis:
+    """The input pipeline analyzer's result for a run (all hosts) or one host."""
+
+    run: str
+    path: str
+    host: str | None
+    summary: dict[str, Any]  # the overview's dict for the same hosts
+    rows: list[InputOpRow]
+    host_breakdown_ns: dict[str, int]
+    bottleneck: Bottleneck
+    hosts_input_percent: dict[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``stepscope input --json``; keys documented in the README)."""
+        steps = self.summary["steps"]
+        per_step = steps["per_step"]
+        input_ms = np.array([s["breakdown_ms"]["input"] for s in per_step], dtype=float)
+        step_ms = np.array([s["ms"] for s in per_step], dtype=float)
+        has = len(per_step) > 0
+        total_input = sum(self.host_breakdown_ns.values())
+        return {
+            "run": self.run, "path": self.path, "host": self.host,
+            "input": dict(self.summary["input"]),
+            "steps": {
+                "count": steps["count"], "avg_ms": steps["avg_ms"],
+                "stddev_ms": steps["stddev_ms"], "min_ms": steps["min_ms"],
+                "max_ms": steps["max_ms"],
+                "input_avg_ms": float(input_ms.mean()) if has else None,
+                "input_stddev_ms": float(input_ms.std()) if has else None,
+                "input_min_ms": float(input_ms.min()) if has else None,
+                "input_max_ms": float(input_ms.max()) if has else None,
+                "per_step": [{"step_num": s["step_num"], "ms": float(t), "input_ms": float(i),
+                              "other_ms": float(max(t - i, 0.0))}
+                             for s, t, i in zip(per_step, step_ms, input_ms, strict=True)],
+            },
+            "host_breakdown": {c: self.host_breakdown_ns[c] / 1e6 for c in CATEGORIES},
+            "host_breakdown_percent": {
+                c: (100.0 * self.host_breakdown_ns[c] / total_input if total_input else 0.0)
+                for c in CATEGORIES},
+            "host_breakdown_labels": dict(CATEGORY_LABELS),
+            "ops": [r.to_dict() for r in self.rows],
+            "bottleneck": self.bottleneck.to_dict(),
+            "hosts_input_percent": dict(self.hosts_input_percent),
+        }
+
+
+def input_pipeline(profile: Profile, host: str | None = None,
+                   overview_result: Overview | None = None) -> InputPipelineAnalysis:
+    """Analyse the input pipeline of ``profile`` (all hosts, or ``host``)."""
+    if host is not None and host not in profile.hosts:
+        raise StepscopeError(f"No host {host!r} in this run; it has {', '.join(profile.hosts)}.")
+    ov = overview_result if overview_result is not None else overview(profile)
+    full = ov.to_dict()
+    summary = full if host is None else full["hosts"][host]
+    per_host = {name: full["hosts"][name]["input"]["percent"] for name in profile.hosts}
+    names = [host] if host is not None else list(profile.hosts)
+
+    stage_sums: dict[str, list[float]] = {}  # name → [count, total, self(work)]
+    category: dict[str, str] = {}
+    breakdown = dict.fromkeys(CATEGORIES, 0)
+    events = {}
+    for name in names:
+        ev = events[name] = iterator_events(profile.hosts[name])
+        if not len(ev):
+            continue
+        totals = node_totals(ev)
+        asynchronous = async_nodes(ev)
+        work = work_ns(ev.nodes, totals, asynchronous)
+        kids = children_of(ev.nodes)
+        for i, node in enumerate(ev.nodes):
+            cat = category.setdefault(node, category_of(node, kids[node], asynchronous))
+            sums = stage_sums.setdefault(node, [0, 0, 0])
+            sums[0] += int(totals.calls[i])
+            sums[1] += int(totals.total_ns[i])
+            sums[2] += int(work[i])
+            breakdown[cat] += int(work[i])
+
+    all_self = sum(s[2] for s in stage_sums.values())
+    rows = [InputOpRow(name=n, count=int(c), total_ms=t / 1e6,
+                       total_percent=100.0 * t / all_self if all_self else 0.0,
+                       self_ms=s / 1e6, self_percent=100.0 * s / all_self if all_self else 0.0,
+                       category=category[n])
+            for n, (c, t, s) in stage_sums.items()]
+    rows.sort(key=lambda r: (-r.self_ms, r.name))
+
+    # The most input-bound host with iterator events is the one whose slowest run we analyse.
+    candidates = [n for n in names if len(events[n])] or names
+    target = max(candidates, key=lambda n: (per_host.get(n) or 0.0, n)) if candidates else None
+    if target is None:
+        bottleneck = Bottleneck(None, None, "This run has no hosts.")
+    else:
+        bottleneck = find_bottleneck(target, profile.hosts[target], events.get(target))
+    return InputPipelineAnalysis(profile.run, str(profile.path), host, summary, rows, breakdown,
+                                 bottleneck, per_host)
+
+
+CSV_COLUMNS = ("input_op", "count", "total_ms", "total_percent", "self_ms", "self_percent",
+               "category")
+
+
+def input_ops_csv(result: InputPipelineAnalysis) -> str:
+    """The input-op table as CSV."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in result.rows:
+        writer.writerow([r.name, r.count, f"{r.total_ms:.6f}", f"{r.total_percent:.4f}",
+                         f"{r.self_ms:.6f}", f"{r.self_percent:.4f}", r.category])
+    return out.getvalue()
+
+
+__all__ = ["CSV_COLUMNS", "InputOpRow", "InputPipelineAnalysis", "input_ops_csv",
+           "input_pipeline"]

@@ -1,0 +1,324 @@
+"""Input pipelines: instrumentation (stepscope.data, DataLoader and its workers), the analyzer
+and the bottleneck analysis, on pipelines built so that the answer is known.
+
+Every profile here is recorded for real: Python pipelines in this process, PyTorch DataLoader
+(with real worker processes) and tf.data under real TensorFlow in fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stepscope
+from stepscope import data
+from stepscope.analysis.input_bottleneck import normalize
+from stepscope.analysis.input_pipeline import input_pipeline
+from stepscope.analysis.overview_page import overview_dict
+from stepscope.cli import main
+from stepscope.model.profile import load
+
+from workloads import run_script
+
+OPTIONS = stepscope.ProfilerOptions(counter_interval_ms=0)
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _profile(logdir: Path, pipeline: Any, steps: int, compute_s: float) -> Path:
+    """Profile ``steps`` steps, each reading one element of ``pipeline`` and computing."""
+    it = iter(pipeline)
+    with stepscope.Profile(logdir, options=OPTIONS) as prof:
+        for i in range(steps):
+            with stepscope.Trace("train", step_num=i, _r=1):
+                next(it)
+                with stepscope.Trace("compute"):
+                    _busy(compute_s)
+    assert prof.path is not None
+    return prof.path.parent
+
+
+def _slow(x: int) -> int:
+    time.sleep(0.004)
+    return x
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["input", *args, "--json", "--no-cache"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def slow_map_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pipe = data.instrument(range(1000)).map(_slow).batch(4)
+    return _profile(tmp_path_factory.mktemp("slow_map"), pipe, steps=10, compute_s=0.002)
+
+
+def test_slow_map_is_the_bottleneck_and_the_run_highly_input_bound(
+        slow_map_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = _cli_json(capsys, str(slow_map_run))
+    assert result["input"]["verdict"] == "highly"
+    assert result["input"]["percent"] > 50
+    assert result["bottleneck"]["stage"] == "Iterator::Batch::Map"
+    assert "num_parallel_calls" in result["bottleneck"]["recommendation"]
+    assert result["bottleneck"]["critical_path"] == [
+        "Iterator::Batch", "Iterator::Batch::Map", "Iterator::Batch::Map::Range"]
+    ops = {r["name"]: r for r in result["ops"]}
+    assert set(ops) == {"Iterator::Batch", "Iterator::Batch::Map", "Iterator::Batch::Map::Range"}
+    assert ops["Iterator::Batch"]["count"] == 10
+    assert ops["Iterator::Batch::Map"]["count"] == 40
+    assert ops["Iterator::Batch::Map"]["self_ms"] >= 40 * 4.0
+    assert ops["Iterator::Batch::Map::Range"]["category"] == "read_on_demand"
+    assert ops["Iterator::Batch::Map"]["category"] == "preprocessing"
+    assert result["ops"][0]["name"] == "Iterator::Batch::Map"  # sorted by self time
+    breakdown = result["host_breakdown"]
+    assert set(breakdown) == {"read_on_demand", "read_in_advance", "preprocessing", "enqueue"}
+    assert breakdown["preprocessing"] == pytest.approx(
+        sum(r["self_ms"] for r in result["ops"] if r["category"] == "preprocessing"))
+    graph = {n["name"]: n for n in result["bottleneck"]["graph"]}
+    assert graph["Iterator::Batch::Map"]["bottleneck"] and graph["Iterator::Batch::Map"]["critical"]
+    assert graph["Iterator::Batch::Map"]["calls"] == 4
+    assert graph["Iterator::Batch"]["parent"] is None
+    assert graph["Iterator::Batch::Map::Range"]["parent"] == "Iterator::Batch::Map"
+    steps = result["steps"]
+    assert steps["count"] == 8  # 10 marked; XProf's rule drops the first and the last
+    assert len(steps["per_step"]) == 8
+    assert all(s["input_ms"] >= 16.0 for s in steps["per_step"])
+    assert steps["input_min_ms"] <= steps["input_avg_ms"] <= steps["input_max_ms"]
+
+
+def test_overview_and_analyzer_agree(slow_map_run: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    over = overview_dict(slow_map_run, use_cache=False)
+    analysis = input_pipeline(load(str(slow_map_run), use_cache=False)).to_dict()
+    assert analysis["input"] == over["input"]
+    assert analysis["steps"]["avg_ms"] == over["steps"]["avg_ms"]
+    assert [s["input_ms"] for s in analysis["steps"]["per_step"]] == [
+        s["breakdown_ms"]["input"] for s in over["steps"]["per_step"]]
+    assert main(["report", str(slow_map_run), "--json", "--no-cache"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["input"]["percent"] == analysis["input"]["percent"]
+
+
+def test_csv_export_and_terminal_report(slow_map_run: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ops.csv"
+    assert main(["input", str(slow_map_run), "--csv", str(out), "--no-cache"]) == 0
+    rows = list(csv.reader(io.StringIO(out.read_text())))
+    assert rows[0] == ["input_op", "count", "total_ms", "total_percent", "self_ms",
+                       "self_percent", "category"]
+    assert {r[0] for r in rows[1:]} == {"Iterator::Batch", "Iterator::Batch::Map",
+                                        "Iterator::Batch::Map::Range"}
+    capsys.readouterr()
+    assert main(["input", str(slow_map_run), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "HIGHLY input-bound" in text and "Bottleneck: Iterator::Batch::Map" in text
+    assert main(["input", str(slow_map_run), "--host", "nope"]) == 2
+    assert "No host 'nope'" in capsys.readouterr().err
+
+
+def test_fast_pipeline_is_not_input_bound(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pipe = data.instrument(range(10_000)).map(lambda x: x + 1).batch(4)
+    run = _profile(tmp_path, pipe, steps=10, compute_s=0.01)
+    result = _cli_json(capsys, str(run))
+    assert result["input"]["verdict"] == "not"
+    assert result["input"]["percent"] < 5
+    assert result["bottleneck"]["stage"] is None
+    assert "No input stage is slow" in result["bottleneck"]["recommendation"]
+    assert {r["name"] for r in result["ops"]} == {
+        "Iterator::Batch", "Iterator::Batch::Map", "Iterator::Batch::Map::Range"}
+
+
+def test_prefetch_thread_runs_the_producers(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    pipe = data.instrument(range(1000)).map(_slow).batch(4).prefetch(2)
+    run = _profile(tmp_path, pipe, steps=8, compute_s=0.001)
+    result = _cli_json(capsys, str(run))
+    assert result["bottleneck"]["stage"] == "Iterator::Prefetch::Batch::Map"
+    graph = {n["name"]: n for n in result["bottleneck"]["graph"]}
+    assert graph["Iterator::Prefetch"]["asynchronous"]
+    assert result["input"]["verdict"] == "highly"
+    assert {r["name"]: r["category"] for r in result["ops"]}[
+        "Iterator::Prefetch::Batch::Map::Range"] == "read_in_advance"
+    table = next(iter(load(str(run), use_cache=False).hosts.values()))
+    lines = {table.line_name[int(table.line[i])] for i in range(len(table))
+             if table.names[int(table.name[i])] == "Iterator::Prefetch::Batch::Map"}
+    assert len(lines) == 1 and next(iter(lines)).startswith("stepscope-prefetch")
+
+
+def test_plain_generators_wrapping_stages_take_their_consumers_names(tmp_path: Path) -> None:
+    def read() -> Any:
+        yield from range(100)
+
+    def decode(items: Any) -> Any:
+        for x in items:
+            yield x * 2
+
+    pipe = data.instrument(decode(data.instrument(read(), "Read")), "Decode").batch(2)
+    run = _profile(tmp_path, pipe, steps=3, compute_s=0.0)
+    names = {r.name for r in input_pipeline(load(str(run), use_cache=False)).rows}
+    assert names == {"Iterator::Batch", "Iterator::Batch::Decode",
+                     "Iterator::Batch::Decode::Read"}
+
+
+def test_stages_give_the_same_elements_with_and_without_a_session(tmp_path: Path) -> None:
+    def build() -> data.Stage:
+        return (data.instrument([3, 1, 4, 1, 5, 9, 2, 6]).filter(lambda x: x != 1)
+                .map(lambda x: x * 10, num_parallel_calls=3).cache().repeat(2)
+                .shuffle(1, seed=0).batch(3, drop_remainder=True).prefetch(1))
+    plain = list(build())
+    with stepscope.Profile(tmp_path, options=OPTIONS):
+        recorded = list(build())
+    assert plain == recorded == [[30, 40, 50], [90, 20, 60], [30, 40, 50], [90, 20, 60]]
+    names = {r.name for r in input_pipeline(load(str(tmp_path), use_cache=False)).rows}
+    assert "Iterator::Prefetch::Batch::Shuffle::Repeat::Cache::ParallelMap::Filter::FromList" \
+        in names
+    with pytest.raises(ValueError, match="batch_size"):
+        data.instrument(range(3)).batch(0)
+
+
+def test_normalize_tf_iterator_names() -> None:
+    assert normalize("Iterator::Root::Prefetch::BatchV2::FiniteRepeat[0]::ParallelMapV2::Range") \
+        == "Iterator::Prefetch::Batch::Repeat::ParallelMap::Range"
+    assert normalize("Iterator::Root") is None
+    assert normalize("IteratorGetNext") is None
+    assert normalize("MakeIterator::RangeDataset") is None
+
+
+TF_PIPELINE = """
+import sys, time, tensorflow as tf
+logdir, how = sys.argv[1], sys.argv[2]
+opts = tf.data.Options()
+opts.autotune.enabled = False
+opts.experimental_optimization.map_parallelization = False
+opts.experimental_optimization.inject_prefetch = False
+
+def f(x):
+    return tf.py_function(lambda v: (time.sleep(0.003), v * 2)[1], [x], tf.int64)
+
+ds = tf.data.Dataset.range(10).map(f).repeat(2).batch(5).with_options(opts)
+if how == "tf":
+    tf.profiler.experimental.start(logdir)
+else:
+    import stepscope
+    stepscope.start(logdir, stepscope.ProfilerOptions(counter_interval_ms=0))
+it = iter(ds)
+for i in range(4):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        next(it)
+if how == "tf":
+    tf.profiler.experimental.stop()
+else:
+    stepscope.stop()
+"""
+
+
+@pytest.mark.parametrize("how", ["tf", "stepscope"])
+def test_tf_data_iterator_graph_has_the_long_names(tmp_path: Path, how: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run_script(TF_PIPELINE, str(tmp_path), how)
+    result = _cli_json(capsys, str(tmp_path))
+    names = {r["name"] for r in result["ops"]}
+    assert {"Iterator::Batch", "Iterator::Batch::Repeat", "Iterator::Batch::Repeat::Map",
+            "Iterator::Batch::Repeat::Map::Range"} <= names
+    assert {r["name"]: r["count"] for r in result["ops"]}["Iterator::Batch"] == 4
+    graph = {n["name"]: n for n in result["bottleneck"]["graph"]}
+    assert graph["Iterator::Batch::Repeat::Map::Range"]["parent"] == \
+        "Iterator::Batch::Repeat::Map"
+    assert result["bottleneck"]["stage"] == "Iterator::Batch::Repeat::Map"
+    assert result["input"]["verdict"] == "highly"
+
+
+DATALOADER = """
+import sys, time, torch, stepscope
+from torch.utils.data import DataLoader, Dataset, dataloader
+
+class Slow(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        time.sleep(0.004)
+        return torch.full((8,), float(i))
+
+def main():
+    logdir, workers = sys.argv[1], int(sys.argv[2])
+    extra = {"multiprocessing_context": sys.argv[3]} if len(sys.argv) > 3 else {}
+    loader = DataLoader(Slow(), batch_size=4, num_workers=workers, **extra)
+    original = dataloader._BaseDataLoaderIter.__next__
+    with stepscope.Profile(logdir, stepscope.ProfilerOptions(counter_interval_ms=0)):
+        it = iter(loader)
+        for i in range(10):
+            with stepscope.Trace("train", step_num=i, _r=1):
+                batch = next(it)
+                assert batch.shape == (4, 8)
+        del it
+    assert dataloader._BaseDataLoaderIter.__next__ is original, "not restored at stop"
+    assert sum(1 for _ in loader) == 100  # still a plain DataLoader after the session
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _run_loader(tmp_path: Path, *args: str) -> None:
+    """Run DATALOADER as a script file (spawned workers import its main module)."""
+    script = tmp_path / "loader.py"
+    script.write_text(DATALOADER)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"), *args],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _worker_lines(run: Path) -> dict[str, int]:
+    table = next(iter(load(str(run), use_cache=False).hosts.values()))
+    counts: dict[str, int] = {}
+    for i in range(len(table)):
+        if table.names[int(table.name[i])].startswith("Iterator::DataLoader::"):
+            line = table.line_name[int(table.line[i])]
+            counts[line] = counts.get(line, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_slow_dataset_is_the_bottleneck(tmp_path: Path, workers: int,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _run_loader(tmp_path, str(workers))
+    result = _cli_json(capsys, str(tmp_path / "logs"))
+    assert result["input"]["verdict"] == "highly"
+    assert result["bottleneck"]["stage"] == "Iterator::DataLoader::Batch::Map"
+    assert "num_workers" in result["bottleneck"]["recommendation"]
+    ops = {r["name"]: r for r in result["ops"]}
+    assert ops["Iterator::DataLoader"]["count"] == 10
+    assert ops["Iterator::DataLoader::Batch::Map"]["self_ms"] >= 4 * 10 * 4.0
+    lines = _worker_lines(tmp_path / "logs")
+    if workers:
+        assert set(lines) == {"DataLoader worker 0", "DataLoader worker 1"}
+        assert "(now 2)" in result["bottleneck"]["recommendation"]
+        assert {n["name"]: n for n in result["bottleneck"]["graph"]}[
+            "Iterator::DataLoader"]["asynchronous"]
+    else:
+        assert set(lines) == {"MainThread"}
+
+
+def test_dataloader_spawned_workers_send_their_stage_times(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run_loader(tmp_path, "2", "spawn")
+    lines = _worker_lines(tmp_path / "logs")
+    assert set(lines) == {"DataLoader worker 0", "DataLoader worker 1"}
+    result = _cli_json(capsys, str(tmp_path / "logs"))
+    assert {r["name"] for r in result["ops"]} == {
+        "Iterator::DataLoader", "Iterator::DataLoader::Batch", "Iterator::DataLoader::Batch::Map"}

@@ -1,0 +1,204 @@
+"""The input pipeline analyzer page in a real headless Chromium against a real `stepscope serve`.
+
+Runs: a Python pipeline profiled by stepscope whose map stage sleeps (highly input-bound,
+bottleneck known), and a tf.data pipeline profiled by real TensorFlow. Every test fails on a
+request leaving the served origin, a script error or a dialog (the Watched fixture's rules).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+import stepscope
+from stepscope import data
+from test_input_pipeline import TF_PIPELINE
+from test_web_ui import ARTIFACTS, CHROMIUM_FLAGS, Server, Watched, _chromium, _free_port
+
+from workloads import run_script
+
+
+def _slow(x: int) -> int:
+    time.sleep(0.004)
+    return x
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("input_ui")
+    runs = root / "plugins" / "profile"
+    it = iter(data.instrument(range(1000)).map(_slow).filter(lambda x: x % 7 != 3).batch(4)
+              .prefetch(2))
+    options = stepscope.ProfilerOptions(counter_interval_ms=0)
+    with stepscope.Profile(root, options=options) as prof:
+        for i in range(10):
+            with stepscope.Trace("train", step_num=i, _r=1):
+                next(it)
+                with stepscope.Trace("compute"):
+                    time.sleep(0.002)
+    assert prof.path is not None
+    prof.path.parent.rename(runs / "a_python")
+    tf_dir = tmp_path_factory.mktemp("tf")
+    run_script(TF_PIPELINE, str(tf_dir), "tf")
+    shutil.move(str(next(tf_dir.glob("plugins/profile/*"))), runs / "b_tf_data")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = _free_port()
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                             str(logdir), "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    srv = Server(port)
+    try:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
+            try:
+                if srv.get("runs")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield srv
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def watched(browser: Any, server: Server) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                  accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    w = Watched(page)
+    yield w
+    context.close()
+    outside = [u for u in w.requests if not u.startswith(server.base)]
+    assert not outside, f"requests outside {server.base}: {outside}"
+    assert not w.errors, w.errors
+    assert not w.dialogs, f"a dialog opened (script ran?): {w.dialogs}"
+
+
+TOOL = "input_pipeline_analyzer"
+
+
+def _open(w: Watched, server: Server, run: str) -> None:
+    w.page.goto(server.base + "#" + urlencode({"run": run, "tool": TOOL}))
+    w.page.wait_for_selector("#input-page")
+
+
+def _shot(w: Watched, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    w.page.wait_for_timeout(300)  # let the charts draw
+    w.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _values(w: Watched, selector: str) -> list[float]:
+    return [float(v) for v in w.page.eval_on_selector_all(
+        selector, "cells => cells.map(c => c.dataset.value)")]
+
+
+def test_analyzer_page_shows_the_api_and_agrees_with_the_overview(
+        watched: Watched, server: Server) -> None:
+    _open(watched, server, "a_python")
+    page = watched.page
+    api = server.data(run="a_python", tool=TOOL)
+    overview = server.data(run="a_python", tool="overview_page")
+    _shot(watched, "input-a_python")
+    assert api["input"] == overview["input"]
+    assert api["input"]["verdict"] == "highly"
+    assert float(page.get_attribute("#input-percent", "data-value")) == pytest.approx(
+        overview["input"]["percent"])
+    assert page.get_attribute("#input-verdict", "data-verdict") == "highly"
+    assert page.text_content("#input-verdict") == overview["input"]["statement"]
+    assert float(page.get_attribute("#step-avg", "data-value")) == pytest.approx(
+        api["steps"]["avg_ms"])
+    assert page.query_selector("#input-step-graph canvas") is not None
+    split = {row.get_attribute("data-category"): float(
+        row.query_selector("td:nth-child(2)").get_attribute("data-value"))
+        for row in page.query_selector_all("#host-breakdown tbody tr")}
+    assert split == pytest.approx(api["host_breakdown"])
+    names = [c.text_content() for c in page.query_selector_all(
+        "#input-op-table td[data-key=name]")]
+    assert names == [r["name"] for r in api["ops"]]
+    page.click("#input-op-table th[data-key=count]")
+    counts = _values(watched, "#input-op-table td[data-key=count]")
+    assert counts == sorted(counts, reverse=True) and len(set(counts)) > 1
+
+
+def test_pipeline_graph_marks_the_critical_path_and_the_bottleneck(
+        watched: Watched, server: Server) -> None:
+    _open(watched, server, "a_python")
+    page = watched.page
+    api = server.data(run="a_python", tool=TOOL)["bottleneck"]
+    assert api["stage"] == "Iterator::Prefetch::Batch::Filter::Map"
+    assert page.text_content("#bottleneck-stage") == api["stage"]
+    assert page.text_content("#bottleneck-recommendation") == api["recommendation"]
+    nodes = page.eval_on_selector_all(
+        "#pipeline-graph g.node",
+        "gs => gs.map(g => [g.dataset.name, g.getAttribute('class'),"
+        " g.querySelector('rect').getAttribute('stroke'),"
+        " g.querySelector('rect').getAttribute('stroke-width')])")
+    assert sorted(n[0] for n in nodes) == sorted(n["name"] for n in api["graph"])
+    by_name = {n[0]: n for n in nodes}
+    bottleneck = by_name[api["stage"]]
+    assert "bottleneck" in bottleneck[1] and bottleneck[2] == "#d93025"
+    for name in api["critical_path"]:
+        assert "critical" in by_name[name][1] and by_name[name][3] == "3"
+    texts = page.text_content(f"#pipeline-graph g[data-name='{api['stage']}']")
+    assert "calls" in texts and "self" in texts and "start" in texts
+    _shot(watched, "input-graph")
+
+
+def test_csv_download_equals_the_api(watched: Watched, server: Server) -> None:
+    _open(watched, server, "a_python")
+    with watched.page.expect_download() as info:
+        watched.page.click("#export-csv")
+    text = Path(info.value.path()).read_text()
+    status, body = server.get("csv", run="a_python", tool=TOOL)
+    assert status == 200 and text == body.decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    assert len(rows) == 1 + len(server.data(run="a_python", tool=TOOL)["ops"])
+
+
+def test_overview_recommends_the_analyzer(watched: Watched, server: Server) -> None:
+    watched.page.goto(server.base + "#" + urlencode({"run": "a_python",
+                                                     "tool": "overview_page"}))
+    watched.page.wait_for_selector("#overview-page")
+    watched.page.click("#next-tool")
+    watched.page.wait_for_selector("#input-page")
+    assert f"tool={TOOL}" in watched.page.url
+
+
+def test_tf_data_graph_has_the_long_names(watched: Watched, server: Server) -> None:
+    _open(watched, server, "b_tf_data")
+    names = watched.page.eval_on_selector_all("#pipeline-graph g.node",
+                                              "gs => gs.map(g => g.dataset.name)")
+    assert "Iterator::Batch::Repeat::Map::Range" in names
+    assert watched.page.text_content("#bottleneck-stage") == "Iterator::Batch::Repeat::Map"
+    _shot(watched, "input-b_tf_data")
