@@ -113,6 +113,40 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_input(args: argparse.Namespace) -> int:
+    from stepscope.analysis.input_pipeline import input_ops_csv, input_pipeline
+    from stepscope.views import report
+    from stepscope.views.input_report import render_input
+
+    profile = _load_for_table(args)
+    result = input_pipeline(profile, host=args.host)
+    if args.csv:
+        report.write_text(Path(args.csv), input_ops_csv(result))
+        print(f"wrote {len(result.rows)} input ops to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    elif not args.csv:
+        render_input(result.to_dict(), _console(), limit=args.limit or None)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from stepscope.analysis.trace_index import index_for
+    from stepscope.formats.chrome_trace_writer import write_chrome_trace
+    from stepscope.model.profile import load
+
+    profile = load(args.path, use_cache=not args.no_cache)
+    if args.host is not None and args.host not in profile.hosts:
+        raise StepscopeError(f"No host {args.host!r} in {args.path}; hosts are "
+                             f"{', '.join(profile.hosts)}.")
+    names = [args.host] if args.host is not None else list(profile.hosts)
+    hosts = ((n, profile.hosts[n], index_for(profile.hosts[n], profile.sources.get(n),
+                                             use_cache=not args.no_cache)) for n in names)
+    count = write_chrome_trace(args.chrome_trace, hosts)
+    print(f"wrote {count} events to {args.chrome_trace}", file=sys.stderr)
+    return 0
+
+
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
     from stepscope.web.server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -185,6 +219,33 @@ def build_parser() -> argparse.ArgumentParser:
     kern.add_argument("--no-cache", action="store_true",
                       help="parse the profile again instead of using the on-disk cache")
     kern.set_defaults(func=_cmd_kernels)
+
+    inp = sub.add_parser("input", help="input pipeline analyzer: input-bound?, slow stage",
+                         description="Is the run input-bound, where input time goes on the "
+                         "host (reading, preprocessing, transfer), the input-op table, and the "
+                         "bottleneck stage of the slowest pipeline run with a recommendation.")
+    inp.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    inp.add_argument("--csv", metavar="FILE", help="write the input-op table as CSV to FILE")
+    inp.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    inp.add_argument("--host", help="only this host (default: all hosts)")
+    inp.add_argument("--limit", type=int, default=30,
+                     help="input ops shown in the terminal (0: all; default 30)")
+    inp.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    inp.set_defaults(func=_cmd_input)
+
+    exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
+                         "chrome://tracing)",
+                         description="Every event of the profile's hosts as Chrome-trace "
+                         "JSON: a process per plane, a thread per line, counters, and flows "
+                         "from each kernel launch to its kernel. Gzipped when FILE ends in .gz.")
+    exp.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    exp.add_argument("--chrome-trace", metavar="FILE", required=True,
+                     help="where to write the trace (e.g. out.json.gz)")
+    exp.add_argument("--host", help="only this host (default: all hosts)")
+    exp.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    exp.set_defaults(func=_cmd_export)
 
     from stepscope.remote import cli as remote_cli
 

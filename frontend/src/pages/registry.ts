@@ -1,8 +1,10 @@
 // One entry per tool page: the server's tool name → the function that builds the page.
 import type { Progress, ToolInfo } from "../api";
+import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
+import { renderTrace } from "./trace";
 
 export interface PageContext {
   run: string;
@@ -20,4 +22,6 @@ export const PAGES: Record<string, Page> = {
   overview_page: renderOverview,
   framework_op_stats: renderOps,
   kernel_stats: renderKernels,
+  input_pipeline_analyzer: renderInput,
+  trace_viewer: renderTrace,
 };

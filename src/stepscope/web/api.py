@@ -170,6 +170,24 @@ class Api:
         with state.lock:
             return 200, chosen.data(state.run, host_name_, params)
 
+    def trace(self, view: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """A trace viewer query (see ``web.trace``): (200, answer), or (202, progress)."""
+        from stepscope.analysis.trace_index import TraceQueryError
+        from stepscope.web.trace import TraceParamError, answer, trace_index
+
+        check_name(view, "trace view")
+        state, _, host_name_, _ = self._ready(query.get("run"), query.get("host"),
+                                              "trace_viewer", {})
+        if state.run is None:
+            return 202, state.progress()
+        try:
+            with state.lock:
+                return 200, answer(trace_index(state.run, host_name_), view, query)
+        except TraceParamError as err:
+            raise ApiError(400, str(err)) from err
+        except TraceQueryError as err:
+            raise ApiError(404 if str(err).startswith("No ") else 400, str(err)) from err
+
     def csv(self, run: str | None, host: str | None, tool: str | None,
             query: Mapping[str, str]) -> tuple[str, str]:
         """A tool's CSV export: (file name, text); waits for the run to load."""
@@ -242,6 +260,9 @@ class Api:
             if route == "data":
                 status, answer = self.data(query.get("run"), query.get("host"),
                                            query.get("tool"), query)
+                return _json(status, answer)
+            if route.startswith("trace/"):
+                status, answer = self.trace(route[len("trace/"):], query)
                 return _json(status, answer)
             if route == "csv":
                 name, text = self.csv(query.get("run"), query.get("host"), query.get("tool"),

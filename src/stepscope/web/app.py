@@ -93,6 +93,15 @@ def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
                 ) -> dict[str, Any]:
         return api.capture(id)
 
+    @app.get("/api/trace/{view}", summary="Trace viewer: a window's events at a width in "
+             "pixels (view=window: start_ns, end_ns, width, tracks), one event (event: id), "
+             "a search (search: q), a selection summed by name (selection: start_ns, end_ns, "
+             "tracks)")
+    def trace(request: Request, view: str, run: str = run_q,
+              host: str | None = host_q) -> JSONResponse:
+        code, body = api.trace(view, dict(request.query_params))
+        return JSONResponse(body, status_code=code)
+
     @app.get("/api/{rest:path}", include_in_schema=False)
     def unknown(rest: str) -> JSONResponse:
         return JSONResponse({"error": f"No API route {rest!r}."}, status_code=404)

@@ -93,9 +93,41 @@ def kernel_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> 
     return kernel_stats_csv(_kernel_stats(run, host))
 
 
+def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The trace viewer's sections and tracks (its events come from ``/api/trace/…``)."""
+    from stepscope.web.trace import trace_viewer_data as data  # it imports this module
+
+    return data(run, host, params)
+
+
+def _input_pipeline(run: LoadedRun, host: str | None) -> Any:
+    from stepscope.analysis.input_pipeline import input_pipeline
+
+    # The overview's own result, so that this page and the overview cannot disagree.
+    result: Overview = run.result(("overview",), lambda: overview(run.profile))
+    return run.result(("input_pipeline", host),
+                      lambda: input_pipeline(run.profile, host=host, overview_result=result))
+
+
+def input_pipeline_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The input pipeline analyzer: summary, steps, host-side split, op table, bottleneck."""
+    data: dict[str, Any] = _input_pipeline(run, host).to_dict()
+    return data
+
+
+def input_pipeline_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """The input-op table as CSV, the columns of ``stepscope input --csv``."""
+    from stepscope.analysis.input_pipeline import input_ops_csv
+
+    return input_ops_csv(_input_pipeline(run, host))
+
+
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("overview_page", "Overview", overview_data),
     Tool("framework_op_stats", "Framework op stats", op_stats_data, op_stats_csv,
          flags=("include_idle",)),
     Tool("kernel_stats", "GPU kernel stats", kernel_stats_data, kernel_stats_table_csv),
+    Tool("input_pipeline_analyzer", "Input pipeline analyzer", input_pipeline_data,
+         input_pipeline_csv),
+    Tool("trace_viewer", "Trace viewer", trace_viewer_data),
 ]}

@@ -1,0 +1,266 @@
+"""Trace viewer: index build time, peak memory, window-query latency and payload, first paint
+in headless Chromium, on a synthetic 10M-event profile and a >= 100 MB real profile, with
+XProf's ``trace_viewer@`` conversion of the same real profile beside it.
+
+The real profile is recorded once with stepscope's Python tracer (a recursive pure-Python
+workload) and kept under ``.bench-profiles/``. Each measurement that needs a clean process
+(build, XProf) runs in a child process, so peak RSS is that stage's own.
+
+    .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ROOT / ".bench-profiles"
+REAL_DIR = PROFILES / "trace_viewer_python"
+MIN_REAL_BYTES = 100 * 1024 * 1024
+
+
+def synthetic_table(n_events: int) -> Any:
+    """A host table of ``n_events`` nested events (1 + 4 + 20 per unit) on 16 threads."""
+    from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+
+    units = n_events // 25
+    threads = 16
+    unit = np.arange(units, dtype=np.int64)
+    line0 = unit % threads
+    t0 = (unit // threads) * 1_000_000 + line0 * 7_919
+    child = np.arange(4, dtype=np.int64)
+    grand = np.arange(5, dtype=np.int64)
+    c_start = (t0[:, None] + 10_000 + child[None, :] * 240_000).reshape(-1)
+    g_start = (c_start[:, None] + 5_000 + grand[None, :] * 40_000).reshape(-1)
+    start = np.concatenate([t0, c_start, g_start])
+    dur = np.concatenate([np.full(units, 980_000), np.full(units * 4, 220_000),
+                          np.full(units * 20, 30_000)]).astype(np.int64)
+    dur[len(t0) + len(c_start)::7] = 900  # some narrow ones among the grandchildren
+    line = np.concatenate([line0, np.repeat(line0, 4), np.repeat(line0, 20)]).astype(np.int32)
+    n = len(start)
+    names = [f"op_{i}" for i in range(1000)]
+    empty = StatTable(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8),
+                      np.zeros(0, np.int64), np.zeros(0, np.int32), b"", [])
+    return EventTable(
+        planes=[Plane(0, "/host:CPU")], line_plane=np.zeros(threads, np.int32),
+        line_id=np.arange(threads, dtype=np.int64),
+        line_name=[f"thread {i}" for i in range(threads)], plane=np.zeros(n, np.int32),
+        line=line, name=(np.arange(n) % 1000).astype(np.int32), start_ns=start,
+        duration_ns=dur, typed={k: np.full(n, MISSING, np.int64) for k in TYPED_STATS},
+        names=names, stats=empty, hostnames=["synthetic"])
+
+
+RECORD = r"""
+import sys, stepscope
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def leaf(x):
+    return x * 2
+def work(k):
+    s = 0
+    for i in range(200):
+        s += leaf(i)
+    return s + fib(12)
+opts = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=10,
+                                 max_events=20_000_000)
+with stepscope.Profile(sys.argv[1], options=opts):
+    for step in range(int(sys.argv[2])):
+        with stepscope.Trace("train", step_num=step, _r=1):
+            for k in range(40):
+                work(k)
+"""
+
+
+def real_profile() -> Path:
+    """The >= 100 MB real profile (recorded on first use)."""
+    files = sorted(REAL_DIR.glob("plugins/profile/*/*.xplane.pb"))
+    if files and files[-1].stat().st_size >= MIN_REAL_BYTES:
+        return files[-1]
+    shutil.rmtree(REAL_DIR, ignore_errors=True)
+    steps = 40
+    while True:
+        subprocess.run([sys.executable, "-c", RECORD, str(REAL_DIR), str(steps)], check=True)
+        files = sorted(REAL_DIR.glob("plugins/profile/*/*.xplane.pb"))
+        if files[-1].stat().st_size >= MIN_REAL_BYTES:
+            return files[-1]
+        shutil.rmtree(REAL_DIR)
+        steps *= 2
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _queries(index: Any, n: int, width: int, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    times, sizes = [], []
+    span = index.span_ns
+    for i in range(n):
+        if i == 0:
+            a, b = 0, span
+        else:
+            length = int(span * 10 ** rng.uniform(-5, 0))
+            a = int(rng.integers(0, max(span - length, 1)))
+            b = a + max(length, 1)
+        t = time.perf_counter()
+        result = index.query(a, b, width)
+        body = json.dumps(result, separators=(",", ":"))
+        times.append(time.perf_counter() - t)
+        sizes.append(len(body))
+    ms = sorted(x * 1000 for x in times)
+    return {"median_ms": statistics.median(ms), "p99_ms": ms[min(int(len(ms) * 0.99), len(ms) - 1)],
+            "full_view_ms": times[0] * 1000, "payload_median_kb": statistics.median(sizes) / 1024,
+            "payload_max_kb": max(sizes) / 1024}
+
+
+def child_synthetic(n_events: int, n_queries: int) -> dict[str, Any]:
+    """Build and query the synthetic index in this (child) process."""
+    from stepscope.analysis.trace_index import build
+
+    table = synthetic_table(n_events)
+    before = _peak_rss_mb()
+    t = time.perf_counter()
+    index = build(table)
+    build_s = time.perf_counter() - t
+    index_mb = sum(a.nbytes for a in index.arrays.values()) / 2**20
+    return {"events": len(table), "build_s": build_s, "table_peak_rss_mb": before,
+            "peak_rss_mb": _peak_rss_mb(), "index_mb": index_mb,
+            **_queries(index, n_queries, 2000, 1)}
+
+
+def child_real(path: str, n_queries: int) -> dict[str, Any]:
+    """Load, build and query the real profile's index in this (child) process."""
+    from stepscope.analysis.trace_index import build
+    from stepscope.model.profile import load
+
+    t = time.perf_counter()
+    profile = load(path, use_cache=False)
+    load_s = time.perf_counter() - t
+    table = next(iter(profile.hosts.values()))
+    t = time.perf_counter()
+    index = build(table)
+    build_s = time.perf_counter() - t
+    index_mb = sum(a.nbytes for a in index.arrays.values()) / 2**20
+    return {"events": len(table), "load_s": load_s, "build_s": build_s,
+            "peak_rss_mb": _peak_rss_mb(), "index_mb": index_mb,
+            **_queries(index, n_queries, 2000, 2)}
+
+
+def child_xprof(path: str) -> dict[str, Any]:
+    """XProf's trace viewer conversion of the real profile."""
+    from xprof.convert import raw_to_tool_data
+
+    t = time.perf_counter()
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer@",
+                                                   {"use_saved_result": False})
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "bytes": len(data) if data else 0,
+            "peak_rss_mb": _peak_rss_mb()}
+
+
+def _in_child(name: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--child", name, *args],
+                          capture_output=True, text=True, check=False, timeout=3600)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def first_paint(path: Path) -> dict[str, Any]:
+    """Seconds from opening the trace viewer to events on the canvas (cold and warm)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        return {"error": "no Chromium"}
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="stepscope-bench-trace-") as tmp:
+        logdir = Path(tmp) / "logs"
+        run = logdir / "plugins" / "profile" / "real"
+        run.mkdir(parents=True)
+        (run / path.name).symlink_to(path)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(Path(tmp) / "cache")}
+        proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                                 str(logdir), "--port", str(port)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out: dict[str, Any] = {}
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=chromium,
+                                            args=["--no-sandbox", "--disable-gpu"])
+                for label in ("cold_s", "warm_s"):
+                    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+                    page.set_default_timeout(600_000)
+                    for _ in range(100):
+                        try:
+                            page.goto(f"http://127.0.0.1:{port}/#run=real&tool=trace_viewer")
+                            break
+                        except Exception:
+                            time.sleep(0.2)
+                    t = time.perf_counter()
+                    page.wait_for_function("() => document.querySelector('#trace-canvas') "
+                                           "&& Number(document.querySelector('#trace-canvas')"
+                                           ".dataset.drawn || 0) > 0", polling=50)
+                    out[label] = time.perf_counter() - t
+                    page.close()
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return out
+
+
+def main() -> None:
+    """Run every measurement and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--child", nargs="+")
+    args = parser.parse_args()
+    if args.child:
+        name, *rest = args.child
+        fn = {"synthetic": lambda: child_synthetic(int(rest[0]), int(rest[1])),
+              "real": lambda: child_real(rest[0], int(rest[1])),
+              "xprof": lambda: child_xprof(rest[0])}[name]
+        print(json.dumps(fn()))
+        return
+    print(f"Synthetic profile, {args.events:,} events (16 threads, nested 3 deep):")
+    syn = _in_child("synthetic", str(args.events), str(args.queries))
+    _print(syn)
+    path = real_profile()
+    size_mb = path.stat().st_size / 2**20
+    print(f"\nReal profile: {path.relative_to(ROOT)} ({size_mb:.0f} MB, stepscope Python "
+          "tracer):")
+    _print(_in_child("real", str(path), str(args.queries)))
+    print("  first paint in headless Chromium (open page → events drawn), cold includes "
+          "load + index build:")
+    _print(first_paint(path), indent="    ")
+    print("\nXProf trace_viewer@ on the same file (xspace_to_tool_data):")
+    _print(_in_child("xprof", str(path)))
+
+
+def _print(figures: dict[str, Any], indent: str = "  ") -> None:
+    for key, value in figures.items():
+        text = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}" \
+            if isinstance(value, int) else str(value)
+        print(f"{indent}{key:20s} {text}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,726 @@
+"""The trace viewer's index of one host: tracks, rows, and level-of-detail window queries.
+
+Every event of a host (but the Task Environment's and Kineto's zero-length flow markers)
+is placed on a *track* (one per line of a plane) and, within its track, on a *row*: events
+that nest go one row below their parent, and events that overlap without nesting are pushed
+down until nothing on a row overlaps anything else. Lines whose events are all zero-length
+samples with a ``value`` stat become *counter tracks* instead.
+
+Tracks are grouped in *sections*: one per device plane (``/device:GPU:0``: Steps, op lines,
+then its streams), ``Host Threads`` (a track per CPU thread), the Python tracer's threads,
+other planes under their own names, and ``Counters``.
+
+The index holds, in one order (track, row, start), composite int64 keys
+``segment << TB | time`` (a *segment* is one row of one track, TB the bits of the trace's
+length in ns), so that one ``searchsorted`` finds any segment's events in any window; the
+same events again ordered by (segment, duration level, start), where the level is
+``floor(log2(duration))``, so that the events at least one pixel wide are found without
+touching the narrow ones; and a running sum of durations, so that the narrow events of any
+pixel column are counted and summed in constant time. A query's work and payload depend on
+the pixels and segments in view, not on how many events the window holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.errors import StepscopeError
+from stepscope.formats import xspace_columns as xc
+from stepscope.model import array_cache, schema
+from stepscope.model.events import MISSING, EventTable
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+F64 = NDArray[np.float64]
+Bools = NDArray[np.bool_]
+
+# Bump when the index layout changes: old cached indexes are then never read.
+INDEX_VERSION = 1
+MAX_WIDTH = 20_000  # pixels a query may ask for
+MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
+MAX_MATCHES = 10_000  # search matches returned
+LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
+_LEVEL_BITS = 6
+
+HOST_THREADS = "Host Threads"
+PYTHON_SECTION = "Python Tracer"
+COUNTERS_SECTION = "Counters"
+# Order of a device plane's derived lines; streams and anything else follow by line id.
+DEVICE_LINE_ORDER = ("Steps", "Framework Ops", "TensorFlow Ops", "XLA Modules", "XLA Ops",
+                     "Framework Name Scope", "TensorFlow Name Scope", "Source code")
+FLOW_LAUNCH = 0  # a kernel launch (or memcpy) to the kernel it launched: correlation id
+FLOW_PRODUCER = 1  # a producer event to its consumer (``_p``/``_pt`` → ``_c``/``_ct``)
+FLOW_KINDS = ("launch", "producer_consumer")
+_SKIP_PLANES = (schema.TASK_ENV_PLANE,)
+_KINETO_FLOW_NAME = re.compile(r"^flow:")
+_DEVICE_NUMBER = re.compile(r"^/device:[A-Za-z]+:(\d+)")
+
+
+class TraceQueryError(StepscopeError, ValueError):
+    """A trace viewer query asks for something outside what the index can answer."""
+
+
+@dataclass
+class Track:
+    """One timeline track: a line of a plane."""
+
+    id: int
+    section: str
+    name: str
+    kind: str  # "events" or "counter"
+    rows: int  # rows its events need (0 for counters)
+    events: int  # events (or samples) on it
+
+
+def _level(dur: I64) -> NDArray[np.int8]:
+    """floor(log2(duration)) per event, 0 for durations under 2 ns."""
+    _, exp = np.frexp(np.maximum(dur, 1).astype(np.float64))
+    return (exp - 1).astype(np.int8)
+
+
+def _ranges(lo: I64, hi: I64) -> I64:
+    """The concatenation of ``arange(lo[i], hi[i])`` for every i (vectorised)."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(counts)
+    return (np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64))
+
+
+def _int_stat(table: EventTable, stat: str) -> tuple[I64, I64]:
+    """An integer side stat as (event rows, values)."""
+    st = table.stats
+    try:
+        code = st.stat_names.index(stat)
+    except ValueError:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (xc.KIND_INT64,
+                                                                xc.KIND_UINT64)))
+    return np.asarray(st.event[rows], np.int64), np.asarray(st.value[rows], np.int64)
+
+
+def _float_stat(table: EventTable, stat: str) -> tuple[I64, F64]:
+    """A numeric side stat as (event rows, float values)."""
+    st = table.stats
+    try:
+        code = st.stat_names.index(stat)
+    except ValueError:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rows = np.flatnonzero(st.name == code)
+    kind = st.kind[rows]
+    raw = np.asarray(st.value[rows], np.int64)
+    values = raw.astype(np.float64)
+    doubles = kind == xc.KIND_DOUBLE
+    values[doubles] = raw[doubles].view(np.float64)
+    numeric = doubles | np.isin(kind, (xc.KIND_INT64, xc.KIND_UINT64))
+    return np.asarray(st.event[rows][numeric], np.int64), values[numeric]
+
+
+def _section_of(plane: str) -> str:
+    if plane == schema.HOST_PLANE:
+        return HOST_THREADS
+    if plane == schema.PYTHON_TRACER_PLANE:
+        return PYTHON_SECTION
+    if plane == schema.COUNTERS_PLANE:
+        return COUNTERS_SECTION
+    return plane
+
+
+def _section_rank(section: str) -> tuple[int, int, str]:
+    match = _DEVICE_NUMBER.match(section)
+    if match:
+        return (0, int(match.group(1)), section)
+    order = {HOST_THREADS: 1, PYTHON_SECTION: 2, COUNTERS_SECTION: 4}
+    return (order.get(section, 3), 0, section)
+
+
+def _track_rank(section: str, name: str, line_id: int) -> tuple[int, int, str]:
+    if section.startswith("/device:") and name in DEVICE_LINE_ORDER:
+        return (0, DEVICE_LINE_ORDER.index(name), name)
+    if section in (HOST_THREADS, PYTHON_SECTION):
+        return (1, 0, name.lower())
+    return (1, line_id, name)
+
+
+def _layout(track: I64, start: I64, lay_end: I64) -> I64:
+    """A row per event such that no two events of one track and row overlap.
+
+    Nested events get their nesting depth (counted, not walked); events that overlap
+    without nesting are pushed one row down at a time until their row is free.
+    """
+    n = len(track)
+    depth = np.zeros(n, np.int64)
+    if not n:
+        return depth
+    bits = int(max(int(lay_end.max()), 1)).bit_length()
+    tshift = np.int64(bits)
+    order = np.lexsort((-lay_end, start, track))
+    skeys = (track[order] << tshift) | start[order]
+    ekeys = np.sort((track << tshift) | lay_end)
+    # Events of the same track still running when this one starts (and started before it).
+    depth[order] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
+    for _ in range(64):
+        clash = _clashes(track, depth, start, lay_end, bits)
+        if not len(clash):
+            return depth
+        depth[clash] += 1
+    _greedy(track, depth, start, lay_end, bits)
+    return depth
+
+
+def _clashes(track: I64, depth: I64, start: I64, lay_end: I64, bits: int) -> I64:
+    """Events that overlap an earlier event on their track and row."""
+    order = np.lexsort((start, depth, track))
+    t, d, s, e = track[order], depth[order], start[order], lay_end[order]
+    new_group = np.ones(len(order), bool)
+    new_group[1:] = (t[1:] != t[:-1]) | (d[1:] != d[:-1])
+    group = np.cumsum(new_group) - 1
+    if int(group[-1]).bit_length() + bits > 62:
+        raise TraceQueryError("This profile has too many rows or too long a time span for "
+                              "the trace viewer's index.")
+    running = np.maximum.accumulate((group << np.int64(bits)) | e)
+    prev_end = np.zeros(len(order), np.int64)
+    prev_end[1:] = running[:-1] & ((np.int64(1) << np.int64(bits)) - 1)
+    bad = ~new_group & (s < prev_end)
+    return np.asarray(order[bad], np.int64)
+
+
+def _greedy(track: I64, depth: I64, start: I64, lay_end: I64, bits: int) -> None:
+    """Lay out the tracks that still clash one event at a time (a rare, slow fallback)."""
+    bad_tracks = np.unique(track[_clashes(track, depth, start, lay_end, bits)])
+    for t in bad_tracks.tolist():
+        rows = np.flatnonzero(track == t)
+        rows = rows[np.lexsort((-lay_end[rows], start[rows]))]
+        free: list[int] = []
+        busy: list[tuple[int, int]] = []
+        used = 0
+        for row, s, e in zip(rows.tolist(), start[rows].tolist(), lay_end[rows].tolist(),
+                             strict=True):
+            while busy and busy[0][0] <= s:
+                heapq.heappush(free, heapq.heappop(busy)[1])
+            if free:
+                r = heapq.heappop(free)
+            else:
+                r, used = used, used + 1
+            depth[row] = r
+            heapq.heappush(busy, (e, r))
+
+
+class TraceIndex:
+    """The level-of-detail index of one host's events (see the module docstring)."""
+
+    def __init__(self, table: EventTable, header: dict[str, Any],
+                 arrays: dict[str, NDArray[Any]]) -> None:
+        self.table = table
+        self.origin_ns = int(header["origin_ns"])
+        self.span_ns = int(header["span_ns"])
+        self.bits = int(header["bits"])
+        self.max_level = int(header["max_level"])
+        self.tracks = [Track(**t) for t in header["tracks"]]
+        self.sections: list[dict[str, Any]] = header["sections"]
+        a = arrays
+        self.seg_track: I64 = a["seg_track"]
+        self.seg_depth: I64 = a["seg_depth"]
+        self.seg_off: I64 = a["seg_off"]
+        self.ev_row: I64 = a["ev_row"]
+        self.skey: I64 = a["skey"]
+        self.ekey: I64 = a["ekey"]
+        self.cumdur: I64 = a["cumdur"]
+        self.lkey: I64 = a["lkey"]
+        self.lpos: I64 = a["lpos"]
+        self.pos_of_row: I64 = a["pos_of_row"]
+        self.counter_track: I64 = a["counter_track"]
+        self.counter_off: I64 = a["counter_off"]
+        self.counter_time: I64 = a["counter_time"]
+        self.counter_value: F64 = a["counter_value"]
+        self.counter_row: I64 = a["counter_row"]
+        self.flow_src: I64 = a["flow_src"]
+        self.flow_dst: I64 = a["flow_dst"]
+        self.flow_kind: NDArray[np.int8] = a["flow_kind"]
+        self.header = header
+        self.arrays = arrays
+        self._stat_order: I64 | None = None
+        self._lower_names: list[str] | None = None
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ev_row)
+
+    @property
+    def mask(self) -> np.int64:
+        """The time bits of a composite key."""
+        return (np.int64(1) << np.int64(self.bits)) - np.int64(1)
+
+    def meta(self) -> dict[str, Any]:
+        """Sections, tracks and the trace's time span, for the viewer's first request."""
+        return {"origin_ns": self.origin_ns, "span_ns": self.span_ns, "events": len(self),
+                "counter_samples": len(self.counter_time), "flows": len(self.flow_src),
+                "sections": self.sections, "tracks": [asdict(t) for t in self.tracks]}
+
+    def _start(self, pos: I64) -> I64:
+        return np.asarray(self.skey[pos] & self.mask, np.int64)
+
+    def _seg_of(self, pos: I64) -> I64:
+        return np.asarray(np.searchsorted(self.seg_off, pos, side="right") - 1, np.int64)
+
+    def where(self, rows: I64) -> tuple[I64, I64, I64]:
+        """(track, row, start relative to the origin) of table rows in the index."""
+        pos = self.pos_of_row[rows]
+        seg = self._seg_of(pos)
+        return self.seg_track[seg], self.seg_depth[seg], self._start(pos)
+
+    # -- the window query ------------------------------------------------------------------
+
+    def query(self, start_ns: int, end_ns: int, width: int,
+              tracks: list[int] | None = None) -> dict[str, Any]:
+        """Per track, the events of ``[start_ns, end_ns)`` (relative to the origin) at
+        ``width`` pixels: each event at least one pixel wide exactly, every narrower one
+        counted in an aggregate block of the pixel columns it starts in."""
+        if not (isinstance(width, int) and 1 <= width <= MAX_WIDTH):
+            raise TraceQueryError(f"The width must be 1 to {MAX_WIDTH} pixels, not {width}.")
+        if end_ns <= start_ns:
+            raise TraceQueryError("The window's end must be after its start.")
+        span, w = end_ns - start_ns, width
+        limit = int(self.mask)
+        t0, t1 = max(start_ns, 0), min(end_ns, limit)
+        bnd = start_ns + (np.arange(w + 1, dtype=np.int64) * span + w - 1) // w
+        segs = np.arange(len(self.seg_track), dtype=np.int64)
+        if tracks is not None:
+            segs = segs[np.isin(self.seg_track, np.asarray(tracks, np.int64))]
+        if t0 >= t1 or not len(segs):
+            segs = segs[:0]
+        shift = np.int64(self.bits)
+        a = np.searchsorted(self.ekey, (segs << shift) | t0, side="right")
+        b = np.searchsorted(self.skey, (segs << shift) | t1, side="left")
+        live = b > a
+        segs, a, b = segs[live], a[live], b[live]
+        wide = self._wide(segs, t0, t1, span, w)
+        agg = self._aggregates(segs, a, b, wide, bnd, span, w)
+        wide_seg = self._seg_of(wide)
+        rows = self.ev_row[wide]
+        names = self.table.name[rows]
+        out_names = {int(c): self.table.names[c] for c in np.unique(names).tolist()}
+        result: dict[str, Any] = {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w,
+            "events": {"track": self.seg_track[wide_seg].tolist(),
+                       "row": self.seg_depth[wide_seg].tolist(),
+                       "start": self._start(wide).tolist(),
+                       "dur": self.table.duration_ns[rows].tolist(),
+                       "name": names.tolist(), "id": rows.tolist()},
+            "aggregates": agg, "names": out_names,
+            "counters": self._counters(t0, t1, bnd, tracks),
+        }
+        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        return result
+
+    def _wide(self, segs: I64, t0: int, t1: int, span: int, w: int) -> I64:
+        """Positions of the events at least one pixel wide in the window."""
+        px = span // w
+        kmin = max(px.bit_length() - 1, 0) if px >= 1 else 0
+        levels = np.arange(kmin, self.max_level + 1, dtype=np.int64)
+        if not len(segs) or not len(levels):
+            return np.zeros(0, np.int64)
+        shift = np.int64(self.bits)
+        group = ((segs[:, None] << np.int64(_LEVEL_BITS)) | levels[None, :]).reshape(-1)
+        first = np.searchsorted(self.lkey, group << shift, side="left")
+        lo = np.searchsorted(self.lkey, (group << shift) | t0, side="left")
+        hi = np.searchsorted(self.lkey, (group << shift) | t1, side="left")
+        # The event before the window's start on the same row may reach into it.
+        back = lo > first
+        prev = self.lpos[np.maximum(lo - 1, 0)]
+        back &= (self.ekey[prev] & self.mask) > t0
+        lo = lo - back
+        pos = self.lpos[_ranges(lo, hi)]
+        dur = self.table.duration_ns[self.ev_row[pos]]
+        return np.sort(np.asarray(pos[dur * w >= span], np.int64))
+
+    def _aggregates(self, segs: I64, a: I64, b: I64, wide: I64, bnd: I64, span: int,
+                    w: int) -> dict[str, list[int]]:
+        """Blocks of adjacent pixel columns holding narrow events, per segment."""
+        shift = np.int64(self.bits)
+        small = (b - a) <= 2 * w
+        parts_seg, parts_col, parts_n, parts_cov = [], [], [], []
+        # Few events: look at each of them.
+        s_idx = np.flatnonzero(small)
+        if len(s_idx):
+            pos = _ranges(a[s_idx], b[s_idx])
+            seg = np.repeat(segs[s_idx], (b - a)[s_idx])
+            dur = self.table.duration_ns[self.ev_row[pos]]
+            narrow = dur * w < span
+            pos, seg, dur = pos[narrow], seg[narrow], dur[narrow]
+            col = np.clip(np.searchsorted(bnd, self._start(pos), side="right") - 1, 0, w - 1)
+            if len(pos):
+                key = seg * (w + 1) + col
+                cut = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+                parts_seg.append(seg[cut])
+                parts_col.append(col[cut])
+                parts_n.append(np.diff(np.r_[cut, len(key)]))
+                parts_cov.append(np.add.reduceat(dur, cut))
+        # Many events: count them per column from the sorted starts and running sums.
+        l_idx = np.flatnonzero(~small)
+        if len(l_idx):
+            lsegs = segs[l_idx]
+            needles = (lsegs[:, None] << shift) | bnd[None, 1:w]
+            inner = np.searchsorted(self.skey, needles, side="left")
+            edges = np.concatenate([a[l_idx, None], inner, b[l_idx, None]], axis=1)
+            edges = np.clip(edges, a[l_idx, None], b[l_idx, None])
+            counts = np.diff(edges, axis=1)
+            covered = np.diff(self.cumdur[edges], axis=1)
+            slot = np.full(len(self.seg_track), -1, np.int64)
+            slot[lsegs] = np.arange(len(lsegs))
+            wseg = slot[self._seg_of(wide)]
+            mine = wseg >= 0
+            wpos = wide[mine]
+            wcol = np.clip(np.searchsorted(bnd, self._start(wpos), side="right") - 1, 0, w - 1)
+            np.subtract.at(counts, (wseg[mine], wcol), 1)
+            np.subtract.at(covered, (wseg[mine], wcol),
+                           self.table.duration_ns[self.ev_row[wpos]])
+            li, col = np.nonzero(counts)
+            parts_seg.append(lsegs[li])
+            parts_col.append(col.astype(np.int64))
+            parts_n.append(counts[li, col])
+            parts_cov.append(covered[li, col])
+        if not parts_seg:
+            return {"track": [], "row": [], "start": [], "end": [], "count": [],
+                    "covered": []}
+        seg = np.concatenate(parts_seg)
+        col = np.concatenate(parts_col)
+        n = np.concatenate(parts_n)
+        cov = np.concatenate(parts_cov)
+        order = np.lexsort((col, seg))
+        seg, col, n, cov = seg[order], col[order], n[order], cov[order]
+        run = np.flatnonzero(np.r_[True, (seg[1:] != seg[:-1]) | (col[1:] != col[:-1] + 1)])
+        last = np.r_[run[1:], len(seg)] - 1
+        rseg = seg[run]
+        return {"track": self.seg_track[rseg].tolist(), "row": self.seg_depth[rseg].tolist(),
+                "start": bnd[col[run]].tolist(), "end": bnd[col[last] + 1].tolist(),
+                "count": np.add.reduceat(n, run).tolist(),
+                "covered": np.add.reduceat(cov, run).tolist()}
+
+    def _counters(self, t0: int, t1: int, bnd: I64, tracks: list[int] | None
+                  ) -> list[dict[str, Any]]:
+        """Per counter track: its samples in the window (and the one before), at most two
+        per pixel column (the column's minimum and maximum) where there are more."""
+        out = []
+        w = len(bnd) - 1
+        for i, track in enumerate(self.counter_track.tolist()):
+            if tracks is not None and track not in tracks:
+                continue
+            lo, hi = int(self.counter_off[i]), int(self.counter_off[i + 1])
+            times = self.counter_time[lo:hi]
+            first = max(int(np.searchsorted(times, t0, side="right")) - 1, 0)
+            last = int(np.searchsorted(times, t1, side="left"))
+            t = times[first:last + 1]
+            v = self.counter_value[lo + first:lo + last + 1]
+            if len(t) > 2 * w:
+                col = np.clip(np.searchsorted(bnd, t, side="right") - 1, 0, w - 1)
+                cut = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+                lows, highs = np.minimum.reduceat(v, cut), np.maximum.reduceat(v, cut)
+                starts = t[cut]
+                t = np.repeat(starts, 2)
+                v = np.stack([lows, highs], axis=1).reshape(-1)
+            out.append({"track": track, "time": t.tolist(),
+                        "value": [float(x) for x in v.tolist()]})
+        return out
+
+    def _window_flows(self, start_ns: int, end_ns: int) -> tuple[list[dict[str, Any]], int]:
+        """Flows with an end in the window (none, only their count, when too many)."""
+        if not len(self.flow_src):
+            return [], 0
+        src_t = self.table.start_ns[self.flow_src] - self.origin_ns
+        dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
+        lo, hi = np.minimum(src_t, dst_t), np.maximum(src_t, dst_t)
+        inside = np.flatnonzero((hi >= start_ns) & (lo < end_ns))
+        if len(inside) > MAX_FLOWS:
+            return [], len(inside)
+        return self.flows_of(inside), len(inside)
+
+    def flows_of(self, flows: I64) -> list[dict[str, Any]]:
+        """The drawable form of some flows: both ends' event, track, row and time."""
+        src, dst = self.flow_src[flows], self.flow_dst[flows]
+        st, sr, ss = self.where(src)
+        dt, dr, ds = self.where(dst)
+        return [{"kind": FLOW_KINDS[k], "from": {"id": a, "track": b, "row": c, "time": d},
+                 "to": {"id": e, "track": f, "row": g, "time": h}}
+                for k, a, b, c, d, e, f, g, h in zip(
+                    self.flow_kind[flows].tolist(), src.tolist(), st.tolist(), sr.tolist(),
+                    ss.tolist(), dst.tolist(), dt.tolist(), dr.tolist(), ds.tolist(),
+                    strict=True)]
+
+    # -- one event, a selection, a search -------------------------------------------------
+
+    def check_event(self, event_id: int) -> int:
+        """``event_id`` if it names an event on a track; TraceQueryError otherwise."""
+        if not (0 <= event_id < len(self.table)) or self.pos_of_row[event_id] < 0:
+            raise TraceQueryError(f"No event {event_id} on this host's timeline.")
+        return event_id
+
+    def event(self, event_id: int) -> dict[str, Any]:
+        """One event: name, start, duration, place, every stat and its flows."""
+        row = self.check_event(event_id)
+        t = self.table
+        track, depth, start = (int(x[0]) for x in self.where(np.array([row], np.int64)))
+        stats: dict[str, Any] = {}
+        for stat, column in t.typed.items():
+            if int(column[row]) != MISSING:
+                stats[stat] = int(column[row])
+        st = t.stats
+        if self._stat_order is None:
+            ev = np.asarray(st.event)
+            self._stat_order = (np.arange(len(ev), dtype=np.int64)
+                                if not len(ev) or bool(np.all(ev[1:] >= ev[:-1]))
+                                else np.argsort(ev, kind="stable"))
+        order = self._stat_order
+        lo = int(np.searchsorted(st.event, row, side="left", sorter=order))
+        hi = int(np.searchsorted(st.event, row, side="right", sorter=order))
+        for i in order[lo:hi].tolist():
+            value = st.value_of(i)
+            if isinstance(value, bytes):
+                value = value.hex()
+            stats[st.stat_names[int(st.name[i])]] = value
+        flows = np.flatnonzero((self.flow_src == row) | (self.flow_dst == row))
+        tr = self.tracks[track]
+        return {"id": row, "name": t.names[int(t.name[row])], "start_ns": start,
+                "duration_ns": int(t.duration_ns[row]), "track": track, "row": depth,
+                "section": tr.section, "track_name": tr.name, "stats": stats,
+                "flows": self.flows_of(flows[:MAX_FLOWS])}
+
+    def selection(self, start_ns: int, end_ns: int, tracks: list[int]) -> dict[str, Any]:
+        """Events of ``tracks`` overlapping ``[start_ns, end_ns)``, summed by name."""
+        if end_ns <= start_ns:
+            raise TraceQueryError("The selection's end must be after its start.")
+        t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
+        segs = np.flatnonzero(np.isin(self.seg_track, np.asarray(tracks, np.int64)))
+        shift = np.int64(self.bits)
+        if t0 >= t1:
+            segs = segs[:0]
+        a = np.searchsorted(self.ekey, (segs.astype(np.int64) << shift) | t0, side="right")
+        b = np.searchsorted(self.skey, (segs.astype(np.int64) << shift) | t1, side="left")
+        rows = self.ev_row[_ranges(a, b)]
+        names = self.table.name[rows]
+        dur = self.table.duration_ns[rows]
+        count = np.bincount(names, minlength=len(self.table.names))
+        total = np.bincount(names, weights=dur, minlength=len(self.table.names))
+        codes = np.flatnonzero(count)
+        codes = codes[np.argsort(-total[codes], kind="stable")]
+        return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
+                "rows": [{"name": self.table.names[c], "count": int(count[c]),
+                          "total_ns": int(total[c]),
+                          "average_ns": float(total[c] / count[c])}
+                         for c in codes.tolist()]}
+
+    def search(self, text: str) -> dict[str, Any]:
+        """Events whose name holds ``text`` (any case), in time order."""
+        if not text or len(text) > 200:
+            raise TraceQueryError("Search for 1 to 200 characters.")
+        if self._lower_names is None:
+            self._lower_names = [n.lower() for n in self.table.names]
+        needle = text.lower()
+        codes = np.array([i for i, n in enumerate(self._lower_names) if needle in n],
+                         np.int64)
+        if not len(codes):
+            return {"query": text, "total": 0, "matches": []}
+        hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
+        starts = self._start(hit)
+        order = np.argsort(starts, kind="stable")[:MAX_MATCHES]
+        pos = hit[order]
+        seg = self._seg_of(pos)
+        rows = self.ev_row[pos]
+        return {"query": text, "total": int(len(hit)), "matches": {
+            "id": rows.tolist(), "track": self.seg_track[seg].tolist(),
+            "row": self.seg_depth[seg].tolist(), "start": starts[order].tolist(),
+            "dur": self.table.duration_ns[rows].tolist()}}
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
+    """(source rows, destination rows, kinds) of the flows between included events."""
+    srcs, dsts, kinds = [], [], []
+    corr = table.typed[schema.CORRELATION_ID]
+    has = (corr != MISSING) & included
+    on_device = device_plane[table.plane]
+    host_rows = np.flatnonzero(has & ~on_device)
+    dev_rows = np.flatnonzero(has & on_device)
+    if len(host_rows) and len(dev_rows):
+        order = np.argsort(corr[host_rows], kind="stable")
+        keys = corr[host_rows][order]
+        at = np.clip(np.searchsorted(keys, corr[dev_rows]), 0, len(keys) - 1)
+        ok = keys[at] == corr[dev_rows]
+        srcs.append(host_rows[order][at[ok]])
+        dsts.append(dev_rows[ok])
+        kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
+    p_rows, p_ids = _int_stat(table, "_p")
+    c_rows, c_ids = _int_stat(table, "_c")
+    if len(p_rows) and len(c_rows):
+        pt = _typed_lookup(table, "_pt", p_rows)
+        ct = _typed_lookup(table, "_ct", c_rows)
+        prod = np.stack([pt, p_ids], axis=1)
+        cons = np.stack([ct, c_ids], axis=1)
+        both, inverse = np.unique(np.concatenate([prod, cons]), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        pkey, ckey = inverse[:len(prod)], inverse[len(prod):]
+        keep = included[p_rows]
+        order = np.argsort(pkey[keep], kind="stable")
+        pk, pr = pkey[keep][order], p_rows[keep][order]
+        if len(pk):
+            at = np.clip(np.searchsorted(pk, ckey), 0, len(pk) - 1)
+            ok = (pk[at] == ckey) & included[c_rows] & (pr[at] != c_rows)
+            srcs.append(pr[at[ok]])
+            dsts.append(c_rows[ok])
+            kinds.append(np.full(int(ok.sum()), FLOW_PRODUCER, np.int64))
+        del both
+    if not srcs:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return (np.concatenate(srcs).astype(np.int64), np.concatenate(dsts).astype(np.int64),
+            np.concatenate(kinds))
+
+
+def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
+    """An integer side stat's value for each of ``rows`` (-1 where absent)."""
+    s_rows, values = _int_stat(table, stat)
+    out = np.full(len(rows), -1, np.int64)
+    if len(s_rows):
+        order = np.argsort(s_rows, kind="stable")
+        keys = s_rows[order]
+        at = np.clip(np.searchsorted(keys, rows), 0, len(keys) - 1)
+        ok = keys[at] == rows
+        out[ok] = values[order][at[ok]]
+    return out
+
+
+def build(table: EventTable) -> TraceIndex:
+    """Build the trace viewer's index of one host's events."""
+    n = len(table)
+    planes = [p.name for p in table.planes]
+    skip_plane = np.array([p in _SKIP_PLANES for p in planes] + [False], bool)
+    device_plane = np.array([p.startswith("/device:") for p in planes] + [False], bool)
+    flow_name = np.array([bool(_KINETO_FLOW_NAME.match(x)) for x in table.names] + [False],
+                         bool)
+    included = ~skip_plane[table.plane] & ~flow_name[table.name]
+    start = np.asarray(table.start_ns, np.int64)
+    dur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+    origin = int(start[included].min()) if included.any() else 0
+
+    # Counter lines: every event a zero-length sample with a numeric value.
+    value_rows, values = _float_stat(table, schema.VALUE)
+    n_lines = len(table.line_name)
+    per_line = np.bincount(table.line[included], minlength=n_lines)
+    has_value = np.zeros(n, bool)
+    has_value[value_rows] = True
+    samples = np.bincount(table.line[included & has_value & (dur == 0)], minlength=n_lines)
+    counter_line = (per_line > 0) & (samples == per_line)
+
+    # Tracks, in display order.
+    lines = [li for li in range(n_lines) if per_line[li] > 0]
+    keyed = []
+    for li in lines:
+        section = _section_of(planes[int(table.line_plane[li])])
+        if counter_line[li] and section != COUNTERS_SECTION:
+            section = COUNTERS_SECTION
+        keyed.append((_section_rank(section), _track_rank(section, table.line_name[li],
+                                                          int(table.line_id[li])), li,
+                      section))
+    keyed.sort()
+    track_of_line = np.full(n_lines + 1, -1, np.int64)
+    track_section = []
+    for i, (_, _, li, section) in enumerate(keyed):
+        track_of_line[li] = i
+        track_section.append(section)
+
+    ev_rows = np.flatnonzero(included & ~counter_line[table.line])
+    track = track_of_line[table.line[ev_rows]]
+    rel = start[ev_rows] - origin
+    edur = dur[ev_rows]
+    lay_end = rel + np.maximum(edur, 1)
+    depth = _layout(track, rel, lay_end)
+    order = np.lexsort((rel, depth, track))
+    ev_row = ev_rows[order]
+    track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],
+                                        lay_end[order])
+    new_seg = np.ones(len(order), bool)
+    new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
+    seg = np.cumsum(new_seg) - 1
+    first = np.flatnonzero(new_seg)
+    n_segs = len(first)
+    counter_rows = included & counter_line[table.line]
+    span = max(int(lay_end.max()) if len(lay_end) else 1,
+               int(start[counter_rows].max()) - origin + 1 if counter_rows.any() else 1)
+    bits = max(span, 1).bit_length()
+    if max(n_segs, 1).bit_length() + _LEVEL_BITS + bits > 62:
+        raise TraceQueryError("This profile has too many rows or too long a time span for "
+                              "the trace viewer's index.")
+    shift = np.int64(bits)
+    level = _level(edur).astype(np.int64)
+    lkey_unsorted = (((seg << np.int64(_LEVEL_BITS)) | level) << shift) | rel
+    lpos = np.argsort(lkey_unsorted, kind="stable")
+    pos_of_row = np.full(n, -1, np.int64)
+    pos_of_row[ev_row] = np.arange(len(ev_row))
+
+    # Counter samples, by track and time.
+    crow = np.flatnonzero(counter_rows)
+    value_of = np.zeros(n, np.float64)
+    value_of[value_rows] = values
+    ctrack = track_of_line[table.line[crow]]
+    corder = np.lexsort((start[crow], ctrack))
+    crow, ctrack = crow[corder], ctrack[corder]
+    counter_tracks, coff = np.unique(ctrack, return_index=True)
+
+    src, dst, kind = _flows(table, pos_of_row >= 0, device_plane)
+
+    rows_per_track = np.zeros(len(keyed), np.int64)
+    np.maximum.at(rows_per_track, track, depth + 1)
+    count_per_track = np.bincount(track, minlength=len(keyed))
+    count_per_track[counter_tracks] = np.diff(np.r_[coff, len(crow)])
+    tracks = [Track(i, track_section[i], table.line_name[li],
+                    "counter" if counter_line[li] else "events", int(rows_per_track[i]),
+                    int(count_per_track[i])) for i, (_, _, li, _) in enumerate(keyed)]
+    sections: list[dict[str, Any]] = []
+    for t in tracks:
+        if not sections or sections[-1]["name"] != t.section:
+            sections.append({"name": t.section, "tracks": []})
+        sections[-1]["tracks"].append(t.id)
+    header = {"version": INDEX_VERSION, "origin_ns": origin, "span_ns": span, "bits": bits,
+              "max_level": int(level.max()) if len(level) else 0,
+              "tracks": [asdict(t) for t in tracks], "sections": sections}
+    arrays: dict[str, NDArray[Any]] = {
+        "seg_track": track[first], "seg_depth": depth[first],
+        "seg_off": np.r_[first, len(order)].astype(np.int64), "ev_row": ev_row,
+        "skey": (seg << shift) | rel, "ekey": (seg << shift) | lay_end,
+        "cumdur": np.r_[0, np.cumsum(edur)].astype(np.int64),
+        "lkey": lkey_unsorted[lpos], "lpos": lpos.astype(np.int64), "pos_of_row": pos_of_row,
+        "counter_track": counter_tracks.astype(np.int64),
+        "counter_off": np.r_[coff, len(crow)].astype(np.int64),
+        "counter_time": (start[crow] - origin).astype(np.int64),
+        "counter_value": value_of[crow], "counter_row": crow.astype(np.int64),
+        "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
+    }
+    return TraceIndex(table, header, arrays)
+
+
+def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True
+              ) -> TraceIndex:
+    """The index of a host's table, from the on-disk cache when ``source`` is unchanged."""
+    name = f"trace_index.{INDEX_VERSION}"
+    if use_cache and source is not None:
+        hit = array_cache.load_arrays([source], name)
+        if hit is not None:
+            header, arrays = hit
+            if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
+                return TraceIndex(table, header, arrays)
+    index = build(table)
+    if use_cache and source is not None:
+        array_cache.save_arrays([source], name, {**index.header, "events": len(table)},
+                                index.arrays)
+    return index

@@ -1,0 +1,225 @@
+"""The trace viewer's index: layout, the level-of-detail query against brute force, details,
+selection, search, flows and the on-disk cache, on real profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, index_for
+from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.profile import load
+
+from conftest import FIXTURES
+from workloads import EVIL_OP, make_stepscope_run
+
+GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+KINETO_FIXTURE = FIXTURES / "HolisticTraceAnalysis/tests/data/ns_resolution_trace/" \
+    "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+
+
+def synthetic_table(start: np.ndarray, dur: np.ndarray, line: np.ndarray) -> EventTable:
+    """A host table with one plane, ``line.max() + 1`` lines and the given events."""
+    n = len(start)
+    n_lines = int(line.max()) + 1
+    empty = StatTable(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8),
+                      np.zeros(0, np.int64), np.zeros(0, np.int32), b"", [])
+    return EventTable(
+        planes=[Plane(0, "/host:CPU")], line_plane=np.zeros(n_lines, np.int32),
+        line_id=np.arange(n_lines, dtype=np.int64),
+        line_name=[f"thread {i}" for i in range(n_lines)],
+        plane=np.zeros(n, np.int32), line=line.astype(np.int32),
+        name=(np.arange(n) % 3).astype(np.int32), start_ns=start.astype(np.int64),
+        duration_ns=dur.astype(np.int64),
+        typed={k: np.full(n, MISSING, np.int64) for k in TYPED_STATS},
+        names=["a", "b", "c"], stats=empty, hostnames=["synthetic"])
+
+
+@pytest.fixture(scope="module")
+def stepscope_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_stepscope_run(tmp_path_factory.mktemp("trace_index"))
+
+
+def _profiles(stepscope_profile: Path) -> list[EventTable]:
+    tables = [next(iter(load(p, use_cache=False).hosts.values()))
+              for p in (GPU_FIXTURE, KINETO_FIXTURE, stepscope_profile)]
+    rng = np.random.default_rng(7)
+    # Partly overlapping events of wildly different lengths: the layout must stack them.
+    n = 3000
+    start = 1_000_000 + rng.integers(0, 5_000_000, n)
+    dur = (10 ** rng.uniform(0, 6, n)).astype(np.int64)
+    dur[::50] = 0
+    tables.append(synthetic_table(start, dur, rng.integers(0, 3, n)))
+    return tables
+
+
+def _brute(ix: TraceIndex) -> tuple[np.ndarray, ...]:
+    """Every indexed event's row, track, row-in-track, start (relative) and duration."""
+    rows = np.flatnonzero(ix.pos_of_row >= 0)
+    track, depth, start = ix.where(rows)
+    assert np.array_equal(start, ix.table.start_ns[rows] - ix.origin_ns)
+    return rows, track, depth, start, ix.table.duration_ns[rows].astype(np.int64)
+
+
+def test_rows_never_overlap_and_nesting_is_depth(stepscope_profile: Path) -> None:
+    for table in _profiles(stepscope_profile):
+        ix = build(table)
+        rows, track, depth, start, dur = _brute(ix)
+        end = start + np.maximum(dur, 1)
+        order = np.lexsort((start, depth, track))
+        t, d, s, e = track[order], depth[order], start[order], end[order]
+        same = (t[1:] == t[:-1]) & (d[1:] == d[:-1])
+        assert not np.any(same & (s[1:] < e[:-1])), "two events overlap on one row"
+    # stepscope's Trace events nest: train at row 0, its children at row 1.
+    ix = build(next(iter(load(stepscope_profile, use_cache=False).hosts.values())))
+    rows, track, depth, _, _ = _brute(ix)
+    names = np.array([ix.table.names[c] for c in ix.table.name[rows]])
+    assert set(depth[names == "train"]) == {0}
+    assert set(depth[np.isin(names, ["load_batch", "matmul", EVIL_OP])]) == {1}
+
+
+def test_query_matches_brute_force(stepscope_profile: Path) -> None:
+    rng = np.random.default_rng(1)
+    for table in _profiles(stepscope_profile):
+        ix = build(table)
+        rows, track, depth, start, dur = _brute(ix)
+        end = start + np.maximum(dur, 1)
+        windows = [(0, ix.span_ns, 2000), (-50, ix.span_ns + 50, 7)]
+        for _ in range(25):
+            a, b = sorted(rng.integers(-1000, ix.span_ns + 1000, 2).tolist())
+            if rng.random() < 0.5:  # zoomed far in
+                b = a + int(rng.integers(1, max(ix.span_ns // 1000, 2)))
+            windows.append((a, max(b, a + 1), int(rng.choice([1, 3, 100, 2000, 4000]))))
+        for t0, t1, width in windows:
+            q = ix.query(t0, t1, width)
+            span = t1 - t0
+            inside = (start < t1) & (end > t0)
+            wide = inside & (dur * width >= span)
+            ev = q["events"]
+            assert sorted(ev["id"]) == sorted(rows[wide].tolist()), (t0, t1, width)
+            got = dict(zip(ev["id"], zip(ev["track"], ev["row"], ev["start"], ev["dur"],
+                                         strict=True), strict=True))
+            for r, tr, de, st, du in zip(rows[wide], track[wide], depth[wide], start[wide],
+                                         dur[wide], strict=True):
+                assert got[int(r)] == (tr, de, st, du)
+            narrow = inside & ~wide
+            agg = q["aggregates"]
+            assert sum(agg["count"]) == int(narrow.sum())
+            assert sum(agg["covered"]) == int(dur[narrow].sum())
+            # Each narrow event lies in a block of its own track and row.
+            blocks: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+            for tr, de, s, e, c in zip(agg["track"], agg["row"], agg["start"], agg["end"],
+                                       agg["count"], strict=True):
+                assert s < e and c > 0
+                blocks.setdefault((tr, de), []).append((s, e, c))
+            for key, spans in blocks.items():
+                mine = narrow & (track == key[0]) & (depth == key[1])
+                at = np.maximum(start[mine], t0)
+                assert sum(c for _, _, c in spans) == int(mine.sum())
+                covered = np.zeros(len(at), bool)
+                for s, e, _ in spans:
+                    covered |= (at >= s) & (at < e)
+                assert covered.all()
+            assert set(blocks) == set(zip(track[narrow].tolist(), depth[narrow].tolist(),
+                                          strict=True))
+
+
+def test_query_is_bounded_by_pixels() -> None:
+    n = 200_000
+    start = np.arange(n, dtype=np.int64) * 10
+    table = synthetic_table(start, np.full(n, 5), np.zeros(n, np.int64))
+    q = build(table).query(0, n * 10, 1000)
+    assert q["events"]["id"] == []
+    assert len(q["aggregates"]["count"]) <= 1000
+    assert sum(q["aggregates"]["count"]) == n
+
+
+def test_bad_queries_are_refused(stepscope_profile: Path) -> None:
+    ix = build(next(iter(load(stepscope_profile, use_cache=False).hosts.values())))
+    with pytest.raises(TraceQueryError):
+        ix.query(0, 100, 0)
+    with pytest.raises(TraceQueryError):
+        ix.query(100, 100, 10)
+    with pytest.raises(TraceQueryError):
+        ix.event(-1)
+    with pytest.raises(TraceQueryError):
+        ix.search("")
+
+
+def test_sections_tracks_flows_and_details_on_the_v100_profile() -> None:
+    table = next(iter(load(GPU_FIXTURE, use_cache=False).hosts.values()))
+    ix = build(table)
+    meta = ix.meta()
+    sections = [s["name"] for s in meta["sections"]]
+    assert sections[:3] == ["/device:GPU:1", "/device:GPU:4", "/device:GPU:6"]
+    assert "Host Threads" in sections
+    gpu4 = [ix.tracks[i].name for i in meta["sections"][1]["tracks"]]
+    assert gpu4[:2] == ["Steps", "TensorFlow Ops"]
+    assert "Stream #134(Compute)" in gpu4
+    # Launch flows join a host event to a device event with the same correlation id.
+    launches = np.flatnonzero(ix.flow_kind == 0)
+    assert len(launches) > 1000
+    src, dst = ix.flow_src[launches], ix.flow_dst[launches]
+    corr = table.typed["correlation_id"]
+    assert np.array_equal(corr[src], corr[dst])
+    assert all(table.planes[p].name == "/host:CPU" for p in table.plane[src][:50])
+    assert all(table.planes[p].name.startswith("/device:GPU:") for p in table.plane[dst][:50])
+    detail = ix.event(int(dst[0]))
+    assert detail["stats"]["correlation_id"] == int(corr[dst[0]])
+    assert "kernel_details" in detail["stats"] or "memcpy_details" in detail["stats"]
+    assert any(f["from"]["id"] == int(src[0]) for f in detail["flows"])
+    assert detail["section"].startswith("/device:GPU:")
+
+
+def test_search_and_selection_match_brute_force(stepscope_profile: Path) -> None:
+    table = next(iter(load(stepscope_profile, use_cache=False).hosts.values()))
+    ix = build(table)
+    found = ix.search("MATMUL")
+    names = np.array(table.names)[table.name]
+    assert found["total"] == int((names == "matmul").sum()) == 8
+    assert found["matches"]["start"] == sorted(found["matches"]["start"])
+    track = ix.tracks[found["matches"]["track"][0]]
+    assert track.section == "Host Threads"
+    assert ix.search(EVIL_OP)["total"] == 8
+    assert ix.search("no such op anywhere")["total"] == 0
+    # The selection of the whole host thread, summed by name.
+    sel = ix.selection(0, ix.span_ns, [track.id])
+    by_name = {r["name"]: r for r in sel["rows"]}
+    assert by_name["train"]["count"] == 8
+    train = table.duration_ns[names == "train"]
+    assert by_name["train"]["total_ns"] == int(train.sum())
+    assert by_name["train"]["average_ns"] == pytest.approx(train.mean())
+
+
+def test_counters_are_counter_tracks(tmp_path: Path) -> None:
+    import stepscope
+
+    options = stepscope.ProfilerOptions(counter_interval_ms=5)
+    with stepscope.Profile(tmp_path, options=options), \
+            stepscope.Trace("work", step_num=0, _r=1):
+        sum(i for i in range(300_000))
+    ix = build(next(iter(load(tmp_path, use_cache=False).hosts.values())))
+    counters = [t for t in ix.tracks if t.kind == "counter"]
+    assert counters and all(t.section == "Counters" for t in counters)
+    q = ix.query(0, ix.span_ns, 500)
+    got = {c["track"]: c for c in q["counters"]}
+    for t in counters:
+        assert len(got[t.id]["time"]) == t.events
+
+
+def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    table = next(iter(load(GPU_FIXTURE, use_cache=False).hosts.values()))
+    first = index_for(table, GPU_FIXTURE)
+    assert first.skey.flags.writeable  # built here
+    again = index_for(table, GPU_FIXTURE)
+    assert not again.skey.flags.writeable  # mapped from the cache
+    assert again.query(0, again.span_ns, 800) == first.query(0, first.span_ns, 800)
+    assert again.meta() == first.meta()
+    # A damaged file is a miss, rebuilt.
+    (entry,) = (tmp_path / "cache").glob("*.arrays")
+    entry.write_bytes(entry.read_bytes()[:100])
+    rebuilt = index_for(table, GPU_FIXTURE)
+    assert rebuilt.skey.flags.writeable
