@@ -358,3 +358,15 @@ def test_python_tracer_stops_with_the_session(tmp_path: Path) -> None:
     t.start()
     t.join()
     assert seen == [None]
+
+
+def test_profiles_get_the_umask_mode_not_a_private_one(tmp_path: Path) -> None:
+    """TensorBoard often runs as another user: a profile is as readable as any file written."""
+    import os
+
+    old = os.umask(0o027)
+    try:
+        path, _ = _profile(tmp_path, lambda: None)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.errors import LogdirError
+from stepscope.formats.xplane_builder import file_mode
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 
@@ -80,6 +81,7 @@ def write_chrome_trace(path: str | Path, hosts: Iterable[tuple[str, EventTable, 
         raise LogdirError(f"Cannot write {path} ({err.strerror or err}).") from err
     written = 0
     try:
+        os.fchmod(fd, file_mode())
         raw = os.fdopen(fd, "wb")
         stream: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) \
             if path.name.endswith(".gz") else raw

@@ -93,11 +93,37 @@ def add_plane(space: Any, plane_id: int, name: str) -> PlaneBuilder:
     return PlaneBuilder(space.planes.add(id=plane_id, name=name))
 
 
+def _umask_at_import() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_IMPORT_UMASK = _umask_at_import()
+
+
+def file_mode() -> int:
+    """The mode ``open`` gives a new file under the process's current umask.
+
+    mkstemp makes files private (0600); profiles are shared like any file the user writes
+    (TensorBoard may run as another user), so they get the usual mode. Linux tells the umask
+    in /proc without changing it (``os.umask`` would, racing other threads).
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o666 & ~_IMPORT_UMASK
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers never see a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
