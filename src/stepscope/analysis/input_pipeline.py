@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -148,6 +148,16 @@ def input_pipeline(profile: Profile, host: str | None = None,
         bottleneck = Bottleneck(None, None, "This run has no hosts.")
     else:
         bottleneck = find_bottleneck(target, profile.hosts[target], events.get(target))
+    percent = summary["input"].get("percent")
+    if (summary["input"].get("verdict") == "not" and percent is not None
+            and bottleneck.stage is not None):
+        # A stage that happened to be slowest in one run is no bottleneck when the steps
+        # hardly wait for input (a single slow call, say a collection, would be named).
+        bottleneck = replace(
+            bottleneck, stage=None,
+            recommendation=(f"Input is not the bottleneck: {percent:.1f}% "
+                            "of step time waits for input. Look at the rest of the step."),
+            graph=[replace(node, bottleneck=False) for node in bottleneck.graph])
     return InputPipelineAnalysis(profile.run, str(profile.path), host, summary, rows, breakdown,
                                  bottleneck, per_host)
 
