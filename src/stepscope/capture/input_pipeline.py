@@ -27,6 +27,7 @@ import random
 import re
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -275,19 +276,14 @@ class _PrefetchIter(_StageIter):
     def _extra_stats(self) -> dict[str, Any]:
         return {"buffer_size": self._size}
 
-    def _produce(self) -> None:
-        _local.top = self  # the stages this thread reads are this stage's producers
-        try:
-            for item in self._up:
-                self._queue.put(item)
-        except BaseException as err:  # handed to the consumer, raised there
-            self._error = err
-        self._queue.put(_END)
-
     def _next(self) -> Any:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._produce, daemon=True,
-                                            name=f"stepscope-prefetch-{self.id}")
+            self._stop = threading.Event()
+            # The thread holds this stage only weakly: when the consumer drops its iterator,
+            # __del__ stops the thread instead of leaving it to read (and record) forever.
+            self._thread = threading.Thread(
+                target=_produce, args=(weakref.ref(self), self._up, self._queue, self._stop),
+                daemon=True, name=f"stepscope-prefetch-{self.id}")
             self._thread.start()
         item = self._queue.get()
         if item is _END:
@@ -296,6 +292,42 @@ class _PrefetchIter(_StageIter):
                 raise self._error
             raise StopIteration
         return item
+
+    def __del__(self) -> None:
+        stop: threading.Event | None = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+
+
+def _produce(owner: weakref.ref[_PrefetchIter], up: Iterator[Any], out: queue.Queue[Any],
+             stop: threading.Event) -> None:
+    """A prefetch stage's thread: read ``up`` into ``out`` until the end or ``stop``."""
+    stage = owner()
+    if stage is None:
+        return
+    # The stages this thread reads are this stage's producers (a proxy: no strong reference).
+    _local.top = weakref.proxy(stage)
+    del stage
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for item in up:
+            if not put(item):
+                return
+    except BaseException as err:  # handed to the consumer, raised there
+        stage = owner()
+        if stage is not None:
+            stage._error = err
+        del stage
+    put(_END)
 
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
