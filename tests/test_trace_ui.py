@@ -208,8 +208,11 @@ def test_select_search_and_selection_table(watched: Watched, server: Server) -> 
     page.click("#trace-next")
     page.wait_for_function("() => document.querySelector('#trace-matches').textContent === "
                            "'2 of 8'")
+    # The pane still shows match 1 (also "train") until match 2's details arrive.
     page.wait_for_function(
-        "() => document.querySelector('#trace-detail-name')?.textContent === 'train'")
+        "() => (document.querySelector('#trace-details')?.textContent || '')"
+        ".replace(/\\s/g, '').includes('step_num1')")
+    assert page.text_content("#trace-detail-name") == "train"
     assert "step_num1" in page.text_content("#trace-details").replace(" ", "")
     page.click("#trace-prev")
     page.wait_for_function("() => document.querySelector('#trace-matches').textContent === "
