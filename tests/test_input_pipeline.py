@@ -138,7 +138,8 @@ def test_fast_pipeline_is_not_input_bound(tmp_path: Path,
     assert result["input"]["verdict"] == "not"
     assert result["input"]["percent"] < 5
     assert result["bottleneck"]["stage"] is None
-    assert "No input stage is slow" in result["bottleneck"]["recommendation"]
+    # No stage named: either no call was slow, or the run is not input-bound anyway.
+    assert "Look at the rest of the step" in result["bottleneck"]["recommendation"]
     assert {r["name"] for r in result["ops"]} == {
         "Iterator::Batch", "Iterator::Batch::Map", "Iterator::Batch::Map::Range"}
 
