@@ -86,7 +86,6 @@ from stepscope.analysis.framework_op_stats import (
 )
 from stepscope.analysis.steps import device_planes
 from stepscope.errors import StepscopeError
-from stepscope.formats import xspace_columns as xc
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.profile import Profile
@@ -376,17 +375,6 @@ def parse_dims_list(text: str) -> Dims | None:
                   for v in value])
 
 
-def _int_stat(table: EventTable, stat: str) -> tuple[I64, I64]:
-    """An integer stat as columns: (event rows, values)."""
-    st = table.stats
-    try:
-        code = st.stat_names.index(stat)
-    except ValueError:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (xc.KIND_INT64, xc.KIND_UINT64)))
-    return st.event[rows], st.value[rows]
-
-
 @dataclass
 class _LaunchColumns:
     """Per kernel event: registers, shared memory, block and grid (_NONE where unknown)."""
@@ -443,7 +431,7 @@ def _kineto_launches(table: EventTable, kernels: I64) -> _LaunchColumns:
     cols = _LaunchColumns.empty(len(kernels))
     for stat, column, bound in ((KINETO_REGISTERS, cols.regs, MAX_REGISTERS),
                                 (KINETO_SHARED_MEMORY, cols.shared, MAX_SHARED_MEMORY)):
-        rows, values = _int_stat(table, stat)
+        rows, values = table.int_stat(stat)
         keep, at = _positions(table, kernels, rows)
         values = values[keep]
         bad = (values < 0) | (values > bound)

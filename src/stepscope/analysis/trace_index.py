@@ -95,18 +95,6 @@ def _ranges(lo: I64, hi: I64) -> I64:
     return (np.repeat(lo - (ends - counts), counts) + np.arange(total, dtype=np.int64))
 
 
-def _int_stat(table: EventTable, stat: str) -> tuple[I64, I64]:
-    """An integer side stat as (event rows, values)."""
-    st = table.stats
-    try:
-        code = st.stat_names.index(stat)
-    except ValueError:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (xc.KIND_INT64,
-                                                                xc.KIND_UINT64)))
-    return np.asarray(st.event[rows], np.int64), np.asarray(st.value[rows], np.int64)
-
-
 def _float_stat(table: EventTable, stat: str) -> tuple[I64, F64]:
     """A numeric side stat as (event rows, float values)."""
     st = table.stats
@@ -560,8 +548,8 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
         srcs.append(host_rows[order][at[ok]])
         dsts.append(dev_rows[ok])
         kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
-    p_rows, p_ids = _int_stat(table, "_p")
-    c_rows, c_ids = _int_stat(table, "_c")
+    p_rows, p_ids = table.int_stat("_p")
+    c_rows, c_ids = table.int_stat("_c")
     if len(p_rows) and len(c_rows):
         pt = _typed_lookup(table, "_pt", p_rows)
         ct = _typed_lookup(table, "_ct", c_rows)
@@ -589,7 +577,7 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
 
 def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
     """An integer side stat's value for each of ``rows`` (-1 where absent)."""
-    s_rows, values = _int_stat(table, stat)
+    s_rows, values = table.int_stat(stat)
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
         order = np.argsort(s_rows, kind="stable")

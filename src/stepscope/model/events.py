@@ -106,6 +106,17 @@ class EventTable:
         codes = np.array([code_of[t] for t in texts], dtype=np.int32)
         return st.event[rows], codes[inverse.reshape(-1)] if len(rows) else codes, values
 
+    def int_stat(self, stat: str) -> tuple[I64, I64]:
+        """An integer stat as columns: (event rows, values)."""
+        st = self.stats
+        try:
+            code = st.stat_names.index(stat)
+        except ValueError:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows = np.flatnonzero((st.name == code)
+                              & np.isin(st.kind, (xc.KIND_INT64, xc.KIND_UINT64)))
+        return np.asarray(st.event[rows], np.int64), np.asarray(st.value[rows], np.int64)
+
     def plane_index(self, name: str) -> int | None:
         """Index of the plane called ``name``, or None."""
         return next((i for i, p in enumerate(self.planes) if p.name == name), None)

@@ -64,6 +64,15 @@ class Bridge(Protocol):
         """Stop the framework's profiler and return what it recorded."""
 
 
+def version_tuple(text: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as ``"2.13.0+cpu"``; (0, 0) if unreadable."""
+    parts = text.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, BridgeWarning, stacklevel=4)
     log.warning(message)

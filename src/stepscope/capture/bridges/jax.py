@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stepscope.capture.bridges import BridgeData
+from stepscope.capture.bridges import BridgeData, version_tuple
 from stepscope.capture.bridges.xspace import merge_space
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
@@ -28,14 +28,6 @@ MINIMUM_VERSION = (0, 4)  # jax.profiler.start_trace writing XSpace with Profile
 _JAX_OPS_LEVEL = 2
 
 
-def _version(text: str) -> tuple[int, int]:
-    parts = text.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return (0, 0)
-
-
 class JaxBridge:
     """``jax.profiler`` started for one stepscope session."""
 
@@ -45,7 +37,7 @@ class JaxBridge:
         jax: Any = sys.modules[FRAMEWORK]
         version = getattr(jax, "__version__", "0")
         profiler = getattr(jax, "profiler", None)
-        if (_version(version) < MINIMUM_VERSION or profiler is None
+        if (version_tuple(version) < MINIMUM_VERSION or profiler is None
                 or not hasattr(profiler, "ProfileOptions")):
             raise StepscopeError(
                 f"JAX {version} is too old for stepscope's JAX bridge; it needs jax >= "

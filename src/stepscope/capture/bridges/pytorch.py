@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepscope.capture.bridges import BridgeData, HostLine
+from stepscope.capture.bridges import BridgeData, HostLine, version_tuple
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
 from stepscope.formats import xplane_builder as xb
@@ -52,14 +52,6 @@ def last_profiler() -> Any:
     return _last
 
 
-def _version(text: str) -> tuple[int, int]:
-    parts = text.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return (0, 0)
-
-
 @dataclass
 class DeviceEvent:
     """One GPU activity: what the conversion to a device plane needs (times in ns)."""
@@ -81,7 +73,7 @@ class TorchBridge:
     def __init__(self, options: ProfilerOptions) -> None:
         global _last
         torch: Any = sys.modules[FRAMEWORK]
-        if _version(getattr(torch, "__version__", "0")) < MINIMUM_VERSION:
+        if version_tuple(getattr(torch, "__version__", "0")) < MINIMUM_VERSION:
             raise StepscopeError(
                 f"PyTorch {torch.__version__} is too old for stepscope's PyTorch bridge; it "
                 f"needs torch >= {'.'.join(map(str, MINIMUM_VERSION))}.")
