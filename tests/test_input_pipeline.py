@@ -8,10 +8,12 @@ Every profile here is recorded for real: Python pipelines in this process, PyTor
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,14 @@ def _profile(logdir: Path, pipeline: Any, steps: int, compute_s: float) -> Path:
                 with stepscope.Trace("compute"):
                     _busy(compute_s)
     assert prof.path is not None
+    # A prefetch thread reads ahead until its stage is dropped; let it end here so that it
+    # does not read (and record) inside the next test's session.
+    del it
+    gc.collect()
+    for thread in threading.enumerate():
+        if thread.name.startswith("stepscope-prefetch"):
+            thread.join(timeout=10)
+            assert not thread.is_alive()
     return prof.path.parent
 
 
