@@ -180,49 +180,101 @@ def _in_child(name: str, *args: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+class _Server:
+    """``stepscope serve`` of a logdir holding ``path`` as run ``real``, with its own cache."""
+
+    def __init__(self, path: Path, tmp: Path) -> None:
+        logdir = tmp / "logs"
+        run = logdir / "plugins" / "profile" / "real"
+        if not run.exists():
+            run.mkdir(parents=True)
+            (run / path.name).symlink_to(path)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp / "cache")}
+        self.proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                                      str(logdir), "--port", str(self.port)], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def url(self, tool: str) -> str:
+        return f"http://127.0.0.1:{self.port}/#run=real&tool={tool}"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+_DRAWN = ("() => document.querySelector('#trace-canvas') "
+          "&& Number(document.querySelector('#trace-canvas').dataset.drawn || 0) > 0")
+
+
+def _open(browser: Any, url: str) -> Any:
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(600_000)
+    for _ in range(100):  # the server may still be starting
+        try:
+            page.goto(url)
+            return page
+        except Exception:
+            time.sleep(0.2)
+    raise RuntimeError(f"the server never answered {url}")
+
+
+def _paint(browser: Any, url: str) -> float:
+    """Seconds from opening ``url`` (the trace viewer) to events drawn on its canvas."""
+    page = _open(browser, url)
+    t = time.perf_counter()
+    page.wait_for_function(_DRAWN, polling=50)
+    seconds = time.perf_counter() - t
+    page.close()
+    return seconds
+
+
 def first_paint(path: Path) -> dict[str, Any]:
-    """Seconds from opening the trace viewer to events on the canvas (cold and warm)."""
+    """Seconds from opening the trace viewer to events on the canvas, four ways:
+
+    ``cold_s``: a fresh server and cache, the trace viewer opened first (load + index build);
+    ``via_overview_s``: a fresh server and cache, the overview opened first (the usual way
+    in), then the trace viewer as soon as the overview shows; ``warm_s``: again, same server;
+    ``restart_s``: a new server on the cache the first one left (the profile reopened).
+    """
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         return {"error": "no Chromium"}
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="stepscope-bench-trace-") as tmp:
-        logdir = Path(tmp) / "logs"
-        run = logdir / "plugins" / "profile" / "real"
-        run.mkdir(parents=True)
-        (run / path.name).symlink_to(path)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(Path(tmp) / "cache")}
-        proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
-                                 str(logdir), "--port", str(port)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="stepscope-bench-trace-") as tmp, \
+            sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium,
+                                    args=["--no-sandbox", "--disable-gpu"])
+        server = _Server(path, Path(tmp) / "a")
         try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=chromium,
-                                            args=["--no-sandbox", "--disable-gpu"])
-                for label in ("cold_s", "warm_s"):
-                    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-                    page.set_default_timeout(600_000)
-                    for _ in range(100):
-                        try:
-                            page.goto(f"http://127.0.0.1:{port}/#run=real&tool=trace_viewer")
-                            break
-                        except Exception:
-                            time.sleep(0.2)
-                    t = time.perf_counter()
-                    page.wait_for_function("() => document.querySelector('#trace-canvas') "
-                                           "&& Number(document.querySelector('#trace-canvas')"
-                                           ".dataset.drawn || 0) > 0", polling=50)
-                    out[label] = time.perf_counter() - t
-                    page.close()
-                browser.close()
+            out["cold_s"] = _paint(browser, server.url("trace_viewer"))
+            out["warm_s"] = _paint(browser, server.url("trace_viewer"))
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server.close()
+        server = _Server(path, Path(tmp) / "a")
+        try:
+            out["restart_s"] = _paint(browser, server.url("trace_viewer"))
+        finally:
+            server.close()
+        server = _Server(path, Path(tmp) / "b")
+        try:
+            page = _open(browser, server.url("overview_page"))
+            t = time.perf_counter()
+            page.wait_for_selector("#overview-page")
+            out["overview_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            page.evaluate("() => { location.hash = location.hash.replace("
+                          "'overview_page', 'trace_viewer'); }")
+            page.wait_for_function(_DRAWN, polling=50)
+            out["via_overview_s"] = time.perf_counter() - t
+            page.close()
+        finally:
+            server.close()
+        browser.close()
     return out
 
 
@@ -248,8 +300,10 @@ def main() -> None:
     print(f"\nReal profile: {path.relative_to(ROOT)} ({size_mb:.0f} MB, stepscope Python "
           "tracer):")
     _print(_in_child("real", str(path), str(args.queries)))
-    print("  first paint in headless Chromium (open page → events drawn), cold includes "
-          "load + index build:")
+    print("  first paint in headless Chromium (open page → events drawn). cold: fresh server "
+          "and cache (load + index build);\n  overview_s, via_overview_s: the overview opened "
+          "first, then the trace viewer (index built meanwhile);\n  warm: same server again; "
+          "restart: a new server on the cache left behind:")
     _print(first_paint(path), indent="    ")
     print("\nXProf trace_viewer@ on the same file (xspace_to_tool_data):")
     _print(_in_child("xprof", str(path)))

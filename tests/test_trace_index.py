@@ -80,6 +80,32 @@ def test_rows_never_overlap_and_nesting_is_depth(stepscope_profile: Path) -> Non
     assert set(depth[np.isin(names, ["load_batch", "matmul", EVIL_OP])]) == {1}
 
 
+def _permuted(table: EventTable, perm: np.ndarray) -> EventTable:
+    """``table`` with its events in the order ``perm`` (no stats)."""
+    return synthetic_table(table.start_ns[perm], table.duration_ns[perm], table.line[perm])
+
+
+def test_layout_does_not_depend_on_event_order(stepscope_profile: Path) -> None:
+    rng = np.random.default_rng(3)
+    for table in _profiles(stepscope_profile)[2:]:
+        plain = _permuted(table, np.arange(len(table)))
+        perm = rng.permutation(len(table))
+        a, b = build(plain), build(_permuted(table, perm))
+        ta, da, sa = a.where(np.arange(len(table)))
+        tb, db, sb = b.where(np.argsort(perm))  # the same events, found where they went
+        assert np.array_equal(ta, tb) and np.array_equal(da, db) and np.array_equal(sa, sb)
+
+
+def test_events_starting_together_nest_longest_first() -> None:
+    # A child listed before its parent, starting on the same nanosecond: the parent (longer)
+    # takes row 0 and the child row 1; a sibling after the child shares the child's row.
+    start = np.array([100, 100, 100, 150])
+    dur = np.array([40, 200, 10, 20])
+    ix = build(synthetic_table(start, dur, np.zeros(4, np.int64)))
+    _, depth, _ = ix.where(np.arange(4))
+    assert depth.tolist() == [1, 0, 2, 1]
+
+
 def test_query_matches_brute_force(stepscope_profile: Path) -> None:
     rng = np.random.default_rng(1)
     for table in _profiles(stepscope_profile):

@@ -358,3 +358,49 @@ def test_capture_status_errors(client: TestClient) -> None:
     assert client.get("/api/capture", params={"id": "../x"}).status_code == 400
     assert client.get("/api/capture", params={"id": "abcdef0123456789"}).status_code == 404
     assert client.get("/api/capture").status_code == 400
+
+
+def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index starts building once the run loads; until it is built the trace viewer is
+    told how far it has got (202), and the run's other tools answer meanwhile."""
+    import threading
+
+    from stepscope.analysis import trace_index as ti
+    from stepscope.model.profile import list_runs
+    from stepscope.web import trace
+    from stepscope.web.api import Api
+
+    gate, calls = threading.Event(), []
+
+    def slow_index(table: Any, source: Any, **kwargs: Any) -> ti.TraceIndex:
+        calls.append(threading.current_thread().name)
+        kwargs["progress"](0.4)
+        assert gate.wait(60)
+        return ti.index_for(table, source, **kwargs)
+
+    monkeypatch.setattr(trace, "index_for", slow_index)
+    monkeypatch.setattr(trace, "WAIT_S", 0.05)
+    run = tmp_path / "plugins" / "profile" / "copy"
+    shutil.copytree(logdir / "plugins" / "profile" / "two_hosts", run)
+    api = Api(tmp_path, use_cache=False)
+    state = api.store.wait(list_runs(tmp_path)["copy"])
+    for _ in range(200):  # no trace request yet: the store started the build itself
+        if calls:
+            break
+        time.sleep(0.02)
+    assert calls and calls[0].startswith("stepscope-trace_index")
+    code, progress = api.data("copy", None, "trace_viewer", {})
+    assert code == 202 and progress["status"] == "indexing" and progress["share"] == 0.4
+    assert progress["events"] == len(state.run.profile.hosts["worker_a"])  # the first host
+    assert api.trace("window", {"run": "copy", "start_ns": "0", "end_ns": "10",
+                                "width": "10"})[0] == 202
+    assert api.data("copy", None, "overview_page", {})[0] == 200  # not held up
+    gate.set()
+    for _ in range(500):
+        code, body = api.data("copy", None, "trace_viewer", {})
+        if code == 200:
+            break
+        time.sleep(0.02)
+    assert code == 200 and body["host"] == "worker_a" and body["tracks"]
+    assert len(calls) == 1  # built once

@@ -4,7 +4,9 @@
 export interface Run { name: string; hosts: string[]; }
 export interface ToolInfo { name: string; title: string; csv: boolean; flags: string[]; }
 export interface Progress { status: string; done_bytes: number; total_bytes: number; file: string;
-  error?: string; }
+  error?: string;
+  /** While the trace viewer's index is built (status "indexing"): its events, share done. */
+  events?: number; share?: number; }
 
 export class ApiError extends Error {
   constructor(public status: number, message: string) { super(message); }

@@ -2,7 +2,7 @@
 import { ApiError, getJson, Progress, Run, ToolInfo } from "./api";
 import { captureDialog } from "./capture";
 import { disposeCharts } from "./charts";
-import { bytes, h } from "./dom";
+import { bytes, h, int } from "./dom";
 import { PageContext, PAGES } from "./pages/registry";
 
 const RELOAD_MS = 20000;
@@ -97,9 +97,20 @@ async function show(want: Place): Promise<void> {
 }
 
 function showProgress(run: string, p: Progress): void {
-  const share = p.total_bytes ? p.done_bytes / p.total_bytes : 0;
+  const indexing = p.status === "indexing";
+  const share = indexing ? p.share ?? 0 : p.total_bytes ? p.done_bytes / p.total_bytes : 0;
   const bar = h("div");
   bar.style.width = `${(100 * share).toFixed(1)}%`;
+  if (indexing) {
+    page.replaceChildren(h("div", { className: "card", id: "loading" },
+      h("h2", {}, `Indexing run ${run} for the trace viewer`),
+      h("div", { className: "progress", role: "progressbar",
+                 "aria-valuenow": Math.round(100 * share), "aria-valuemin": 0,
+                 "aria-valuemax": 100 }, bar),
+      h("p", { className: "muted" }, `${int(p.events ?? 0)} events; built once, then read `
+        + "from the cache.")));
+    return;
+  }
   page.replaceChildren(h("div", { className: "card", id: "loading" },
     h("h2", {}, `Loading run ${run}`),
     h("div", { className: "progress", role: "progressbar",

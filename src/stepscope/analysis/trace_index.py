@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,40 @@ def _track_rank(section: str, name: str, line_id: int) -> tuple[int, int, str]:
     return (1, line_id, name)
 
 
-def _layout(track: I64, start: I64, lay_end: I64) -> I64:
-    """A row per event such that no two events of one track and row overlap.
+def _too_wide() -> TraceQueryError:
+    return TraceQueryError("This profile has too many rows or too long a time span for the "
+                           "trace viewer's index.")
+
+
+def _by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
+    """Event order by (track, start), the longer first of events starting together."""
+    key = (track << np.int64(bits)) | start
+    # One int64 key sorts far faster than a multi-key lexsort, and events usually arrive
+    # sorted by line and time already, which a stable sort takes in one pass.
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    same = sorted_key[1:] == sorted_key[:-1]
+    if same.any():
+        tied = np.zeros(len(order), bool)
+        tied[1:] |= same
+        tied[:-1] |= same
+        sub = order[tied]
+        order[tied] = sub[np.lexsort((-lay_end[sub], key[sub]))]
+    return np.asarray(order, np.int64)
+
+
+def _by_row(track: I64, depth: I64, by_start: I64) -> I64:
+    """Event order by (track, row, start), given the order by (track, start)."""
+    rows = int(depth.max()) + 1
+    group = track[by_start] * rows + depth[by_start]
+    if int(group.max()) < 1 << 16:
+        group = group.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
+    return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
+
+
+def _layout(track: I64, start: I64, lay_end: I64) -> tuple[I64, I64]:
+    """A row per event such that no two events of one track and row overlap, and the
+    event order by (track, row, start).
 
     Nested events get their nesting depth (counted, not walked); events that overlap
     without nesting are pushed one row down at a time until their row is free.
@@ -147,33 +180,37 @@ def _layout(track: I64, start: I64, lay_end: I64) -> I64:
     n = len(track)
     depth = np.zeros(n, np.int64)
     if not n:
-        return depth
+        return depth, depth.copy()
     bits = int(max(int(lay_end.max()), 1)).bit_length()
+    if int(track.max()).bit_length() + bits > 62:
+        raise _too_wide()
     tshift = np.int64(bits)
-    order = np.lexsort((-lay_end, start, track))
-    skeys = (track[order] << tshift) | start[order]
-    ekeys = np.sort((track << tshift) | lay_end)
+    by_start = _by_track_and_start(track, start, lay_end, bits)
+    skeys = ((track << tshift) | start)[by_start]
+    ekeys = np.sort((track << tshift) | lay_end, kind="stable")
     # Events of the same track still running when this one starts (and started before it).
-    depth[order] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
+    depth[by_start] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
+    del skeys, ekeys
     for _ in range(64):
-        clash = _clashes(track, depth, start, lay_end, bits)
+        order = _by_row(track, depth, by_start)
+        clash = _clashes(order, track, depth, start, lay_end, bits)
         if not len(clash):
-            return depth
+            return depth, order
         depth[clash] += 1
-    _greedy(track, depth, start, lay_end, bits)
-    return depth
+    _greedy(by_start, track, depth, start, lay_end, bits)
+    return depth, _by_row(track, depth, by_start)
 
 
-def _clashes(track: I64, depth: I64, start: I64, lay_end: I64, bits: int) -> I64:
-    """Events that overlap an earlier event on their track and row."""
-    order = np.lexsort((start, depth, track))
+def _clashes(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
+             bits: int) -> I64:
+    """Events that overlap an earlier event on their track and row (``order``: the events
+    by track, row and start)."""
     t, d, s, e = track[order], depth[order], start[order], lay_end[order]
     new_group = np.ones(len(order), bool)
     new_group[1:] = (t[1:] != t[:-1]) | (d[1:] != d[:-1])
     group = np.cumsum(new_group) - 1
     if int(group[-1]).bit_length() + bits > 62:
-        raise TraceQueryError("This profile has too many rows or too long a time span for "
-                              "the trace viewer's index.")
+        raise _too_wide()
     running = np.maximum.accumulate((group << np.int64(bits)) | e)
     prev_end = np.zeros(len(order), np.int64)
     prev_end[1:] = running[:-1] & ((np.int64(1) << np.int64(bits)) - 1)
@@ -181,9 +218,11 @@ def _clashes(track: I64, depth: I64, start: I64, lay_end: I64, bits: int) -> I64
     return np.asarray(order[bad], np.int64)
 
 
-def _greedy(track: I64, depth: I64, start: I64, lay_end: I64, bits: int) -> None:
+def _greedy(by_start: I64, track: I64, depth: I64, start: I64, lay_end: I64,
+            bits: int) -> None:
     """Lay out the tracks that still clash one event at a time (a rare, slow fallback)."""
-    bad_tracks = np.unique(track[_clashes(track, depth, start, lay_end, bits)])
+    order = _by_row(track, depth, by_start)
+    bad_tracks = np.unique(track[_clashes(order, track, depth, start, lay_end, bits)])
     for t in bad_tracks.tolist():
         rows = np.flatnonzero(track == t)
         rows = rows[np.lexsort((-lay_end[rows], start[rows]))]
@@ -588,8 +627,10 @@ def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
     return out
 
 
-def build(table: EventTable) -> TraceIndex:
-    """Build the trace viewer's index of one host's events."""
+def build(table: EventTable, progress: Callable[[float], None] | None = None) -> TraceIndex:
+    """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
+    far the build has got."""
+    report = progress or (lambda share: None)
     n = len(table)
     planes = [p.name for p in table.planes]
     skip_plane = np.array([p in _SKIP_PLANES for p in planes] + [False], bool)
@@ -632,8 +673,9 @@ def build(table: EventTable) -> TraceIndex:
     rel = start[ev_rows] - origin
     edur = dur[ev_rows]
     lay_end = rel + np.maximum(edur, 1)
-    depth = _layout(track, rel, lay_end)
-    order = np.lexsort((rel, depth, track))
+    report(0.15)
+    depth, order = _layout(track, rel, lay_end)
+    report(0.6)
     ev_row = ev_rows[order]
     track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],
                                         lay_end[order])
@@ -647,8 +689,7 @@ def build(table: EventTable) -> TraceIndex:
                int(start[counter_rows].max()) - origin + 1 if counter_rows.any() else 1)
     bits = max(span, 1).bit_length()
     if max(n_segs, 1).bit_length() + _LEVEL_BITS + bits > 62:
-        raise TraceQueryError("This profile has too many rows or too long a time span for "
-                              "the trace viewer's index.")
+        raise _too_wide()
     shift = np.int64(bits)
     level = _level(edur).astype(np.int64)
     lkey_unsorted = (((seg << np.int64(_LEVEL_BITS)) | level) << shift) | rel
@@ -665,6 +706,7 @@ def build(table: EventTable) -> TraceIndex:
     crow, ctrack = crow[corder], ctrack[corder]
     counter_tracks, coff = np.unique(ctrack, return_index=True)
 
+    report(0.85)
     src, dst, kind = _flows(table, pos_of_row >= 0, device_plane)
 
     rows_per_track = np.zeros(len(keyed), np.int64)
@@ -697,9 +739,10 @@ def build(table: EventTable) -> TraceIndex:
     return TraceIndex(table, header, arrays)
 
 
-def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True
-              ) -> TraceIndex:
-    """The index of a host's table, from the on-disk cache when ``source`` is unchanged."""
+def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
+              progress: Callable[[float], None] | None = None) -> TraceIndex:
+    """The index of a host's table, from the on-disk cache when ``source`` is unchanged
+    (``progress`` as for ``build``)."""
     name = f"trace_index.{INDEX_VERSION}"
     if use_cache and source is not None:
         hit = array_cache.load_arrays([source], name)
@@ -707,7 +750,7 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True
             header, arrays = hit
             if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
                 return TraceIndex(table, header, arrays)
-    index = build(table)
+    index = build(table, progress)
     if use_cache and source is not None:
         array_cache.save_arrays([source], name, {**index.header, "events": len(table)},
                                 index.arrays)

@@ -167,13 +167,18 @@ class Api:
         state, chosen, host_name_, params = self._ready(run, host, tool, query)
         if state.run is None:
             return 202, state.progress()
-        with state.lock:
-            return 200, chosen.data(state.run, host_name_, params)
+        from stepscope.web.trace import IndexPending
+
+        try:
+            with state.lock:
+                return 200, chosen.data(state.run, host_name_, params)
+        except IndexPending as pending:
+            return 202, pending.progress
 
     def trace(self, view: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """A trace viewer query (see ``web.trace``): (200, answer), or (202, progress)."""
         from stepscope.analysis.trace_index import TraceQueryError
-        from stepscope.web.trace import TraceParamError, answer, trace_index
+        from stepscope.web.trace import IndexPending, TraceParamError, answer, trace_index
 
         check_name(view, "trace view")
         state, _, host_name_, _ = self._ready(query.get("run"), query.get("host"),
@@ -181,8 +186,11 @@ class Api:
         if state.run is None:
             return 202, state.progress()
         try:
+            index = trace_index(state.run, host_name_)  # built outside the run's lock
             with state.lock:
-                return 200, answer(trace_index(state.run, host_name_), view, query)
+                return 200, answer(index, view, query)
+        except IndexPending as pending:
+            return 202, pending.progress
         except TraceParamError as err:
             raise ApiError(400, str(err)) from err
         except TraceQueryError as err:

@@ -2,7 +2,8 @@
 
 The first request for a run starts loading it and is told how far loading has got; later
 requests get the loaded run (and the results computed from it) until its files change.
-Only the few most recently used runs stay in memory.
+Only the few most recently used runs stay in memory. Once a run is loaded, the trace
+viewer's index of its first host starts building in the background.
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ def signature(path: Path) -> Signature:
 class RunStore:
     """Loaded runs, keyed by path; at most ``keep`` of them stay in memory."""
 
-    def __init__(self, *, use_cache: bool = True, keep: int = 3) -> None:
+    def __init__(self, *, use_cache: bool = True, keep: int = 3,
+                 index_traces: bool = True) -> None:
         self._use_cache = use_cache
+        self._index_traces = index_traces
         self._keep = keep
         self._lock = threading.Lock()
         self._runs: OrderedDict[Path, RunState] = OrderedDict()
@@ -102,5 +105,11 @@ class RunStore:
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
-        state.run = LoadedRun(profile)
+        state.run = LoadedRun(profile, use_cache=self._use_cache)
         state.state = "ready"
+        if self._index_traces and profile.hosts:
+            # The trace viewer's index of a large trace takes seconds to build: start it now,
+            # so that it is ready by the time the user has read the overview and opens it.
+            from stepscope.web.trace import start_index
+
+            start_index(state.run, None)

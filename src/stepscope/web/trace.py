@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from concurrent.futures import Future, wait
 from typing import Any
 
 from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex, TraceQueryError, index_for
@@ -24,6 +25,7 @@ VIEWS = ("window", "event", "search", "selection")
 _INT = re.compile(r"-?[0-9]{1,19}")
 _MAX_TIME = 1 << 62
 _MAX_TRACKS = 100_000
+WAIT_S = 0.5  # how long a request waits for an index being built before it answers 202
 
 
 class TraceParamError(ValueError):
@@ -35,14 +37,38 @@ def host_of(run: LoadedRun, host: str | None) -> str:
     return host if host is not None else next(iter(run.profile.hosts))
 
 
-def trace_index(run: LoadedRun, host: str | None) -> TraceIndex:
-    """The index of one host of a loaded run, built once per run (and cached on disk)."""
+class IndexPending(Exception):
+    """A host's index is still being built; ``progress`` is the 202 answer saying how far."""
+
+    def __init__(self, progress: dict[str, Any]) -> None:
+        super().__init__("The trace viewer's index is being built.")
+        self.progress = progress
+
+
+def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
+    """Start building one host's index in the background (once per run; a cached index on
+    disk is only read)."""
     name = host_of(run, host)
     table = run.profile.hosts[name]
     source = run.profile.sources.get(name)
-    index: TraceIndex = run.result(("trace_index", name),
-                                   lambda: index_for(table, source))
-    return index
+    future: Future[TraceIndex] = run.background(
+        ("trace_index", name), lambda report: index_for(table, source, use_cache=run.use_cache,
+                                 progress=report))
+    return future
+
+
+def trace_index(run: LoadedRun, host: str | None, wait_s: float = WAIT_S) -> TraceIndex:
+    """The index of one host of a loaded run; IndexPending if it is not built within
+    ``wait_s`` (a large trace's first build takes seconds, and is reported, not waited on).
+    """
+    future = start_index(run, host)
+    if not wait([future], timeout=wait_s).done:
+        name = host_of(run, host)
+        events = len(run.profile.hosts[name])
+        raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
+                            "file": "", "events": events,
+                            "share": run.share(("trace_index", name))})
+    return future.result()
 
 
 def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
