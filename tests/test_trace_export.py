@@ -41,3 +41,13 @@ def test_export_refuses_an_unknown_host(tmp_path: Path, capsys: object) -> None:
     out = tmp_path / "t.json"
     assert main(["export", str(GPU_FIXTURE), "--chrome-trace", str(out), "--host", "x"]) == 2
     assert not out.exists()
+
+
+def test_export_reports_progress_up_to_every_event(tmp_path: Path) -> None:
+    from stepscope.formats.chrome_trace_writer import write_chrome_trace
+
+    table = next(iter(load(GPU_FIXTURE, use_cache=False).hosts.values()))
+    steps: list[int] = []
+    written = write_chrome_trace(tmp_path / "t.json", [("h", table, None)],
+                                 progress=steps.append)
+    assert written == len(table) and sum(steps) == len(table) and all(s >= 0 for s in steps)

@@ -133,16 +133,15 @@ def _cmd_input(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from stepscope.analysis.trace_index import index_for
     from stepscope.formats.chrome_trace_writer import write_chrome_trace
-    from stepscope.model.profile import load
+    from stepscope.views import report
 
-    profile = load(args.path, use_cache=not args.no_cache)
-    if args.host is not None and args.host not in profile.hosts:
-        raise StepscopeError(f"No host {args.host!r} in {args.path}; hosts are "
-                             f"{', '.join(profile.hosts)}.")
+    profile = _load_for_table(args)
     names = [args.host] if args.host is not None else list(profile.hosts)
     hosts = ((n, profile.hosts[n], index_for(profile.hosts[n], profile.sources.get(n),
                                              use_cache=not args.no_cache)) for n in names)
-    count = write_chrome_trace(args.chrome_trace, hosts)
+    total = sum(len(profile.hosts[n]) for n in names)
+    with report.count_progress(_console(stderr=True), "writing events", total) as progress:
+        count = write_chrome_trace(args.chrome_trace, hosts, progress=progress)
     print(f"wrote {count} events to {args.chrome_trace}", file=sys.stderr)
     return 0
 

@@ -16,7 +16,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,8 +38,8 @@ def _us(ns: NDArray[np.int64]) -> list[str]:
 
 
 def _write_events(out: IO[str], pid: int, table: EventTable, counter_line: NDArray[np.bool_],
-                  value_of: NDArray[np.float64]) -> None:
-    """Every event of ``table`` (but the Task Environment's) as JSON lines."""
+                  value_of: NDArray[np.float64], progress: Callable[[int], None]) -> int:
+    """Every event of ``table`` (but the Task Environment's) as JSON lines; how many."""
     names = [json.dumps(n) for n in table.names]
     skip = np.array([p.name == schema.TASK_ENV_PLANE for p in table.planes] + [False])
     rows = np.flatnonzero(~skip[table.plane])
@@ -66,13 +66,18 @@ def _write_events(out: IO[str], pid: int, table: EventTable, counter_line: NDArr
             chunk.append(f',\n{{"ph":"X","pid":{pid},"tid":{lines[i]},"ts":{ts[i]},'
                          f'"dur":{dur[i]},"name":{names[name[i]]},"args":{{{args}}}}}')
         out.write("".join(chunk))
+        progress(len(part))
+    return len(rows)
 
 
-def write_chrome_trace(path: str | Path, hosts: Iterable[tuple[str, EventTable, Any]]) -> int:
+def write_chrome_trace(path: str | Path, hosts: Iterable[tuple[str, EventTable, Any]], *,
+                       progress: Callable[[int], None] | None = None) -> int:
     """Write ``hosts`` ((name, table, trace index or None) each) to ``path``; events written.
 
-    The file is gzipped when ``path`` ends in ``.gz``.
+    The file is gzipped when ``path`` ends in ``.gz``. ``progress(n)`` is told of every ``n``
+    more events written.
     """
+    report = progress or (lambda n: None)
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     try:
@@ -103,14 +108,15 @@ def write_chrome_trace(path: str | Path, hosts: Iterable[tuple[str, EventTable, 
                     counter_line[np.unique(table.line[rows])] = True
                     value_of[rows] = index.counter_value
                 # pids differ per plane: write per plane so each event gets its own pid.
+                before = written
                 for p in range(len(table.planes)):
                     on = table.plane == p
                     if not on.any():
                         continue
                     sub = _subset(table, np.flatnonzero(on))
-                    _write_events(out, h * 1000 + p + 1, sub, counter_line,
-                                  value_of[np.flatnonzero(on)])
-                    written += len(sub)
+                    written += _write_events(out, h * 1000 + p + 1, sub, counter_line,
+                                             value_of[np.flatnonzero(on)], report)
+                report(len(table) - (written - before))  # the Task Environment's, left out
                 if index is not None and len(index.flow_src):
                     src, dst = index.flow_src, index.flow_dst
                     for p in range(len(table.planes)):

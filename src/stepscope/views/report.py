@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from stepscope.analysis.framework_op_stats import OpStats
@@ -44,6 +51,24 @@ def loading_progress(console: Console) -> Iterator[ProgressCallback | None]:
 
         def update(done: int, total: int, name: str) -> None:
             bar.update(task, completed=done, total=total or None, description=name)
+
+        yield update
+
+
+@contextmanager
+def count_progress(console: Console, what: str, total: int
+                   ) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on ``console`` counting ``total`` items as ``update(more)`` is called
+    (none when it is not a terminal)."""
+    if not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def update(more: int) -> None:
+            bar.advance(task, more)
 
         yield update
 
