@@ -3,6 +3,7 @@
 // counters and flows are drawn on one canvas, never one DOM node per event.
 import { apiUrl, ApiError, toolData } from "../api";
 import { h, int } from "../dom";
+import { hslPixel, pixel, RowRaster } from "./raster";
 import type { PageContext } from "./registry";
 
 interface TrackInfo { id: number; section: string; name: string; kind: string; rows: number;
@@ -54,10 +55,14 @@ function tickLabel(ns: number, tick: number): string {
   return `${(ns / scale).toFixed(decimals)} ${unit}`;
 }
 
-function colour(code: number): string {
-  const hue = (code * 137.508) % 360;
-  return `hsl(${hue.toFixed(0)},55%,62%)`;
+const colours: number[] = [];
+/** An event name's colour as a pixel (built once per name). */
+function colourPixel(code: number): number {
+  let c = colours[code];
+  if (c === undefined) c = colours[code] = hslPixel((code * 137.508) % 360, 0.55, 0.62);
+  return c;
 }
+const BLOCK_PIXEL = pixel(183, 185, 187); // merged sub-pixel events: grey
 
 async function fetchTrace<T>(view: string, params: Record<string, string>): Promise<T> {
   for (;;) {
@@ -85,6 +90,9 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
               x1: number; y1: number } | null = null;
   let drawnFlows: Flow[] = [];
   let drawnRects = 0;
+  let drawnBlocks = 0;
+  let drawMs = 0;
+  const raster = new RowRaster();
   let fetching = false;
   let wanted = false;
   let matches: Matches | null = null;
@@ -210,6 +218,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   }
 
   function draw(): void {
+    const began = performance.now();
     const w = width();
     const hgt = scroller.clientHeight;
     const g = size(canvas, w, hgt);
@@ -218,42 +227,52 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     range.textContent = `${duration(view.t0)} – ${duration(view.t1)}`;
     if (!data) return;
     const scale = w / (view.t1 - view.t0);
+    // Each shown track's top on the canvas (NaN: collapsed), read once: the loops below may
+    // run over 100,000 events a frame.
+    const tops = new Float64Array(tracks.length).fill(NaN);
+    const scrollTop = scroller.scrollTop;
+    for (const [id, y] of trackY) tops[id] = y - scrollTop;
     const agg = data.aggregates;
-    g.fillStyle = "rgba(95,99,104,.45)";
+    let blocks = 0;
     for (let i = 0; i < agg.count.length; i++) {
-      const y = yOf(agg.track[i], agg.row[i]);
-      if (y === null || y < -ROW_H || y > hgt) continue;
+      const y = tops[agg.track[i]] + agg.row[i] * ROW_H;
+      if (!(y >= -ROW_H && y <= hgt)) continue;  // also false for NaN
       const x0 = (agg.start[i] - view.t0) * scale;
       const x1 = (agg.end[i] - view.t0) * scale;
       if (x1 < 0 || x0 > w) continue;
-      g.fillRect(x0, y + 2, Math.max(x1 - x0, 1), ROW_H - 4);
+      raster.add(y, x0, Math.max(x1, x0 + 1), BLOCK_PIXEL);
+      blocks++;
     }
     const ev = data.events;
+    const labelled: number[] = [];
     let drawn = 0;
-    g.font = "11px system-ui, sans-serif";
-    g.textBaseline = "middle";
     for (let i = 0; i < ev.id.length; i++) {
-      const y = yOf(ev.track[i], ev.row[i]);
-      if (y === null || y < -ROW_H || y > hgt) continue;
+      const y = tops[ev.track[i]] + ev.row[i] * ROW_H;
+      if (!(y >= -ROW_H && y <= hgt)) continue;
       const x0 = (ev.start[i] - view.t0) * scale;
       const wd = Math.max(ev.dur[i] * scale, 1);
       if (x0 + wd < 0 || x0 > w) continue;
-      g.fillStyle = colour(ev.name[i]);
-      g.fillRect(x0, y + 1, wd, ROW_H - 2);
+      raster.add(y, x0, x0 + wd, colourPixel(ev.name[i]));
       drawn++;
-      if (wd > 40) {
-        const left = Math.max(x0, 0);
-        const room = Math.min(x0 + wd, w) - left - 4;
-        if (room > 20) {
-          g.fillStyle = "#202124";
-          g.save();
-          g.beginPath(); g.rect(left, y, room + 2, ROW_H); g.clip();
-          g.fillText(data.names[ev.name[i]] ?? "", left + 2, y + ROW_H / 2);
-          g.restore();
-        }
+      if (wd > 40) labelled.push(i, x0, y, wd);
+    }
+    raster.paint(g, window.devicePixelRatio || 1, 1, ROW_H - 1);
+    g.font = "11px system-ui, sans-serif";
+    g.textBaseline = "middle";
+    g.fillStyle = "#202124";
+    for (let k = 0; k < labelled.length; k += 4) {
+      const [i, x0, y, wd] = [labelled[k], labelled[k + 1], labelled[k + 2], labelled[k + 3]];
+      const left = Math.max(x0, 0);
+      const room = Math.min(x0 + wd, w) - left - 4;
+      if (room > 20) {
+        g.save();
+        g.beginPath(); g.rect(left, y, room + 2, ROW_H); g.clip();
+        g.fillText(data.names[ev.name[i]] ?? "", left + 2, y + ROW_H / 2);
+        g.restore();
       }
     }
     drawnRects = drawn;
+    drawnBlocks = blocks;
     // Counters: a line normalised to the window's largest value.
     for (const c of data.counters) {
       const y = trackY.get(c.track);
@@ -313,8 +332,9 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
         g.lineWidth = 1;
       }
     }
-    drawnLabel.textContent = `${int(drawn)} events, ${int(agg.count.length)} merged blocks`;
+    drawnLabel.textContent = `${int(drawn)} events, ${int(blocks)} merged blocks`;
     canvas.dataset.drawn = String(drawn);
+    drawMs = performance.now() - began;
   }
 
   // -- fetching -------------------------------------------------------------------------
@@ -572,6 +592,9 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     },
     flows: () => drawnFlows.map((f) => ({ kind: f.kind, from: f.from.id, to: f.to.id })),
     rects: () => drawnRects,
+    blocks: () => drawnBlocks,
+    drawMs: () => drawMs,
+    pan: (share: number) => pan(share),
     names: () => (data ? data.events.id.map((_, i) => data!.names[data!.events.name[i]]) : []),
     ready: () => !fetching && data !== null,
   };
