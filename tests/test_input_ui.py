@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +19,9 @@ from urllib.parse import urlencode
 import pytest
 
 import stepscope
+from browser import Server, Watched, launch, serve, shot, values, watch
 from stepscope import data
 from test_input_pipeline import TF_PIPELINE
-from test_web_ui import ARTIFACTS, CHROMIUM_FLAGS, Server, Watched, _chromium, _free_port
 
 from workloads import run_script
 
@@ -57,51 +54,20 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port = _free_port()
-    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
-                             str(logdir), "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    srv = Server(port)
-    try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            try:
-                if srv.get("runs")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
         yield srv
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    executable = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with launch() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
 def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000},
-                                  accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    w = Watched(page)
-    yield w
-    context.close()
-    outside = [u for u in w.requests if not u.startswith(server.base)]
-    assert not outside, f"requests outside {server.base}: {outside}"
-    assert not w.errors, w.errors
-    assert not w.dialogs, f"a dialog opened (script ran?): {w.dialogs}"
+    with watch(browser, server) as w:
+        yield w
 
 
 TOOL = "input_pipeline_analyzer"
@@ -112,24 +78,13 @@ def _open(w: Watched, server: Server, run: str) -> None:
     w.page.wait_for_selector("#input-page")
 
 
-def _shot(w: Watched, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    w.page.wait_for_timeout(300)  # let the charts draw
-    w.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def _values(w: Watched, selector: str) -> list[float]:
-    return [float(v) for v in w.page.eval_on_selector_all(
-        selector, "cells => cells.map(c => c.dataset.value)")]
-
-
 def test_analyzer_page_shows_the_api_and_agrees_with_the_overview(
         watched: Watched, server: Server) -> None:
     _open(watched, server, "a_python")
     page = watched.page
     api = server.data(run="a_python", tool=TOOL)
     overview = server.data(run="a_python", tool="overview_page")
-    _shot(watched, "input-a_python")
+    shot(watched, "input-a_python")
     assert api["input"] == overview["input"]
     assert api["input"]["verdict"] == "highly"
     assert float(page.get_attribute("#input-percent", "data-value")) == pytest.approx(
@@ -147,7 +102,7 @@ def test_analyzer_page_shows_the_api_and_agrees_with_the_overview(
         "#input-op-table td[data-key=name]")]
     assert names == [r["name"] for r in api["ops"]]
     page.click("#input-op-table th[data-key=count]")
-    counts = _values(watched, "#input-op-table td[data-key=count]")
+    counts = values(watched, "#input-op-table td[data-key=count]")
     assert counts == sorted(counts, reverse=True) and len(set(counts)) > 1
 
 
@@ -172,7 +127,7 @@ def test_pipeline_graph_marks_the_critical_path_and_the_bottleneck(
         assert "critical" in by_name[name][1] and by_name[name][3] == "3"
     texts = page.text_content(f"#pipeline-graph g[data-name='{api['stage']}']")
     assert "calls" in texts and "self" in texts and "start" in texts
-    _shot(watched, "input-graph")
+    shot(watched, "input-graph")
 
 
 def test_csv_download_equals_the_api(watched: Watched, server: Server) -> None:
@@ -201,4 +156,4 @@ def test_tf_data_graph_has_the_long_names(watched: Watched, server: Server) -> N
                                               "gs => gs.map(g => g.dataset.name)")
     assert "Iterator::Batch::Repeat::Map::Range" in names
     assert watched.page.text_content("#bottleneck-stage") == "Iterator::Batch::Repeat::Map"
-    _shot(watched, "input-b_tf_data")
+    shot(watched, "input-b_tf_data")

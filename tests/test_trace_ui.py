@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +15,8 @@ from urllib.parse import urlencode
 import pytest
 from fastapi.testclient import TestClient
 
+from browser import Server, Watched, launch, serve, shot, watch
 from stepscope.web.app import create_app
-from test_web_ui import ARTIFACTS, CHROMIUM_FLAGS, Server, Watched, _chromium, _free_port
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
@@ -42,50 +40,20 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port = _free_port()
-    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
-                             str(logdir), "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    srv = Server(port)
-    try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            try:
-                if srv.get("runs")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
         yield srv
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    executable = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with launch() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture
 def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    w = Watched(page)
-    yield w
-    context.close()
-    outside = [u for u in w.requests if not u.startswith(server.base)]
-    assert not outside, f"requests outside {server.base}: {outside}"
-    assert not w.errors, w.errors
-    assert not w.dialogs, f"a dialog opened (script ran?): {w.dialogs}"
+    with watch(browser, server) as w:
+        yield w
 
 
 def _trace(server: Server, view: str, **params: str) -> Any:
@@ -107,8 +75,7 @@ def _settle(w: Watched) -> None:
 
 
 def _shot(w: Watched, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    w.page.screenshot(path=str(ARTIFACTS / f"trace-{name}.png"), full_page=True)
+    shot(w, f"trace-{name}", settle_ms=0)
 
 
 def _js(w: Watched, expr: str, arg: Any = None) -> Any:

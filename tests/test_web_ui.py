@@ -9,15 +9,11 @@ served origin, on any script error and on any dialog. Screenshots go to test-art
 from __future__ import annotations
 
 import csv
-import http.client
 import io
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,27 +21,15 @@ from urllib.parse import urlencode
 
 import pytest
 
+from browser import Server, Watched, free_port, launch, serve, shot, values, watch
+
 from conftest import FIXTURES
 from workloads import EVIL_OP, TF_CUSTOM_LOOP, TORCH_LOOP, make_stepscope_run, run_script
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
 GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--disable-default-apps"]
 PAGE_ROOT = {"overview_page": "#overview-page", "framework_op_stats": "#ops-page",
              "kernel_stats": "#kernels-page"}
 RUNS = ["a_stepscope", "b_tensorflow", "c_pytorch", "d_gpu_v100", "e_two_hosts"]
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    if os.environ.get("STEPSCOPE_REQUIRE_BROWSER"):
-        pytest.fail("Chromium is required (STEPSCOPE_REQUIRE_BROWSER) but not installed.")
-    pytest.skip("no Chromium on this machine (`make browser` installs Debian's)")
 
 
 @pytest.fixture(scope="module")
@@ -69,95 +53,22 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """A running `stepscope serve` and a little client for its API."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.base = f"http://127.0.0.1:{port}/"
-
-    def get(self, route: str, **params: str) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        conn.request("GET", f"/api/{route}?{urlencode(params)}")
-        reply = conn.getresponse()
-        return reply.status, reply.read()
-
-    def data(self, **params: str) -> Any:
-        for _ in range(1200):
-            status, body = self.get("data", **params)
-            if status != 202:
-                assert status == 200, body
-                return json.loads(body)
-            time.sleep(0.1)
-        raise AssertionError("run never loaded")
-
-
 @pytest.fixture(scope="module")
 def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port = _free_port()
-    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
-                             str(logdir), "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    srv = Server(port)
-    try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
-            try:
-                if srv.get("runs")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
         yield srv
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    executable = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+    with launch() as b:
         yield b
-        b.close()
-
-
-class Watched:
-    """A page and what it did: every request, script error and dialog."""
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.requests: list[str] = []
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("request", lambda r: self.requests.append(r.url))
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
 
 
 @pytest.fixture
 def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000},
-                                  accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    w = Watched(page)
-    yield w
-    context.close()
-    outside = [u for u in w.requests if not u.startswith(server.base)]
-    assert not outside, f"requests outside {server.base}: {outside}"
-    assert not w.errors, w.errors
-    assert not w.dialogs, f"a dialog opened (script ran?): {w.dialogs}"
+    with watch(browser, server) as w:
+        yield w
 
 
 def _open(w: Watched, server: Server, run: str, tool: str, host: str = "") -> None:
@@ -166,24 +77,13 @@ def _open(w: Watched, server: Server, run: str, tool: str, host: str = "") -> No
     w.page.wait_for_selector(PAGE_ROOT[tool])
 
 
-def _shot(w: Watched, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    w.page.wait_for_timeout(300)  # let the charts draw
-    w.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def _values(w: Watched, selector: str) -> list[float]:
-    return [float(v) for v in w.page.eval_on_selector_all(
-        selector, "cells => cells.map(c => c.dataset.value)")]
-
-
 @pytest.mark.parametrize("run", RUNS)
 def test_overview_page_shows_the_api_numbers(watched: Watched, server: Server,
                                              run: str) -> None:
     _open(watched, server, run, "overview_page")
     api = server.data(run=run, tool="overview_page")
     page = watched.page
-    _shot(watched, f"overview-{run}")
+    shot(watched, f"overview-{run}")
     if api["steps"]["count"]:
         assert float(page.get_attribute("#avg-step-ms", "data-value")) == pytest.approx(
             api["steps"]["avg_ms"])
@@ -197,7 +97,7 @@ def test_overview_page_shows_the_api_numbers(watched: Watched, server: Server,
     assert page.text_content("#verdict") == api["input"]["statement"]
     names = [c.text_content() for c in page.query_selector_all("#top-ops td[data-key=name]")]
     assert names == [o["name"] for o in api["top_ops"]]
-    assert _values(watched, "#top-ops td[data-key=self_ms]") == pytest.approx(
+    assert values(watched, "#top-ops td[data-key=self_ms]") == pytest.approx(
         [o["self_ms"] for o in api["top_ops"]])
     env = page.text_content("#environment")
     assert api["environment"]["device_type"] in env
@@ -218,12 +118,12 @@ def test_op_stats_page_shows_the_api_rows(watched: Watched, server: Server, run:
     _open(watched, server, run, "framework_op_stats")
     api = server.data(run=run, tool="framework_op_stats")
     page = watched.page
-    _shot(watched, f"ops-{run}")
+    shot(watched, f"ops-{run}")
     rows = page.query_selector_all("#ops-table tbody tr")
     assert len(rows) == min(len(api["ops"]), 2000) > 0
     names = [c.text_content() for c in page.query_selector_all("#ops-table td[data-key=name]")]
     assert names == [r["name"] for r in api["ops"]][:2000]
-    assert _values(watched, "#ops-table td[data-key=self_ms]") == pytest.approx(
+    assert values(watched, "#ops-table td[data-key=self_ms]") == pytest.approx(
         [r["self_ms"] for r in api["ops"]][:2000])
     sides = {r["host_or_device"] for r in api["ops"]}
     assert page.query_selector("#pie-host-op canvas") is not None
@@ -238,11 +138,11 @@ def test_sorting_and_filtering(watched: Watched, server: Server) -> None:
     page = watched.page
     page.click("#ops-table th[data-key=total_ms]")
     assert page.get_attribute("#ops-table th[data-key=total_ms]", "aria-sort") == "descending"
-    values = _values(watched, "#ops-table td[data-key=total_ms]")
-    assert values == sorted(values, reverse=True) and len(set(values)) > 1
+    totals = values(watched, "#ops-table td[data-key=total_ms]")
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) > 1
     page.click("#ops-table th[data-key=total_ms]")
-    values = _values(watched, "#ops-table td[data-key=total_ms]")
-    assert values == sorted(values)
+    totals = values(watched, "#ops-table td[data-key=total_ms]")
+    assert totals == sorted(totals)
     page.click("#ops-table th[data-key=name]")
     names = [c.text_content() for c in page.query_selector_all("#ops-table td[data-key=name]")]
     assert names == sorted(names, key=lambda n: n.lower()) or names == sorted(names)
@@ -251,7 +151,7 @@ def test_sorting_and_filtering(watched: Watched, server: Server) -> None:
     shown = [c.text_content() for c in page.query_selector_all("#ops-table td[data-key=name]")]
     want = [r["name"] for r in api["ops"] if "matmul" in r["name"].lower()]
     assert shown and sorted(shown) == sorted(want)
-    _shot(watched, "ops-filtered")
+    shot(watched, "ops-filtered")
 
 
 def test_csv_download_equals_the_api(watched: Watched, server: Server) -> None:
@@ -308,7 +208,7 @@ def test_host_choice(watched: Watched, server: Server) -> None:
     assert "host=worker_b" in page.url
     want = server.data(run="e_two_hosts", tool="overview_page", host="worker_b")
     assert int(page.get_attribute("#step-count", "data-value")) == want["steps"]["count"] == 4
-    _shot(watched, "overview-one-host")
+    shot(watched, "overview-one-host")
 
 
 def test_recommendation_links_to_its_tool(watched: Watched, server: Server) -> None:
@@ -354,7 +254,7 @@ def test_progress_is_shown_while_the_server_loads(watched: Watched, server: Serv
     page.wait_for_selector("#loading")
     assert page.get_attribute("#loading [role=progressbar]", "aria-valuenow") == "50"
     assert "512.0 KB of 1.0 MB" in page.text_content("#loading")
-    _shot(watched, "loading-progress")
+    shot(watched, "loading-progress")
     loaded.append(True)
     page.wait_for_selector("#overview-page")
     assert len(answered) >= 1
@@ -395,16 +295,16 @@ def test_capture_dialog_captures_a_live_worker(watched: Watched, server: Server,
     page = watched.page
     before = set((logdir / "plugins" / "profile").iterdir())
     page.click("#capture")
-    dead = _free_port()  # nothing listens there: that worker fails, the other still lands
+    dead = free_port()  # nothing listens there: that worker fails, the other still lands
     page.fill("#capture-addr", f"grpc://127.0.0.1:{live_worker},grpc://127.0.0.1:{dead}")
     page.fill("#capture-duration", "500")
     page.fill("#capture-attempts", "1")
     page.select_option("#capture-python-level", "0")
-    _shot(watched, "capture-dialog")
+    shot(watched, "capture-dialog")
     page.click("#capture-go")
     page.wait_for_selector(f"#capture-status [data-worker='127.0.0.1_{dead}'].worker-failed")
     page.wait_for_selector(f"#capture-status [data-worker='127.0.0.1_{live_worker}'].worker-done")
-    _shot(watched, "capture-result")
+    shot(watched, "capture-result")
     (new,) = set((logdir / "plugins" / "profile").iterdir()) - before
     try:
         assert [p.name for p in new.iterdir()] == [f"127.0.0.1_{live_worker}.xplane.pb"]
@@ -433,11 +333,11 @@ def test_kernel_stats_page_on_the_gpu_fixture(watched: Watched, server: Server) 
     _open(watched, server, "d_gpu_v100", "kernel_stats")
     api = server.data(run="d_gpu_v100", tool="kernel_stats")
     page = watched.page
-    _shot(watched, "kernels-d_gpu_v100")
+    shot(watched, "kernels-d_gpu_v100")
     assert api["rows"]
     names = [c.text_content() for c in page.query_selector_all("#kernel-table td[data-key=kernel]")]
     assert names == [r["kernel"] for r in api["rows"]][:2000]
-    assert _values(watched, "#kernel-table td[data-key=total_us]") == pytest.approx(
+    assert values(watched, "#kernel-table td[data-key=total_us]") == pytest.approx(
         [r["total_us"] for r in api["rows"]][:2000])
     assert page.query_selector("#pie-kernels canvas") is not None
 
