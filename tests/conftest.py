@@ -1,10 +1,12 @@
-"""Shared fixtures: a clean profiler state around every test, and XSpace reading helpers."""
+"""Shared fixtures: a clean profiler state around every test, XSpace reading helpers, and
+the browser tests' server, Chromium and watched page."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,8 @@ import stepscope
 from stepscope.capture import session
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from browser import Server, Watched, launch, serve, watch  # noqa: E402 (after the path)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "gpu"
@@ -30,3 +34,29 @@ def _no_session_leaks() -> Iterator[None]:
 def quiet_options() -> stepscope.ProfilerOptions:
     """Options without background counters, for tests that count events exactly."""
     return stepscope.ProfilerOptions(counter_interval_ms=0)
+
+
+# -- browser tests: a module defines ``logdir`` and gets a server on it, Chromium and a page --
+
+
+@pytest.fixture(scope="module")
+def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`stepscope serve` on the module's ``logdir`` (see tests/browser.py)."""
+    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium per module (Playwright's sync API holds an event loop of its own
+    while it runs, which other modules' asyncio code must not meet)."""
+    with launch() as b:
+        yield b
+
+
+@pytest.fixture
+def watched(browser: Any, server: Server) -> Iterator[Watched]:
+    """A fresh page that fails the test on a request off the server, a script error or a
+    dialog."""
+    with watch(browser, server) as w:
+        yield w

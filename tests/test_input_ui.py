@@ -11,15 +11,13 @@ import csv
 import io
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
 import stepscope
-from browser import Server, Watched, launch, serve, shot, values, watch
+from browser import Server, Watched, shot, values
 from stepscope import data
 from test_input_pipeline import TF_PIPELINE
 
@@ -50,24 +48,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_script(TF_PIPELINE, str(tf_dir), "tf")
     shutil.move(str(next(tf_dir.glob("plugins/profile/*"))), runs / "b_tf_data")
     return root
-
-
-@pytest.fixture(scope="module")
-def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with launch() as b:
-        yield b
-
-
-@pytest.fixture
-def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    with watch(browser, server) as w:
-        yield w
 
 
 TOOL = "input_pipeline_analyzer"

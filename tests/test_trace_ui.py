@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import pytest
 from fastapi.testclient import TestClient
 
-from browser import Server, Watched, launch, serve, shot, watch
+from browser import Server, Watched, shot
 from stepscope.web.app import create_app
 
 from conftest import FIXTURES
@@ -36,24 +36,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (runs / "d_gpu_v100").mkdir()
     (runs / "d_gpu_v100" / GPU_FIXTURE.name).symlink_to(GPU_FIXTURE)
     return root
-
-
-@pytest.fixture(scope="module")
-def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with launch() as b:
-        yield b
-
-
-@pytest.fixture
-def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    with watch(browser, server) as w:
-        yield w
 
 
 def _trace(server: Server, view: str, **params: str) -> Any:

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, free_port, launch, serve, shot, values, watch
+from browser import Server, Watched, free_port, shot, values
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, TF_CUSTOM_LOOP, TORCH_LOOP, make_stepscope_run, run_script
@@ -51,24 +51,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     other = make_stepscope_run(tmp_path_factory.mktemp("other"), steps=6, host="worker_b")
     shutil.copy(other / "worker_b.xplane.pb", two / "worker_b.xplane.pb")
     return root
-
-
-@pytest.fixture(scope="module")
-def server(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serve(logdir, tmp_path_factory.mktemp("cache")) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with launch() as b:
-        yield b
-
-
-@pytest.fixture
-def watched(browser: Any, server: Server) -> Iterator[Watched]:
-    with watch(browser, server) as w:
-        yield w
 
 
 def _open(w: Watched, server: Server, run: str, tool: str, host: str = "") -> None:
