@@ -14,7 +14,7 @@ Every number is checked strictly (digits only, within bounds); anything else is 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
@@ -51,18 +51,21 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     name = host_of(run, host)
     table = run.profile.hosts[name]
     source = run.profile.sources.get(name)
-    future: Future[TraceIndex] = run.background(
-        ("trace_index", name), lambda report: index_for(table, source, use_cache=run.use_cache,
-                                 progress=report))
+
+    def build(report: Callable[[float], None]) -> TraceIndex:
+        return index_for(table, source, use_cache=run.use_cache, progress=report)
+
+    future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
 
 
-def trace_index(run: LoadedRun, host: str | None, wait_s: float = WAIT_S) -> TraceIndex:
+def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None) -> TraceIndex:
     """The index of one host of a loaded run; IndexPending if it is not built within
-    ``wait_s`` (a large trace's first build takes seconds, and is reported, not waited on).
+    ``wait_s`` (default WAIT_S: a large trace's first build takes seconds, and is reported,
+    not waited on).
     """
     future = start_index(run, host)
-    if not wait([future], timeout=wait_s).done:
+    if not wait([future], timeout=WAIT_S if wait_s is None else wait_s).done:
         name = host_of(run, host)
         events = len(run.profile.hosts[name])
         raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
