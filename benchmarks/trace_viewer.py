@@ -209,8 +209,9 @@ _DRAWN = ("() => document.querySelector('#trace-canvas') "
           "&& Number(document.querySelector('#trace-canvas').dataset.drawn || 0) > 0")
 
 
-def _open(browser: Any, url: str) -> Any:
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+def _open(browser: Any, url: str, height: int = 1000) -> Any:
+    """A 1600 px wide page on ``url``, asking again while the server is still starting."""
+    page = browser.new_page(viewport={"width": 1600, "height": height})
     page.set_default_timeout(600_000)
     for _ in range(100):  # the server may still be starting
         try:
@@ -287,14 +288,7 @@ def pan_frames(height: int, frames: int = 240) -> dict[str, Any]:
                                     args=["--no-sandbox", "--disable-gpu"])
         server = _Server(path, Path(tmp) / "serve")
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": height})
-            page.set_default_timeout(600_000)
-            for _ in range(100):
-                try:
-                    page.goto(server.url("trace_viewer"))
-                    break
-                except Exception:
-                    time.sleep(0.2)
+            page = _open(browser, server.url("trace_viewer"), height)
             page.wait_for_function(_DRAWN, polling=50)
             page.wait_for_function("() => window.stepscopeTrace.ready()", polling=50)
             result = page.evaluate(_PAN, frames)
