@@ -4,7 +4,7 @@ import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
-import { renderTrace } from "./trace";
+import { renderTrace } from "./trace/index";
 
 export interface PageContext {
   run: string;

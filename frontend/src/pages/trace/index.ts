@@ -1,0 +1,50 @@
+// Trace viewer: a canvas timeline fed by the server's level-of-detail window queries. The
+// parts: state.ts (what is shown), data.ts (the /api/trace routes), draw.ts (gutter, axis,
+// canvas), tools.ts (tool bar, details, search) and input.ts (mouse and keyboard).
+import { toolData } from "../../api";
+import { h } from "../../dom";
+import type { PageContext } from "../registry";
+import { TraceData } from "./data";
+import { createSurface, Painter } from "./draw";
+import { bindInput } from "./input";
+import { createState, Meta } from "./state";
+import { TraceTools } from "./tools";
+
+export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
+  const meta = await toolData<Meta>({ run: ctx.run, host: ctx.host, tool: "trace_viewer" },
+                                    ctx.progress);
+  const s = createState(meta);
+  const surface = createSurface();
+  const painter = new Painter(s, surface);
+  const data = new TraceData(ctx, meta.host, () => s.view, () => painter.width(), (w) => {
+    s.data = w;
+    surface.canvas.dataset.window = `${w.start_ns},${w.end_ns}`;
+    painter.draw();
+  });
+  const tools = new TraceTools(s, painter, data);
+  bindInput(s, painter, tools);
+
+  // Hooks for tests and scripting: where an event is drawn, what the view is.
+  (window as unknown as Record<string, unknown>).stepscopeTrace = {
+    view: () => ({ ...s.view }),
+    locate: (id: number) => painter.locate(id),
+    flows: () => painter.drawnFlows.map((f) => ({ kind: f.kind, from: f.from.id, to: f.to.id })),
+    rects: () => painter.drawnRects,
+    blocks: () => painter.drawnBlocks,
+    drawMs: () => painter.drawMs,
+    pan: (share: number) => tools.pan(share),
+    names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
+                  : []),
+    ready: () => !data.fetching && s.data !== null,
+  };
+
+  painter.buildGutter();
+  const page = h("div", { id: "trace-page" },
+    h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev, tools.next,
+      tools.matchLabel, tools.reset, tools.timingLabel),
+    h("div", { className: "trace-axis-row" }, h("div", { className: "trace-axis-gutter" },
+      surface.range, " ", surface.drawnLabel), surface.axis),
+    surface.scroller, tools.details);
+  setTimeout(() => { painter.draw(); void data.refresh().catch(tools.showError); }, 0);
+  return page;
+}

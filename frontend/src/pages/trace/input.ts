@@ -1,0 +1,91 @@
+// Trace viewer input: the mouse (click, drag as the current tool says, wheel) and the
+// keyboard (W/S zoom, A/D pan, 1–4 pick a tool), wired to the tools.
+import type { Painter } from "./draw";
+import type { TraceState } from "./state";
+import type { TraceTools } from "./tools";
+
+export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): void {
+  const { canvas, scroller } = painter.el;
+  const local = (e: MouseEvent) => {
+    const r = canvas.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  };
+  canvas.addEventListener("mousedown", (e) => {
+    const p = local(e);
+    s.drag = { x: p.x, y: p.y, t0: s.view.t0, t1: s.view.t1, scroll: scroller.scrollTop,
+               moved: false, x1: p.x, y1: p.y };
+    canvas.focus();
+  });
+  window.addEventListener("mousemove", (e) => {
+    const drag = s.drag;
+    if (!drag) return;
+    const p = local(e);
+    drag.x1 = p.x; drag.y1 = p.y;
+    if (Math.abs(p.x - drag.x) + Math.abs(p.y - drag.y) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    if (s.tool === "pan") {
+      const dt = ((p.x - drag.x) / painter.width()) * (drag.t1 - drag.t0);
+      s.view = { t0: drag.t0 - dt, t1: drag.t1 - dt };
+      scroller.scrollTop = drag.scroll - (p.y - drag.y);
+      tools.changed();
+    } else if (s.tool === "timing") {
+      tools.time(painter.tOf(Math.min(drag.x, p.x)), painter.tOf(Math.max(drag.x, p.x)));
+    } else {
+      painter.draw();
+    }
+  });
+  window.addEventListener("mouseup", (e) => {
+    if (!s.drag || !canvas.isConnected) { s.drag = null; return; }
+    const d = s.drag;
+    s.drag = null;
+    const p = local(e);
+    if (s.tool === "select") {
+      if (!d.moved) {
+        const id = tools.hit(p.x, p.y);
+        if (id !== null) void tools.selectEvent(id).catch(tools.showError);
+      } else {
+        void tools.selectRange(painter.tOf(Math.min(d.x, p.x)), painter.tOf(Math.max(d.x, p.x)),
+                               d.y, p.y).catch(tools.showError);
+      }
+    } else if (s.tool === "zoom") {
+      if (d.moved && Math.abs(p.x - d.x) > 3) {
+        const a = painter.tOf(Math.min(d.x, p.x)), b = painter.tOf(Math.max(d.x, p.x));
+        tools.setView({ t0: a, t1: Math.max(b, a + 10) });
+      } else {
+        tools.zoom(e.shiftKey ? 2 : 0.5, painter.tOf(p.x));
+      }
+    }
+    painter.draw();
+  });
+  scroller.addEventListener("wheel", (e) => {
+    const r = canvas.getBoundingClientRect();
+    const at = painter.tOf(e.clientX - r.left);
+    if (e.ctrlKey || e.altKey || s.tool === "zoom") {
+      e.preventDefault();
+      tools.zoom(Math.pow(1.0015, e.deltaY), at);
+    } else if (e.shiftKey) {
+      e.preventDefault();
+      tools.pan((e.deltaY || e.deltaX) / 1000);
+    }
+  }, { passive: false });
+  scroller.addEventListener("scroll", () => painter.draw());
+  const onKey = (e: KeyboardEvent) => {
+    if (!canvas.isConnected) { window.removeEventListener("keydown", onKey); return; }
+    const target = e.target as HTMLElement | null;
+    if (target && (target.tagName === "INPUT" || target.tagName === "SELECT")) return;
+    const mid = (s.view.t0 + s.view.t1) / 2;
+    const k = e.key.toLowerCase();
+    if (k === "w") tools.zoom(0.8, mid);
+    else if (k === "s") tools.zoom(1.25, mid);
+    else if (k === "a") tools.pan(-0.2);
+    else if (k === "d") tools.pan(0.2);
+    else if (k === "1") tools.setTool("select");
+    else if (k === "2") tools.setTool("pan");
+    else if (k === "3") tools.setTool("zoom");
+    else if (k === "4") tools.setTool("timing");
+    else return;
+    e.preventDefault();
+  };
+  window.addEventListener("keydown", onKey);
+  new ResizeObserver(() => painter.draw()).observe(scroller);
+}

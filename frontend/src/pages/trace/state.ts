@@ -1,0 +1,118 @@
+// Trace viewer state: what the server says the run holds (sections and tracks), what the
+// user looks at (the time window, the tool, the selection, the timing interval) and where
+// each shown track sits. Pure data: no DOM, no fetching.
+
+export interface TrackInfo { id: number; section: string; name: string; kind: string; rows: number;
+  events: number; }
+export interface Meta { run: string; host: string; hosts: string[]; origin_ns: number; span_ns: number;
+  events: number; flows: number; sections: { name: string; tracks: number[] }[];
+  tracks: TrackInfo[]; }
+export interface End { id: number; track: number; row: number; time: number; }
+export interface Flow { kind: string; from: End; to: End; }
+/** One answer of the window route: what to draw between two times at one width. */
+export interface TimeWindow {
+  start_ns: number; end_ns: number; width: number;
+  events: { track: number[]; row: number[]; start: number[]; dur: number[]; name: number[];
+            id: number[] };
+  aggregates: { track: number[]; row: number[]; start: number[]; end: number[];
+                count: number[]; covered: number[] };
+  names: Record<string, string>;
+  counters: { track: number; time: number[]; value: number[] }[];
+  flows: Flow[]; flows_in_window: number;
+}
+export interface EventDetail { id: number; name: string; start_ns: number; duration_ns: number;
+  track: number; row: number; section: string; track_name: string;
+  stats: Record<string, unknown>; flows: Flow[]; }
+export interface Matches { query: string; total: number;
+  matches: { id: number[]; track: number[]; row: number[]; start: number[]; dur: number[] } | []; }
+export interface Selection { events: number;
+  rows: { name: string; count: number; total_ns: number; average_ns: number }[]; }
+
+export type Tool = "select" | "pan" | "zoom" | "timing";
+export const TOOL_KEYS: [Tool, string][] = [["select", "1"], ["pan", "2"], ["zoom", "3"],
+                                             ["timing", "4"]];
+export const ROW_H = 18;
+export const COUNTER_H = 40;
+export const SECTION_H = 24;
+export const TRACK_PAD = 4;
+export const AXIS_H = 28;
+
+/** The shown time range, in nanoseconds from the run's origin. */
+export interface View { t0: number; t1: number; }
+
+/** A mouse drag in progress (canvas coordinates), with the view it started from. */
+export interface Drag { x: number; y: number; t0: number; t1: number; scroll: number;
+  moved: boolean; x1: number; y1: number; }
+
+export interface TraceState {
+  readonly meta: Meta;
+  readonly tracks: TrackInfo[];
+  readonly collapsed: Set<string>; // section names
+  view: View;
+  tool: Tool;
+  data: TimeWindow | null; // the last window fetched
+  selected: EventDetail | null;
+  timing: [number, number] | null;
+  drag: Drag | null;
+  matchAt: number; // the search match shown
+  readonly trackY: Map<number, number>; // track id → y of its first row (content coords)
+}
+
+/** The whole run. */
+export function fullView(meta: Meta): View {
+  return { t0: 0, t1: Math.max(meta.span_ns, 1) };
+}
+
+export function createState(meta: Meta): TraceState {
+  return { meta, tracks: meta.tracks, collapsed: new Set(), view: fullView(meta), tool: "select",
+           data: null, selected: null, timing: null, drag: null, matchAt: -1,
+           trackY: new Map() };
+}
+
+/** A duration in the unit that suits it. */
+export function duration(ns: number): string {
+  const a = Math.abs(ns);
+  if (a >= 1e9) return `${(ns / 1e9).toFixed(3)} s`;
+  if (a >= 1e6) return `${(ns / 1e6).toFixed(3)} ms`;
+  if (a >= 1e3) return `${(ns / 1e3).toFixed(3)} µs`;
+  return `${Math.round(ns)} ns`;
+}
+
+export function trackHeight(t: TrackInfo): number {
+  return t.kind === "counter" ? COUNTER_H : Math.max(t.rows, 1) * ROW_H + TRACK_PAD;
+}
+
+export type GutterItem = { kind: "section"; name: string; open: boolean }
+  | { kind: "track"; id: number };
+
+/** The gutter's items top to bottom; fills ``trackY`` for the shown tracks. */
+export function layout(s: TraceState): GutterItem[] {
+  s.trackY.clear();
+  const items: GutterItem[] = [];
+  let y = 0;
+  for (const section of s.meta.sections) {
+    const open = !s.collapsed.has(section.name);
+    items.push({ kind: "section", name: section.name, open });
+    y += SECTION_H;
+    if (!open) continue;
+    for (const id of section.tracks) {
+      items.push({ kind: "track", id });
+      s.trackY.set(id, y);
+      y += trackHeight(s.tracks[id]);
+    }
+  }
+  return items;
+}
+
+/** Zoom by ``factor`` keeping time ``at`` where it is (at least 10 ns shown). */
+export function zoomed(v: View, factor: number, at: number): View {
+  const span = Math.max((v.t1 - v.t0) * factor, 10);
+  const share = (at - v.t0) / (v.t1 - v.t0);
+  return { t0: at - share * span, t1: at - share * span + span };
+}
+
+/** Move by ``share`` of the shown span. */
+export function panned(v: View, share: number): View {
+  const d = (v.t1 - v.t0) * share;
+  return { t0: v.t0 + d, t1: v.t1 + d };
+}
