@@ -18,10 +18,12 @@ import pytest
 
 import stepscope
 import stepscope.analysis
-from stepscope.analysis import find_steps, op_stats, overview, overview_page
+from stepscope.analysis import find_steps, op_stats, overview
 from stepscope.analysis.framework_op_stats import DEVICE, HOST
 from stepscope.analysis.overview_page import CATEGORIES, VERDICTS
+from stepscope.analysis.run_model import RUN_MODEL_NAME
 from stepscope.cli import main
+from stepscope.run_loader import overview_dict
 
 from conftest import FIXTURES
 
@@ -157,10 +159,10 @@ def test_ops_csv_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_second_open_uses_the_cache(tmp_path: Path) -> None:
     _capture(tmp_path / "logs")
     cache_dir = tmp_path / "cache"
-    first = stepscope.analysis.overview_dict(tmp_path / "logs")
-    assert any(cache_dir.glob(f"*.{overview_page.RESULT_NAME}.json"))
+    first = overview_dict(tmp_path / "logs")
+    assert any(cache_dir.glob(f"*.{RUN_MODEL_NAME}.json"))
     assert any(cache_dir.glob("*.table"))
-    second = stepscope.analysis.overview_dict(tmp_path / "logs")
+    second = overview_dict(tmp_path / "logs")
     assert first == second
 
 

@@ -50,15 +50,54 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from stepscope.analysis.overview_page import overview_dict
+    from stepscope.analysis.run_to_pod_viewer import pod_viewer
     from stepscope.views import report
 
-    with report.loading_progress(_console(stderr=True)) as progress:
-        summary = overview_dict(args.path, use_cache=not args.no_cache, progress=progress)
+    model = _open_model(args)
+    summary = model.overview().to_dict()
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
     else:
-        report.render_overview(summary, _console())
+        console = _console()
+        report.render_overview(summary, console)
+        if len(model.hosts) > 1:
+            report.render_pod(pod_viewer(model).to_dict(), console, per_step=False)
+    return 0
+
+
+def _open_model(args: argparse.Namespace) -> Any:
+    """The run model of ``args.path`` with a progress bar; checks ``args.host`` and warns of
+    hosts that could not be read."""
+    from stepscope.run_loader import open_run_model
+    from stepscope.views import report
+
+    with report.loading_progress(_console(stderr=True)) as progress:
+        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress)
+    if getattr(args, "host", None) is not None:
+        model.host_names(args.host)
+    for name, why in model.failed.items():
+        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    return model
+
+
+def _cmd_pod(args: argparse.Namespace) -> int:
+    from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
+    from stepscope.views import report
+
+    model = _open_model(args)
+    result = pod_viewer(model)
+    data = result.to_dict()
+    if args.host is not None:
+        data["steps"] = [{**s, "per_host": {u: f for u, f in s["per_host"].items()
+                                            if u == args.host or u.startswith(args.host + "/")}}
+                         for s in data["steps"]]
+    if args.csv:
+        report.write_text(Path(args.csv), pod_viewer_csv(result))
+        print(f"wrote {len(data['steps'])} steps to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    elif not args.csv:
+        report.render_pod(data, _console(), per_step=True, limit=args.limit or None)
     return 0
 
 
@@ -92,34 +131,30 @@ def _emit_table(args: argparse.Namespace, stats: Any, csv_text: Callable[[], str
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    from stepscope.analysis import op_stats
     from stepscope.views import report
 
-    profile = _load_for_table(args)
-    stats = op_stats(profile, include_idle=args.include_idle, host=args.host)
+    stats = _open_model(args).op_stats(args.host, include_idle=args.include_idle)
     _emit_table(args, stats, lambda: report.ops_csv(stats), "ops",
                 lambda: report.render_ops(stats, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_kernels(args: argparse.Namespace) -> int:
-    from stepscope.analysis.kernel_stats import kernel_stats, kernel_stats_csv
+    from stepscope.analysis.kernel_stats import kernel_stats_csv
     from stepscope.views import report
 
-    profile = _load_for_table(args)
-    stats = kernel_stats(profile, host=args.host)
+    stats = _open_model(args).kernel_stats(args.host)
     _emit_table(args, stats, lambda: kernel_stats_csv(stats), "kernel rows",
                 lambda: report.render_kernels(stats, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_input(args: argparse.Namespace) -> int:
-    from stepscope.analysis.input_pipeline import input_ops_csv, input_pipeline
+    from stepscope.analysis.input_pipeline import input_ops_csv, input_pipeline_of
     from stepscope.views import report
     from stepscope.views.input_report import render_input
 
-    profile = _load_for_table(args)
-    result = input_pipeline(profile, host=args.host)
+    result = input_pipeline_of(_open_model(args), host=args.host)
     if args.csv:
         report.write_text(Path(args.csv), input_ops_csv(result))
         print(f"wrote {len(result.rows)} input ops to {args.csv}", file=sys.stderr)
@@ -232,6 +267,23 @@ def build_parser() -> argparse.ArgumentParser:
     inp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     inp.set_defaults(func=_cmd_input)
+
+    pod = sub.add_parser("pod", help="pod viewer: every host's step time side by side, "
+                         "stragglers",
+                         description="Per step, each host's (or, for one host with several "
+                         "devices, each device's) step time split into compute, input, "
+                         "collectives, copies and other; the straggler of each step and how "
+                         "long the others waited for it; how the hosts' clocks were lined up.")
+    pod.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    pod.add_argument("--json", action="store_true", help="print the pod viewer as JSON")
+    pod.add_argument("--csv", metavar="FILE", help="write one row per step and host to FILE")
+    pod.add_argument("--host", help="only this host's figures per step (stragglers are still "
+                     "judged over all hosts)")
+    pod.add_argument("--limit", type=int, default=20,
+                     help="steps shown in the terminal (0: all; default 20)")
+    pod.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    pod.set_defaults(func=_cmd_pod)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
                          "chrome://tracing)",

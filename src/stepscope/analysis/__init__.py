@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.framework_op_stats import op_stats as host_op_stats
-from stepscope.analysis.overview_page import Overview, overview, overview_dict
+from stepscope.analysis.overview_page import Overview, overview
 from stepscope.analysis.steps import Steps, find_steps
 from stepscope.model.profile import Profile
 
@@ -22,5 +22,4 @@ def op_stats(profile: Profile, *, include_idle: bool = False,
                   for name in names], include_idle=include_idle)
 
 
-__all__ = ["OpStats", "Overview", "Steps", "find_steps", "op_stats", "overview",
-           "overview_dict"]
+__all__ = ["OpStats", "Overview", "Steps", "find_steps", "op_stats", "overview"]

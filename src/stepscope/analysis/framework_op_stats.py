@@ -123,6 +123,29 @@ class OpStats:
                 "ops": [r.to_dict() for r in self.rows],
                 "kernels": [k.to_dict() for k in self.kernels]}
 
+    def to_record(self) -> dict[str, Any]:
+        """A lossless JSON-ready form (integer nanoseconds), read back by ``from_record``."""
+        return {"include_idle": self.include_idle,
+                "rows": [[r.host_or_device, r.type, r.name, r.occurrences, r.total_ns,
+                          r.self_ns] for r in self.rows],
+                "kernels": [[k.name, k.type, k.op, k.occurrences, k.total_ns, k.min_ns,
+                             k.max_ns] for k in self.kernels]}
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> OpStats:
+        """The inverse of ``to_record``."""
+        rows = [OpRow(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]))
+                for r in data["rows"]]
+        kernels = [KernelRow(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), int(k[5]),
+                             int(k[6])) for k in data["kernels"]]
+        return cls(ranked(rows), kernels, bool(data["include_idle"]))
+
+    def without_idle(self) -> OpStats:
+        """The same stats as computed with ``include_idle=False``."""
+        rows = [OpRow(r.host_or_device, r.type, r.name, r.occurrences, r.total_ns, r.self_ns)
+                for r in self.rows if not (r.type == IDLE and r.name == IDLE)]
+        return OpStats(ranked(rows), list(self.kernels), False)
+
 
 @dataclass
 class OpEvents:

@@ -235,6 +235,13 @@ class Bottleneck:
                 "slow_call_us": SLOW_CALL_NS / 1000,
                 "graph": [n.to_dict() for n in self.graph]}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Bottleneck:
+        """The inverse of ``to_dict``."""
+        return cls(d["host"], d["stage"], str(d["recommendation"]), d["run_start_ns"],
+                   d["run_ms"], [str(n) for n in d["critical_path"]],
+                   [GraphNode(**node) for node in d["graph"]])
+
 
 NO_EVENTS = ("No input-pipeline iterator events were recorded: use tf.data, PyTorch's "
              "DataLoader or stepscope.data.instrument(...) while a session records to get a "

@@ -21,19 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.analysis.input_bottleneck import (
-    CATEGORIES,
-    CATEGORY_LABELS,
-    Bottleneck,
-    async_nodes,
-    category_of,
-    children_of,
-    find_bottleneck,
-    iterator_events,
-    node_totals,
-    work_ns,
-)
-from stepscope.analysis.overview_page import Overview, overview
+from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck
+from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.model.profile import Profile
 
@@ -102,36 +91,32 @@ class InputPipelineAnalysis:
         }
 
 
-def input_pipeline(profile: Profile, host: str | None = None,
-                   overview_result: Overview | None = None) -> InputPipelineAnalysis:
+def input_pipeline(profile: Profile, host: str | None = None) -> InputPipelineAnalysis:
     """Analyse the input pipeline of ``profile`` (all hosts, or ``host``)."""
-    if host is not None and host not in profile.hosts:
-        raise StepscopeError(f"No host {host!r} in this run; it has {', '.join(profile.hosts)}.")
-    ov = overview_result if overview_result is not None else overview(profile)
-    full = ov.to_dict()
+    return input_pipeline_of(build_run_model(profile), host)
+
+
+def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipelineAnalysis:
+    """Analyse the input pipeline of a run model (all hosts, or ``host``)."""
+    if host is not None and host not in model.hosts:
+        raise StepscopeError(f"No host {host!r} in this run; it has {', '.join(model.hosts)}.")
+    full = model.overview().to_dict()
     summary = full if host is None else full["hosts"][host]
-    per_host = {name: full["hosts"][name]["input"]["percent"] for name in profile.hosts}
-    names = [host] if host is not None else list(profile.hosts)
+    per_host = {name: full["hosts"][name]["input"]["percent"] for name in model.hosts}
+    names = [host] if host is not None else list(model.hosts)
 
     stage_sums: dict[str, list[float]] = {}  # name → [count, total, self(work)]
     category: dict[str, str] = {}
     breakdown = dict.fromkeys(CATEGORIES, 0)
-    events = {}
     for name in names:
-        ev = events[name] = iterator_events(profile.hosts[name])
-        if not len(ev):
-            continue
-        totals = node_totals(ev)
-        asynchronous = async_nodes(ev)
-        work = work_ns(ev.nodes, totals, asynchronous)
-        kids = children_of(ev.nodes)
-        for i, node in enumerate(ev.nodes):
-            cat = category.setdefault(node, category_of(node, kids[node], asynchronous))
+        stages = model.hosts[name].input
+        for i, node in enumerate(stages.nodes):
+            cat = category.setdefault(node, stages.categories[i])
             sums = stage_sums.setdefault(node, [0, 0, 0])
-            sums[0] += int(totals.calls[i])
-            sums[1] += int(totals.total_ns[i])
-            sums[2] += int(work[i])
-            breakdown[cat] += int(work[i])
+            sums[0] += stages.calls[i]
+            sums[1] += stages.total_ns[i]
+            sums[2] += stages.work_ns[i]
+            breakdown[cat] += stages.work_ns[i]
 
     all_self = sum(s[2] for s in stage_sums.values())
     rows = [InputOpRow(name=n, count=int(c), total_ms=t / 1e6,
@@ -142,12 +127,12 @@ def input_pipeline(profile: Profile, host: str | None = None,
     rows.sort(key=lambda r: (-r.self_ms, r.name))
 
     # The most input-bound host with iterator events is the one whose slowest run we analyse.
-    candidates = [n for n in names if len(events[n])] or names
+    candidates = [n for n in names if model.hosts[n].input.nodes] or names
     target = max(candidates, key=lambda n: (per_host.get(n) or 0.0, n)) if candidates else None
     if target is None:
         bottleneck = Bottleneck(None, None, "This run has no hosts.")
     else:
-        bottleneck = find_bottleneck(target, profile.hosts[target], events.get(target))
+        bottleneck = model.hosts[target].input.bottleneck
     percent = summary["input"].get("percent")
     if (summary["input"].get("verdict") == "not" and percent is not None
             and bottleneck.stage is not None):
@@ -158,7 +143,7 @@ def input_pipeline(profile: Profile, host: str | None = None,
             recommendation=(f"Input is not the bottleneck: {percent:.1f}% "
                             "of step time waits for input. Look at the rest of the step."),
             graph=[replace(node, bottleneck=False) for node in bottleneck.graph])
-    return InputPipelineAnalysis(profile.run, str(profile.path), host, summary, rows, breakdown,
+    return InputPipelineAnalysis(model.run, model.path, host, summary, rows, breakdown,
                                  bottleneck, per_host)
 
 

@@ -605,12 +605,22 @@ def kernel_stats(profile: Profile, host: str | None = None) -> KernelStats:
         raise StepscopeError(f"No host {host!r} in run {profile.run!r} (hosts: {known}); "
                              "pass one of those.")
     names = [host] if host is not None else list(profile.hosts)
+    return merge_groups([host_groups(profile.hosts[name]) for name in names])
+
+
+def host_groups(table: EventTable, events: OpEvents | None = None) -> KernelGroups:
+    """One host's kernel launches grouped by kernel, op and launch configuration."""
+    groups, implausible = _groups(table, events)
+    return KernelGroups(groups, implausible)
+
+
+def merge_groups(parts: list[KernelGroups]) -> KernelStats:
+    """Kernel stats of several hosts' groups summed into one."""
     merged: dict[_Key, _Group] = {}
     implausible = 0
-    for name in names:
-        groups, bad = _groups(profile.hosts[name], None)
-        implausible += bad
-        for key, g in groups.items():
+    for part in parts:
+        implausible += part.implausible
+        for key, g in part.groups.items():
             m = merged.get(key)
             if m is None:
                 merged[key] = _Group(g.count, g.total_ns, g.min_ns, g.max_ns)
@@ -620,6 +630,31 @@ def kernel_stats(profile: Profile, host: str | None = None) -> KernelStats:
                 m.min_ns = min(m.min_ns, g.min_ns)
                 m.max_ns = max(m.max_ns, g.max_ns)
     return KernelStats(_rows(merged), implausible)
+
+
+@dataclass
+class KernelGroups:
+    """One host's kernel launches by group: what the run model keeps for kernel stats."""
+
+    groups: dict[_Key, _Group]
+    implausible: int = 0
+
+    def to_list(self) -> list[Any]:
+        """JSON-ready form: [implausible, [[key..., count, total, min, max], ...]]."""
+        return [self.implausible,
+                [[k[0], k[1], k[2], k[3], list(k[4]), list(k[5]), k[6], k[7],
+                  g.count, g.total_ns, g.min_ns, g.max_ns] for k, g in self.groups.items()]]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> KernelGroups:
+        """The inverse of ``to_list``."""
+        implausible, rows = data
+        groups: dict[_Key, _Group] = {}
+        for r in rows:
+            key: _Key = (str(r[0]), str(r[1]), int(r[2]), int(r[3]), tuple(r[4]),
+                         tuple(r[5]), bool(r[6]), bool(r[7]))
+            groups[key] = _Group(int(r[8]), int(r[9]), int(r[10]), int(r[11]))
+        return cls(groups, int(implausible))
 
 
 CSV_COLUMNS = ("rank", "kernel_name", "registers_per_thread", "shared_memory_bytes",

@@ -4,15 +4,19 @@ environment and what to look at next.
 Step-time breakdown: within each step, every instant is given to the first category below
 that is busy at that instant, so that the categories add up to the step time:
 
-1. device compute: kernels running on an accelerator for this step;
-2. device to device: device-to-device and peer copies;
-3. input: the step's threads waiting for input (tf.data ``IteratorGetNext``, PyTorch
+1. device compute: kernels running on an accelerator for this step, collectives excepted;
+2. collectives (``device_collectives``, as XProf names it): collective kernels and ops
+   (NCCL/RCCL kernels; XLA all-reduce, all-gather, reduce-scatter, all-to-all and
+   collective-permute; on the host TensorFlow's collective ops and PyTorch's c10d, gloo and
+   nccl ops): in a data-parallel job, mostly time spent waiting for the slowest worker;
+3. device to device: device-to-device and peer copies;
+4. input: the step's threads waiting for input (tf.data ``IteratorGetNext``, PyTorch
    ``DataLoader.__next__``, stepscope's ``Iterator::`` events) and host-to-device copies;
-4. output: outfeed and device-to-host copies;
-5. compilation: compiling (XLA, ``torch.compile``);
-6. kernel launch: the host launching kernels and copies (cudaLaunchKernel and kin);
-7. host compute: any other host event of the step's threads, and host ops on any thread;
-8. all others: time when none of the above was recorded (often Python, or untraced I/O).
+5. output: outfeed and device-to-host copies;
+6. compilation: compiling (XLA, ``torch.compile``);
+7. kernel launch: the host launching kernels and copies (cudaLaunchKernel and kin);
+8. host compute: any other host event of the step's threads, and host ops on any thread;
+9. all others: time when none of the above was recorded (often Python, or untraced I/O).
 
 The input verdict uses XProf's published thresholds: at least 20 % of step time in input is
 "highly" input-bound, at least 5 % "moderately"; below that, at least 3 % in "all others"
@@ -24,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,17 +48,18 @@ from stepscope.analysis.framework_op_stats import (
     op_stats,
 )
 from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
-from stepscope.model import cache, schema
+from stepscope.model import schema
 from stepscope.model.events import EventTable
-from stepscope.model.profile import Profile, Progress, load, resolve
+from stepscope.model.profile import Profile
 
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-CATEGORIES = ("device_compute", "device_to_device", "input", "output", "compilation",
-              "kernel_launch", "host_compute", "all_others")
+CATEGORIES = ("device_compute", "device_collectives", "device_to_device", "input", "output",
+              "compilation", "kernel_launch", "host_compute", "all_others")
 CATEGORY_LABELS = {
-    "device_compute": "device compute", "device_to_device": "device-to-device",
+    "device_compute": "device compute", "device_collectives": "collectives",
+    "device_to_device": "device-to-device",
     "input": "input", "output": "output", "compilation": "compilation",
     "kernel_launch": "kernel launch", "host_compute": "host compute",
     "all_others": "all others",
@@ -79,6 +83,17 @@ LAUNCH_EVENT = re.compile(
 _TO_DEVICE = re.compile(r"HtoD|H2D|Host ?-> ?Device")
 _TO_HOST = re.compile(r"DtoH|D2H|Device ?-> ?Host")
 _DEVICE_TO_DEVICE = re.compile(r"DtoD|D2D|PtoP|P2P|Device ?-> ?Device|Peer")
+# Collective communication, by the names NCCL/RCCL kernels, XLA's HLO ops, TensorFlow's
+# collective ops and PyTorch's c10d/gloo ops carry.
+COLLECTIVE_EVENT = re.compile(
+    r"(?i)^(nccl|rccl)|(^|[^a-z])(nccl|rccl|gloo)[^a-z]|all-?reduce|all[-_]?gather"
+    r"|reduce[-_]?scatter|all[-_]?to[-_]?all|collective[-_]?permute|(^|[:/])Collective"
+    r"|c10d::|record_param_comms")
+# On the host, only collective ops proper: not XLA's compiler passes, which carry the same
+# words ("all-reduce-simplifier").
+HOST_COLLECTIVE_EVENT = re.compile(
+    r"^(c10d::|gloo:|nccl:|record_param_comms)|:(Collective|Nccl)\w*$"
+    r"|^(EagerLocalExecute: )?(Collective|Nccl)[A-Z]\w*$")
 _SIXTEEN_BIT = re.compile(r"(?i)bf16|fp16|f16\[|half|bfloat16|h884|h1688|h16816|hmma|_f16")
 
 
@@ -96,6 +111,7 @@ class HostOverview:
     cpu_count: int | None
     sixteen_bit_ns: int
     device_compute_ns: int
+    ops_idle: OpStats | None = None  # the op stats with idle rows, where computed
 
 
 @dataclass
@@ -122,41 +138,31 @@ def overview(profile: Profile) -> Overview:
     return Overview(profile.run, str(profile.path), hosts, dict(profile.failed))
 
 
-# The overview's name in the result cache; a new name when its keys change (2: per-step
-# breakdown), so results cached by an older layout are not read back.
-RESULT_NAME = "overview.2"
-
-
-def overview_dict(path: str | Path, *, use_cache: bool = True,
-                  progress: Progress | None = None) -> dict[str, Any]:
-    """``overview(load(path)).to_dict()``, answered from the result cache when fresh."""
-    _, _, files, _ = resolve(path)
-    if use_cache:
-        cached = cache.load_result(files, RESULT_NAME)
-        if cached is not None:
-            return cached
-    result = overview(load(path, use_cache=use_cache, progress=progress)).to_dict()
-    if use_cache and not result["failed_hosts"]:
-        cache.save_result(files, RESULT_NAME, result)
-    return result
-
-
 def host_overview(name: str, table: EventTable) -> HostOverview:
     """The overview of one host's events."""
+    return host_facts(name, table)[0]
+
+
+def host_facts(name: str, table: EventTable
+               ) -> tuple[HostOverview, OpEvents, dict[str, BoolArray]]:
+    """The overview of one host, with the op classification and category masks it used
+    (the run model derives its other per-host facts from them)."""
     steps = find_steps(table)
     events = classify(table)
-    ops = op_stats(table, events=events)
+    ops = op_stats(table, events=events, include_idle=True)
     masks = _category_masks(table, steps, events)
-    per_step = _partition(table, steps, masks)
+    per_step = partition(table, steps, masks)
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
     dur = table.duration_ns[device_rows]
-    return HostOverview(
-        name=name, steps=steps, step_category_ns=per_step, ops=ops, device_type=device_type,
-        device_count=count, device_names=names, cpu_count=_cpu_count(table),
+    result = HostOverview(
+        name=name, steps=steps, step_category_ns=per_step, ops=ops.without_idle(),
+        device_type=device_type, device_count=count, device_names=names,
+        cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
-        device_compute_ns=int(dur.sum()))
+        device_compute_ns=int(dur.sum()), ops_idle=ops)
+    return result, events, masks
 
 
 def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
@@ -219,8 +225,11 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
             marker |= (table.name == code) & on_step_thread
     host = on_host & in_step & ~marker
     host_op = (events.op >= 0) & on_host
+    collective = _name_mask(table, COLLECTIVE_EVENT)
+    host_collective = _name_mask(table, HOST_COLLECTIVE_EVENT)
     return {
-        "device_compute": device_work & ~is_copy & in_step,
+        "device_compute": device_work & ~is_copy & ~collective & in_step,
+        "device_collectives": (device_work & collective & in_step) | (host & host_collective),
         "device_to_device": device_copy & peer & in_step,
         "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT))
         | (host & _name_mask(table, INPUT_WAIT))
@@ -230,20 +239,26 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         "compilation": host & _name_mask(table, COMPILE_EVENT),
         "kernel_launch": host & _name_mask(table, LAUNCH_EVENT),
         "host_compute": host & (on_step_thread | host_op),
+        # Not overview categories: the device's own work, for per-device breakdowns.
+        "device_work": device_work & in_step,
+        "device_copies": device_copy & in_step,
+        "device_events": on_device,
     }
 
 
-def _partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray]) -> I64:
-    """Per step and category, the time given to it (ns); rows add up to the step time."""
+def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+               order: tuple[str, ...] = CATEGORIES[:-1]) -> I64:
+    """Per step, the time given to each category of ``order`` (ns), first come first served,
+    and in a last column the rest of the step; rows add up to the step time."""
     n_steps = len(steps)
-    out = np.zeros((n_steps, len(CATEGORIES)), dtype=np.int64)
+    out = np.zeros((n_steps, len(order) + 1), dtype=np.int64)
     if n_steps == 0:
         return out
     # The union of the categories so far, as disjoint segments: each category adds its
     # (clipped) events to it, and the growth of the union is that category's time.
     seg_group = seg_start = seg_end = np.zeros(0, dtype=np.int64)
     done = np.zeros(n_steps, dtype=np.int64)
-    for k, cat in enumerate(CATEGORIES[:-1]):
+    for k, cat in enumerate(order):
         rows = np.flatnonzero(masks[cat])
         step = steps.event_step[rows]
         keep = step >= 0
@@ -432,4 +447,4 @@ def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
 
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "DEVICE", "HOST", "IDLE", "VERDICTS", "Overview",
-           "HostOverview", "overview", "overview_dict", "host_overview", "verdict"]
+           "HostOverview", "overview", "host_facts", "host_overview", "verdict"]

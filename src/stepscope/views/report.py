@@ -134,6 +134,49 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
         console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
 
 
+def render_pod(data: dict[str, Any], console: Console, *, per_step: bool = True,
+               limit: int | None = None) -> None:
+    """Print the pod viewer (``PodViewer.to_dict()``): per host totals with straggler counts,
+    the summary, and (``per_step``) each step's figures; then the clock alignment."""
+    fields = data["categories"]
+    labels = [f.removesuffix("_ms") for f in fields]
+    noun = "device" if data["kind"] == "devices" else "host"
+    totals = Table(title=f"Per {noun}, average ms per step", title_justify="left")
+    for col in (noun, "steps", "step", *labels, "waited", "straggler in"):
+        totals.add_column(col, justify="left" if col == noun else "right")
+    for name in data["hosts"]:
+        t = data["totals"][name]
+        n = max(t["steps"], 1)
+        totals.add_row(name, str(t["steps"]), f"{t['total_ms'] / n:.3f}",
+                       *(f"{t[f] / n:.3f}" for f in fields), f"{t['wait_ms'] / n:.3f}",
+                       str(data["stragglers"].get(name, 0)))
+    console.print(totals)
+    console.print(data["summary"], highlight=False)
+    if per_step and data["steps"]:
+        shown = data["steps"] if not limit else data["steps"][:limit]
+        steps = Table(title=f"Steps ({len(shown)} of {len(data['steps'])})",
+                      title_justify="left")
+        for col in ("step", noun, "total ms", *labels, "waited", ""):
+            steps.add_column(col, justify="left" if col in (noun, "") else "right")
+        for step in shown:
+            for name, f in step["per_host"].items():
+                mark = (f"straggler +{step['straggler_lead_ms']:.3f} ms"
+                        if name == step["straggler"] else "")
+                steps.add_row(str(step["step_num"]), name, f"{f['total_ms']:.3f}",
+                              *(f"{f[k]:.3f}" for k in fields), f"{f['wait_ms']:.3f}", mark)
+        console.print(steps)
+    if data["kind"] == "hosts" and len(data["hosts"]) > 1:
+        align = Table(title="Clock alignment", title_justify="left")
+        for col in ("host", "shift µs", "method", "why"):
+            align.add_column(col, justify="right" if col == "shift µs" else "left",
+                             overflow="fold")
+        for name, a in data["alignment"].items():
+            align.add_row(name, f"{a['shift_ns'] / 1e3:.1f}", a["method"], a["reason"])
+        console.print(align)
+    for name, why in data.get("failed_hosts", {}).items():
+        console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
+
+
 OP_COLUMNS = ("host_or_device", "type", "name", "occurrences", "total_ms", "avg_ms",
               "self_ms", "avg_self_ms", "self_percent", "cumulative_percent")
 

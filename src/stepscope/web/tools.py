@@ -13,10 +13,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis import op_stats
-from stepscope.analysis.kernel_stats import kernel_stats, kernel_stats_csv
-from stepscope.analysis.overview_page import Overview, overview
+from stepscope.analysis.framework_op_stats import OpStats
+from stepscope.analysis.kernel_stats import KernelStats, kernel_stats_csv
+from stepscope.analysis.run_model import RunModel
+from stepscope.analysis.run_to_pod_viewer import PodViewer, pod_viewer, pod_viewer_csv
 from stepscope.model.profile import Profile
+from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
 
 
@@ -84,9 +86,16 @@ class Tool:
     flags: tuple[str, ...] = ()  # boolean query parameters the tool accepts
 
 
+def _model(run: LoadedRun) -> RunModel:
+    """The run's model: computed once per loaded run (or read from the cache)."""
+    model: RunModel = run.result(("run_model",),
+                                 lambda: run_model_of(run.profile, use_cache=run.use_cache))
+    return model
+
+
 def _overview(run: LoadedRun) -> dict[str, Any]:
-    result: Overview = run.result(("overview",), lambda: overview(run.profile))
-    summary: dict[str, Any] = run.result(("overview_dict",), result.to_dict)
+    summary: dict[str, Any] = run.result(("overview_dict",),
+                                         lambda: _model(run).overview().to_dict())
     return summary
 
 
@@ -99,10 +108,11 @@ def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str,
             **summary["hosts"][host], "failed_hosts": summary["failed_hosts"]}
 
 
-def _op_stats(run: LoadedRun, host: str | None, params: Params) -> Any:
+def _op_stats(run: LoadedRun, host: str | None, params: Params) -> OpStats:
     idle = bool(params.get("include_idle", False))
-    return run.result(("op_stats", host, idle),
-                      lambda: op_stats(run.profile, include_idle=idle, host=host))
+    stats: OpStats = run.result(("op_stats", host, idle),
+                                lambda: _model(run).op_stats(host, include_idle=idle))
+    return stats
 
 
 def op_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
@@ -115,8 +125,10 @@ def op_stats_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     return ops_csv(_op_stats(run, host, params))
 
 
-def _kernel_stats(run: LoadedRun, host: str | None) -> Any:
-    return run.result(("kernel_stats", host), lambda: kernel_stats(run.profile, host=host))
+def _kernel_stats(run: LoadedRun, host: str | None) -> KernelStats:
+    stats: KernelStats = run.result(("kernel_stats", host),
+                                    lambda: _model(run).kernel_stats(host))
+    return stats
 
 
 def kernel_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
@@ -129,6 +141,22 @@ def kernel_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> 
     return kernel_stats_csv(_kernel_stats(run, host))
 
 
+def _pod_viewer(run: LoadedRun) -> PodViewer:
+    result: PodViewer = run.result(("pod_viewer",), lambda: pod_viewer(_model(run)))
+    return result
+
+
+def pod_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The pod viewer: every host's (or device's) step time side by side, and stragglers."""
+    data: dict[str, Any] = run.result(("pod_viewer_dict",), lambda: _pod_viewer(run).to_dict())
+    return data
+
+
+def pod_viewer_table_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """The pod viewer's figures per step and host as CSV, those of ``stepscope pod --csv``."""
+    return pod_viewer_csv(_pod_viewer(run))
+
+
 def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The trace viewer's sections and tracks (its events come from ``/api/trace/…``)."""
     from stepscope.web.trace import trace_viewer_data as data  # it imports this module
@@ -137,12 +165,9 @@ def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[
 
 
 def _input_pipeline(run: LoadedRun, host: str | None) -> Any:
-    from stepscope.analysis.input_pipeline import input_pipeline
+    from stepscope.analysis.input_pipeline import input_pipeline_of
 
-    # The overview's own result, so that this page and the overview cannot disagree.
-    result: Overview = run.result(("overview",), lambda: overview(run.profile))
-    return run.result(("input_pipeline", host),
-                      lambda: input_pipeline(run.profile, host=host, overview_result=result))
+    return run.result(("input_pipeline", host), lambda: input_pipeline_of(_model(run), host))
 
 
 def input_pipeline_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
@@ -166,4 +191,5 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("input_pipeline_analyzer", "Input pipeline analyzer", input_pipeline_data,
          input_pipeline_csv),
     Tool("trace_viewer", "Trace viewer", trace_viewer_data),
+    Tool("pod_viewer", "Pod viewer", pod_viewer_data, pod_viewer_table_csv),
 ]}

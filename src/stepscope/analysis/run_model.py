@@ -1,0 +1,305 @@
+"""The run model: every fact the tools need, computed once per run from all of its hosts.
+
+This is the hinge of the analysis (the role XProf's OpStats plays): each host's events are
+classified once (steps, op identity, step-time categories), and what every tool answers from
+is kept here, small and plain: per host its steps and their breakdown, op metrics (with idle
+time), kernel groups, input-pipeline stage totals and bottleneck, per-device step breakdowns
+and where each step's last collective ended. Tools (``overview_page``, op stats, kernel
+stats, input pipeline, pod viewer) read a ``RunModel`` instead of the event tables, so a run
+whose model is cached answers every tool without loading its tables.
+
+Hosts are combined in one place, ``combined_steps``: steps are lined up across hosts by step
+number, and a step lasts as long as its slowest host.
+
+``RunModel.to_dict``/``from_dict`` give the lossless JSON form the cache keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis.framework_op_stats import OpStats, merge
+from stepscope.analysis.input_bottleneck import (
+    Bottleneck,
+    async_nodes,
+    category_of,
+    children_of,
+    find_bottleneck,
+    iterator_events,
+    node_totals,
+    work_ns,
+)
+from stepscope.analysis.kernel_stats import KernelGroups, KernelStats, host_groups, merge_groups
+from stepscope.analysis.overview_page import (
+    CATEGORIES,
+    HostOverview,
+    Overview,
+    host_facts,
+    partition,
+)
+from stepscope.analysis.steps import Steps, device_planes
+from stepscope.errors import StepscopeError
+from stepscope.model import schema
+from stepscope.model.events import EventTable
+from stepscope.model.profile import Profile
+
+I64 = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+# Bump when the model's content or its JSON form changes: cached models of an older layout
+# are then never read back.
+RUN_MODEL_VERSION = 1
+RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
+
+# The pod viewer's categories of a host's (or device's) step time.
+POD_CATEGORIES = ("compute", "input", "collectives", "copy", "other")
+# The order in which the host partition gives each instant to a category (first come first
+# served): device compute, collectives, copies, input, the host's own work.
+_HOST_ORDER = ("device_compute", "device_collectives", "copy", "input", "host_work")
+_DEVICE_ORDER = ("device_compute", "device_collectives", "copy", "input")
+
+
+@dataclass
+class HostInput:
+    """One host's input-pipeline stages summed over the profile, and its bottleneck."""
+
+    nodes: list[str]
+    calls: list[int]
+    total_ns: list[int]
+    work_ns: list[int]
+    categories: list[str]
+    bottleneck: Bottleneck
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
+                "work_ns": self.work_ns, "categories": self.categories,
+                "bottleneck": self.bottleneck.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HostInput:
+        return cls(list(d["nodes"]), [int(x) for x in d["calls"]],
+                   [int(x) for x in d["total_ns"]], [int(x) for x in d["work_ns"]],
+                   list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]))
+
+
+@dataclass
+class HostModel:
+    """What the tools need of one host."""
+
+    overview: HostOverview  # steps, their category breakdown, op stats, devices
+    kernels: KernelGroups
+    input: HostInput
+    pod_ns: I64  # per step × (device compute, collectives, copy, input, host work, rest)
+    devices: dict[str, I64]  # active device ("GPU:0") → per step × (compute, collectives,
+    # copy, input, rest), the device's own view of the step
+    collective_end_ns: I64  # per step: when its last collective ended (-1: none)
+    profile_start_ns: int | None  # when the capture started on this host, where recorded
+
+    @property
+    def name(self) -> str:
+        return self.overview.name
+
+    @property
+    def steps(self) -> Steps:
+        return self.overview.steps
+
+
+@dataclass
+class RunModel:
+    """One run: its hosts' models, in host-name order."""
+
+    run: str
+    path: str
+    hosts: dict[str, HostModel]
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def overview(self) -> Overview:
+        """The overview page's result."""
+        return Overview(self.run, self.path, [h.overview for h in self.hosts.values()],
+                        dict(self.failed))
+
+    def host_names(self, host: str | None) -> list[str]:
+        """``[host]``, or every host when None; a StepscopeError for a host not in the run."""
+        if host is None:
+            return list(self.hosts)
+        if host not in self.hosts:
+            if host in self.failed:
+                raise StepscopeError(f"Host {host!r} could not be read: {self.failed[host]}")
+            raise StepscopeError(f"No host {host!r} in run {self.run!r} (hosts: "
+                                 f"{', '.join(self.hosts) or 'none'}); pass one of those.")
+        return [host]
+
+    def op_stats(self, host: str | None = None, *, include_idle: bool = False) -> OpStats:
+        """Framework op stats of one host, or summed over all hosts."""
+        parts = []
+        for name in self.host_names(host):
+            ov = self.hosts[name].overview
+            parts.append(ov.ops_idle if include_idle and ov.ops_idle is not None else ov.ops)
+        if not parts:
+            return OpStats([], [], include_idle)
+        return merge(parts, include_idle=include_idle)
+
+    def kernel_stats(self, host: str | None = None) -> KernelStats:
+        """GPU kernel stats of one host, or of all hosts merged."""
+        return merge_groups([self.hosts[name].kernels for name in self.host_names(host)])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The lossless JSON form (integer nanoseconds), read back by ``from_dict``."""
+        return {"version": RUN_MODEL_VERSION, "run": self.run, "path": self.path,
+                "failed": dict(self.failed),
+                "hosts": {name: _host_to_dict(h) for name, h in self.hosts.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunModel:
+        """The inverse of ``to_dict``; a KeyError/TypeError/ValueError for a foreign form."""
+        if d.get("version") != RUN_MODEL_VERSION:
+            raise ValueError("not a run model of this version")
+        return cls(str(d["run"]), str(d["path"]),
+                   {str(n): _host_from_dict(h) for n, h in d["hosts"].items()},
+                   {str(k): str(v) for k, v in d["failed"].items()})
+
+
+def build_run_model(profile: Profile) -> RunModel:
+    """Compute the run model of every host of ``profile``."""
+    hosts = {name: build_host(name, table) for name, table in profile.hosts.items()}
+    return RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))
+
+
+def build_host(name: str, table: EventTable) -> HostModel:
+    """The model of one host's events."""
+    ov, events, masks = host_facts(name, table)
+    steps = ov.steps
+    host_work = masks["output"] | masks["compilation"] | masks["kernel_launch"] \
+        | masks["host_compute"]
+    pod_masks = {**masks, "copy": masks["device_copies"] | masks["device_to_device"],
+                 "host_work": host_work}
+    pod_ns = partition(table, steps, pod_masks, _HOST_ORDER)
+
+    devices: dict[str, I64] = {}
+    device_plane = device_planes(table)
+    host_input = masks["input"] & ~masks["device_events"]
+    for index in np.unique(table.plane[masks["device_work"]]):
+        if not device_plane[index]:
+            continue
+        mine = table.plane == index
+        dev_masks = {"device_compute": masks["device_compute"] & mine,
+                     "device_collectives": masks["device_collectives"] & mine,
+                     "copy": pod_masks["copy"] & mine, "input": host_input}
+        label = table.planes[int(index)].name.removeprefix("/device:")
+        devices[label] = partition(table, steps, dev_masks, _DEVICE_ORDER)
+
+    collective_end = np.full(len(steps), -1, dtype=np.int64)
+    rows = np.flatnonzero(masks["device_collectives"])
+    step = steps.event_step[rows] if len(steps) else np.zeros(0, np.int32)
+    rows, step = rows[step >= 0], step[step >= 0]
+    if len(rows):
+        np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
+    return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
+                     devices, collective_end, _profile_start(table))
+
+
+def _host_input(name: str, table: EventTable) -> HostInput:
+    ev = iterator_events(table)
+    if not len(ev):
+        return HostInput([], [], [], [], [], find_bottleneck(name, table, ev))
+    totals = node_totals(ev)
+    asynchronous = async_nodes(ev)
+    work = work_ns(ev.nodes, totals, asynchronous)
+    kids = children_of(ev.nodes)
+    return HostInput(list(ev.nodes), [int(x) for x in totals.calls],
+                     [int(x) for x in totals.total_ns], [int(x) for x in work],
+                     [category_of(n, kids[n], asynchronous) for n in ev.nodes],
+                     find_bottleneck(name, table, ev))
+
+
+def _profile_start(table: EventTable) -> int | None:
+    for plane in table.planes:
+        value = plane.stats.get(schema.ENV_PROFILE_START_TIME)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+@dataclass
+class CombinedSteps:
+    """Steps lined up across hosts by step number."""
+
+    step_num: I64
+    present: NDArray[np.bool_]  # step × host: whether the host has the step
+    index: I64  # step × host: the step's index in that host's steps (-1: absent)
+    hosts: list[str]
+
+
+def combined_steps(hosts: list[HostModel]) -> CombinedSteps:
+    """The union of the hosts' step numbers, and where each host has each step."""
+    nums = [h.steps.step_num for h in hosts if len(h.steps)]
+    all_nums = np.unique(np.concatenate(nums)) if nums else np.zeros(0, np.int64)
+    index = np.full((len(all_nums), len(hosts)), -1, dtype=np.int64)
+    for j, h in enumerate(hosts):
+        if len(h.steps):
+            pos = np.searchsorted(all_nums, h.steps.step_num)
+            index[pos, j] = np.arange(len(h.steps))
+    return CombinedSteps(all_nums.astype(np.int64), index >= 0, index, [h.name for h in hosts])
+
+
+# -- the JSON form ----------------------------------------------------------------------------
+
+
+def _ints(a: Any) -> list[Any]:
+    return np.asarray(a, dtype=np.int64).tolist()  # type: ignore[no-any-return]
+
+
+def _array(values: Any, columns: int | None = None) -> I64:
+    out = np.array(values, dtype=np.int64)
+    if columns is not None:
+        out = out.reshape(-1, columns)
+    return out
+
+
+def _host_to_dict(h: HostModel) -> dict[str, Any]:
+    ov, steps = h.overview, h.overview.steps
+    assert ov.ops_idle is not None
+    return {
+        "name": ov.name,
+        "steps": {"method": steps.method, "marker": steps.marker,
+                  "step_num": _ints(steps.step_num), "start_ns": _ints(steps.start_ns),
+                  "end_ns": _ints(steps.end_ns), "trimmed": list(steps.trimmed)},
+        "step_category_ns": _ints(ov.step_category_ns),
+        "ops_idle": ov.ops_idle.to_record(),
+        "device_type": ov.device_type, "device_count": ov.device_count,
+        "device_names": list(ov.device_names), "cpu_count": ov.cpu_count,
+        "sixteen_bit_ns": ov.sixteen_bit_ns, "device_compute_ns": ov.device_compute_ns,
+        "kernels": h.kernels.to_list(),
+        "input": h.input.to_dict(),
+        "pod_ns": _ints(h.pod_ns),
+        "devices": {k: _ints(v) for k, v in h.devices.items()},
+        "collective_end_ns": _ints(h.collective_end_ns),
+        "profile_start_ns": h.profile_start_ns,
+    }
+
+
+def _host_from_dict(d: dict[str, Any]) -> HostModel:
+    s = d["steps"]
+    empty = np.zeros(0, dtype=np.int64)
+    steps = Steps(str(s["method"]), str(s["marker"]), _array(s["step_num"]),
+                  _array(s["start_ns"]), _array(s["end_ns"]), empty,
+                  np.zeros(0, dtype=np.int32), [int(x) for x in s["trimmed"]])
+    ops_idle = OpStats.from_record(d["ops_idle"])
+    ov = HostOverview(
+        name=str(d["name"]), steps=steps,
+        step_category_ns=_array(d["step_category_ns"], len(CATEGORIES)),
+        ops=ops_idle.without_idle(), device_type=str(d["device_type"]),
+        device_count=int(d["device_count"]), device_names=[str(n) for n in d["device_names"]],
+        cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
+        sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
+        ops_idle=ops_idle)
+    start = d["profile_start_ns"]
+    return HostModel(
+        ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),
+        _array(d["pod_ns"], len(_HOST_ORDER) + 1),
+        {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
+        _array(d["collective_end_ns"]), None if start is None else int(start))

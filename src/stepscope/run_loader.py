@@ -1,0 +1,65 @@
+"""Opening a run for the tools: its run model, from the on-disk cache when fresh.
+
+The run model (``analysis.run_model``) is kept in the result cache beside the host tables,
+keyed by the run's files (paths, sizes, modification times): a second open of an unchanged
+run reads one small JSON entry and loads no event table at all. A run with a host that failed
+to load is not cached, so that a fixed file is read again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
+from stepscope.errors import StepscopeError
+from stepscope.model import cache
+from stepscope.model.profile import Profile, Progress, load, resolve
+
+
+def open_run_model(path: str | Path, *, use_cache: bool = True,
+                   progress: Progress | None = None) -> RunModel:
+    """The run model of the run ``path`` names (see ``model.profile.load`` for what it may be)."""
+    _, _, files, _ = resolve(path)
+    if use_cache:
+        cached = _cached(files)
+        if cached is not None:
+            return cached
+    profile = load(path, use_cache=use_cache, progress=progress)
+    model = build_run_model(profile)
+    if use_cache and not model.failed:
+        cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
+    return model
+
+
+def run_model_of(profile: Profile, *, use_cache: bool = True) -> RunModel:
+    """The run model of a loaded run: from the cache when fresh, else built (and kept)."""
+    files: list[Path] = []
+    if use_cache:
+        try:
+            files = resolve(profile.path)[2]
+        except StepscopeError:
+            files = []
+        cached = _cached(files) if files else None
+        if cached is not None and set(cached.hosts) == set(profile.hosts):
+            return cached
+    model = build_run_model(profile)
+    if files and not model.failed:
+        cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
+    return model
+
+
+def _cached(files: list[Path]) -> RunModel | None:
+    data = cache.load_result(files, RUN_MODEL_NAME)
+    if data is None:
+        return None
+    try:
+        return RunModel.from_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return None  # a damaged or foreign entry: build afresh (and overwrite it)
+
+
+def overview_dict(path: str | Path, *, use_cache: bool = True,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """The overview page of the run ``path`` names, as its JSON form."""
+    return open_run_model(path, use_cache=use_cache, progress=progress).overview().to_dict()
