@@ -8,6 +8,7 @@ import type { PageContext } from "./registry";
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
   { key: "input", label: "Waiting for input", color: "#d93025" },
   { key: "device_compute", label: "Device compute", color: "#188038" },
+  { key: "device_collectives", label: "Collectives", color: "#e52592" },
   { key: "host_compute", label: "Host compute", color: "#81c995" },
   { key: "device_to_device", label: "Device to device", color: "#12b5cb" },
   { key: "output", label: "Output", color: "#f29900" },
@@ -47,7 +48,9 @@ function value(id: string, text: string, raw?: number | null): HTMLElement {
 
 function summary(o: Overview): HTMLElement {
   const s = o.steps;
-  const rows = CATEGORIES.map((c) => h("tr", { "data-category": c.key },
+  // The categories this server reports (an older one has no collectives).
+  const rows = CATEGORIES.filter((c) => c.key in o.breakdown_ms).map((c) => h("tr",
+    { "data-category": c.key },
     h("td", {}, h("span", { className: "swatch", style: `background:${c.color}` }), c.label),
     h("td", { className: "num", "data-value": String(o.breakdown_ms[c.key]) }, ms(o.breakdown_ms[c.key])),
     h("td", { className: "num", "data-value": String(o.breakdown[c.key]) }, pct(o.breakdown[c.key]))));
