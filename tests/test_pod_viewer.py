@@ -17,7 +17,12 @@ import stepscope
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.input_pipeline import input_pipeline, input_pipeline_of
 from stepscope.analysis.kernel_stats import kernel_stats
-from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
+from stepscope.analysis.run_model import (
+    RUN_MODEL_NAME,
+    RUN_MODEL_VERSION,
+    RunModel,
+    build_run_model,
+)
 from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
 from stepscope.cli import main
 from stepscope.model import cache
@@ -109,6 +114,8 @@ def test_run_model_round_trips_and_answers_every_tool_as_the_tables_do(path: Pat
     profile = load(path, use_cache=False)
     model = RunModel.from_dict(json.loads(json.dumps(build_run_model(profile).to_dict())))
     assert model.overview().to_dict() == overview(profile).to_dict()
+    assert model.overview_dict() == overview(profile).to_dict()
+    assert model.pod_dict() == pod_viewer(model).to_dict()
     for host in [None, *profile.hosts]:
         for idle in (False, True):
             assert model.op_stats(host, include_idle=idle).to_dict() == \
@@ -129,7 +136,8 @@ def test_cached_run_model_is_used_and_a_damaged_one_is_rebuilt(tmp_path: Path) -
     assert open_run_model(run).to_dict() == first
     # A damaged entry (valid JSON of the wrong shape) is a miss, never a wrong answer.
     head, _ = entry.read_text().split("\n", 1)
-    entry.write_text(head + "\n" + json.dumps({"version": 1, "hosts": {"x": {}}}) + "\n")
+    wrong = {"version": RUN_MODEL_VERSION, "hosts": {"x": {}}}
+    entry.write_text(head + "\n" + json.dumps(wrong) + "\n")
     assert open_run_model(run).to_dict() == first
     assert cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME) is not None
 
@@ -153,7 +161,7 @@ def test_pod_command_json_csv_and_host(tmp_path: Path, capsys: Any) -> None:
     assert main(["report", str(DLRM)]) == 0
     text = capsys.readouterr().out
     assert "was the straggler in" in text and "Clock alignment" in text
-    assert pod_viewer_csv(pod_viewer(open_run_model(DLRM))) == out.read_text()
+    assert pod_viewer_csv(pod_viewer(open_run_model(DLRM)).to_dict()) == out.read_text()
 
 
 # A worker in lockstep with the others, as synchronous data-parallel training is: step k runs

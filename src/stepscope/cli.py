@@ -50,18 +50,17 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from stepscope.analysis.run_to_pod_viewer import pod_viewer
     from stepscope.views import report
 
     model = _open_model(args)
-    summary = model.overview().to_dict()
+    summary = model.overview_dict()
     if args.json:
         print(json.dumps(summary, indent=2, allow_nan=False))
     else:
         console = _console()
         report.render_overview(summary, console)
         if len(model.hosts) > 1:
-            report.render_pod(pod_viewer(model).to_dict(), console, per_step=False)
+            report.render_pod(model.pod_dict(), console, per_step=False)
     return 0
 
 
@@ -81,18 +80,18 @@ def _open_model(args: argparse.Namespace) -> Any:
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
-    from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
+    from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
     from stepscope.views import report
 
     model = _open_model(args)
-    result = pod_viewer(model)
-    data = result.to_dict()
+    data = model.pod_dict()
+    csv_text = pod_viewer_csv(data)
     if args.host is not None:
         data["steps"] = [{**s, "per_host": {u: f for u, f in s["per_host"].items()
                                             if u == args.host or u.startswith(args.host + "/")}}
                          for s in data["steps"]]
     if args.csv:
-        report.write_text(Path(args.csv), pod_viewer_csv(result))
+        report.write_text(Path(args.csv), csv_text)
         print(f"wrote {len(data['steps'])} steps to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(data, indent=2, allow_nan=False))

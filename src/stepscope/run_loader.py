@@ -62,4 +62,4 @@ def _cached(files: list[Path]) -> RunModel | None:
 def overview_dict(path: str | Path, *, use_cache: bool = True,
                   progress: Progress | None = None) -> dict[str, Any]:
     """The overview page of the run ``path`` names, as its JSON form."""
-    return open_run_model(path, use_cache=use_cache, progress=progress).overview().to_dict()
+    return open_run_model(path, use_cache=use_cache, progress=progress).overview_dict()

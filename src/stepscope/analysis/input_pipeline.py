@@ -100,7 +100,7 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     """Analyse the input pipeline of a run model (all hosts, or ``host``)."""
     if host is not None and host not in model.hosts:
         raise StepscopeError(f"No host {host!r} in this run; it has {', '.join(model.hosts)}.")
-    full = model.overview().to_dict()
+    full = model.overview_dict()
     summary = full if host is None else full["hosts"][host]
     per_host = {name: full["hosts"][name]["input"]["percent"] for name in model.hosts}
     names = [host] if host is not None else list(model.hosts)
@@ -109,7 +109,7 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     category: dict[str, str] = {}
     breakdown = dict.fromkeys(CATEGORIES, 0)
     for name in names:
-        stages = model.hosts[name].input
+        stages = model.host_input(name)
         for i, node in enumerate(stages.nodes):
             cat = category.setdefault(node, stages.categories[i])
             sums = stage_sums.setdefault(node, [0, 0, 0])
@@ -127,12 +127,12 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     rows.sort(key=lambda r: (-r.self_ms, r.name))
 
     # The most input-bound host with iterator events is the one whose slowest run we analyse.
-    candidates = [n for n in names if model.hosts[n].input.nodes] or names
+    candidates = [n for n in names if model.host_input(n).nodes] or names
     target = max(candidates, key=lambda n: (per_host.get(n) or 0.0, n)) if candidates else None
     if target is None:
         bottleneck = Bottleneck(None, None, "This run has no hosts.")
     else:
-        bottleneck = model.hosts[target].input.bottleneck
+        bottleneck = model.host_input(target).bottleneck
     percent = summary["input"].get("percent")
     if (summary["input"].get("verdict") == "not" and percent is not None
             and bottleneck.stage is not None):

@@ -616,6 +616,14 @@ def host_groups(table: EventTable, events: OpEvents | None = None) -> KernelGrou
 
 def merge_groups(parts: list[KernelGroups]) -> KernelStats:
     """Kernel stats of several hosts' groups summed into one."""
+    if len(parts) == 1:
+        return KernelStats(_rows(parts[0].groups), parts[0].implausible)
+    merged = merged_groups(parts)
+    return KernelStats(_rows(merged.groups), merged.implausible)
+
+
+def merged_groups(parts: list[KernelGroups]) -> KernelGroups:
+    """Several hosts' kernel groups summed into one."""
     merged: dict[_Key, _Group] = {}
     implausible = 0
     for part in parts:
@@ -629,7 +637,7 @@ def merge_groups(parts: list[KernelGroups]) -> KernelStats:
                 m.total_ns += g.total_ns
                 m.min_ns = min(m.min_ns, g.min_ns)
                 m.max_ns = max(m.max_ns, g.max_ns)
-    return KernelStats(_rows(merged), implausible)
+    return KernelGroups(merged, implausible)
 
 
 @dataclass

@@ -165,9 +165,23 @@ def host_facts(name: str, table: EventTable
     return result, events, masks
 
 
+# Names already tested, per pattern: the hosts of a run share most of their event names.
+_SEEN: dict[re.Pattern[str], dict[str, bool]] = {}
+_SEEN_LIMIT = 2_000_000  # names remembered in all, so that a long-lived server stays bounded
+
+
 def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
     """Per event: whether its name matches ``pattern`` (tested once per distinct name)."""
-    per_name = np.array([bool(pattern.search(n)) for n in table.names] + [False], dtype=bool)
+    if sum(len(seen) for seen in list(_SEEN.values())) > _SEEN_LIMIT:
+        _SEEN.clear()
+    seen = _SEEN.setdefault(pattern, {})
+    hits = []
+    for n in table.names:
+        hit = seen.get(n)
+        if hit is None:
+            hit = seen[n] = bool(pattern.search(n))
+        hits.append(hit)
+    per_name = np.array(hits + [False], dtype=bool)
     return per_name[table.name]
 
 

@@ -16,6 +16,8 @@ number, and a step lasts as long as its slowest host.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +35,13 @@ from stepscope.analysis.input_bottleneck import (
     node_totals,
     work_ns,
 )
-from stepscope.analysis.kernel_stats import KernelGroups, KernelStats, host_groups, merge_groups
+from stepscope.analysis.kernel_stats import (
+    KernelGroups,
+    KernelStats,
+    host_groups,
+    merge_groups,
+    merged_groups,
+)
 from stepscope.analysis.overview_page import (
     CATEGORIES,
     HostOverview,
@@ -52,7 +60,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 1
+RUN_MODEL_VERSION = 2
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -108,19 +116,52 @@ class HostModel:
         return self.overview.steps
 
 
+class LazyHosts(Mapping[str, "HostModel"]):
+    """Host models kept as their JSON text until a tool asks for one host."""
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        self._raw = raw
+        self._decoded: dict[str, HostModel] = {}
+
+    def __getitem__(self, name: str) -> HostModel:
+        if name not in self._decoded:
+            self._decoded[name] = _host_from_dict(json.loads(self._raw[name]))
+        return self._decoded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def text(self, name: str) -> str:
+        """One host's JSON text, as stored."""
+        return self._raw[name]
+
+
 @dataclass
 class RunModel:
-    """One run: its hosts' models, in host-name order."""
+    """One run: its hosts' models, in host-name order, and the results combined over all
+    hosts (``combined``: computed once when the model is built, so that a tool asked about
+    the whole run reads one small result instead of every host)."""
 
     run: str
     path: str
-    hosts: dict[str, HostModel]
+    hosts: Mapping[str, HostModel]
     failed: dict[str, str] = field(default_factory=dict)
+    combined: dict[str, Any] = field(default_factory=dict)
 
     def overview(self) -> Overview:
-        """The overview page's result."""
+        """The overview page's result (decodes every host; ``overview_dict`` does not)."""
         return Overview(self.run, self.path, [h.overview for h in self.hosts.values()],
                         dict(self.failed))
+
+    def overview_dict(self) -> dict[str, Any]:
+        """The overview page's JSON form, for all hosts and each (see ``Overview``)."""
+        if "overview" not in self.combined:
+            self.combined["overview"] = self.overview().to_dict()
+        result: dict[str, Any] = self.combined["overview"]
+        return result
 
     def host_names(self, host: str | None) -> list[str]:
         """``[host]``, or every host when None; a StepscopeError for a host not in the run."""
@@ -135,6 +176,9 @@ class RunModel:
 
     def op_stats(self, host: str | None = None, *, include_idle: bool = False) -> OpStats:
         """Framework op stats of one host, or summed over all hosts."""
+        key = "op_stats_idle" if include_idle else "op_stats"
+        if host is None and key in self.combined:
+            return OpStats.from_record(self.combined[key])
         parts = []
         for name in self.host_names(host):
             ov = self.hosts[name].overview
@@ -145,28 +189,71 @@ class RunModel:
 
     def kernel_stats(self, host: str | None = None) -> KernelStats:
         """GPU kernel stats of one host, or of all hosts merged."""
+        if host is None and "kernels" in self.combined:
+            return merge_groups([KernelGroups.from_list(self.combined["kernels"])])
         return merge_groups([self.hosts[name].kernels for name in self.host_names(host)])
 
+    def host_input(self, name: str) -> HostInput:
+        """One host's input-pipeline stages and bottleneck."""
+        if name in self.combined.get("input", {}):
+            return HostInput.from_dict(self.combined["input"][name])
+        return self.hosts[name].input
+
+    def pod_dict(self) -> dict[str, Any]:
+        """The pod viewer's JSON form (``run_to_pod_viewer``)."""
+        if "pod" not in self.combined:
+            from stepscope.analysis.run_to_pod_viewer import pod_viewer  # it imports this
+
+            self.combined["pod"] = pod_viewer(self).to_dict()
+        result: dict[str, Any] = self.combined["pod"]
+        return result
+
     def to_dict(self) -> dict[str, Any]:
-        """The lossless JSON form (integer nanoseconds), read back by ``from_dict``."""
+        """The lossless JSON form (integer nanoseconds), read back by ``from_dict``; each
+        host's part is JSON text of its own, decoded only when that host is asked for."""
+        hosts = self.hosts
         return {"version": RUN_MODEL_VERSION, "run": self.run, "path": self.path,
-                "failed": dict(self.failed),
-                "hosts": {name: _host_to_dict(h) for name, h in self.hosts.items()}}
+                "failed": dict(self.failed), "combined": self.combined,
+                "hosts": {name: hosts.text(name) if isinstance(hosts, LazyHosts)
+                          else json.dumps(_host_to_dict(hosts[name]), separators=(",", ":"))
+                          for name in hosts}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunModel:
         """The inverse of ``to_dict``; a KeyError/TypeError/ValueError for a foreign form."""
         if d.get("version") != RUN_MODEL_VERSION:
             raise ValueError("not a run model of this version")
-        return cls(str(d["run"]), str(d["path"]),
-                   {str(n): _host_from_dict(h) for n, h in d["hosts"].items()},
-                   {str(k): str(v) for k, v in d["failed"].items()})
+        raw = {str(n): h for n, h in d["hosts"].items()}
+        if not all(isinstance(h, str) for h in raw.values()) or not isinstance(
+                d["combined"], dict):
+            raise ValueError("not a run model")
+        return cls(str(d["run"]), str(d["path"]), LazyHosts(raw),
+                   {str(k): str(v) for k, v in d["failed"].items()}, dict(d["combined"]))
 
 
 def build_run_model(profile: Profile) -> RunModel:
-    """Compute the run model of every host of ``profile``."""
+    """Compute the run model of every host of ``profile``, and combine them."""
     hosts = {name: build_host(name, table) for name, table in profile.hosts.items()}
-    return RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))
+    model = RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))
+    model.combined = combine(model)
+    return model
+
+
+def combine(model: RunModel) -> dict[str, Any]:
+    """The results over all hosts that tools ask for most, computed once."""
+    hosts = list(model.hosts.values())
+    ops = [h.overview.ops for h in hosts]
+    ops_idle = [h.overview.ops_idle or h.overview.ops for h in hosts]
+    model.combined = {}
+    return {
+        "overview": model.overview().to_dict(),
+        "op_stats": merge(ops).to_record() if ops else OpStats([], []).to_record(),
+        "op_stats_idle": (merge(ops_idle, include_idle=True).to_record() if ops_idle
+                          else OpStats([], [], True).to_record()),
+        "kernels": merged_groups([h.kernels for h in hosts]).to_list(),
+        "input": {h.name: h.input.to_dict() for h in hosts},
+        "pod": model.pod_dict(),
+    }
 
 
 def build_host(name: str, table: EventTable) -> HostModel:

@@ -231,12 +231,13 @@ def _align_one(ref: HostModel, h: HostModel) -> Alignment:
 CSV_COLUMNS = ("step_num", "host", "total_ms", *_FIELDS, "wait_ms", "straggler")
 
 
-def pod_viewer_csv(result: PodViewer) -> str:
-    """One row per step and host: its figures, and whether it was the step's straggler."""
+def pod_viewer_csv(data: dict[str, Any]) -> str:
+    """One row per step and host of ``PodViewer.to_dict()``: its figures, and whether it was
+    the step's straggler."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for step in result.to_dict()["steps"]:
+    for step in data["steps"]:
         for unit, figures in step["per_host"].items():
             writer.writerow([step["step_num"], unit, f"{figures['total_ms']:.6f}",
                              *(f"{figures[f]:.6f}" for f in _FIELDS),

@@ -16,7 +16,7 @@ from typing import Any
 from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats, kernel_stats_csv
 from stepscope.analysis.run_model import RunModel
-from stepscope.analysis.run_to_pod_viewer import PodViewer, pod_viewer, pod_viewer_csv
+from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
 from stepscope.model.profile import Profile
 from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
@@ -94,9 +94,7 @@ def _model(run: LoadedRun) -> RunModel:
 
 
 def _overview(run: LoadedRun) -> dict[str, Any]:
-    summary: dict[str, Any] = run.result(("overview_dict",),
-                                         lambda: _model(run).overview().to_dict())
-    return summary
+    return _model(run).overview_dict()
 
 
 def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
@@ -141,20 +139,14 @@ def kernel_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> 
     return kernel_stats_csv(_kernel_stats(run, host))
 
 
-def _pod_viewer(run: LoadedRun) -> PodViewer:
-    result: PodViewer = run.result(("pod_viewer",), lambda: pod_viewer(_model(run)))
-    return result
-
-
 def pod_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The pod viewer: every host's (or device's) step time side by side, and stragglers."""
-    data: dict[str, Any] = run.result(("pod_viewer_dict",), lambda: _pod_viewer(run).to_dict())
-    return data
+    return _model(run).pod_dict()
 
 
 def pod_viewer_table_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     """The pod viewer's figures per step and host as CSV, those of ``stepscope pod --csv``."""
-    return pod_viewer_csv(_pod_viewer(run))
+    return pod_viewer_csv(_model(run).pod_dict())
 
 
 def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
