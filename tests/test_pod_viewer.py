@@ -243,3 +243,19 @@ def test_pod_viewer_survives_hostile_runs(tmp_path: Path, capsys: Any) -> None:
     empty.mkdir()
     assert main(["pod", str(empty)]) == 2
     assert "holds no profiles" in capsys.readouterr().err
+
+
+def test_steps_match_xprof_pod_viewer_on_a_multi_host_xspace_run(tmp_path: Path) -> None:
+    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    source = next(TF_GPU.glob("*.xplane.pb"))
+    for i in range(3):
+        (tmp_path / f"worker{i}.xplane.pb").write_bytes(source.read_bytes())
+    files = sorted(str(p) for p in tmp_path.glob("*.xplane.pb"))
+    raw = raw_to_tool_data.xspace_to_tool_data(files, "pod_viewer", {})
+    theirs = json.loads(raw[0] if isinstance(raw, tuple) else raw)
+    their_steps = sorted({int(s["stepNum"]) for s in theirs["podStatsSequence"]["podStatsMap"]})
+    ours = pod_viewer(open_run_model(tmp_path, use_cache=False)).to_dict()
+    assert [s["step_num"] for s in ours["steps"]] == their_steps
+    assert ours["hosts"] == ["worker0", "worker1", "worker2"]
+    # Identical hosts: every one does the same work, so no step has a lead over the next.
+    assert all(s["straggler_lead_ms"] == 0 for s in ours["steps"])
