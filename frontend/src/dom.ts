@@ -53,3 +53,23 @@ export function bytes(value: number): string {
   while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
   return `${v.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
+
+/** A duration in nanoseconds, in the unit that suits it. */
+export function duration(ns: number): string {
+  const a = Math.abs(ns);
+  if (a >= 1e9) return `${(ns / 1e9).toFixed(3)} s`;
+  if (a >= 1e6) return `${(ns / 1e6).toFixed(3)} ms`;
+  if (a >= 1e3) return `${(ns / 1e3).toFixed(3)} µs`;
+  return `${Math.round(ns)} ns`;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/** Create an SVG element with attributes and children (strings become text nodes). */
+export function svg(tag: string, attrs: Record<string, string | number>,
+                    ...children: (Node | string)[]): SVGElement {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}

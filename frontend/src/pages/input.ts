@@ -3,7 +3,7 @@
 // the slowest run's pipeline graph (critical path bold, bottleneck red).
 import { apiUrl, toolData } from "../api";
 import { stackedColumns } from "../charts";
-import { h, int, ms, pct } from "../dom";
+import { h, int, ms, pct, svg } from "../dom";
 import { Column, numberColumn, SortableTable } from "../table";
 import type { PageContext } from "./registry";
 
@@ -96,16 +96,6 @@ function hostSide(d: InputAnalysis): HTMLElement {
           ms(d.host_breakdown[k])),
         h("td", { className: "num", "data-value": String(d.host_breakdown_percent[k]) },
           pct(d.host_breakdown_percent[k])))))));
-}
-
-const SVG = "http://www.w3.org/2000/svg";
-
-function svg(tag: string, attrs: Record<string, string | number>, ...children: (Node | string)[])
-    : SVGElement {
-  const el = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  for (const c of children) el.append(typeof c === "string" ? document.createTextNode(c) : c);
-  return el;
 }
 
 /** The pipeline graph as SVG: consumers left, producers right, one row per leaf. */

@@ -4,6 +4,7 @@ import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
+import { renderPod } from "./pod/index";
 import { renderTrace } from "./trace/index";
 
 export interface PageContext {
@@ -24,4 +25,5 @@ export const PAGES: Record<string, Page> = {
   kernel_stats: renderKernels,
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
+  pod_viewer: renderPod,
 };

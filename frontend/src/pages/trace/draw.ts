@@ -1,9 +1,9 @@
 // Trace viewer drawing: the track gutter (DOM: a few hundred labels at most), the time axis,
 // and on one canvas the events, merged blocks, counters, flows, the selection and the timing
 // interval, never one DOM node per event.
-import { h, int } from "../../dom";
+import { duration, h, int } from "../../dom";
 import { hslPixel, pixel, RowRaster } from "../raster";
-import { AXIS_H, COUNTER_H, duration, Flow, layout, ROW_H, SECTION_H, TraceState, trackHeight }
+import { AXIS_H, COUNTER_H, Flow, layout, ROW_H, SECTION_H, TraceState, trackHeight }
   from "./state";
 
 /** An axis label, with as many decimals as the tick spacing needs. */

@@ -69,15 +69,6 @@ export function createState(meta: Meta): TraceState {
            trackY: new Map() };
 }
 
-/** A duration in the unit that suits it. */
-export function duration(ns: number): string {
-  const a = Math.abs(ns);
-  if (a >= 1e9) return `${(ns / 1e9).toFixed(3)} s`;
-  if (a >= 1e6) return `${(ns / 1e6).toFixed(3)} ms`;
-  if (a >= 1e3) return `${(ns / 1e3).toFixed(3)} µs`;
-  return `${Math.round(ns)} ns`;
-}
-
 export function trackHeight(t: TrackInfo): number {
   return t.kind === "counter" ? COUNTER_H : Math.max(t.rows, 1) * ROW_H + TRACK_PAD;
 }

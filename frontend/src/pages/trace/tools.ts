@@ -1,9 +1,9 @@
 // Trace viewer tools: the tool bar (select, pan, zoom, timing), moving the view, the details
 // panel of a clicked event or a dragged range, and search with stepping through matches.
-import { h, int } from "../../dom";
+import { duration, h, int } from "../../dom";
 import type { TraceData } from "./data";
 import type { Painter } from "./draw";
-import { duration, fullView, panned, ROW_H, Tool, TOOL_KEYS, TraceState, trackHeight, View,
+import { fullView, panned, ROW_H, Tool, TOOL_KEYS, TraceState, trackHeight, View,
          zoomed } from "./state";
 
 function kv(rows: [string, string][]): HTMLElement {
