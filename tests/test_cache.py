@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import stepscope
+from stepscope import version
 from stepscope.formats import xspace_columns as xc
 from stepscope.model import cache
 from stepscope.model import events as me
@@ -313,7 +314,7 @@ def test_new_stepscope_version_invalidates(source: Path, monkeypatch: pytest.Mon
     cache.save_table(source, me.load_xspace(source))
     cache.save_result([source], "overview", {"a": 1})
     key = cache.source_key([source])
-    monkeypatch.setattr(stepscope, "__version__", stepscope.__version__ + ".post1")
+    monkeypatch.setattr(version, "__version__", version.__version__ + ".post1")
     assert cache.source_key([source]) != key
     assert cache.load_table(source) is None
     assert cache.load_result([source], "overview") is None

@@ -13,14 +13,12 @@ and ``stepscope.load(path)`` reads a profile back for ``stepscope.analysis``.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING
 
-from typing import TYPE_CHECKING  # noqa: E402
-
-from stepscope.capture.options import ProfilerOptions  # noqa: E402
-from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop  # noqa: E402
-from stepscope.capture.trace import Trace  # noqa: E402
-from stepscope.errors import (  # noqa: E402
+from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop
+from stepscope.capture.trace import Trace
+from stepscope.errors import (
     InvalidOptionError,
     LogdirError,
     ProfileFormatError,
@@ -28,6 +26,7 @@ from stepscope.errors import (  # noqa: E402
     ProfilerNotRunningError,
     StepscopeError,
 )
+from stepscope.version import __version__
 
 if TYPE_CHECKING:
     from types import ModuleType

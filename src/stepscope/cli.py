@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepscope import __version__
 from stepscope.errors import StepscopeError
+from stepscope.version import __version__
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-import stepscope
+from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.session import start, stop
 from stepscope.capture.trace import Trace
 
 
@@ -64,8 +65,8 @@ def run(logdir: str | Path, steps: int = 30, batch_size: int = 64, hidden: int =
     w2 = rng.standard_normal((hidden, 1)).astype(np.float32) * 0.05
     lr = 0.01
     loss = float("nan")
-    options = stepscope.ProfilerOptions(python_tracer_level=1 if python_tracer else 0)
-    stepscope.start(str(logdir), options=options)
+    options = ProfilerOptions(python_tracer_level=1 if python_tracer else 0)
+    start(str(logdir), options=options)
     try:
         for step in range(steps):
             with Trace("train", step_num=step, _r=1):
@@ -85,6 +86,6 @@ def run(logdir: str | Path, steps: int = 30, batch_size: int = 64, hidden: int =
                     w1 -= lr * g_w1
                     w2 -= lr * g_w2
     finally:
-        path = stepscope.stop()
+        path = stop()
     assert path is not None
     return DemoResult(path=path, steps=steps, final_loss=loss)

@@ -14,7 +14,6 @@ from time import time_ns
 from types import TracebackType
 from typing import Any
 
-from stepscope import __version__
 from stepscope.capture import bridges, input_pipeline, trace
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
@@ -30,6 +29,7 @@ from stepscope.errors import (
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import logdir as layout
 from stepscope.model import schema
+from stepscope.version import __version__
 
 log = logging.getLogger(__name__)
 

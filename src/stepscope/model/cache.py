@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-import stepscope
+from stepscope import version
 from stepscope.model.events import EventTable, Plane, StatTable
 
 # Bump whenever the layout of either file kind, or the EventTable it holds, changes.
@@ -114,7 +114,7 @@ def source_key(paths: Sequence[Path], salt: str = "") -> str:
         st = resolved.stat()
         entries.append([str(resolved), st.st_size, st.st_mtime_ns])
     entries.sort()
-    identity = [FORMAT_VERSION, stepscope.__version__, salt, entries]
+    identity = [FORMAT_VERSION, version.__version__, salt, entries]
     digest = hashlib.blake2b(json.dumps(identity).encode(), digest_size=16)
     return digest.hexdigest()
 
@@ -150,7 +150,7 @@ def save_table(source: Path, table: EventTable) -> None:
         resolved = str(Path(source).resolve())
         header: dict[str, Any] = {
             "format": FORMAT_VERSION,
-            "stepscope": stepscope.__version__,
+            "stepscope": version.__version__,
             "key": key,
             "source": resolved,
             "planes": [[p.id, p.name, _encode_stats(p.stats)] for p in table.planes],
@@ -228,7 +228,7 @@ def _read_table(path: Path, key: str) -> EventTable:
         raise ValueError("truncated or padded")
     header = json.loads(mm[_PREFIX.size:_PREFIX.size + header_length])
     if (header["format"], header["stepscope"], header["key"]) != (
-            FORMAT_VERSION, stepscope.__version__, key):
+            FORMAT_VERSION, version.__version__, key):
         raise ValueError("stale")
 
     cols: dict[str, NDArray[Any]] = {}
@@ -363,7 +363,7 @@ def load_result(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
             if f.read():
                 raise ValueError("trailing data")
         if (identity["format"], identity["stepscope"], identity["key"], identity["name"]) != (
-                FORMAT_VERSION, stepscope.__version__, key, name):
+                FORMAT_VERSION, version.__version__, key, name):
             raise ValueError("stale")
         if not isinstance(result, dict):
             raise ValueError("not an object")
@@ -391,7 +391,7 @@ def save_result(paths: Sequence[Path], name: str, result: dict[str, Any]) -> Non
         sources = sorted(str(Path(p).resolve()) for p in paths)
     except OSError:
         return
-    identity = {"format": FORMAT_VERSION, "stepscope": stepscope.__version__, "key": key,
+    identity = {"format": FORMAT_VERSION, "stepscope": version.__version__, "key": key,
                 "name": name, "sources": sources}
     data = (json.dumps(identity, separators=(",", ":")) + "\n" + text + "\n").encode("utf-8")
     if _write_atomic(f"{key}.{name}.json", lambda f: f.write(data)):

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from stepscope import __version__
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
 from stepscope.model.profile import host_name, list_runs, resolve
+from stepscope.version import __version__
 from stepscope.web.capture import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
 from stepscope.web.tools import TOOLS, Tool

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from stepscope import __version__
+from stepscope.version import __version__
 from stepscope.web.api import Api, ApiError, check_post
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 
