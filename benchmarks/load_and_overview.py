@@ -199,7 +199,7 @@ def _child_fill(path: str) -> dict[str, Any]:
 def _child_warm(path: str) -> dict[str, Any]:
     """The cached second open (result cache), then the overview from the cached tables."""
     from stepscope.analysis import overview
-    from stepscope.model.profile import load
+    from stepscope.formats.run_reader import load
     from stepscope.run_loader import overview_dict
 
     baseline = _maxrss_mb()

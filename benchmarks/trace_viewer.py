@@ -145,7 +145,7 @@ def child_synthetic(n_events: int, n_queries: int) -> dict[str, Any]:
 def child_real(path: str, n_queries: int) -> dict[str, Any]:
     """Load, build and query the real profile's index in this (child) process."""
     from stepscope.analysis.trace_index import build
-    from stepscope.model.profile import load
+    from stepscope.formats.run_reader import load
 
     t = time.perf_counter()
     profile = load(path, use_cache=False)

@@ -17,8 +17,9 @@ import pytest
 import stepscope
 from stepscope import version
 from stepscope.formats import xspace_columns as xc
+from stepscope.formats import xspace_to_tables as x2t
 from stepscope.model import cache
-from stepscope.model import events as me
+from stepscope.model import stat_kinds as sk
 from stepscope.model.events import EventTable, Plane, StatTable
 
 from conftest import FIXTURES
@@ -98,7 +99,7 @@ def test_the_format_knows_every_field() -> None:
 
 @pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
 def test_fixture_tables_round_trip(path: Path, cache_home: Path) -> None:
-    table = me.load_xspace(path)
+    table = x2t.load_xspace(path)
     assert cache.load_table(path) is None
     cache.save_table(path, table)
     loaded = cache.load_table(path)
@@ -118,7 +119,7 @@ def test_own_profile_round_trips(tmp_path: Path) -> None:
     path = stepscope.stop()
     assert path is not None
     assert path.parent.parent.name == "profile" and path.name.endswith(".xplane.pb")
-    table = me.load_xspace(path)
+    table = x2t.load_xspace(path)
     cache.save_table(path, table)
     loaded = cache.load_table(path)
     assert loaded is not None
@@ -130,7 +131,7 @@ def test_own_profile_round_trips(tmp_path: Path) -> None:
 
 
 def test_every_kind_of_plane_stat_round_trips(source: Path) -> None:
-    table = me.load_xspace(source)
+    table = x2t.load_xspace(source)
     odd = {"int": -7, "uint64": 2**64 - 1, "float": 0.1, "whole_float": 3.0, "inf": math.inf,
            "nan": math.nan, "str": "naïve → ✓", "bad_utf8": b"\xff".decode("utf-8", "replace"),
            "bytes": bytes(range(256)), "empty_bytes": b"", "empty_str": ""}
@@ -142,7 +143,7 @@ def test_every_kind_of_plane_stat_round_trips(source: Path) -> None:
 
 
 def test_empty_table_round_trips(source: Path) -> None:
-    empty = me.from_columns(xc.decode_columns(b"", "empty"))
+    empty = x2t.from_columns(xc.decode_columns(b"", "empty"))
     assert len(empty) == 0
     cache.save_table(source, empty)
     loaded = cache.load_table(source)
@@ -151,12 +152,12 @@ def test_empty_table_round_trips(source: Path) -> None:
 
 
 def test_changed_source_is_a_miss(source: Path, cache_home: Path) -> None:
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     assert cache.load_table(source) is not None
     st = source.stat()
     os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert cache.load_table(source) is None
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     assert cache.load_table(source) is not None
     st = source.stat()
     with open(source, "ab") as f:
@@ -164,7 +165,7 @@ def test_changed_source_is_a_miss(source: Path, cache_home: Path) -> None:
     os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime, new size
     assert cache.load_table(source) is None
     # Saving for the new state removes the entry for the old state: it can never be hit.
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     loaded = cache.load_table(source)
     assert loaded is not None and loaded.hostnames[-1] == "extra"
     assert table_files(cache_home) == [f"{cache.source_key([source])}.table"]
@@ -173,7 +174,7 @@ def test_changed_source_is_a_miss(source: Path, cache_home: Path) -> None:
 def test_missing_source_is_a_miss(tmp_path: Path, cache_home: Path) -> None:
     missing = tmp_path / "gone.xplane.pb"
     assert cache.load_table(missing) is None
-    cache.save_table(missing, me.load_xspace(XPLANE_FIXTURES[0]))
+    cache.save_table(missing, x2t.load_xspace(XPLANE_FIXTURES[0]))
     assert table_files(cache_home) == []
     with pytest.raises(FileNotFoundError):
         cache.source_key([missing])
@@ -204,20 +205,20 @@ def _damage_cases(data: bytes) -> dict[str, bytes]:
 @pytest.mark.parametrize("case", list(_damage_cases(b'}]}"format":1,"<i8""offset":0}')))
 def test_damaged_table_file_is_a_miss_and_removed(case: str, source: Path,
                                                   cache_home: Path) -> None:
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     (entry,) = cache_home.iterdir()
     damaged = _damage_cases(entry.read_bytes())[case]
     assert damaged != entry.read_bytes()
     entry.write_bytes(damaged)
     assert cache.load_table(source) is None
     assert not entry.exists()
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     assert cache.load_table(source) is not None
 
 
 def test_no_cache_switch(source: Path, cache_home: Path,
                          monkeypatch: pytest.MonkeyPatch) -> None:
-    table = me.load_xspace(source)
+    table = x2t.load_xspace(source)
     for value in ("", "0"):
         monkeypatch.setenv("STEPSCOPE_NO_CACHE", value)
         assert cache.enabled()
@@ -247,7 +248,7 @@ def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.M
 
 
 def _save_everything(source: Path) -> list[warnings.WarningMessage]:
-    table = me.load_xspace(source)
+    table = x2t.load_xspace(source)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cache.save_table(source, table)
@@ -282,7 +283,7 @@ def test_read_only_cache_dir_warns(source: Path, cache_home: Path) -> None:
 
 
 def test_unstorable_plane_stat_warns_instead_of_raising(source: Path, cache_home: Path) -> None:
-    table = me.load_xspace(source)
+    table = x2t.load_xspace(source)
     table.planes[0].stats["odd"] = object()
     with pytest.warns(cache.CacheWarning):
         cache.save_table(source, table)
@@ -290,7 +291,7 @@ def test_unstorable_plane_stat_warns_instead_of_raising(source: Path, cache_home
 
 
 def test_mapped_table_survives_overwrite_and_clear(source: Path) -> None:
-    table = me.load_xspace(source)
+    table = x2t.load_xspace(source)
     cache.save_table(source, table)
     first = cache.load_table(source)
     assert first is not None
@@ -311,7 +312,7 @@ def test_source_key() -> None:
 
 
 def test_new_stepscope_version_invalidates(source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     cache.save_result([source], "overview", {"a": 1})
     key = cache.source_key([source])
     monkeypatch.setattr(version, "__version__", version.__version__ + ".post1")
@@ -376,7 +377,7 @@ def test_results_must_be_json_objects(tmp_path: Path) -> None:
 
 def test_clear_removes_only_cache_files(source: Path, cache_home: Path) -> None:
     assert cache.clear() == 0
-    cache.save_table(source, me.load_xspace(source))
+    cache.save_table(source, x2t.load_xspace(source))
     cache.save_result([source], "overview", {"a": 1})
     cache.save_result([source], "steps", {"a": 2})
     (cache_home / "notes.txt").write_text("mine")
@@ -391,7 +392,7 @@ def _repeat(table: EventTable, times: int) -> EventTable:
     n, st = len(table), table.stats
     span = int((table.start_ns + table.duration_ns).max() - table.start_ns.min()) + 1
     shift = np.repeat(np.arange(times, dtype=np.int64), n) * span
-    textual = np.isin(st.kind, (xc.KIND_STR, xc.KIND_BYTES))
+    textual = np.isin(st.kind, (sk.KIND_STR, sk.KIND_BYTES))
     text_shift = np.repeat(np.arange(times, dtype=np.int64), len(st.event)) * len(st.text)
     return dataclasses.replace(
         table,
@@ -408,7 +409,7 @@ def _repeat(table: EventTable, times: int) -> EventTable:
 
 
 def test_load_time_of_a_five_million_event_table(tmp_path: Path, cache_home: Path) -> None:
-    base = me.load_xspace(BIG_FIXTURE)
+    base = x2t.load_xspace(BIG_FIXTURE)
     big = _repeat(base, -(-5_000_000 // len(base)))
     source = tmp_path / "big.xplane.pb"
     source.write_bytes(b"stand-in source")

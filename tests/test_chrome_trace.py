@@ -16,8 +16,8 @@ import pytest
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats import chrome_trace as ct
-from stepscope.formats import xspace_columns as xc
 from stepscope.model import schema
+from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable
 
 from conftest import FIXTURES
@@ -48,7 +48,7 @@ def categories(table: EventTable) -> np.ndarray:
     st = table.stats
     code = st.stat_names.index(schema.KINETO_CATEGORY)
     rows = np.flatnonzero(st.name == code)
-    assert (st.kind[rows] == xc.KIND_STR).all()
+    assert (st.kind[rows] == sk.KIND_STR).all()
     # Categories are few: decode each distinct (offset, length) once.
     pairs = np.stack([st.value[rows], st.length[rows].astype(np.int64)], axis=1)
     _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
@@ -211,7 +211,7 @@ def check_flows_keep_ids_and_phases(doc: dict[str, Any], table: EventTable,
     fid, phase = st.stat_names.index(ct.FLOW_ID), st.stat_names.index(ct.FLOW_PHASE)
     id_rows = np.flatnonzero(st.name == fid)
     phase_rows = np.flatnonzero(st.name == phase)
-    assert (st.kind[id_rows] == xc.KIND_INT64).all()
+    assert (st.kind[id_rows] == sk.KIND_INT64).all()
     assert st.event[id_rows].tolist() == rows.tolist()
     assert st.value[id_rows].tolist() == [e["id"] for e in flows]
     assert st.event[phase_rows].tolist() == rows.tolist()
@@ -253,10 +253,10 @@ def test_args_become_typed_side_stats() -> None:
         assert table.typed[schema.CORRELATION_ID][row] == (MISSING if corr is None else corr)
 
     kinds = {st.stat_names[st.name[j]]: int(st.kind[j]) for j in range(len(st.event))}
-    assert kinds["blocks per SM"] == xc.KIND_DOUBLE
-    assert kinds["External id"] == xc.KIND_INT64
-    assert kinds["Input Dims"] == xc.KIND_STR
-    assert kinds["Addr"] == xc.KIND_INT64
+    assert kinds["blocks per SM"] == sk.KIND_DOUBLE
+    assert kinds["External id"] == sk.KIND_INT64
+    assert kinds["Input Dims"] == sk.KIND_STR
+    assert kinds["Addr"] == sk.KIND_INT64
     assert "correlation" not in kinds
 
 

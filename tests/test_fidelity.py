@@ -15,7 +15,7 @@ import pytest
 
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.framework_op_stats import HOST
-from stepscope.model.profile import load
+from stepscope.formats.run_reader import load
 
 from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
 

@@ -25,7 +25,7 @@ from stepscope import data
 from stepscope.analysis.input_bottleneck import normalize
 from stepscope.analysis.input_pipeline import input_pipeline
 from stepscope.cli import main
-from stepscope.model.profile import load
+from stepscope.formats.run_reader import load
 from stepscope.run_loader import overview_dict
 
 from workloads import run_script

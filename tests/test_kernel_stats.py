@@ -33,8 +33,8 @@ from stepscope.analysis.kernel_stats import (
     parse_kernel_details,
 )
 from stepscope.errors import StepscopeError
+from stepscope.formats import run_reader
 from stepscope.formats.xplane_builder import add_plane, new_space, read_space, write_space
-from stepscope.model import profile
 
 from conftest import FIXTURES
 from xspace_view import events as plane_events
@@ -143,14 +143,14 @@ def _kineto_expected(path: Path) -> dict[Key, list[int]]:
 @pytest.mark.parametrize("path", KINETO_FILES, ids=lambda p: p.parent.name + "/" + p.name[:20])
 def test_kineto_rows_equal_the_trace(path: Path) -> None:
     expected = _kineto_expected(path)
-    stats = kernel_stats(profile.load(path))
+    stats = kernel_stats(run_reader.load(path))
     _assert_same(_ours(stats), _figures(expected))
     assert stats.implausible_launches == 0
 
 
 def test_kineto_figures_of_a_known_kernel() -> None:
     """One row checked by hand against the H100 trace: a CUTLASS Tensor Core GEMM."""
-    stats = kernel_stats(profile.load(H100_BERT))
+    stats = kernel_stats(run_reader.load(H100_BERT))
     row = next(r for r in stats.rows if "cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128" in
                r.kernel)
     assert (row.registers_per_thread, row.shared_memory_bytes) == (230, 147456)
@@ -161,7 +161,7 @@ def test_kineto_figures_of_a_known_kernel() -> None:
 
 
 def test_rocm_trace_has_dims_but_no_registers() -> None:
-    stats = kernel_stats(profile.load(MI300_BERT))
+    stats = kernel_stats(run_reader.load(MI300_BERT))
     assert stats.rows and all(r.registers_per_thread is None and r.shared_memory_bytes is None
                               for r in stats.rows)
     assert all(r.block and r.grid for r in stats.rows)
@@ -171,7 +171,7 @@ def test_rocm_trace_has_dims_but_no_registers() -> None:
 
 def test_zero_length_kernels_are_counted() -> None:
     """The 2021 trace rounds to whole µs: 636 kernels last 0 µs, and they are launches too."""
-    stats = kernel_stats(profile.load(RESNET_2021))
+    stats = kernel_stats(run_reader.load(RESNET_2021))
     assert sum(r.occurrences for r in stats.rows) == 8772
     assert any(r.min_us == 0 for r in stats.rows)
 
@@ -222,13 +222,13 @@ def _xspace_expected(path: Path) -> dict[Key, list[int]]:
 @pytest.mark.parametrize("path", XSPACE_FILES, ids=lambda p: p.name[:24])
 def test_xspace_rows_equal_the_file(path: Path) -> None:
     expected = _xspace_expected(path)
-    stats = kernel_stats(profile.load(path))
+    stats = kernel_stats(run_reader.load(path))
     _assert_same(_ours(stats), _figures(expected))
 
 
 def test_tensorflow_kernels_read_the_gpu_launch_records_not_the_host_ones() -> None:
     """The V100 demo's host launch events carry garbage kernel_details; its GPU events do not."""
-    stats = kernel_stats(profile.load(TF_V100))
+    stats = kernel_stats(run_reader.load(TF_V100))
     assert stats.implausible_launches == 0
     assert {r.registers_per_thread for r in stats.rows} == {16, 18, 21, 22, 32, 38}
     assert {r.block for r in stats.rows} == {(1024, 1, 1)}
@@ -238,14 +238,14 @@ def test_tensorflow_kernels_read_the_gpu_launch_records_not_the_host_ones() -> N
 
 def test_garbage_registers_are_not_reported() -> None:
     """Legacy ROCm XLA writes regs:2191500840 (uninitialised): reported as unknown, counted."""
-    stats = kernel_stats(profile.load(JAX_MI300_LEGACY))
+    stats = kernel_stats(run_reader.load(JAX_MI300_LEGACY))
     assert stats.rows and all(r.registers_per_thread is None for r in stats.rows)
     assert stats.implausible_launches == sum(r.occurrences for r in stats.rows) == 25
 
 
 def test_blit_kernels_are_not_kernels() -> None:
     """ROCm runs copies and fills as kernels (``__amd_rocclr_copyBuffer``); they are left out."""
-    stats = kernel_stats(profile.load(JAX_MI300))
+    stats = kernel_stats(run_reader.load(JAX_MI300))
     assert stats.rows and not any("rocclr" in r.kernel for r in stats.rows)
     conv = [r for r in stats.rows if r.op == "jit(forward_3d_conv)/conv_general_dilated"]
     assert {r.op_tensor_core_eligible for r in conv} == {True}
@@ -256,7 +256,7 @@ def test_blit_kernels_are_not_kernels() -> None:
 
 
 def test_rows_are_ranked_by_total_time() -> None:
-    stats = kernel_stats(profile.load(H100_BERT))
+    stats = kernel_stats(run_reader.load(H100_BERT))
     totals = [r.total_us for r in stats.rows]
     assert totals == sorted(totals, reverse=True)
     assert stats.top(3) == stats.rows[:3]
@@ -268,7 +268,7 @@ def test_rows_are_ranked_by_total_time() -> None:
 
 
 def test_pie_has_the_top_kernel_names_and_the_rest() -> None:
-    stats = kernel_stats(profile.load(H100_BERT))
+    stats = kernel_stats(run_reader.load(H100_BERT))
     pie = stats.pie(3)
     assert len(pie) == 4 and pie[-1].kernel == "Other"
     by_name: dict[str, float] = defaultdict(float)
@@ -281,7 +281,7 @@ def test_pie_has_the_top_kernel_names_and_the_rest() -> None:
 
 
 def test_to_dict_and_csv() -> None:
-    stats = kernel_stats(profile.load(H100_BERT))
+    stats = kernel_stats(run_reader.load(H100_BERT))
     data = json.loads(json.dumps(stats.to_dict()))
     assert set(data) == {"total_us", "implausible_launches", "rows", "pie"}
     assert set(data["rows"][0]) == {
@@ -294,13 +294,13 @@ def test_to_dict_and_csv() -> None:
     assert first["rank"] == "1" and first["kernel_name"] == row.kernel
     assert first["block_dim"] == ",".join(map(str, row.block or ()))
     assert float(first["total_duration_us"]) == pytest.approx(row.total_us, abs=1e-3)
-    unknown = kernel_stats_csv(kernel_stats(profile.load(MI300_BERT))).splitlines()[1]
+    unknown = kernel_stats_csv(kernel_stats(run_reader.load(MI300_BERT))).splitlines()[1]
     assert next(csv.reader([unknown]))[2:4] == ["", ""]
 
 
 def test_cpu_only_profiles_have_no_rows() -> None:
     for path in (CPU_ONLY, TPU):
-        stats = kernel_stats(profile.load(path))
+        stats = kernel_stats(run_reader.load(path))
         assert stats.rows == [] and stats.total_us == 0 and stats.pie() == []
         assert kernel_stats_csv(stats).count("\n") == 1
 
@@ -310,7 +310,7 @@ def test_hosts_one_at_a_time_and_merged(tmp_path: Path) -> None:
     run.mkdir()
     for name in ("worker0_step_12.1694128201545", "worker1_step_12.1694128201556"):
         shutil.copy(DLRM / f"{name}.pt.trace.json.gz", run)
-    prof = profile.load(run)
+    prof = run_reader.load(run)
     assert len(prof.hosts) == 2
     merged = _ours(kernel_stats(prof))
     parts = [_ours(kernel_stats(prof, host)) for host in prof.hosts]
@@ -435,7 +435,7 @@ def _by_launch_config(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], 
 def test_xspace_agrees_with_xprof(path: Path, tmp_path: Path) -> None:
     theirs = [r for r in _xprof_rows(path, tmp_path)
               if not COPY_OR_FILL.search(r["kernel_name"])]
-    stats = kernel_stats(profile.load(path))
+    stats = kernel_stats(run_reader.load(path))
     assert all(r.min_us > 0 for r in stats.rows)  # XProf drops zero-length kernels
     ours = [{"kernel_name": r.kernel, "block_dim": ",".join(map(str, r.block or (1, 1, 1))),
              "grid_dim": ",".join(map(str, r.grid or (1, 1, 1))), "occurrences": r.occurrences,
@@ -499,7 +499,7 @@ def test_built_nvidia_space_agrees_with_xprof(tmp_path: Path) -> None:
     ]
     path = tmp_path / "built" / "h.xplane.pb"
     _built_space(path, [(n, {**s, "kernel_details": details}, d) for n, s, d in kernels])
-    stats = kernel_stats(profile.load(path))
+    stats = kernel_stats(run_reader.load(path))
     assert {(r.kernel, r.op, r.registers_per_thread, r.shared_memory_bytes,
              ",".join(map(str, r.block or ())), ",".join(map(str, r.grid or ())),
              r.op_tensor_core_eligible, r.kernel_uses_tensor_core, r.occurrences, r.total_us,
@@ -516,7 +516,7 @@ def test_gpu_events_without_launch_records_are_kernels(tmp_path: Path) -> None:
     path = tmp_path / "h.xplane.pb"
     _built_space(path, [("my_kernel", {}, 2_000), ("MemcpyH2D", {}, 1_000),
                         ("my_kernel", {}, 4_000)])
-    (row,) = kernel_stats(profile.load(path)).rows
+    (row,) = kernel_stats(run_reader.load(path)).rows
     assert (row.kernel, row.occurrences, row.total_us, row.min_us, row.max_us) == \
         ("my_kernel", 2, 6.0, 2.0, 4.0)
     assert (row.registers_per_thread, row.shared_memory_bytes, row.block, row.grid) == \
@@ -533,7 +533,7 @@ def test_op_stats_name_xla_kernels_by_their_op_not_the_module_marker(path: Path)
              for e in plane_events(plane)
              if str(e.stats.get("tf_op", "")).startswith("XlaModule") and "name" in e.stats}
     assert named
-    device = [r for r in op_stats(profile.load(path, use_cache=False)).rows
+    device = [r for r in op_stats(run_reader.load(path, use_cache=False)).rows
               if r.host_or_device == "Device"]
     assert not any("XlaModule" in r.name for r in device)
     assert named <= {r.name for r in device}

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import stepscope
+from stepscope.formats import xspace_to_tables as x2t
 from stepscope.formats.xplane_builder import read_space
 from stepscope.model import events as me
 from stepscope.model import schema
@@ -21,7 +22,7 @@ XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
 
 @pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
 def test_table_matches_protobuf_reading(path: Path) -> None:
-    table = me.load_xspace(path)
+    table = x2t.load_xspace(path)
     space = read_space(path)
     expected = []
     for p in space.planes:
@@ -43,7 +44,7 @@ def test_table_matches_protobuf_reading(path: Path) -> None:
 
 def test_gpu_fixture_keeps_kernels_and_correlation_ids() -> None:
     path = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
-    table = me.load_xspace(path)
+    table = x2t.load_xspace(path)
     gpu4 = table.plane_index("/device:GPU:4")
     assert gpu4 is not None
     on_gpu = table.plane == gpu4
@@ -63,7 +64,7 @@ def test_our_profile_steps_and_side_stats(tmp_path: Path) -> None:
             pass
     path = stepscope.stop()
     assert path is not None
-    table = me.load_xspace(path)
+    table = x2t.load_xspace(path)
     train = table.name == table.name_code("train")
     assert table.typed[schema.STEP_NUM][train].tolist() == list(range(5))
     assert table.typed[schema.ROOT_LEVEL][train].tolist() == [1] * 5
@@ -78,4 +79,4 @@ def test_our_profile_steps_and_side_stats(tmp_path: Path) -> None:
 
 def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(stepscope.ProfileFormatError, match="missing.xplane.pb"):
-        me.load_xspace(tmp_path / "missing.xplane.pb")
+        x2t.load_xspace(tmp_path / "missing.xplane.pb")

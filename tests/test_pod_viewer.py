@@ -25,8 +25,8 @@ from stepscope.analysis.run_model import (
 )
 from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
 from stepscope.cli import main
+from stepscope.formats.run_reader import load
 from stepscope.model import cache
-from stepscope.model.profile import load
 from stepscope.run_loader import open_run_model
 
 from conftest import FIXTURES

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.cli import main
-from stepscope.model.profile import load
+from stepscope.formats.run_reader import load
 
 from conftest import FIXTURES
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, index_for
+from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
-from stepscope.model.profile import load
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from stepscope.analysis import op_stats, overview
-from stepscope.model.profile import load
+from stepscope.formats.run_reader import load
 from stepscope.views.report import ops_csv
 from stepscope.web.app import create_app
 
@@ -310,7 +310,7 @@ def test_tensorboard_shows_the_plugin(logdir: Path, tmp_path: Path) -> None:
 
 
 def test_a_run_loads_once_and_again_when_its_files_change(logdir: Path, tmp_path: Path) -> None:
-    from stepscope.model.profile import list_runs
+    from stepscope.model.logdir import list_runs
     from stepscope.web.api import Api
 
     run = tmp_path / "plugins" / "profile" / "copy"
@@ -367,7 +367,7 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
     import threading
 
     from stepscope.analysis import trace_index as ti
-    from stepscope.model.profile import list_runs
+    from stepscope.model.logdir import list_runs
     from stepscope.web import trace
     from stepscope.web.api import Api
 

@@ -10,6 +10,7 @@ import pytest
 import stepscope
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.xplane_builder import read_space
+from stepscope.model import stat_kinds as sk
 
 from conftest import FIXTURES
 
@@ -62,8 +63,8 @@ def test_decoder_on_a_stepscope_profile(tmp_path: Path) -> None:
              for p in cols.planes[host].stat_metadata}
     kinds = {names[int(m)]: int(k) for m, k in zip(cols.stats.metadata_id, cols.stats.kind,
                                                    strict=True)}
-    assert kinds == {"step_num": xc.KIND_INT64, "_r": xc.KIND_INT64, "lr": xc.KIND_DOUBLE,
-                     "tag": xc.KIND_STR}
+    assert kinds == {"step_num": sk.KIND_INT64, "_r": sk.KIND_INT64, "lr": sk.KIND_DOUBLE,
+                     "tag": sk.KIND_STR}
     lr_rows = [i for i, m in enumerate(cols.stats.metadata_id) if names[int(m)] == "lr"]
     assert cols.stats.value[lr_rows].view(np.float64).tolist() == [0.1] * 3
     tag_row = next(i for i, m in enumerate(cols.stats.metadata_id) if names[int(m)] == "tag")

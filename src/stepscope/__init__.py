@@ -31,17 +31,16 @@ from stepscope.version import __version__
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from stepscope.model.profile import Profile as LoadedProfile
+    from stepscope.model.run_tables import RunTables
 
 
-
-def load(path: str, *, use_cache: bool = True) -> LoadedProfile:
+def load(path: str, *, use_cache: bool = True) -> RunTables:
     """Load a profile: a logdir (its newest run), a run directory, or one file.
 
     XSpace (``.xplane.pb``) from TensorFlow, JAX or stepscope, and PyTorch traces
     (``.json``/``.json.gz``); see ``stepscope.analysis`` for what to do with it.
     """
-    from stepscope.model.profile import load as _load
+    from stepscope.formats.run_reader import load as _load
 
     return _load(path, use_cache=use_cache)
 

@@ -102,7 +102,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
 
 def _load_for_table(args: argparse.Namespace) -> Any:
     """Load ``args.path`` with a progress bar, check ``args.host`` and warn of failed hosts."""
-    from stepscope.model.profile import load
+    from stepscope.formats.run_reader import load
     from stepscope.views import report
 
     with report.loading_progress(_console(stderr=True)) as progress:

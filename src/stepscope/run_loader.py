@@ -13,13 +13,15 @@ from typing import Any
 
 from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
 from stepscope.errors import StepscopeError
+from stepscope.formats.run_reader import load
 from stepscope.model import cache
-from stepscope.model.profile import Profile, Progress, load, resolve
+from stepscope.model.logdir import resolve
+from stepscope.model.run_tables import Progress, RunTables
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
                    progress: Progress | None = None) -> RunModel:
-    """The run model of the run ``path`` names (see ``model.profile.load`` for what it may be)."""
+    """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be)."""
     _, _, files, _ = resolve(path)
     if use_cache:
         cached = _cached(files)
@@ -32,7 +34,7 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
     return model
 
 
-def run_model_of(profile: Profile, *, use_cache: bool = True) -> RunModel:
+def run_model_of(profile: RunTables, *, use_cache: bool = True) -> RunModel:
     """The run model of a loaded run: from the cache when fresh, else built (and kept)."""
     files: list[Path] = []
     if use_cache:

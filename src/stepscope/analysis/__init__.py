@@ -9,10 +9,10 @@ from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.framework_op_stats import op_stats as host_op_stats
 from stepscope.analysis.overview_page import Overview, overview
 from stepscope.analysis.steps import Steps, find_steps
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 
 
-def op_stats(profile: Profile, *, include_idle: bool = False,
+def op_stats(profile: RunTables, *, include_idle: bool = False,
              host: str | None = None) -> OpStats:
     """Framework op stats of one host of ``profile`` (``host``) or summed over all hosts."""
     from stepscope.analysis.framework_op_stats import merge

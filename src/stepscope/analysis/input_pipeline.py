@@ -24,7 +24,7 @@ import numpy as np
 from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck
 from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 
 
 @dataclass
@@ -91,7 +91,7 @@ class InputPipelineAnalysis:
         }
 
 
-def input_pipeline(profile: Profile, host: str | None = None) -> InputPipelineAnalysis:
+def input_pipeline(profile: RunTables, host: str | None = None) -> InputPipelineAnalysis:
     """Analyse the input pipeline of ``profile`` (all hosts, or ``host``)."""
     return input_pipeline_of(build_run_model(profile), host)
 

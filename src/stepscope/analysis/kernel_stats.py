@@ -88,7 +88,7 @@ from stepscope.analysis.steps import device_planes
 from stepscope.errors import StepscopeError
 from stepscope.model import schema
 from stepscope.model.events import EventTable
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
 Bools = NDArray[np.bool_]
@@ -598,7 +598,7 @@ def table_kernel_stats(table: EventTable, events: OpEvents | None = None) -> Ker
     return KernelStats(_rows(groups), implausible)
 
 
-def kernel_stats(profile: Profile, host: str | None = None) -> KernelStats:
+def kernel_stats(profile: RunTables, host: str | None = None) -> KernelStats:
     """GPU kernel stats of one host of ``profile`` (``host``), or of all its hosts merged."""
     if host is not None and host not in profile.hosts:
         known = ", ".join(profile.hosts) or "none"

@@ -50,7 +50,7 @@ from stepscope.analysis.framework_op_stats import (
 from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.model import schema
 from stepscope.model.events import EventTable
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -132,7 +132,7 @@ class Overview:
         return out
 
 
-def overview(profile: Profile) -> Overview:
+def overview(profile: RunTables) -> Overview:
     """Compute the overview of every host of ``profile``."""
     hosts = [host_overview(name, table) for name, table in profile.hosts.items()]
     return Overview(profile.run, str(profile.path), hosts, dict(profile.failed))

@@ -53,7 +53,7 @@ from stepscope.analysis.steps import Steps, device_planes
 from stepscope.errors import StepscopeError
 from stepscope.model import schema
 from stepscope.model.events import EventTable
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -231,7 +231,7 @@ class RunModel:
                    {str(k): str(v) for k, v in d["failed"].items()}, dict(d["combined"]))
 
 
-def build_run_model(profile: Profile) -> RunModel:
+def build_run_model(profile: RunTables) -> RunModel:
     """Compute the run model of every host of ``profile``, and combine them."""
     hosts = {name: build_host(name, table) for name, table in profile.hosts.items()}
     model = RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))

@@ -33,8 +33,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.errors import StepscopeError
-from stepscope.formats import xspace_columns as xc
 from stepscope.model import array_cache, schema
+from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, EventTable
 
 I32 = NDArray[np.int32]
@@ -107,9 +107,9 @@ def _float_stat(table: EventTable, stat: str) -> tuple[I64, F64]:
     kind = st.kind[rows]
     raw = np.asarray(st.value[rows], np.int64)
     values = raw.astype(np.float64)
-    doubles = kind == xc.KIND_DOUBLE
+    doubles = kind == sk.KIND_DOUBLE
     values[doubles] = raw[doubles].view(np.float64)
-    numeric = doubles | np.isin(kind, (xc.KIND_INT64, xc.KIND_UINT64))
+    numeric = doubles | np.isin(kind, (sk.KIND_INT64, sk.KIND_UINT64))
     return np.asarray(st.event[rows][numeric], np.int64), values[numeric]
 
 

@@ -67,8 +67,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
-from stepscope.formats import xspace_columns as xc
 from stepscope.model import schema
+from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
 
 I32 = NDArray[np.int32]
@@ -350,15 +350,15 @@ class _Stats:
                 self._add_ints(ev, nm, picked)
             elif kind_type is float or kind_type is Decimal:
                 bits = np.array(picked, dtype=np.float64).view(np.int64)
-                self.add(ev, nm, xc.KIND_DOUBLE, bits)
+                self.add(ev, nm, sk.KIND_DOUBLE, bits)
             elif kind_type is str:
-                self.add(ev, nm, xc.KIND_STR, _intern(self.texts, picked))
+                self.add(ev, nm, sk.KIND_STR, _intern(self.texts, picked))
             elif kind_type is not type(None):
-                self.add(ev, nm, xc.KIND_STR, self._json_codes(picked))
+                self.add(ev, nm, sk.KIND_STR, self._json_codes(picked))
 
     def _add_ints(self, event: I64, name: I64, values: list[Any]) -> None:
         try:
-            self.add(event, name, xc.KIND_INT64, np.array(values, dtype=np.int64))
+            self.add(event, name, sk.KIND_INT64, np.array(values, dtype=np.int64))
             return
         except OverflowError:
             pass
@@ -366,13 +366,13 @@ class _Stats:
         fits = np.array([_INT64_MIN <= v <= _INT64_MAX for v in values], dtype=bool)
         unsigned = np.array([_INT64_MAX < v < (1 << 64) for v in values], dtype=bool)
         small = [v for v, f in zip(values, fits, strict=True) if f]
-        self.add(event[fits], name[fits], xc.KIND_INT64, np.array(small, dtype=np.int64))
+        self.add(event[fits], name[fits], sk.KIND_INT64, np.array(small, dtype=np.int64))
         wrapped = [v - (1 << 64) for v, u in zip(values, unsigned, strict=True) if u]
-        self.add(event[unsigned], name[unsigned], xc.KIND_UINT64,
+        self.add(event[unsigned], name[unsigned], sk.KIND_UINT64,
                  np.array(wrapped, dtype=np.int64))
         huge = ~(fits | unsigned)
         texts = [str(v) for v, h in zip(values, huge, strict=True) if h]
-        self.add(event[huge], name[huge], xc.KIND_STR, _intern(self.texts, texts))
+        self.add(event[huge], name[huge], sk.KIND_STR, _intern(self.texts, texts))
 
     def _json_codes(self, values: list[Any]) -> I64:
         # repr is C-fast and, for values that came from JSON, tells them apart as JSON does;
@@ -398,7 +398,7 @@ class _Stats:
         if len(encoded) > 1:
             np.cumsum(lengths[:-1], out=offsets[1:])
         length = np.zeros(len(event), dtype=np.int32)
-        is_text = kind == xc.KIND_STR
+        is_text = kind == sk.KIND_STR
         length[is_text] = lengths[value[is_text]]
         value = value.copy()
         value[is_text] = offsets[value[is_text]]
@@ -412,7 +412,7 @@ class _Stats:
             code = self.names.get(stat)
             if code is None:
                 continue
-            rows = np.flatnonzero((name == code) & (kind == xc.KIND_INT64))
+            rows = np.flatnonzero((name == code) & (kind == sk.KIND_INT64))
             taken[stat] = np.stack([event[rows], value[rows]])
             keep[rows] = False
         order = np.argsort(event[keep], kind="stable")
@@ -700,7 +700,7 @@ def _side_stats(rows: _Rows) -> tuple[StatTable, I64]:
     """The side stats of every row, and the typed correlation_id column."""
     stats = _Stats()
     n = len(rows.events)
-    stats.add(np.arange(n, dtype=np.int64), schema.KINETO_CATEGORY, xc.KIND_STR,
+    stats.add(np.arange(n, dtype=np.int64), schema.KINETO_CATEGORY, sk.KIND_STR,
               _intern(stats.texts, rows.categories)[rows.category])
 
     row_args = _field(rows.events[:rows.n_plain], "args")
@@ -727,8 +727,8 @@ def _side_stats(rows: _Rows) -> tuple[StatTable, I64]:
             ids = [_flow_id(i) for i in raw_ids]
             has_id = np.array([i is not None for i in ids], dtype=bool)
             flow_ids = np.array([i for i in ids if i is not None], dtype=np.int64)
-        stats.add(flow_rows[has_id], FLOW_ID, xc.KIND_INT64, flow_ids)
-        stats.add(flow_rows, FLOW_PHASE, xc.KIND_STR,
+        stats.add(flow_rows[has_id], FLOW_ID, sk.KIND_INT64, flow_ids)
+        stats.add(flow_rows, FLOW_PHASE, sk.KIND_STR,
                   _intern(stats.texts, rows.phases)[rows.phase[flow_rows]])
 
     counter_rows = np.arange(rows.n_plain, n, dtype=np.int64)

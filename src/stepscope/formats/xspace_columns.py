@@ -16,14 +16,20 @@ from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.xplane_proto import XPlane, XSpace
+from stepscope.model.stat_kinds import (
+    KIND_BYTES,
+    KIND_DOUBLE,
+    KIND_INT64,
+    KIND_NONE,
+    KIND_REF,
+    KIND_STR,
+    KIND_UINT64,
+)
 
 try:
     from stepscope.formats import _xspace_decode  # type: ignore[attr-defined]
 except ImportError:  # built without a C compiler
     _xspace_decode = None
-
-# XStat value kinds in ``StatColumns.kind``.
-KIND_NONE, KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF = range(7)
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -68,7 +74,7 @@ class StatColumns:
     """One row per XStat of an event: ``value`` holds ints, a double's bits, or a blob offset."""
 
     metadata_id: I64  # key into the plane's stat_metadata
-    kind: NDArray[np.int8]
+    kind: NDArray[np.int8]  # stat_kinds.KIND_*
     value: I64
     length: I32  # bytes in ``blob`` for str/bytes values
     blob: bytes

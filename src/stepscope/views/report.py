@@ -25,7 +25,7 @@ from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats
 from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
 from stepscope.formats.xplane_builder import write_atomic
-from stepscope.model.profile import Progress as ProgressCallback
+from stepscope.model.run_tables import Progress as ProgressCallback
 
 NEXT_TOOL_TEXT = {
     "input_pipeline": "open the input pipeline analyzer (stepscope input) to see the slow stage",

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
-from stepscope.model.profile import host_name, list_runs, resolve
+from stepscope.model.logdir import host_name, list_runs, resolve
 from stepscope.version import __version__
 from stepscope.web.capture import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore

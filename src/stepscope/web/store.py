@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.errors import StepscopeError
-from stepscope.model.profile import load, resolve
+from stepscope.formats.run_reader import load
+from stepscope.model.logdir import resolve
 from stepscope.web.tools import LoadedRun
 
 Signature = tuple[tuple[str, int, int], ...]

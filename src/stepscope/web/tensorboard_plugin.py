@@ -13,7 +13,7 @@ from typing import Any
 from tensorboard.plugins import base_plugin
 from werkzeug import Request, Response
 
-from stepscope.model.profile import list_runs
+from stepscope.model.logdir import list_runs
 from stepscope.web.api import Api
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 

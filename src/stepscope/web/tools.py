@@ -17,7 +17,7 @@ from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats, kernel_stats_csv
 from stepscope.analysis.run_model import RunModel
 from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
-from stepscope.model.profile import Profile
+from stepscope.model.run_tables import RunTables
 from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
 
@@ -25,7 +25,7 @@ from stepscope.views.report import ops_csv
 class LoadedRun:
     """A loaded run and the results computed from it so far (see ``store``)."""
 
-    def __init__(self, profile: Profile, *, use_cache: bool = True) -> None:
+    def __init__(self, profile: RunTables, *, use_cache: bool = True) -> None:
         self.profile = profile
         self.use_cache = use_cache  # whether results may be read from and kept on disk
         self._results: dict[tuple[Any, ...], Any] = {}

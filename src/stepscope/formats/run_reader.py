@@ -1,0 +1,75 @@
+"""Reading a run from disk: each host's file into an event table, through the cache.
+
+``load(path)`` accepts a TensorBoard logdir (newest run), a run directory, a directory written
+by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Kineto
+``.json``/``.json.gz``). Each host's table comes from the on-disk cache when it is fresh.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepscope.errors import ProfileFormatError
+from stepscope.formats.chrome_trace import load_chrome_trace
+from stepscope.formats.xspace_to_tables import load_xspace
+from stepscope.model import cache, schema
+from stepscope.model.events import EventTable
+from stepscope.model.logdir import host_name, resolve
+from stepscope.model.run_tables import Progress, RunTables
+
+
+def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
+    """Load one profile file into an event table, through the cache when allowed."""
+    if use_cache:
+        cached = cache.load_table(path)
+        if cached is not None:
+            return cached
+    if path.name.endswith(schema.XPLANE_SUFFIX):
+        table = load_xspace(path)
+    else:
+        table = load_chrome_trace(path)
+        if not table.hostnames:
+            table.hostnames = [host_name(path)]
+    if use_cache:
+        cache.save_table(path, table)
+    return table
+
+
+def load(path: str | Path, *, use_cache: bool = True,
+         progress: Progress | None = None) -> RunTables:
+    """Load the run that ``path`` names (see the module docstring for what it may be).
+
+    A host whose file cannot be read is listed in ``failed`` while the others load; when no
+    host loads, the first host's problem is raised as a ProfileFormatError.
+    """
+    run, where, files, others = resolve(path)
+    sizes = [_size(f) for f in files]
+    total, done = sum(sizes), 0
+    hosts: dict[str, EventTable] = {}
+    sources: dict[str, Path] = {}
+    failed: dict[str, str] = {}
+    for file, size in zip(files, sizes, strict=True):
+        name = host_name(file)
+        if name in hosts or name in failed:  # two files for one host: keep both, apart
+            name = file.name
+        if progress:
+            progress(done, total, file.name)
+        try:
+            hosts[name] = load_file(file, use_cache=use_cache)
+            sources[name] = file
+        except ProfileFormatError as err:
+            failed[name] = str(err)
+        done += size
+        if progress:
+            progress(done, total, file.name)
+    if not hosts:
+        raise ProfileFormatError(next(iter(failed.values())))
+    return RunTables(run=run, path=where, hosts=dict(sorted(hosts.items())),
+                   sources=sources, failed=failed, other_runs=others)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

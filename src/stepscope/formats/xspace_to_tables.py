@@ -1,0 +1,113 @@
+"""XSpace columns → a host's EventTable: names interned, typed stats split out, ns times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stepscope.errors import ProfileFormatError
+from stepscope.formats import xspace_columns as xc
+from stepscope.model.events import I32, I64, MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.stat_kinds import KIND_INT64, KIND_REF, KIND_UINT64
+
+
+def _plane_stats(plane: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for stat in plane.stats:
+        which = stat.WhichOneof("value")
+        if which is None:
+            continue
+        value = getattr(stat, which)
+        if which == "ref_value":
+            value = plane.stat_metadata[value].name
+        out[plane.stat_metadata[stat.metadata_id].name] = value
+    return out
+
+
+def _lookup(keys: I64, table: dict[int, int]) -> I32:
+    """Map each key through ``table`` (vectorised); unknown keys map to -1."""
+    if not table:
+        return np.full(len(keys), -1, dtype=np.int32)
+    known = np.array(sorted(table), dtype=np.int64)
+    codes = np.array([table[k] for k in known.tolist()], dtype=np.int32)
+    pos = np.clip(np.searchsorted(known, keys), 0, len(known) - 1)
+    return np.where(known[pos] == keys, codes[pos], -1).astype(np.int32)
+
+
+def from_columns(cols: xc.XSpaceColumns) -> EventTable:
+    """Build a host's event table from decoded XSpace columns."""
+    ev, st = cols.events, cols.stats
+    plane_of_event = cols.lines.plane[ev.line]
+    names: list[str] = []
+    name_codes: dict[str, int] = {}
+    stat_names: list[str] = []
+    stat_codes: dict[str, int] = {}
+    name = np.full(len(ev), -1, dtype=np.int32)
+    stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
+    stat_name = np.full(len(st.metadata_id), -1, dtype=np.int32)
+    stat_value = np.array(st.value, dtype=np.int64)  # a copy: refs are rewritten below
+    for index, plane in enumerate(cols.planes):
+        event_map = {}
+        for mid, md in plane.event_metadata.items():
+            text = md.name or md.display_name
+            event_map[mid] = name_codes.setdefault(text, len(name_codes))
+            if event_map[mid] == len(names):
+                names.append(text)
+        stat_map = {}
+        for mid, md in plane.stat_metadata.items():
+            stat_map[mid] = stat_codes.setdefault(md.name, len(stat_codes))
+            if stat_map[mid] == len(stat_names):
+                stat_names.append(md.name)
+        on_plane = plane_of_event == index
+        name[on_plane] = _lookup(ev.metadata_id[on_plane], event_map)
+        stats_on_plane = on_plane[stat_event]
+        stat_name[stats_on_plane] = _lookup(st.metadata_id[stats_on_plane], stat_map)
+        # A ref stat's value is a stat metadata id of this plane: make it a global code.
+        refs = stats_on_plane & (st.kind == KIND_REF)
+        stat_value[refs] = _lookup(stat_value[refs], stat_map)
+    if len(name) and name.min() < 0:
+        # An event whose metadata id has no entry: keep it, under an explicit name.
+        unknown = name_codes.setdefault("<unknown event>", len(name_codes))
+        if unknown == len(names):
+            names.append("<unknown event>")
+        name[name < 0] = unknown
+
+    typed: dict[str, I64] = {}
+    is_typed = np.zeros(len(stat_name), dtype=bool)
+    for stat in TYPED_STATS:
+        column = np.full(len(ev), MISSING, dtype=np.int64)
+        code = stat_codes.get(stat)
+        if code is not None:
+            rows = np.flatnonzero((stat_name == code) & np.isin(
+                st.kind, (KIND_INT64, KIND_UINT64)))
+            column[stat_event[rows]] = stat_value[rows]
+            is_typed[rows] = True
+        typed[stat] = column
+    keep = ~is_typed
+    side = StatTable(stat_event[keep], stat_name[keep], st.kind[keep], stat_value[keep],
+                     st.length[keep], st.blob, stat_names)
+
+    start_ns = cols.event_start_ns()
+    return EventTable(
+        planes=[Plane(p.id, p.name, _plane_stats(p)) for p in cols.planes],
+        line_plane=cols.lines.plane, line_id=cols.lines.id,
+        line_name=[d or n for n, d in zip(cols.lines.name, cols.lines.display_name,
+                                          strict=True)],
+        plane=plane_of_event, line=ev.line, name=name, start_ns=start_ns,
+        duration_ns=xc.ps_to_ns(ev.duration_ps), typed=typed, names=names, stats=side,
+        hostnames=cols.hostnames,
+    )
+
+
+def load_xspace(path: str | Path) -> EventTable:
+    """Load one ``.xplane.pb`` file into an event table."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    cols = xc.decode_columns(data, str(path))
+    del data  # the columns hold what is needed; free the file's bytes before building
+    return from_columns(cols)
