@@ -24,14 +24,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.no_serve:
         print(f"open it with: stepscope serve --logdir {args.logdir}")
         return 0
-    from stepscope.web.server import serve
+    from stepscope.web.http_server import serve
 
     serve(args.logdir, host=args.host, port=args.port)
     return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from stepscope.web.server import serve
+    from stepscope.web.http_server import serve
 
     if not Path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
@@ -181,7 +181,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
-    from stepscope.web.server import DEFAULT_HOST, DEFAULT_PORT
+    from stepscope.web.http_server import DEFAULT_HOST, DEFAULT_PORT
 
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to listen on (default {DEFAULT_HOST}, this machine "

@@ -6,6 +6,12 @@ TensorFlow's and TensorBoard's capture) take a profile of it on demand.
 
 from __future__ import annotations
 
-from stepscope.remote.server import DEFAULT_HOST, ProfilerServer, running_address, start, stop
+from stepscope.remote.profiler_service import (
+    DEFAULT_HOST,
+    ProfilerServer,
+    running_address,
+    start,
+    stop,
+)
 
 __all__ = ["DEFAULT_HOST", "ProfilerServer", "running_address", "start", "stop"]

@@ -20,7 +20,7 @@ from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
 from stepscope.model.logdir import host_name, list_runs, resolve
 from stepscope.version import __version__
-from stepscope.web.capture import CaptureBusyError, CaptureJobs
+from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
 from stepscope.web.tools import TOOLS, Tool
 
