@@ -18,7 +18,7 @@ from typing import Any
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model.logdir import resolve
-from stepscope.web.tools import LoadedRun
+from stepscope.web.loaded_run import LoadedRun
 
 Signature = tuple[tuple[str, int, int], ...]
 

@@ -19,7 +19,8 @@ from concurrent.futures import Future, wait
 from typing import Any
 
 from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex, TraceQueryError, index_for
-from stepscope.web.tools import LoadedRun, Params
+from stepscope.web.loaded_run import LoadedRun
+from stepscope.web.tools import Params
 
 VIEWS = ("window", "event", "search", "selection")
 _INT = re.compile(r"-?[0-9]{1,19}")
