@@ -27,6 +27,10 @@ class ProfileFormatError(StepscopeError):
     """A file is not a profile stepscope can read."""
 
 
+class NotFoundError(StepscopeError):
+    """A run, host, tool, event or capture that was asked for by name or id does not exist."""
+
+
 class ProfilerServerError(StepscopeError):
     """The profiler server cannot start: the address is taken or invalid, or one already runs."""
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.errors import StepscopeError
+from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import array_cache, schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, EventTable
@@ -66,6 +66,10 @@ _DEVICE_NUMBER = re.compile(r"^/device:[A-Za-z]+:(\d+)")
 
 class TraceQueryError(StepscopeError, ValueError):
     """A trace viewer query asks for something outside what the index can answer."""
+
+
+class EventNotFoundError(TraceQueryError, NotFoundError):
+    """A trace viewer query names an event that is not on the host's timeline."""
 
 
 @dataclass
@@ -486,9 +490,9 @@ class TraceIndex:
     # -- one event, a selection, a search -------------------------------------------------
 
     def check_event(self, event_id: int) -> int:
-        """``event_id`` if it names an event on a track; TraceQueryError otherwise."""
+        """``event_id`` if it names an event on a track; EventNotFoundError otherwise."""
         if not (0 <= event_id < len(self.table)) or self.pos_of_row[event_id] < 0:
-            raise TraceQueryError(f"No event {event_id} on this host's timeline.")
+            raise EventNotFoundError(f"No event {event_id} on this host's timeline.")
         return event_id
 
     def event(self, event_id: int) -> dict[str, Any]:

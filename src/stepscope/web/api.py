@@ -2,8 +2,9 @@
 
 Runs, hosts and tools are named by the client and checked against what exists: a name that
 tries to leave the logdir (``..``, an absolute path, a backslash, or any of these once
-percent-decoded again) is a 400; a well-formed name that is not there is a 404. No path is
-ever built from a client's string: names are only looked up among the runs found on disk.
+percent-decoded again) is a 400; a well-formed name that is not there is a NotFoundError (a
+404). No path is ever built from a client's string: names are only looked up among the runs
+found on disk. ``routes`` maps URLs to these answers.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
-from stepscope.errors import StepscopeError
+from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model.logdir import host_name, list_runs, resolve
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
@@ -96,7 +97,7 @@ class Api:
         check_name(run, "run")
         runs = list_runs(self.logdir)
         if run not in runs:
-            raise ApiError(404, f"No run {run!r} in {self.logdir}.")
+            raise NotFoundError(f"No run {run!r} in {self.logdir}.")
         return runs[run]
 
     def _tool(self, tool: str | None) -> Tool:
@@ -104,7 +105,7 @@ class Api:
             raise ApiError(400, "Parameter tool is required.")
         check_name(tool, "tool")
         if tool not in TOOLS:
-            raise ApiError(404, f"No tool {tool!r}; tools are {', '.join(TOOLS)}.")
+            raise NotFoundError(f"No tool {tool!r}; tools are {', '.join(TOOLS)}.")
         return TOOLS[tool]
 
     def _host_names(self, path: Path) -> list[str]:
@@ -121,8 +122,8 @@ class Api:
         if host not in names:
             failed = state.run.profile.failed if state is not None and state.run else {}
             if host in failed:
-                raise ApiError(404, f"Host {host!r} could not be read: {failed[host]}")
-            raise ApiError(404, f"No host {host!r} in this run.")
+                raise NotFoundError(f"Host {host!r} could not be read: {failed[host]}")
+            raise NotFoundError(f"No host {host!r} in this run.")
         return host
 
     # -- answers ---------------------------------------------------------------------------
@@ -191,17 +192,17 @@ class Api:
                 return 200, answer(index, view, query)
         except IndexPending as pending:
             return 202, pending.progress
-        except TraceParamError as err:
+        except NotFoundError:
+            raise
+        except (TraceParamError, TraceQueryError) as err:
             raise ApiError(400, str(err)) from err
-        except TraceQueryError as err:
-            raise ApiError(404 if str(err).startswith("No ") else 400, str(err)) from err
 
     def csv(self, run: str | None, host: str | None, tool: str | None,
             query: Mapping[str, str]) -> tuple[str, str]:
         """A tool's CSV export: (file name, text); waits for the run to load."""
         state, chosen, host_name_, params = self._ready(run, host, tool, query)
         if chosen.csv is None:
-            raise ApiError(404, f"Tool {chosen.name!r} has no CSV export.")
+            raise NotFoundError(f"Tool {chosen.name!r} has no CSV export.")
         state = self.store.wait(self._run_path(run))
         if state.run is None:
             raise ApiError(422, state.error or "The run could not be loaded.")
@@ -236,50 +237,8 @@ class Api:
             raise ApiError(400, "Parameter id must be a capture id.")
         job = self.captures.get(capture_id)
         if job is None:
-            raise ApiError(404, f"No capture {capture_id!r} on this server.")
+            raise NotFoundError(f"No capture {capture_id!r} on this server.")
         return job.to_dict()
-
-    # -- framework-free dispatch (TensorBoard's WSGI host) -------------------------------
-
-    def dispatch(self, route: str, query: Mapping[str, str], *, method: str = "GET",
-                 body: bytes = b"", content_type: str = "", origin: str | None = None,
-                 host: str | None = None) -> Reply:
-        """Answer ``<method> /api/<route>?<query>`` (the same routes as ``app``)."""
-        try:
-            if route == "capture" and method == "POST":
-                check_post(content_type, origin, host)
-                try:
-                    payload = json.loads(body or b"null")
-                except ValueError as err:
-                    raise ApiError(400, "The request body is not JSON.") from err
-                return _json(202, self.start_capture(payload))
-            if method != "GET":
-                raise ApiError(405, f"{method} is not allowed here.")
-            if route == "capture":
-                return _json(200, self.capture(query.get("id")))
-            if route == "runs":
-                return _json(200, self.runs())
-            if route == "hosts":
-                return _json(200, self.hosts(query.get("run")))
-            if route == "tools":
-                return _json(200, self.tools(query.get("run"), query.get("host")))
-            if route == "status":
-                return _json(200, self.status(query.get("run")))
-            if route == "data":
-                status, answer = self.data(query.get("run"), query.get("host"),
-                                           query.get("tool"), query)
-                return _json(status, answer)
-            if route.startswith("trace/"):
-                status, answer = self.trace(route[len("trace/"):], query)
-                return _json(status, answer)
-            if route == "csv":
-                name, text = self.csv(query.get("run"), query.get("host"), query.get("tool"),
-                                      query)
-                return Reply(200, "text/csv; charset=utf-8", text.encode(),
-                             {"Content-Disposition": f'attachment; filename="{name}"'})
-            raise ApiError(404, f"No API route {route!r}.")
-        except ApiError as err:
-            return _json(err.status, {"error": err.message})
 
 
 def check_post(content_type: str, origin: str | None, host: str | None) -> None:
@@ -298,6 +257,8 @@ def check_post(content_type: str, origin: str | None, host: str | None) -> None:
         raise ApiError(403, "Requests from an opaque origin are not accepted.")
 
 
-def _json(status: int, body: dict[str, Any]) -> Reply:
+def json_reply(status: int, body: dict[str, Any]) -> Reply:
+    """A JSON answer, encoded as FastAPI's JSONResponse encodes it."""
     return Reply(status, "application/json",
-                 json.dumps(body, allow_nan=False, separators=(",", ":")).encode())
+                 json.dumps(body, ensure_ascii=False, allow_nan=False,
+                            separators=(",", ":")).encode())

@@ -1,4 +1,4 @@
-"""The web app: the JSON API of ``api`` and the bundled front end, served by FastAPI.
+"""The web app: the API's routes (``routes``) and the bundled front end, served by FastAPI.
 
 Every page and asset comes from this origin; the Content-Security-Policy header makes the
 browser refuse anything else, so the UI works behind a firewall. The OpenAPI schema is at
@@ -7,16 +7,21 @@ browser refuse anything else, so the UI works behind a firewall. The OpenAPI sch
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from stepscope.version import __version__
-from stepscope.web.api import Api, ApiError, check_post
+from stepscope.web.api import Api, Reply
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
+from stepscope.web.routes import ROUTES, ApiRequest, Param, Route, answer, unknown_route
 
 
 def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
@@ -33,78 +38,22 @@ def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
         response.headers.update(SECURITY_HEADERS)
         return response
 
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, err: ApiError) -> JSONResponse:
-        return JSONResponse({"error": err.message}, status_code=err.status)
-
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, err: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ())[1:])}: "
                              f"{e.get('msg', 'invalid')}" for e in err.errors())
         return JSONResponse({"error": f"Bad request ({problems})."}, status_code=400)
 
-    run_q = Query(description="a run name from /api/runs")
-    host_q = Query(None, description="a host of the run; omitted or empty: all hosts")
-    tool_q = Query(description="a tool name from /api/tools")
-
-    @app.get("/api/runs", summary="Runs of the logdir, newest first, with their hosts")
-    def runs() -> dict[str, Any]:
-        return api.runs()
-
-    @app.get("/api/hosts", summary="Hosts of one run")
-    def hosts(run: str = run_q) -> dict[str, Any]:
-        return api.hosts(run)
-
-    @app.get("/api/tools", summary="Tools available for a run and host")
-    def tools(run: str = run_q, host: str | None = host_q) -> dict[str, Any]:
-        return api.tools(run, host)
-
-    @app.get("/api/status", summary="Loading progress of a run (starts loading it)")
-    def status(run: str = run_q) -> dict[str, Any]:
-        return api.status(run)
-
-    @app.get("/api/data", summary="A tool's data as JSON (202 with progress while loading)")
-    def data(request: Request, run: str = run_q, host: str | None = host_q,
-             tool: str = tool_q, include_idle: bool = False) -> JSONResponse:
-        code, body = api.data(run, host, tool, dict(request.query_params))
-        return JSONResponse(body, status_code=code)
-
-    @app.get("/api/csv", summary="A tool's table as CSV", response_class=Response)
-    def csv(request: Request, run: str = run_q, host: str | None = host_q,
-            tool: str = tool_q, include_idle: bool = False) -> Response:
-        name, text = api.csv(run, host, tool, dict(request.query_params))
-        return Response(text, media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-    @app.post("/api/capture", status_code=202,
-              summary="Capture running workers into the logdir (body: service_addr, "
-              "duration_ms, host/python/device_tracer_level, num_tracing_attempts)")
-    async def start_capture(request: Request) -> dict[str, Any]:
-        check_post(request.headers.get("content-type", ""), request.headers.get("origin"),
-                   request.headers.get("host"))
-        try:
-            body = await request.json()
-        except ValueError as err:
-            raise ApiError(400, "The request body is not JSON.") from err
-        return api.start_capture(body)
-
-    @app.get("/api/capture", summary="Progress and result of a capture started here")
-    def capture(id: str = Query(description="the id POST /api/capture returned")
-                ) -> dict[str, Any]:
-        return api.capture(id)
-
-    @app.get("/api/trace/{view}", summary="Trace viewer: a window's events at a width in "
-             "pixels (view=window: start_ns, end_ns, width, tracks), one event (event: id), "
-             "a search (search: q), a selection summed by name (selection: start_ns, end_ns, "
-             "tracks)")
-    def trace(request: Request, view: str, run: str = run_q,
-              host: str | None = host_q) -> JSONResponse:
-        code, body = api.trace(view, dict(request.query_params))
-        return JSONResponse(body, status_code=code)
+    for route in ROUTES:
+        is_json = route.media_type == "application/json"
+        app.add_api_route(f"/api/{route.path}", _endpoint(api, route), methods=[route.method],
+                          name=route.name, summary=route.summary, status_code=route.status,
+                          response_class=JSONResponse if is_json else Response,
+                          response_model=dict[str, Any] if is_json else None)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
-    def unknown(rest: str) -> JSONResponse:
-        return JSONResponse({"error": f"No API route {rest!r}."}, status_code=404)
+    def unknown(rest: str) -> Response:
+        return _response(unknown_route(rest))
 
     @app.get("/", include_in_schema=False)
     def index() -> Response:
@@ -118,3 +67,44 @@ def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
                         headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
+    """A FastAPI endpoint for ``route``: its parameters declared (FastAPI checks them and lists
+    them in the schema), its answer from the route table."""
+
+    async def endpoint(request: Request, **_: Any) -> Response:
+        call = ApiRequest(query=dict(request.query_params), path_params=request.path_params,
+                          body=await request.body() if route.method == "POST" else b"",
+                          content_type=request.headers.get("content-type", ""),
+                          origin=request.headers.get("origin"),
+                          host=request.headers.get("host"))
+        return _response(await run_in_threadpool(answer, api, route, call))
+
+    endpoint.__name__ = route.name
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                           annotation=Request),
+         *(_parameter(p) for p in route.params)])
+    return endpoint
+
+
+def _parameter(param: Param) -> inspect.Parameter:
+    """A route parameter as FastAPI reads it from an endpoint's signature."""
+    kind = inspect.Parameter.KEYWORD_ONLY
+    if param.in_path:
+        return inspect.Parameter(param.name, kind, annotation=str,
+                                 default=PathParam(description=param.description))
+    if param.boolean:
+        return inspect.Parameter(param.name, kind, annotation=bool,
+                                 default=Query(False, description=param.description))
+    if param.required:
+        return inspect.Parameter(param.name, kind, annotation=str,
+                                 default=Query(description=param.description))
+    return inspect.Parameter(param.name, kind, annotation=str | None,
+                             default=Query(None, description=param.description))
+
+
+def _response(reply: Reply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type,
+                    headers=reply.headers)

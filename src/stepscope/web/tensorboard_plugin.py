@@ -2,7 +2,8 @@
 
 TensorBoard finds it through the ``tensorboard_plugins`` entry point. It serves the same
 pages and the same JSON API as ``stepscope serve``, under ``/data/plugin/stepscope/``;
-TensorBoard is WSGI, so requests go through ``Api.dispatch`` rather than FastAPI.
+TensorBoard is WSGI, so requests go through ``routes.dispatch`` (the same route table) rather
+than FastAPI.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from werkzeug import Request, Response
 from stepscope.model.logdir import list_runs
 from stepscope.web.api import Api
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
+from stepscope.web.routes import ApiRequest, dispatch
 
 PLUGIN_NAME = "stepscope"
 PREFIX = f"/data/plugin/{PLUGIN_NAME}"
@@ -53,11 +55,12 @@ class StepscopePlugin(base_plugin.TBPlugin):  # type: ignore[misc]
         path = request.path
         route = path[len(PREFIX):] if path.startswith(PREFIX) else path
         if route.startswith("/api/") and self._api is not None:
-            reply = self._api.dispatch(
-                route[len("/api/"):], request.args.to_dict(), method=request.method,
+            call = ApiRequest(
+                query=request.args.to_dict(),
                 body=request.get_data(cache=False) if request.method == "POST" else b"",
                 content_type=request.content_type or "", origin=request.headers.get("Origin"),
                 host=request.host)
+            reply = dispatch(self._api, request.method, route[len("/api/"):], call)
             response = Response(reply.body, status=reply.status,
                                 content_type=reply.content_type, headers=reply.headers)
         else:

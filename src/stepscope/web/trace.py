@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex, TraceQueryError, index_for
+from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex, index_for
+from stepscope.errors import NotFoundError
 from stepscope.web.loaded_run import LoadedRun
 from stepscope.web.tools import Params
 
@@ -109,7 +110,8 @@ def track_list(query: Mapping[str, str], required: bool) -> list[int] | None:
 
 
 def answer(index: TraceIndex, view: str, query: Mapping[str, str]) -> dict[str, Any]:
-    """The answer to one trace query (TraceParamError or TraceQueryError when bad)."""
+    """The answer to one trace query (TraceParamError or TraceQueryError when bad,
+    NotFoundError for an unknown view or event)."""
     if view == "window":
         start = integer(query, "start_ns", -_MAX_TIME, _MAX_TIME)
         end = integer(query, "end_ns", -_MAX_TIME, _MAX_TIME)
@@ -123,4 +125,4 @@ def answer(index: TraceIndex, view: str, query: Mapping[str, str]) -> dict[str, 
         start = integer(query, "start_ns", -_MAX_TIME, _MAX_TIME)
         end = integer(query, "end_ns", -_MAX_TIME, _MAX_TIME)
         return index.selection(start, end, track_list(query, True) or [])
-    raise TraceQueryError(f"No trace view {view!r}; views are {', '.join(VIEWS)}.")
+    raise NotFoundError(f"No trace view {view!r}; views are {', '.join(VIEWS)}.")
