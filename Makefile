@@ -36,6 +36,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports  # the import contract of pyproject.toml [tool.importlinter]
 
 typecheck: setup
 	$(BIN)/mypy
