@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, index_for
+from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
 
@@ -170,6 +171,8 @@ def test_bad_queries_are_refused(stepscope_profile: Path) -> None:
         ix.query(100, 100, 10)
     with pytest.raises(TraceQueryError):
         ix.event(-1)
+    with pytest.raises(NotFoundError, match="No event"):  # the API's 404
+        ix.event(len(ix.table))
     with pytest.raises(TraceQueryError):
         ix.search("")
 

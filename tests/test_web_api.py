@@ -176,6 +176,43 @@ def test_client_errors(client: TestClient, route: str, params: dict[str, str],
     assert isinstance(reply.json()["error"], str)
 
 
+@pytest.mark.parametrize(("method", "route", "params", "body"), [
+    ("GET", "runs", {}, b""),
+    ("GET", "hosts", {"run": "RUN"}, b""),
+    ("GET", "tools", {"run": "RUN", "host": "vm"}, b""),
+    ("GET", "hosts", {"run": "no_such_run"}, b""),
+    ("GET", "tools", {"run": "RUN", "host": "nope"}, b""),
+    ("GET", "data", {"run": "RUN", "tool": "no_such_tool"}, b""),
+    ("GET", "data", {"run": "%2e%2e%2fx", "tool": "overview_page"}, b""),
+    ("GET", "csv", {"run": "RUN", "tool": "overview_page"}, b""),
+    ("GET", "trace/nothing", {"run": "RUN"}, b""),
+    ("GET", "trace/event", {"run": "RUN", "id": "99999999"}, b""),
+    ("GET", "trace/event", {"run": "RUN", "id": "-1"}, b""),
+    ("GET", "capture", {"id": "abcdef0123456789"}, b""),
+    ("GET", "nothing_here", {}, b""),
+    ("POST", "capture", {}, b"not json"),
+    ("POST", "capture", {}, b'{"service_addr": ""}'),
+])
+def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str, route: str,
+                                                 params: dict[str, str], body: bytes) -> None:
+    """One route table: TensorBoard's host (``routes.dispatch``) answers every request with the
+    status and JSON body that FastAPI's does."""
+    from stepscope.web.routes import ApiRequest, dispatch
+
+    run = _single_run(client)
+    params = {k: (run if v == "RUN" else v) for k, v in params.items()}
+    if route.startswith("trace/"):
+        _data(client, run=run, tool="trace_viewer")  # the index is built: no 202 below
+    headers = {"content-type": "application/json"}
+    fastapi = client.request(method, f"/api/{route}", params=params, content=body or None,
+                             headers=headers)
+    reply = dispatch(client.app.state.api, method, route,  # type: ignore[attr-defined]
+                     ApiRequest(query=params, body=body, content_type=headers["content-type"],
+                                host="testserver"))
+    assert reply.status == fastapi.status_code >= 200, fastapi.text
+    assert json.loads(reply.body) == fastapi.json()
+
+
 def test_new_runs_appear_without_restart(client: TestClient, logdir: Path) -> None:
     before = set(_runs(client))
     extra = logdir / "plugins" / "profile" / "zz_late_run"
