@@ -33,7 +33,8 @@ _CAPTURE_LEVELS = ("host_tracer_level", "python_tracer_level", "device_tracer_le
 
 
 class ApiError(Exception):
-    """An answer other than success: an HTTP status and one sentence."""
+    """A refused request: its HTTP status and one sentence (a missing run, host, tool, event or
+    capture is an ``errors.NotFoundError`` instead, answered with 404)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
