@@ -25,6 +25,7 @@ from stepscope.analysis.run_model import (
 )
 from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
 from stepscope.cli import main
+from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model import cache
 from stepscope.run_loader import open_run_model
@@ -140,6 +141,14 @@ def test_cached_run_model_is_used_and_a_damaged_one_is_rebuilt(tmp_path: Path) -
     entry.write_text(head + "\n" + json.dumps(wrong) + "\n")
     assert open_run_model(run).to_dict() == first
     assert cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME) is not None
+    # A damaged host part, found only when that host is asked for: one clear error.
+    data = cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME)
+    assert data is not None
+    host = next(iter(data["hosts"]))
+    data["hosts"][host] = data["hosts"][host][: len(data["hosts"][host]) // 2]
+    damaged = RunModel.from_dict(data)
+    with pytest.raises(StepscopeError, match="cached run model of host .* is damaged"):
+        damaged.op_stats(host)
 
 
 def test_pod_command_json_csv_and_host(tmp_path: Path, capsys: Any) -> None:

@@ -84,7 +84,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
     model = _open_model(args)
-    data = model.pod_dict()
+    data = dict(model.pod_dict())  # a copy: --host narrows it below
     csv_text = pod_viewer_csv(data)
     if args.host is not None:
         data["steps"] = [{**s, "per_host": {u: f for u, f in s["per_host"].items()

@@ -123,9 +123,19 @@ class LazyHosts(Mapping[str, "HostModel"]):
         self._raw = raw
         self._decoded: dict[str, HostModel] = {}
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
     def __getitem__(self, name: str) -> HostModel:
+        if name not in self._raw:
+            raise KeyError(name)
         if name not in self._decoded:
-            self._decoded[name] = _host_from_dict(json.loads(self._raw[name]))
+            try:
+                self._decoded[name] = _host_from_dict(json.loads(self._raw[name]))
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+                raise StepscopeError(
+                    f"The cached run model of host {name!r} is damaged ({err!r}); open the "
+                    "run again with --no-cache, or delete the stepscope cache.") from err
         return self._decoded[name]
 
     def __iter__(self) -> Iterator[str]:
