@@ -31,6 +31,15 @@ def _no_session_leaks() -> Iterator[None]:
 
 
 @pytest.fixture
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, enabled cache directory for the test (``usefixtures`` it, or ask for it)."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(directory))
+    monkeypatch.delenv("STEPSCOPE_NO_CACHE", raising=False)
+    return directory
+
+
+@pytest.fixture
 def quiet_options() -> stepscope.ProfilerOptions:
     """Options without background counters, for tests that count events exactly."""
     return stepscope.ProfilerOptions(counter_interval_ms=0)

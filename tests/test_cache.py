@@ -28,13 +28,8 @@ XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
 BIG_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 
 
-@pytest.fixture(autouse=True)
-def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh, enabled cache directory for every test."""
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(directory))
-    monkeypatch.delenv("STEPSCOPE_NO_CACHE", raising=False)
-    return directory
+# A fresh, enabled cache directory for every test (conftest's cache_home).
+pytestmark = pytest.mark.usefixtures("cache_home")
 
 
 @pytest.fixture

@@ -37,13 +37,8 @@ HTA_NCCL = FIXTURES / "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
 TF_GPU = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker"
 RESNET_RCCL = FIXTURES / "TraceLens/tests/traces/mi300/resnet_act_checkpoint.json.gz"
-@pytest.fixture(autouse=True)
-def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh, enabled cache directory for every test."""
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(directory))
-    monkeypatch.delenv("STEPSCOPE_NO_CACHE", raising=False)
-    return directory
+# A fresh, enabled cache directory for every test (conftest's cache_home).
+pytestmark = pytest.mark.usefixtures("cache_home")
 
 
 KEYS = ("total_ms", "compute_ms", "input_ms", "collectives_ms", "copy_ms", "other_ms")
