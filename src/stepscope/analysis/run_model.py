@@ -251,18 +251,17 @@ def build_run_model(profile: RunTables) -> RunModel:
 
 def combine(model: RunModel) -> dict[str, Any]:
     """The results over all hosts that tools ask for most, computed once."""
+    from stepscope.analysis.run_to_pod_viewer import pod_viewer  # it imports this module
+
     hosts = list(model.hosts.values())
-    ops = [h.overview.ops for h in hosts]
     ops_idle = [h.overview.ops_idle or h.overview.ops for h in hosts]
-    model.combined = {}
     return {
         "overview": model.overview().to_dict(),
-        "op_stats": merge(ops).to_record() if ops else OpStats([], []).to_record(),
-        "op_stats_idle": (merge(ops_idle, include_idle=True).to_record() if ops_idle
-                          else OpStats([], [], True).to_record()),
+        "op_stats": merge([h.overview.ops for h in hosts]).to_record(),
+        "op_stats_idle": merge(ops_idle, include_idle=True).to_record(),
         "kernels": merged_groups([h.kernels for h in hosts]).to_list(),
         "input": {h.name: h.input.to_dict() for h in hosts},
-        "pod": model.pod_dict(),
+        "pod": pod_viewer(model).to_dict(),
     }
 
 
