@@ -148,6 +148,21 @@ def test_traversal_is_400(client: TestClient, run: str) -> None:
         assert "error" in reply.json()
 
 
+def test_pod_viewer_route(client: TestClient) -> None:
+    data = _data(client, run="two_hosts", tool="pod_viewer")
+    assert data["hosts"] == ["worker_a", "worker_b"] and data["kind"] == "hosts"
+    assert sum(data["stragglers"].values()) == sum(
+        1 for s in data["steps"] if s["straggler"] is not None)
+    csv_reply = client.get("/api/csv", params={"run": "two_hosts", "tool": "pod_viewer"})
+    assert csv_reply.status_code == 200
+    assert csv_reply.text.splitlines()[0].startswith("step_num,host,total_ms")
+    for host, code in (("../x", 400), ("<img src=x>", 404), ("nope", 404)):
+        reply = client.get("/api/data", params={"run": "two_hosts", "tool": "pod_viewer",
+                                                "host": host})
+        assert reply.status_code == code, (host, reply.text)
+        assert "error" in reply.json()
+
+
 def test_traversal_in_host_and_tool_is_400(client: TestClient) -> None:
     run = _single_run(client)
     for params in ({"host": "../vm"}, {"tool": "../../x"}, {"tool": "%2e%2e%2fx"}):
