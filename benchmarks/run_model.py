@@ -61,7 +61,7 @@ def _make_runs(root: Path) -> dict[str, Path]:
 def _clear_models(cache_dir: Path) -> None:
     from stepscope.analysis.run_model import RUN_MODEL_NAME
 
-    for entry in cache_dir.glob(f"*.{RUN_MODEL_NAME}.json"):
+    for entry in cache_dir.glob(f"*.{RUN_MODEL_NAME}.cache"):
         entry.unlink()
 
 
