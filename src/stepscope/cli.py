@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepscope.errors import StepscopeError
+from stepscope.errors import StepscopeError, StepscopeWarning
 from stepscope.version import __version__
 
 
@@ -303,9 +304,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """stepscope's own warnings as one line each; others as Python shows them."""
+    if issubclass(category, StepscopeWarning):
+        print(f"stepscope: warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run one subcommand; user errors exit 2 with one line, no traceback."""
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args))
     except StepscopeError as err:

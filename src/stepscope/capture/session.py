@@ -25,6 +25,7 @@ from stepscope.errors import (
     ProfilerAlreadyRunningError,
     ProfilerNotRunningError,
     StepscopeError,
+    StepscopeWarning,
 )
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import logdir as layout
@@ -34,7 +35,7 @@ from stepscope.version import __version__
 log = logging.getLogger(__name__)
 
 
-class DroppedEventsWarning(UserWarning):
+class DroppedEventsWarning(StepscopeWarning):
     """The session reached its event cap and dropped events."""
 
 

@@ -7,6 +7,7 @@ by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Ki
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
@@ -20,6 +21,7 @@ from stepscope.model.run_tables import Progress, RunTables
 
 def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
     """Load one profile file into an event table, through the cache when allowed."""
+    _check_readable(path)
     if use_cache:
         cached = cache.load_table(path)
         if cached is not None:
@@ -66,6 +68,20 @@ def load(path: str | Path, *, use_cache: bool = True,
         raise ProfileFormatError(next(iter(failed.values())))
     return RunTables(run=run, path=where, hosts=dict(sorted(hosts.items())),
                    sources=sources, failed=failed, other_runs=others)
+
+
+def _check_readable(path: Path) -> None:
+    """Raise ProfileFormatError for what cannot be a profile before anything reads it: an
+    empty file, or no regular file at all (reading a FIFO would block forever)."""
+    try:
+        st = path.stat()
+    except OSError as err:
+        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileFormatError(f"{path} is not a regular file, so not a profile.")
+    if st.st_size == 0:
+        raise ProfileFormatError(f"{path} is empty (0 bytes): not a profile. A profiler that "
+                                 "was stopped while writing can leave such a file.")
 
 
 def _size(path: Path) -> int:

@@ -66,6 +66,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope import version
+from stepscope.errors import StepscopeWarning
 from stepscope.model.events import EventTable, Plane, StatTable
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
@@ -93,7 +94,7 @@ _warned_dirs: set[str] = set()
 Arrays = dict[str, NDArray[Any]]
 
 
-class CacheWarning(UserWarning):
+class CacheWarning(StepscopeWarning):
     """The cache could not be written; profiles still load, only without the cache."""
 
 
@@ -568,7 +569,7 @@ def _warn(directory: Path, err: Exception) -> None:
     if str(directory) in _warned_dirs:
         return
     _warned_dirs.add(str(directory))
-    warnings.warn(f"stepscope cannot write its cache in {directory} ({err}); profiles will "
+    warnings.warn(f"cannot write the cache in {directory} ({err}); profiles will "
                   "load without it. Set STEPSCOPE_CACHE_DIR to a writable directory, or "
                   "STEPSCOPE_NO_CACHE=1 to turn the cache off.", CacheWarning, stacklevel=5)
 

@@ -17,6 +17,10 @@ from stepscope.model import schema
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
 _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
+# What an interrupted atomic write leaves (xplane_builder.write_atomic's temporary names).
+_TEMP_FILE = re.compile(r"\..+\.tmp")
+# A run folder with no profile this old was abandoned: no write takes an hour.
+ABANDONED_AFTER_S = 3600.0
 
 
 def profile_root(logdir: str | Path) -> Path:
@@ -30,13 +34,46 @@ def run_name(when: datetime) -> str:
 
 
 def new_run_dir(logdir: str | Path, when: datetime) -> Path:
-    """A run folder for a profile taken at ``when`` that no earlier profile uses."""
+    """A run folder for a profile taken at ``when`` that no earlier profile uses.
+
+    Run folders that earlier captures abandoned (see :func:`remove_abandoned_runs`) go.
+    """
     root = profile_root(logdir)
+    remove_abandoned_runs(logdir, now=when.timestamp())
     base = run_name(when)
     candidate, n = root / base, 1
     while candidate.exists():
         candidate, n = root / f"{base}_{n}", n + 1
     return candidate
+
+
+def remove_abandoned_runs(logdir: str | Path, *, now: float,
+                          min_age_s: float = ABANDONED_AFTER_S) -> list[Path]:
+    """Remove run folders that hold no profile, only what a killed writer left: temporary
+    files of an interrupted atomic write, or nothing (a capture client killed before any
+    host answered). Only what is older than ``min_age_s`` at ``now`` (seconds since the
+    epoch) goes, so a write still under way is never touched. Returns the folders removed."""
+    root = profile_root(logdir)
+    removed: list[Path] = []
+    try:
+        runs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for run in runs:
+        try:
+            entries = list(run.iterdir())
+            if any(not _TEMP_FILE.fullmatch(p.name) or not p.is_file() or p.is_symlink()
+                   for p in entries):
+                continue  # a profile, or something that is not ours to remove
+            if any(p.lstat().st_mtime > now - min_age_s for p in [run, *entries]):
+                continue
+            for p in entries:
+                p.unlink()
+            run.rmdir()
+            removed.append(run)
+        except OSError:
+            continue  # another process got there first, or it is not ours: leave it
+    return removed
 
 
 def host_file_name(host: str) -> str:
@@ -141,6 +178,9 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     path = Path(path)
     if not path.exists():
         raise ProfileFormatError(f"{path} does not exist.")
+    if not path.is_file() and not path.is_dir():
+        raise ProfileFormatError(f"{path} is neither a regular file nor a directory, so not a "
+                                 "profile.")
     if path.is_file():
         if not is_profile_file(path):
             raise ProfileFormatError(
