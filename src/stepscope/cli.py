@@ -32,9 +32,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from stepscope.model.locations import as_path
     from stepscope.web.http_server import serve
 
-    if not Path(args.logdir).is_dir():
+    if not as_path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache)
@@ -72,7 +73,8 @@ def _open_model(args: argparse.Namespace) -> Any:
     from stepscope.views import report
 
     with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress)
+        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               engine=args.engine)
     if getattr(args, "host", None) is not None:
         model.host_names(args.host)
     for name, why in model.failed.items():
@@ -191,6 +193,22 @@ def _add_listen_args(parser: argparse.ArgumentParser) -> None:
                         help=f"port to listen on (default {DEFAULT_PORT})")
 
 
+def _add_engine_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default="auto", type=_engine, metavar="ENGINE",
+                        help="where each host's file is read and analysed: local (this "
+                        "process), pool (a process per core), ray or ray://ADDRESS (a Ray "
+                        "cluster); default auto: pool for several large hosts, else local")
+
+
+def _engine(value: str) -> str:
+    from stepscope.engines import check_engine
+
+    try:
+        return check_engine(value)
+    except StepscopeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="stepscope", description=__doc__)
@@ -224,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the overview as JSON")
     rep.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(rep)
     rep.set_defaults(func=_cmd_report)
 
     ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
@@ -238,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows shown in the terminal (0: all; default 30)")
     ops.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(ops)
     ops.set_defaults(func=_cmd_ops)
 
     kern = sub.add_parser("kernels", help="GPU kernel stats (time per kernel, op and shape)",
@@ -252,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rows shown in the terminal (0: all; default 30)")
     kern.add_argument("--no-cache", action="store_true",
                       help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(kern)
     kern.set_defaults(func=_cmd_kernels)
 
     inp = sub.add_parser("input", help="input pipeline analyzer: input-bound?, slow stage",
@@ -266,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="input ops shown in the terminal (0: all; default 30)")
     inp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(inp)
     inp.set_defaults(func=_cmd_input)
 
     pod = sub.add_parser("pod", help="pod viewer: every host's step time side by side, "
@@ -283,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="steps shown in the terminal (0: all; default 20)")
     pod.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(pod)
     pod.set_defaults(func=_cmd_pod)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "

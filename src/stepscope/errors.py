@@ -32,6 +32,11 @@ class OutputError(StepscopeError):
     """An output file the user named cannot be written there."""
 
 
+class StorageError(LogdirError):
+    """A logdir or profile URL names a filesystem that cannot be used here (its package is
+    not installed, or fsspec does not know it)."""
+
+
 class ProfileFormatError(StepscopeError):
     """A file is not a profile stepscope can read."""
 

@@ -71,6 +71,7 @@ from stepscope.errors import ProfileFormatError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.locations import as_path, read_bytes
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -122,23 +123,24 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 def is_chrome_trace_path(path: str | Path) -> bool:
     """Whether ``path`` is named like a Chrome-trace JSON file (``.json`` or ``.json.gz``)."""
-    name = Path(path).name.lower()
+    name = as_path(path).name.lower()
     return name.endswith(".json") or name.endswith(".json.gz")
 
 
 def load_chrome_trace(path: str | Path) -> EventTable:
-    """Load a PyTorch profiler (Kineto) Chrome-trace JSON file into an event table."""
-    path = Path(path)
+    """Load a PyTorch profiler (Kineto) Chrome-trace JSON file (a local path or an fsspec
+    URL) into an event table."""
+    source = as_path(path)
     # Parsing makes millions of small containers and none of them is garbage; the cyclic
     # collector would walk them again and again (about 40% of the parse time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        doc = _read_document(path)
+        doc = _read_document(source)
         try:
             return _to_table(doc)
         except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as err:
-            raise _bad(path, f"malformed trace events: {err}") from err
+            raise _bad(source, f"malformed trace events: {err}") from err
     finally:
         if collecting:
             gc.enable()
@@ -153,10 +155,7 @@ def _bad(path: Path, problem: str) -> ProfileFormatError:
 
 def _read_document(path: Path) -> dict[str, Any]:
     data: bytes | bytearray
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    data = read_bytes(path)
     limit = max_document_bytes()
     if data[:2] == _GZIP_MAGIC:
         data = _inflate(path, data, limit)

@@ -50,10 +50,7 @@ def load(path: str | Path, *, use_cache: bool = True,
     hosts: dict[str, EventTable] = {}
     sources: dict[str, Path] = {}
     failed: dict[str, str] = {}
-    for file, size in zip(files, sizes, strict=True):
-        name = host_name(file)
-        if name in hosts or name in failed:  # two files for one host: keep both, apart
-            name = file.name
+    for file, size, name in zip(files, sizes, host_names(files), strict=True):
         if progress:
             progress(done, total, file.name)
         try:
@@ -68,6 +65,16 @@ def load(path: str | Path, *, use_cache: bool = True,
         raise ProfileFormatError(next(iter(failed.values())))
     return RunTables(run=run, path=where, hosts=dict(sorted(hosts.items())),
                    sources=sources, failed=failed, other_runs=others)
+
+
+def host_names(files: list[Path]) -> list[str]:
+    """The host each file of a run holds (two files named for one host keep their file
+    names, so that both are kept, apart)."""
+    names: list[str] = []
+    for file in files:
+        name = host_name(file)
+        names.append(file.name if name in names else name)
+    return names
 
 
 def _check_readable(path: Path) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
 from stepscope.model.events import I32, I64, MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.locations import as_path, read_bytes
 from stepscope.model.schema import NEGATIVE_DURATIONS
 from stepscope.model.stat_kinds import KIND_INT64, KIND_REF, KIND_UINT64
 
@@ -124,11 +124,8 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
 
 def load_xspace(path: str | Path) -> EventTable:
     """Load one ``.xplane.pb`` file into an event table."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    path = as_path(path)
+    data = read_bytes(path)
     cols = xc.decode_columns(data, str(path))
     del data  # the columns hold what is needed; free the file's bytes before building
     return from_columns(cols)

@@ -67,6 +67,7 @@ from numpy.typing import NDArray
 
 from stepscope import version
 from stepscope.errors import StepscopeWarning
+from stepscope.model import locations
 from stepscope.model.events import EventTable, Plane, StatTable
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
@@ -126,16 +127,12 @@ def max_bytes() -> int:
 
 
 def source_key(paths: Sequence[Path], salt: str = "") -> str:
-    """A hex key for these source files as they are now; raises OSError if one is missing.
+    """A hex key for these source files as they are now (local paths or fsspec URLs);
+    raises OSError if one is missing.
 
     The order of ``paths`` does not matter.
     """
-    entries = []
-    for path in paths:
-        resolved = Path(path).resolve()
-        st = resolved.stat()
-        entries.append([str(resolved), st.st_size, st.st_mtime_ns])
-    entries.sort()
+    entries = sorted(locations.identity(locations.as_path(path)) for path in paths)
     identity = [FORMAT_VERSION, version.__version__, salt, entries]
     digest = hashlib.blake2b(json.dumps(identity).encode(), digest_size=16)
     return digest.hexdigest()
@@ -354,7 +351,7 @@ def _save(paths: Sequence[Path], name: str, meta: dict[str, Any], arrays: Arrays
     """Write one entry through a temporary file; whether it was written."""
     try:
         key = source_key(paths)
-        sources = sorted(str(Path(p).resolve()) for p in paths)
+        sources = sorted(str(locations.identity(locations.as_path(p))[0]) for p in paths)
     except OSError:
         return False
     prepared = [(k, _little_endian(a)) for k, a in arrays.items()]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
 from stepscope.model import schema
+from stepscope.model.locations import AnyPath, as_path, is_remote
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
@@ -23,9 +24,9 @@ _TEMP_FILE = re.compile(r"\..+\.tmp")
 ABANDONED_AFTER_S = 3600.0
 
 
-def profile_root(logdir: str | Path) -> Path:
+def profile_root(logdir: str | Path) -> AnyPath:
     """The folder that holds one sub-folder per run."""
-    return Path(logdir).joinpath(*schema.PLUGIN_DIR)
+    return as_path(logdir).joinpath(*schema.PLUGIN_DIR)
 
 
 def run_name(when: datetime) -> str:
@@ -33,7 +34,7 @@ def run_name(when: datetime) -> str:
     return when.strftime(schema.RUN_NAME_FORMAT)
 
 
-def new_run_dir(logdir: str | Path, when: datetime) -> Path:
+def new_run_dir(logdir: str | Path, when: datetime) -> AnyPath:
     """A run folder for a profile taken at ``when`` that no earlier profile uses.
 
     Run folders that earlier captures abandoned (see :func:`remove_abandoned_runs`) go.
@@ -55,6 +56,8 @@ def remove_abandoned_runs(logdir: str | Path, *, now: float,
     epoch) goes, so a write still under way is never touched. Returns the folders removed."""
     root = profile_root(logdir)
     removed: list[Path] = []
+    if is_remote(root):
+        return removed  # object stores have no empty folders, and no half-written objects
     try:
         runs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
     except OSError:
@@ -133,19 +136,20 @@ def _runs_in(directory: Path) -> list[Path]:
 def _logdir_runs(logdir: Path) -> list[Path]:
     """Runs under ``logdir/plugins/profile``, or, as Keras writes them, under
     ``logdir/<sub>/plugins/profile`` (e.g. ``train/``); newest (by run name) last."""
-    plugin = Path(*schema.PLUGIN_DIR)
-    roots = [logdir / plugin] if (logdir / plugin).is_dir() else sorted(
-        p for p in logdir.glob(f"*/{plugin.as_posix()}") if p.is_dir())
+    plugin = schema.PLUGIN_DIR
+    roots = [logdir.joinpath(*plugin)] if logdir.joinpath(*plugin).is_dir() else sorted(
+        (d.joinpath(*plugin) for d in logdir.iterdir() if d.is_dir()
+         and d.joinpath(*plugin).is_dir()), key=str)
     runs = [run for root in roots for run in _runs_in(root)]
     return sorted(runs, key=lambda r: (r.name, str(r)))
 
 
 def _run_label(logdir: Path, run: Path) -> str:
     """A run's name as the user would spell it from ``logdir``."""
-    try:
-        return run.relative_to(logdir).as_posix()
-    except ValueError:
-        return run.name
+    base, full = str(logdir).rstrip("/") + "/", str(run)
+    if full.startswith(base):
+        return full[len(base):]
+    return run.name
 
 
 def list_runs(logdir: str | Path) -> dict[str, Path]:
@@ -156,12 +160,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     ``logdir`` itself holds profile files it is the one run, named after it. A logdir that
     does not exist (yet) has no runs.
     """
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        return {}
+    logdir = as_path(logdir)
     try:
+        if not logdir.is_dir():
+            return {}
         if _run_files(logdir):
-            return {logdir.resolve().name or ".": logdir}
+            name = logdir.resolve().name if isinstance(logdir, Path) else logdir.name
+            return {name or ".": logdir}
         runs = _logdir_runs(logdir) or _runs_in(logdir)
     except OSError:
         return {}
@@ -175,8 +180,12 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
 
 def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
-    path = Path(path)
-    if not path.exists():
+    path = as_path(path)
+    try:
+        exists = path.exists()
+    except Exception as err:  # a filesystem's own error (credentials, network)
+        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
+    if not exists:
         raise ProfileFormatError(f"{path} does not exist.")
     if not path.is_file() and not path.is_dir():
         raise ProfileFormatError(f"{path} is neither a regular file nor a directory, so not a "
@@ -193,6 +202,8 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
         runs = _logdir_runs(path) or _runs_in(path)
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    except Exception as err:  # a filesystem's own error (credentials, network)
+        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
     if not runs:
         raise ProfileFormatError(
             f"{path} holds no profiles (no .xplane.pb or trace .json files, and no "

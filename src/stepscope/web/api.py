@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
@@ -86,7 +87,7 @@ class Api:
     """The API over one logdir."""
 
     def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
-        self.logdir = Path(logdir)
+        self.logdir = as_path(logdir)
         self.store = RunStore(use_cache=use_cache)
         self.captures = CaptureJobs(self.logdir)
 
