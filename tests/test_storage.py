@@ -83,9 +83,8 @@ def _s3() -> Any:
 def _record(logdir: str, steps: int = 5) -> Any:
     stepscope.start(logdir, options=stepscope.ProfilerOptions(counter_interval_ms=0))
     for step in range(steps):
-        with stepscope.Trace("train", step_num=step, _r=1):
-            with stepscope.Trace("matmul"):
-                sum(i * i for i in range(3000))
+        with stepscope.Trace("train", step_num=step, _r=1), stepscope.Trace("matmul"):
+            sum(i * i for i in range(3000))
     return stepscope.stop()
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from stepscope.model.locations import as_path
 ENGINES = ("auto", "local", "pool", "ray")
 # Below this much profile data, starting worker processes costs more than it saves.
 POOL_MIN_BYTES = 64 * 2**20
+# A host task's memory besides its table: the interpreter, NumPy and stepscope.
+TASK_BASE_BYTES = 160 * 2**20
 
 
 @dataclass(frozen=True)
@@ -49,11 +52,13 @@ class HostTask:
 
 @dataclass
 class HostResult:
-    """What a host task sends back: the host model's JSON text, or why it failed."""
+    """What a host task sends back: the host model's JSON text, or why it failed, and the
+    peak memory of the process that ran it."""
 
     name: str
     model_json: str | None
     error: str | None
+    peak_rss_bytes: int = 0
 
 
 def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
@@ -61,9 +66,21 @@ def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
     try:
         table = load_file(as_path(task.file), use_cache=use_cache)
     except ProfileFormatError as err:
-        return HostResult(task.name, None, str(err))
+        return HostResult(task.name, None, str(err), _peak_rss())
     model = build_host(task.name, table)
-    return HostResult(task.name, json.dumps(host_to_dict(model), separators=(",", ":")), None)
+    del table
+    return HostResult(task.name, json.dumps(host_to_dict(model), separators=(",", ":")), None,
+                      _peak_rss())
+
+
+def _peak_rss() -> int:
+    """The peak resident memory of this process so far, in bytes (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
 
 
 def check_engine(engine: str) -> str:
@@ -133,7 +150,8 @@ def _run_on_ray(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator
             raise StepscopeError(f"Cannot reach a Ray cluster at {address or 'this machine'} "
                                  f"({type(err).__name__}: {err}).") from err
     remote = ray.remote(run_host_task)
-    pending = {remote.remote(task, use_cache): task for task in tasks}
+    pending = {remote.options(memory=task_memory_bytes(task.size)).remote(task, use_cache): task
+               for task in tasks}
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
@@ -142,6 +160,14 @@ def _run_on_ray(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator
                 yield ray.get(ref)
             except Exception as err:  # a task that died: that host failed, not the run
                 yield HostResult(task.name, None, f"its task failed on Ray ({err})")
+
+
+def task_memory_bytes(file_bytes: int) -> int:
+    """Memory to reserve for a host task, so that a scheduler never packs more tasks on a node
+    than fit: what was measured (benchmarks/engines.py: a 10.8 MB XSpace host peaks at 187 MB,
+    about 60 MB of it the interpreter and libraries) rounded up, 12 bytes per file byte plus
+    a base."""
+    return TASK_BASE_BYTES + 12 * max(0, file_bytes)
 
 
 def tasks_for(files: Iterable[Any], names: Iterable[str]) -> list[HostTask]:
