@@ -32,15 +32,15 @@ def read_step_stats(source: Any, *, what: str | None = None) -> Any:
     descriptor = getattr(source, "DESCRIPTOR", None)
     full_name = getattr(descriptor, "full_name", None)
     if full_name in _TF_MESSAGES and hasattr(source, "SerializeToString"):
-        return _checked(_parse_binary(source.SerializeToString(), what or full_name),
+        return check_step_stats(_parse_binary(source.SerializeToString(), what or full_name),
                         what or full_name)
     if isinstance(source, (bytes, bytearray, memoryview)):
         label = what or "the given bytes"
-        return _checked(_parse_any(bytes(source), label, text_first=False), label)
+        return check_step_stats(_parse_any(bytes(source), label, text_first=False), label)
     if isinstance(source, (str, Path)):
         path = Path(source)
         label = what or str(path)
-        return _checked(_parse_any(_read(path), label,
+        return check_step_stats(_parse_any(_read(path), label,
                                    text_first=path.name.lower().endswith(_TEXT_SUFFIXES)),
                         label)
     raise ProfileFormatError(
@@ -112,7 +112,7 @@ def _parse_text(data: bytes, what: str) -> Any:
     return stats
 
 
-def _checked(stats: Any, what: str) -> Any:
+def check_step_stats(stats: Any, what: str) -> Any:
     """``stats`` if it can be drawn: devices, each with named, timed nodes."""
     if not len(stats.dev_stats):
         raise _bad(what, "no step_stats: run with RunOptions(trace_level=FULL_TRACE)")
