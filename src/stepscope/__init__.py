@@ -47,8 +47,8 @@ def load(path: str, *, use_cache: bool = True) -> RunTables:
 
 def __getattr__(name: str) -> ModuleType:
     """``stepscope.server``, ``stepscope.client`` (they load gRPC), ``stepscope.keras``
-    (it loads Keras) and ``stepscope.torch``, imported on first use."""
-    if name in ("server", "client", "keras", "torch"):
+    (it loads Keras), ``stepscope.torch`` and ``stepscope.timeline``, imported on first use."""
+    if name in ("server", "client", "keras", "torch", "timeline"):
         import importlib
 
         return importlib.import_module(f"stepscope.{name}")

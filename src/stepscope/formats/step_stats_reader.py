@@ -32,8 +32,13 @@ def read_step_stats(source: Any, *, what: str | None = None) -> Any:
     descriptor = getattr(source, "DESCRIPTOR", None)
     full_name = getattr(descriptor, "full_name", None)
     if full_name in _TF_MESSAGES and hasattr(source, "SerializeToString"):
-        return check_step_stats(_parse_binary(source.SerializeToString(), what or full_name),
-                        what or full_name)
+        label = what or full_name
+        try:
+            msg = _TF_MESSAGES[full_name].FromString(source.SerializeToString())
+        except (pb_message.DecodeError, RuntimeError, ValueError) as err:
+            raise _bad(label, f"cannot be copied: {err}") from err
+        return check_step_stats(msg.step_stats if full_name.endswith("RunMetadata") else msg,
+                                label)
     if isinstance(source, (bytes, bytearray, memoryview)):
         label = what or "the given bytes"
         return check_step_stats(_parse_any(bytes(source), label, text_first=False), label)
@@ -70,19 +75,19 @@ def _parse_any(data: bytes, what: str, *, text_first: bool) -> Any:
     readers = [_parse_text, _parse_binary]
     if not text_first and not _FIRST_KEY.match(data):
         readers.reverse()
-    problems = []
     for reader in readers:
         try:
             return reader(data, what)
-        except ProfileFormatError as err:
-            problems.append(str(err))
-    raise _bad(what, "neither binary nor text protobuf of StepStats or RunMetadata"
-               if len(data) > 0 else "empty")
+        except ProfileFormatError:
+            continue
+    raise _bad(what, "truncated, or neither binary nor text protobuf of StepStats or "
+                     "RunMetadata")
 
 
 def _devices_ok(stats: Any) -> bool:
     return bool(len(stats.dev_stats)) and all(
-        _DEVICE_NAME.match(d.device) and d.device.isprintable() for d in stats.dev_stats)
+        _DEVICE_NAME.match(_text(d.device)) and _text(d.device).isprintable()
+        for d in stats.dev_stats)
 
 
 def _parse_binary(data: bytes, what: str) -> Any:
@@ -112,10 +117,34 @@ def _parse_text(data: bytes, what: str) -> Any:
     return stats
 
 
+def _text(value: str | bytes) -> str:
+    """A string field's text: the runtime hands back bytes where they are not UTF-8."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _repair_strings(stats: Any) -> None:
+    """Make every name the timeline reads a str (TensorFlow's writer does not check UTF-8)."""
+    for dev in stats.dev_stats:
+        if isinstance(dev.device, bytes):
+            dev.device = _text(dev.device)
+        for node in dev.node_stats:
+            for owner, attr in ((node, "node_name"), (node, "timeline_label")):
+                if isinstance(getattr(owner, attr), bytes):
+                    setattr(owner, attr, _text(getattr(owner, attr)))
+            for used in node.memory:
+                if isinstance(used.allocator_name, bytes):
+                    used.allocator_name = _text(used.allocator_name)
+            for out in node.output:
+                alloc = out.tensor_description.allocation_description
+                if isinstance(alloc.allocator_name, bytes):
+                    alloc.allocator_name = _text(alloc.allocator_name)
+
+
 def check_step_stats(stats: Any, what: str) -> Any:
     """``stats`` if it can be drawn: devices, each with named, timed nodes."""
     if not len(stats.dev_stats):
         raise _bad(what, "no step_stats: run with RunOptions(trace_level=FULL_TRACE)")
+    _repair_strings(stats)
     for dev in stats.dev_stats:
         if not dev.device:
             raise _bad(what, "a device without a name")

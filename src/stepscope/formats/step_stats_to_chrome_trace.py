@@ -210,10 +210,10 @@ def step_stats_to_trace(step_stats: Any, *, show_dataflow: bool = True,
                     cut = input_name.rfind("/_")
                     if cut > 0:
                         input_name = input_name[:cut]
-                tensor = tensors.get(input_name)
-                if tensor is None:
+                consumed = tensors.get(input_name)
+                if consumed is None:
                     continue  # a control input, or a tensor the step stats do not show
-                tensor.unrefs.append(node.start + node.duration - 1)
+                consumed.unrefs.append(node.start + node.duration - 1)
                 made_at, made_pid, made_lane = produced[input_name]
                 if show_dataflow and (made_pid, made_lane) != (pid, node.lane):
                     trace.event("s", "DataFlow", input_name, made_pid, made_lane, made_at,

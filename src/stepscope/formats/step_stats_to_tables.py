@@ -151,7 +151,7 @@ def _memory(space_plane: PlaneBuilder, placed: list[_Placed],
     allocator."""
     records: dict[str, list[tuple[int, int, int, str, Any]]] = {}
     for order, p in enumerate(placed):
-        outputs = {}
+        outputs: dict[tuple[str, int], Any] = {}
         for out in p.node.output:
             alloc = out.tensor_description.allocation_description
             outputs.setdefault((alloc.allocator_name, int(alloc.requested_bytes)),

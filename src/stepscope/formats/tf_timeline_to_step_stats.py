@@ -62,7 +62,8 @@ def _description(text: str) -> Any:
     """A TensorDescription from a snapshot's text (TensorFlow removed its quotes)."""
     desc = TensorDescription()
     dtype = _DTYPE.search(text)
-    if dtype and dtype.group(1) in TensorDescription.DataType.keys():
+    if dtype and dtype.group(1) in TensorDescription.DataType.keys():  # noqa: SIM118
+        # (an enum wrapper, not a dict; a type newer than our list is left out)
         desc.dtype = TensorDescription.DataType.Value(dtype.group(1))
     for size in _DIM.findall(text):
         desc.shape.dim.add(size=int(size))
@@ -98,7 +99,7 @@ def tf_timeline_to_step_stats(doc: dict[str, Any], what: str = "the trace") -> A
         if device not in devices:
             devices[device] = stats.dev_stats.add(device=device)
         node = devices[device].node_stats.add()
-        inputs = []
+        inputs: list[str] = []
         while f"input{len(inputs)}" in args:
             inputs.append(str(args[f"input{len(inputs)}"]))
         if is_gpu_trace_device(device):
