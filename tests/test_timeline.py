@@ -238,8 +238,9 @@ def test_run_directory_report_and_web_api(recorded: Path, tmp_path: Path) -> Non
 
     run = tmp_path / "plugins" / "profile" / "legacy"
     run.mkdir(parents=True)
-    (run / "worker.pbtxt").write_bytes((recorded / "two_cpus.pbtxt").read_bytes())
-    assert load(run, use_cache=False).host_names == ["worker"]
+    (run / "worker_run_metadata.pbtxt").write_bytes((recorded / "two_cpus.pbtxt").read_bytes())
+    (run / "saved_model.pb").write_bytes(b"not step stats")  # not taken for a host
+    assert load(run, use_cache=False).host_names == ["worker_run_metadata"]
     api = Api(tmp_path, use_cache=False)
     api.store.wait(list_runs(tmp_path)["legacy"])
     code, overview = api.data("legacy", None, "overview_page", {})

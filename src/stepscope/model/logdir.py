@@ -19,6 +19,8 @@ _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.
 _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
 # TensorFlow's legacy RunMetadata/StepStats, binary or text.
 _STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt")
+# In a directory only files named for what they hold count (a model's saved_model.pb does not).
+_STEP_STATS_NAME = re.compile(r"run_?metadata|step_?stats", re.IGNORECASE)
 
 
 def profile_root(logdir: str | Path) -> Path:
@@ -96,7 +98,7 @@ def _run_files(directory: Path) -> list[Path]:
         elif p.name.endswith((".json", ".json.gz")):
             plain.append(p)
     return [p for _, p in sorted(newest.values(), key=lambda item: item[1].name)] or plain \
-        or [p for p in entries if is_step_stats_path(p)]
+        or [p for p in entries if is_step_stats_path(p) and _STEP_STATS_NAME.search(p.name)]
 
 
 def _runs_in(directory: Path) -> list[Path]:
