@@ -18,7 +18,6 @@ from google.protobuf import text_format
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.step_stats_proto import RunMetadata, StepStats
 
-STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt", ".txt")
 _TEXT_SUFFIXES = (".pbtxt", ".pb.txt", ".txt")
 _MAX_FILE_BYTES = 4 << 30
 _FIRST_KEY = re.compile(rb"\A(?:\s|#[^\n]*\n)*([A-Za-z_]\w*)\s*[:{<]")
