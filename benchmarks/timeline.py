@@ -88,7 +88,8 @@ def median_s(fn: Callable[[], Any], repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, action="append",
-                        help="graph size asked for, in ops (repeatable; default 1000, 10000, 50000; grappler fuses some, the table counts the nodes run)")
+                        help="graph size asked for, in ops (repeatable; default 1000, 10000, "
+                        "50000; grappler fuses some: the table counts the nodes run)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
