@@ -31,7 +31,6 @@ What the table holds, for the analyses that read it:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,10 +144,9 @@ def _dtype_text(desc: Any) -> str:
     return name[3:].lower() if name.startswith("DT_") else name
 
 
-def _memory(space_plane: PlaneBuilder, placed: list[_Placed],
-            line_ids: Iterable[int]) -> None:
+def _memory(space_plane: PlaneBuilder, placed: list[_Placed]) -> None:
     """Allocation records as MemoryAllocation/MemoryDeallocation events, a line per
-    allocator."""
+    allocator (line ids -2, -3, ...: below the step's line, apart from the device lanes)."""
     records: dict[str, list[tuple[int, int, int, str, Any]]] = {}
     for order, p in enumerate(placed):
         outputs: dict[tuple[str, int], Any] = {}
@@ -164,15 +162,15 @@ def _memory(space_plane: PlaneBuilder, placed: list[_Placed],
                 records.setdefault(used.allocator_name, []).append(
                     (int(rec.alloc_micros) * 1000, order, int(rec.alloc_bytes),
                      f"{p.name}:{p.op}", desc))
-    next_id = iter(line_ids)
-    for allocator, recs in sorted(records.items()):
+    for number, (allocator, recs) in enumerate(sorted(records.items())):
         recs.sort(key=lambda r: (r[0], r[1]))
         live, lowest, running = 0, 0, []
         for _, _, size, _, _ in recs:
             live += size
             running.append(live)
             lowest = min(lowest, live)
-        line = space_plane.add_line(next(next_id), f"Memory {allocator}", recs[0][0])
+        line = space_plane.add_line(_STEP_LINE_ID - 1 - number, f"Memory {allocator}",
+                                    recs[0][0])
         peak = 0
         for (when, _, size, tf_op, desc), in_use in zip(recs, running, strict=True):
             in_use -= lowest
@@ -193,8 +191,8 @@ def step_stats_to_space(step_stats: Any, *, hostname: str = "",
                         source_format: str = SOURCE_STEP_STATS) -> Any:
     """An XSpace message holding one session.run's step stats (see the module docstring)."""
     placed = _place(step_stats)
-    space = new_space(hostname) if hostname else new_space("")
-    if not hostname:
+    space = new_space(hostname)
+    if not hostname:  # the file's name will tell the host
         del space.hostnames[:]
     host = add_plane(space, schema.HOST_PLANE_ID, schema.HOST_PLANE)
     begin = min((p.start_ns for p in placed), default=0)
@@ -250,7 +248,7 @@ def step_stats_to_space(step_stats: Any, *, hostname: str = "",
         for producer in reads.get(i, []):
             host.set_stat(event.stats.add(), "_c", producer)
 
-    _memory(host, placed, range(-2, -2 - 10 * len(placed) - 10, -1))
+    _memory(host, placed)
     env = add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_SOURCE_FORMAT, source_format)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, begin)
