@@ -13,6 +13,7 @@ inputs, counters from the tensors.
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 from typing import Any
 
 from stepscope.errors import ProfileFormatError
@@ -42,7 +43,10 @@ def is_tf_timeline(doc: dict[str, Any]) -> bool:
     events = doc.get("traceEvents")
     if not isinstance(events, list):
         return False
-    names = _process_names(events)
+    # TensorFlow writes every process name first: a trace that starts otherwise (Kineto's)
+    # is told apart without a pass over its events.
+    names = _process_names(list(takewhile(lambda e: isinstance(e, dict) and e.get("ph") == "M",
+                                          events)))
     computes = [n for n in names.values() if n.endswith(_COMPUTE)
                 and _DEVICE.match(n[:-len(_COMPUTE)])]
     if not computes or _ALLOCATORS not in names.values():
