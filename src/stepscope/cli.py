@@ -183,6 +183,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from stepscope.formats.output_file import write_output
+    from stepscope.timeline import Timeline
+
+    text = Timeline(args.file).generate_chrome_trace_format(
+        show_dataflow=args.show_dataflow, show_memory=args.show_memory)
+    write_output(args.output, (text + "\n").encode("utf-8"))
+    if args.output != "-":
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
     from stepscope.web.http_server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -320,6 +332,20 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     exp.set_defaults(func=_cmd_export)
+
+    tl = sub.add_parser("timeline", help="TensorFlow RunMetadata/StepStats as a Chrome trace, "
+                        "as TensorFlow's timeline module draws it",
+                        description="Write the Chrome trace that TensorFlow's "
+                        "timeline.Timeline(step_stats).generate_chrome_trace_format() makes, "
+                        "without TensorFlow. FILE: RunMetadata or StepStats, binary or text.")
+    tl.add_argument("file", metavar="FILE", help="a RunMetadata or StepStats .pb/.pbtxt file")
+    tl.add_argument("-o", "--output", metavar="OUT", required=True,
+                    help="where to write the trace JSON ('-': standard output)")
+    tl.add_argument("--show-memory", action="store_true",
+                    help="add tensor objects and a memory counter per allocator")
+    tl.add_argument("--show-dataflow", action=argparse.BooleanOptionalAction, default=True,
+                    help="flows from each tensor's producer to its consumers (default: on)")
+    tl.set_defaults(func=_cmd_timeline)
 
     from stepscope.remote import cli as remote_cli
 

@@ -68,6 +68,8 @@ import psutil
 from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
+from stepscope.formats.step_stats_to_tables import tf_timeline_to_table
+from stepscope.formats.tf_timeline_to_step_stats import is_tf_timeline
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
@@ -137,6 +139,8 @@ def load_chrome_trace(path: str | Path) -> EventTable:
     gc.disable()
     try:
         doc = _read_document(source)
+        if is_tf_timeline(doc):  # TensorFlow's timeline module wrote it: load as step stats
+            return tf_timeline_to_table(doc, source)
         try:
             return _to_table(doc)
         except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as err:

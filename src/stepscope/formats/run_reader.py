@@ -2,7 +2,8 @@
 
 ``load(path)`` accepts a TensorBoard logdir (newest run), a run directory, a directory written
 by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Kineto
-``.json``/``.json.gz``). Each host's table comes from the on-disk cache when it is fresh.
+``.json``/``.json.gz``, TensorFlow's timeline ``ctf.json``, RunMetadata/StepStats
+``.pb``/``.pbtxt``). Each host's table comes from the on-disk cache when it is fresh.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.chrome_trace import load_chrome_trace
+from stepscope.formats.step_stats_to_tables import load_step_stats
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
-from stepscope.model.logdir import host_name, resolve
+from stepscope.model.logdir import host_name, is_step_stats_path, resolve
 from stepscope.model.run_tables import Progress, RunTables
 
 
@@ -28,6 +30,9 @@ def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
             return cached
     if path.name.endswith(schema.XPLANE_SUFFIX):
         table = load_xspace(path)
+    elif is_step_stats_path(path):
+        table = load_step_stats(path)
+        table.hostnames = table.hostnames or [host_name(path)]
     else:
         table = load_chrome_trace(path)
         if not table.hostnames:

@@ -22,6 +22,10 @@ _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
 _TEMP_FILE = re.compile(r"\..+\.tmp")
 # A run folder with no profile this old was abandoned: no write takes an hour.
 ABANDONED_AFTER_S = 3600.0
+# TensorFlow's legacy RunMetadata/StepStats, binary or text.
+_STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt")
+# In a directory only files named for what they hold count (a model's saved_model.pb does not).
+_STEP_STATS_NAME = re.compile(r"run_?metadata|step_?stats", re.IGNORECASE)
 
 
 def profile_root(logdir: str | Path) -> AnyPath:
@@ -89,10 +93,17 @@ def local_hostname() -> str:
     return socket.gethostname() or "localhost"
 
 
+def is_step_stats_path(path: Path) -> bool:
+    """Whether ``path`` is named like TensorFlow RunMetadata/StepStats (``.pb``, ``.pbtxt``)."""
+    name = path.name.lower()
+    return name.endswith(_STEP_STATS_SUFFIXES) and not name.endswith(_XSPACE_SUFFIX)
+
+
 def is_profile_file(path: Path) -> bool:
     """Whether ``path`` looks like a profile file we can read (by its name)."""
     name = path.name
-    return name.endswith(_XSPACE_SUFFIX) or name.endswith((".json", ".json.gz"))
+    return name.endswith(_XSPACE_SUFFIX) or name.endswith((".json", ".json.gz")) \
+        or is_step_stats_path(path)
 
 
 def host_name(path: Path) -> str:
@@ -103,7 +114,8 @@ def host_name(path: Path) -> str:
     match = _TORCH_TRACE.match(name)
     if match:
         return match.group("worker")
-    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
+    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".pbtxt",
+                   ".pb.txt", ".pb"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -125,7 +137,8 @@ def _run_files(directory: Path) -> list[Path]:
                 newest[match.group("worker")] = (stamp, p)
         elif p.name.endswith((".json", ".json.gz")):
             plain.append(p)
-    return [p for _, p in sorted(newest.values(), key=lambda item: item[1].name)] or plain
+    return [p for _, p in sorted(newest.values(), key=lambda item: item[1].name)] or plain \
+        or [p for p in entries if is_step_stats_path(p) and _STEP_STATS_NAME.search(p.name)]
 
 
 def _runs_in(directory: Path) -> list[Path]:
@@ -193,7 +206,8 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     if path.is_file():
         if not is_profile_file(path):
             raise ProfileFormatError(
-                f"{path} is not a profile file (expected .xplane.pb, .json or .json.gz).")
+                f"{path} is not a profile file (expected .xplane.pb, .json or .json.gz, or "
+                "RunMetadata/StepStats .pb or .pbtxt).")
         return path.parent.name or path.name, path, [path], []
     try:
         files = _run_files(path)
