@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
-from stepscope.errors import StepscopeError
+from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
+from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import load
-from stepscope.model import cache
+from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
+from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import Progress, RunTables
+from stepscope.model.xla_ops import XlaHostOps
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
@@ -65,3 +68,71 @@ def overview_dict(path: str | Path, *, use_cache: bool = True,
                   progress: Progress | None = None) -> dict[str, Any]:
     """The overview page of the run ``path`` names, as its JSON form."""
     return open_run_model(path, use_cache=use_cache, progress=progress).overview_dict()
+
+
+# -- XLA programs (op profile, HLO op stats, roofline) ----------------------------------------
+
+XLA_MODEL_NAME = f"xla_model.{XLA_MODEL_VERSION}"
+
+
+def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
+                 use_cache: bool = True) -> XlaModel:
+    """The XLA model of a loaded run (its XSpace files read again for their XLA parts),
+    from the cache when fresh; ``model`` gives the steps (else none are used)."""
+    files: list[Path] = []
+    if use_cache:
+        try:
+            files = resolve(profile.path)[2]
+        except StepscopeError:
+            files = []
+        cached = _cached_xla(files) if files else None
+        if cached is not None:
+            return cached
+    hosts: dict[str, XlaHostOps] = {}
+    notes: list[str] = []
+    for name, source in sorted(profile.sources.items()):
+        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_xla(source):
+            continue
+        try:
+            hosts[name] = load_xla(source)
+        except ProfileFormatError as err:
+            notes.append(f"Host {name}: {err}")
+    steps = {}
+    if model is not None:
+        for name in hosts:
+            if name in model.hosts:
+                s = model.hosts[name].steps
+                steps[name] = HostSteps(s.step_num, s.start_ns, s.end_ns)
+    result = build_xla_model(hosts, steps)
+    result.notes[:0] = notes
+    if files and not notes:
+        cache.save_result(files, XLA_MODEL_NAME, result.to_dict())
+    return result
+
+
+def open_xla_model(path: str | Path, *, use_cache: bool = True,
+                   progress: Progress | None = None) -> XlaModel:
+    """The XLA model of the run ``path`` names."""
+    _, _, files, _ = resolve(path)
+    if use_cache:
+        cached = _cached_xla(files)
+        if cached is not None:
+            return cached
+    profile = load(path, use_cache=use_cache, progress=progress)
+    return xla_model_of(profile, run_model_of(profile, use_cache=use_cache),
+                        use_cache=use_cache)
+
+
+def has_xla_data(files: list[Path]) -> bool:
+    """Whether any of a run's files may hold XLA data (a byte probe, nothing decoded)."""
+    return any(f.name.endswith(schema.XPLANE_SUFFIX) and may_hold_xla(f) for f in files)
+
+
+def _cached_xla(files: list[Path]) -> XlaModel | None:
+    data = cache.load_result(files, XLA_MODEL_NAME)
+    if data is None:
+        return None
+    try:
+        return XlaModel.from_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return None  # a damaged or foreign entry: build afresh (and overwrite it)
