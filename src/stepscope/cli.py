@@ -100,6 +100,33 @@ def _cmd_pod(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_xla(args: argparse.Namespace) -> int:
+    from stepscope.analysis.hlo_op_stats import hlo_op_stats, hlo_op_stats_csv
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.run_loader import open_xla_model
+    from stepscope.views import report
+    from stepscope.views.xla_report import render_xla
+
+    if args.top is not None and args.top < 1:
+        raise StepscopeError(f"--top must be at least 1, not {args.top}.")
+    with report.loading_progress(_console(stderr=True)) as progress:
+        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress)
+    if not model.has_data:
+        raise StepscopeError(f"{args.path} holds no XLA ops (no hlo_op events and no "
+                             "\"XLA Ops\" lines); op profile needs a JAX, TensorFlow XLA or "
+                             "PyTorch/XLA profile.")
+    if args.csv:
+        stats = hlo_op_stats(model).to_dict()
+        report.write_text(Path(args.csv), hlo_op_stats_csv(stats))
+        print(f"wrote {len(stats['ops'])} HLO ops to {args.csv}", file=sys.stderr)
+    data = op_profile(model, top=args.top).to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    elif not args.csv:
+        render_xla(data, _console(), top=args.top or 20)
+    return 0
+
+
 def _load_for_table(args: argparse.Namespace) -> Any:
     """Load ``args.path`` with a progress bar, check ``args.host`` and warn of failed hosts."""
     from stepscope.formats.run_reader import load
@@ -283,6 +310,20 @@ def build_parser() -> argparse.ArgumentParser:
     pod.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     pod.set_defaults(func=_cmd_pod)
+
+    xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
+                         "and bound by, per category and HLO op",
+                         description="Op profile of the XLA programs of a JAX, TensorFlow "
+                         "(jit_compile) or PyTorch/XLA profile, with HLO op stats as CSV.")
+    xla.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xla.add_argument("--json", action="store_true", help="print the op profile as JSON")
+    xla.add_argument("--csv", metavar="FILE", help="write the HLO op stats (one row per op) "
+                     "to FILE")
+    xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
+                     "category (default: all in --json, 20 shown in the terminal)")
+    xla.add_argument("--no-cache", action="store_true",
+                     help="read the profile afresh, bypassing the on-disk cache")
+    xla.set_defaults(func=_cmd_xla)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
                          "chrome://tracing)",

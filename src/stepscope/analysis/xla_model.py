@@ -223,8 +223,11 @@ def _device_summary(host: str, name: str, model: str, busy: int, stated_tflops: 
 def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     """A fresh row for ``op``: category, cost per execution, text, from profile and HLO."""
     stats = op.stats
-    module = x.modules.get(op.program_id) if op.program_id else next(
-        (m for pid, m in x.modules.items() if x.module_names.get(pid) == op.module), None)
+    module = x.modules.get(op.program_id) if op.program_id else None
+    if module is None or (op.module and module.name != op.module):
+        # Some profilers' program ids do not key the metadata plane: match by name instead.
+        module = next((m for pid, m in x.modules.items()
+                       if op.module and x.module_names.get(pid) == op.module), module)
     inst = module.instruction(op.name) if module is not None else None
     recorded = "flops" in stats
     flops = _number(stats.get("flops"))
@@ -261,9 +264,16 @@ def _number(value: Any) -> float:
 
 
 def _self_times(x: XlaHostOps) -> I64:
-    """Each execution's time less that of executions nested in it on the same row."""
+    """Each execution's time less that of executions nested in it on the same row.
+
+    Only host threads (XLA:CPU) nest ops; on a device an op's self time is its time (kernels
+    of one stream may overlap a little, and that is not nesting), as XProf counts it."""
     self_ps = x.duration_ps.copy()
+    host = np.array([not d.name.startswith("/device:") for d in x.devices] + [False], bool)
+    if not host[x.device].any():
+        return self_ps
     order = np.lexsort((-x.duration_ps, x.start_ps, x.line, x.device))
+    order = order[host[x.device[order]]]
     row = (x.device.astype(np.int64) << 32) | x.line.astype(np.int64)
     srow, start = row[order], x.start_ps[order]
     end = start + x.duration_ps[order]

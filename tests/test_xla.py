@@ -1,0 +1,440 @@
+"""XLA programs: HLO decoding, the op profile, HLO op stats and roofline, against XProf's
+``op_profile``/``hlo_stats`` on real TPU and GPU profiles, and against the raw events of JAX
+and TensorFlow ``jit_compile`` programs recorded on CPU here (XProf has no op profile of a
+CPU-only run)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.hlo_cost import cost_of
+from stepscope.analysis.hlo_op_stats import CSV_COLUMNS, hlo_op_stats, hlo_op_stats_csv
+from stepscope.analysis.op_profile import op_profile
+from stepscope.analysis.roofline import roofline
+from stepscope.analysis.xla_model import XlaModel, build_xla_model
+from stepscope.cli import main
+from stepscope.errors import ProfileFormatError
+from stepscope.formats.hlo_proto import decode_hlo_proto
+from stepscope.formats.xplane_proto import XSpace
+from stepscope.formats.xspace_to_tables import load_xspace
+from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
+from stepscope.run_loader import open_xla_model
+
+from conftest import FIXTURES
+from workloads import run_script
+
+TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
+MI300 = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"
+MI300_LEGACY = next((FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_legacy")
+                    .glob("*.xplane.pb"))
+MI355_TE = (FIXTURES / "TraceLens/tests/test_data_jax_te_fused_attn_categorization/"
+            "934987a2fc2f.xplane.pb")
+TF_GPU = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+XLA_FIXTURES = [TPU, MI300, MI300_LEGACY, MI355_TE]
+
+JAX_PROGRAM = """
+import sys, jax, jax.numpy as jnp
+@jax.jit
+def step(w, x, k):
+    y = jnp.tanh(x @ w)
+    z = jax.lax.conv_general_dilated(y[None, None], k, (1, 1), "SAME")
+    return w - 0.01 * (y.sum() + z.sum())
+w, x, k = jnp.ones((128, 128)), jnp.ones((64, 128)), jnp.ones((2, 1, 3, 3))
+w = step(w, x, k).block_until_ready()
+with jax.profiler.trace(sys.argv[1]):
+    for i in range(5):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            w = step(w, x, k).block_until_ready()
+"""
+
+TF_PROGRAM = """
+import sys, tensorflow as tf
+w = tf.Variable(tf.ones((64, 64)))
+@tf.function(jit_compile=True)
+def step(x):
+    return tf.reduce_sum(tf.tanh(tf.matmul(x, w)) * 2.0 + 1.0)
+x = tf.ones((32, 64))
+step(x)
+tf.profiler.experimental.start(sys.argv[1])
+for i in range(5):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        step(x).numpy()
+tf.profiler.experimental.stop()
+"""
+
+pytestmark = pytest.mark.usefixtures("cache_home")
+
+
+def _xprof(path: Path, tool: str, tmp: Path) -> Any:
+    """Run one XProf converter on a copy of ``path`` (XProf writes caches beside it)."""
+    from xprof.convert import raw_to_tool_data
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    copy = tmp / path.name
+    shutil.copy(path, copy)
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {})
+    return json.loads(data.decode() if isinstance(data, bytes) else data)
+
+
+def _xprof_hlo_stats(path: Path, tmp: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    table = _xprof(path, "hlo_stats", tmp)
+    ids = [c["id"] for c in table["cols"]]
+    out = {}
+    for row in table["rows"]:
+        v = dict(zip(ids, (c.get("v") for c in row["c"]), strict=True))
+        out[(str(v["program_id"]), str(v["hlo_op_name"]))] = v
+    return out
+
+
+def _ours(path: Path) -> tuple[XlaModel, dict[tuple[str, str], dict[str, Any]]]:
+    model = open_xla_model(path, use_cache=False)
+    return model, {(r["program_id"], r["name"]): r for r in hlo_op_stats(model).rows}
+
+
+# -- against XProf, on real accelerator profiles -------------------------------------------------
+
+
+@pytest.mark.parametrize("path", XLA_FIXTURES, ids=lambda p: p.parent.name)
+def test_per_op_times_categories_and_counts_equal_xprof(path: Path, tmp_path: Path) -> None:
+    theirs = _xprof_hlo_stats(path, tmp_path)
+    model, ours = _ours(path)
+    assert set(ours) == set(theirs)
+    cat_theirs: dict[str, float] = defaultdict(float)
+    cat_ours: dict[str, float] = defaultdict(float)
+    for key, t in theirs.items():
+        o = ours[key]
+        assert o["occurrences"] == t["occurrences"], key
+        assert o["total_ms"] * 1e3 == pytest.approx(t["total_time"], rel=1e-9), key
+        assert o["self_ms"] * 1e3 == pytest.approx(t["total_self_time"], rel=1e-9), key
+        assert o["category"] == t["category"], key
+        cat_theirs[t["category"]] += t["total_self_time"]
+        cat_ours[o["category"]] += o["self_ms"] * 1e3
+    profile = op_profile(model).to_dict()
+    by_name = {c["name"]: c["time_ms"] * 1e3 for c in profile["categories"]}
+    for cat, us in cat_theirs.items():
+        assert by_name[cat] == pytest.approx(us, rel=0.01)
+
+
+@pytest.mark.parametrize("path", [TPU, MI300], ids=["tpu", "mi300"])
+def test_idle_and_total_equal_xprof_op_profile(path: Path, tmp_path: Path) -> None:
+    theirs = _xprof(path, "op_profile", tmp_path)["byProgram"]
+    idle = next(c for c in theirs["children"] if c["name"] == "IDLE")
+    ours = op_profile(open_xla_model(path, use_cache=False)).to_dict()
+    assert ours["total_ms"] * 1e9 == pytest.approx(theirs["metrics"]["rawTime"], rel=1e-9)
+    assert ours["idle_ms"] * 1e9 == pytest.approx(idle["metrics"]["rawTime"], rel=1e-9)
+
+
+def test_tpu_flops_and_utilisation_equal_xprof(tmp_path: Path) -> None:
+    """The TPU profile records FLOPs and its peak: rates and utilisation agree exactly."""
+    theirs = _xprof_hlo_stats(TPU, tmp_path / "stats")
+    model, ours = _ours(TPU)
+    for key, t in theirs.items():
+        o = ours[key]
+        assert not o["flops_estimated"]
+        assert (o["gflops_per_s"] or 0.0) == pytest.approx(t["model_flop_rate"], rel=1e-6)
+        gib = (o["gbytes_per_s"] or 0.0) * 1e9 / 2**30  # XProf reports GiB/s
+        assert gib == pytest.approx(t["measured_memory_bw"], rel=1e-6)
+        assert (o["operational_intensity"] or 0.0) == pytest.approx(
+            t["operational_intensity"], rel=1e-6)
+        assert {"HBM": "memory", "Compute": "compute"}.get(t["bound_by"]) == o["bound_by"]
+    root = _xprof(TPU, "op_profile", tmp_path / "profile")["byProgram"]["metrics"]
+    profile = op_profile(model).to_dict()
+    assert profile["device"] == {"name": "TPU v6 Lite", "peak_tflops": 918.0,
+                                 "peak_gbytes_per_s": pytest.approx(1637.993152512),
+                                 "peak_source": "profile", "count": 4}
+    # XProf's whole-profile FLOPS utilisation is over busy (normalised) time, as ours.
+    assert profile["flops_utilization"] * 100 == pytest.approx(root["flops"] * 100, abs=0.01)
+    fusion = next(c for c in profile["categories"] if c["name"] == "loop fusion")
+    expected = 3 * 400 * 1342177280 / (fusion["time_ms"] / 1e3) / 918e12
+    assert fusion["flops_utilization"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_gpu_dot_and_convolution_flops_equal_xprof(tmp_path: Path) -> None:
+    """On GPU the profile has no FLOPs: ours are estimated from the HLO, and for convolutions
+    (padding taps excluded) and dots they equal XLA's cost analysis that XProf shows."""
+    for path in (MI300, MI300_LEGACY, MI355_TE):
+        theirs = _xprof_hlo_stats(path, tmp_path / path.parent.name)
+        _, ours = _ours(path)
+        checked = 0
+        for key, t in theirs.items():
+            o = ours[key]
+            assert o["flops_estimated"]
+            if o["category"] in ("convolution", "dot") or o["name"].startswith(
+                    ("cudnn-conv", "gemm_fusion_dot")):
+                assert o["gflops_per_s"] == pytest.approx(t["model_flop_rate"], rel=1e-3), key
+                checked += 1
+        assert checked
+
+
+def test_gpu_device_identified_and_peaks_sourced() -> None:
+    profile = op_profile(open_xla_model(MI300, use_cache=False)).to_dict()
+    assert profile["device"]["name"] == "AMD Instinct MI300X"
+    assert profile["device"]["peak_tflops"] == 1307.4
+    assert "MI300X" in profile["device"]["peak_source"]
+    conv = next(o for o in profile["ops"] if o["name"] == "cudnn-conv.1")
+    assert conv["flops_utilization"] == pytest.approx(
+        conv["gflops_per_s"] / 1307.4e3, rel=1e-9)
+    assert conv["bound_by"] == "compute"
+    assert 'custom_call_target="__cudnn$convForward"' in conv["expression"]
+    # A fusion expands to the ops it runs.
+    fusion = next(o for o in profile["ops"] if o["name"] == "input_transpose_fusion")
+    assert [f["opcode"] for f in fusion["fused"]] == ["bitcast", "transpose"]
+    # The MI355-class device (gfx950) is not in the table: its peak is unknown, not guessed.
+    unknown = op_profile(open_xla_model(MI355_TE, use_cache=False)).to_dict()
+    assert unknown["device"]["peak_tflops"] is None
+    assert unknown["flops_utilization"] is None
+    assert all(o["flops_utilization"] is None for o in unknown["ops"])
+    assert any("Unknown peak" in n for n in unknown["notes"])
+
+
+def test_profiles_without_xla_have_no_xla_data() -> None:
+    assert not may_hold_xla(TF_GPU)
+    assert not load_xla(TF_GPU).ops
+    assert may_hold_xla(TPU) and may_hold_xla(MI300)
+
+
+# -- HLO decoding ---------------------------------------------------------------------------------
+
+
+def _hlo_protos(path: Path) -> dict[str, bytes]:
+    space = XSpace.FromString(path.read_bytes())
+    plane = next(p for p in space.planes if p.name == "/host:metadata")
+    out = {}
+    for md in plane.event_metadata.values():
+        for stat in md.stats:
+            if plane.stat_metadata[stat.metadata_id].name == "Hlo Proto":
+                out[md.name] = stat.bytes_value
+    return out
+
+
+def test_hlo_proto_decodes_modules_computations_and_instructions() -> None:
+    module = decode_hlo_proto(_hlo_protos(MI300)["jit_forward_3d_conv(15)"])
+    assert module.name == "jit_forward_3d_conv"
+    assert module.id == 15
+    conv = module.instruction("cudnn-conv.1")
+    assert conv is not None and conv.opcode == "custom-call"
+    assert conv.shape.text() == "(bf16[1,5120,34,31,53]{4,3,2,1,0}, u8[7150336]{0})"
+    assert [w.size for w in conv.window] == [1, 2, 2]
+    assert [w.padding_low for w in conv.window] == [1, 1, 1]
+    assert conv.conv_dims is not None and conv.conv_dims.input_spatial == [2, 3, 4]
+    assert conv.op_name == "jit(forward_3d_conv)/conv_general_dilated"
+    fusion = module.instruction("input_transpose_fusion")
+    assert fusion is not None and fusion.fusion_kind == "kInput"
+    called = module.computation(fusion.called_computation_ids[0])
+    assert called is not None and called.is_fusion
+    # Convolution FLOPs count only taps that land on real input: 2·5120·16·(32·60·104).
+    assert cost_of(module, conv).flops == 2 * 5120 * 16 * 32 * 60 * 104
+    tpu = decode_hlo_proto(_hlo_protos(TPU)["jit_f(12190760917235803885)"])
+    inst = tpu.instruction("copy-done.1")
+    assert inst is not None and inst.shape.text() == "f32[5,1024,1024,256]{3,2,1,0:T(8,128)S(5)}"
+
+
+def test_hlo_proto_hostile_bytes_are_one_clear_error() -> None:
+    good = _hlo_protos(MI300)["jit_forward_3d_conv(15)"]
+    rng = random.Random(7)
+    for data in (b"", good[: len(good) // 2], bytes(rng.randrange(256) for _ in range(4000)),
+                 b"\x0a\xff\xff\xff\xff\x0f", b"\x0a" * 5000):
+        try:
+            module = decode_hlo_proto(data, "test")
+        except ProfileFormatError as err:
+            assert str(err).startswith("test:")
+        else:  # some random bytes parse: what comes out is still a module
+            assert isinstance(module.computations, list)
+
+
+# -- CPU programs recorded here: per-op times against the raw events -----------------------------
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp("jax_xla")
+    run_script(JAX_PROGRAM, str(logdir))
+    return next(logdir.rglob("*.xplane.pb"))
+
+
+@pytest.fixture(scope="module")
+def tf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp("tf_xla")
+    run_script(TF_PROGRAM, str(logdir))
+    return next(logdir.rglob("*.xplane.pb"))
+
+
+def _raw_op_times(path: Path) -> dict[str, tuple[int, int]]:
+    """hlo_op → (executions, total ns), read from the event table (another path)."""
+    table = load_xspace(path)
+    rows, codes, values = table.text_stat("hlo_op")
+    out: dict[str, tuple[int, int]] = {}
+    for v in range(len(values)):
+        mine = rows[codes == v]
+        out[values[v]] = (len(mine), int(table.duration_ns[mine].sum()))
+    return out
+
+
+@pytest.mark.parametrize("which", ["jax", "tf"])
+def test_cpu_programs_per_op_times_equal_raw_events(which: str, request: Any,
+                                                    tmp_path: Path) -> None:
+    path = request.getfixturevalue(f"{which}_run")
+    raw = _raw_op_times(path)
+    model = open_xla_model(path, use_cache=False)
+    rows = {r["name"]: r for r in hlo_op_stats(model).rows}
+    assert set(rows) == set(raw)
+    for name, (n, ns) in raw.items():
+        assert rows[name]["occurrences"] == n
+        assert rows[name]["total_ms"] == pytest.approx(ns / 1e6, abs=1e-6)  # ps vs ns rounding
+    # XProf has no op profile of a CPU-only run: nothing to compare there.
+    assert _xprof(path, "op_profile", tmp_path)["byProgram"].get("children", []) == []
+    # The program's HLO was found: every op has its text, FLOPs are estimated, not recorded.
+    assert all(r["expression"].startswith("%" + r["name"]) for r in rows.values())
+    assert all(r["flops_estimated"] for r in rows.values())
+    # Steps: each op's per-step executions add up to its total.
+    assert model.steps == [0, 1, 2, 3, 4]
+    for op in model.ops:
+        assert sum(s[1] for s in op.steps) == op.occurrences
+
+
+def test_cpu_dot_and_convolution_flops(jax_run: Path, tf_run: Path) -> None:
+    tf_rows = hlo_op_stats(open_xla_model(tf_run, use_cache=False)).rows
+    dot = next(r for r in tf_rows if r["category"] == "dot")
+    assert dot["flops"] == 5 * 2 * 32 * 64 * 64
+    jax_rows = hlo_op_stats(open_xla_model(jax_run, use_cache=False)).rows
+    conv = next(r for r in jax_rows if r["category"] == "convolution")
+    # SAME 3×3 over 64×128 with two output features: each output's valid taps, summed.
+    taps = (3 * 64 - 2) * (3 * 128 - 2)
+    assert conv["flops"] == 5 * 2 * 2 * 1 * taps
+    dims = conv["shape"].split("[")[1].split("]")[0].split(",")  # XLA:CPU picks the layout
+    assert conv["shape"].startswith("f32[") and sorted(map(int, dims)) == [1, 2, 64, 128]
+    roof = roofline(open_xla_model(jax_run, use_cache=False)).to_dict()
+    assert roof["peak_gflops_per_s"] is None  # a CPU: no published peak, none guessed
+    whole = [p for p in roof["points"] if p["step"] is None]
+    assert {p["name"] for p in whole} >= {conv["name"]}
+    per_step = [p for p in roof["points"] if p["step"] is not None and p["name"] == conv["name"]]
+    assert sorted(p["step"] for p in per_step) == [0, 1, 2, 3, 4]
+
+
+# -- bad or missing HLO degrades to times -------------------------------------------------------
+
+
+def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
+    space = XSpace.FromString(src.read_bytes())
+    edit(space)
+    dst.write_bytes(space.SerializeToString())
+    return dst
+
+
+def test_missing_hlo_degrades_to_times_with_a_note(tmp_path: Path) -> None:
+    def drop_metadata(space: Any) -> None:
+        keep = [p for p in space.planes if p.name != "/host:metadata"]
+        del space.planes[:]
+        space.planes.extend(keep)
+
+    path = _rewrite(MI300, tmp_path / "nohlo.xplane.pb", drop_metadata)
+    _, full = _ours(MI300)
+    model, ours = _ours(path)
+    assert {k[1]: v["total_ms"] for k, v in ours.items()} == {
+        k[1]: v["total_ms"] for k, v in full.items()}
+    assert all(r["flops"] is None and r["gflops_per_s"] is None for r in ours.values())
+    assert any("No HLO in the profile" in n for n in model.notes)
+    assert all(r["category"] == "unknown" for r in ours.values())
+    profile = op_profile(model).to_dict()
+    assert profile["flops_utilization"] is None
+
+
+def test_damaged_hlo_degrades_to_times_with_a_note(tmp_path: Path) -> None:
+    def damage(space: Any) -> None:
+        plane = next(p for p in space.planes if p.name == "/host:metadata")
+        for md in plane.event_metadata.values():
+            for stat in md.stats:
+                if stat.bytes_value:
+                    stat.bytes_value = b"\x0a\xff\xff\xff\xff\x0f" + stat.bytes_value[:9]
+
+    path = _rewrite(MI300, tmp_path / "bad.xplane.pb", damage)
+    model, ours = _ours(path)
+    assert len(ours) == 4 and all(r["total_ms"] > 0 for r in ours.values())
+    assert any("could not be read" in n for n in model.notes)
+    assert model.programs and all(not p["hlo"] for p in model.programs)
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def test_cli_json_keys_and_csv(tmp_path: Path, capsys: Any) -> None:
+    csv_path = tmp_path / "ops.csv"
+    assert main(["xla", str(TPU), "--json", "--csv", str(csv_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["modules"] == ["jit__psum", "jit_broadcast_in_dim", "jit_f"]
+    assert set(data["device"]) >= {"name", "peak_tflops", "peak_gbytes_per_s"}
+    for c in data["categories"]:
+        assert set(c) >= {"name", "time_ms", "time_percent", "flops_utilization",
+                          "bandwidth_utilization"}
+    for o in data["ops"]:
+        assert set(o) >= {"name", "module", "category", "occurrences", "total_ms", "self_ms",
+                          "gflops_per_s", "gbytes_per_s", "operational_intensity", "bound_by",
+                          "flops_estimated"}
+    assert sum(c["time_percent"] for c in data["categories"]) + data["idle_percent"] == \
+        pytest.approx(100.0)
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].split(",") == list(CSV_COLUMNS)
+    assert len(lines) == 1 + len(data["ops"])
+    # The cached model answers the second time without reading the XLA parts again.
+    assert main(["xla", str(TPU), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "TPU v6 Lite" in out and "copy-done.4" in out and "Top ops (2 of" in out
+
+
+def test_cli_top_keeps_top_ops_per_category(capsys: Any) -> None:
+    assert main(["xla", str(TPU), "--json", "--top", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert all(len(c["ops"]) == 1 for c in data["categories"])
+    assert len(data["ops"]) == len(data["categories"])
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: Any) -> None:
+    truncated = tmp_path / "t.xplane.pb"
+    truncated.write_bytes(TPU.read_bytes()[:5000])
+    empty = tmp_path / "empty" / "e.xplane.pb"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    noise = tmp_path / "noise" / "n.xplane.pb"
+    noise.parent.mkdir()
+    noise.write_bytes(bytes(random.Random(3).randrange(256) for _ in range(20000)))
+    for argv in (["xla", str(truncated)], ["xla", str(empty)], ["xla", str(noise)],
+                 ["xla", str(tmp_path / "missing")], ["xla", str(TF_GPU)],
+                 ["xla", str(TPU), "--top", "0"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err and err[-1].startswith("stepscope: error:"), argv
+        assert "Traceback" not in "\n".join(err)
+
+
+def test_model_json_form_round_trips() -> None:
+    model = open_xla_model(MI300, use_cache=False)
+    again = XlaModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert op_profile(again).to_dict() == op_profile(model).to_dict()
+    with pytest.raises(ValueError):
+        XlaModel.from_dict({"version": -1})
+
+
+def test_nested_host_ops_self_time() -> None:
+    """XLA:CPU ops nested on one thread (a call around its callees): self time excludes the
+    children; on a device overlapping executions are not nesting."""
+    from stepscope.model.xla_ops import DeviceInfo, XlaHostOps, XlaOp
+
+    ops = [XlaOp("1", "m", "outer"), XlaOp("1", "m", "inner")]
+    for plane, outer_self in (("/host:CPU", 60), ("/device:GPU:0", 100)):
+        x = XlaHostOps(ops, [DeviceInfo(plane, "", 0, 100)],
+                       np.array([0, 1, 1], np.int32), np.zeros(3, np.int32),
+                       np.zeros(3, np.int32), np.array([0, 10, 50], np.int64),
+                       np.array([100, 20, 20], np.int64), {}, {"1": "m"})
+        model = build_xla_model({"h": x})
+        by = {o.name: o for o in model.ops}
+        assert by["outer"].self_ps == outer_self and by["inner"].self_ps == 40
+    rows = hlo_op_stats(model).to_dict()
+    assert hlo_op_stats_csv(rows).count("\n") == 3
