@@ -1,7 +1,8 @@
 """Roofline: each HLO op's operational intensity against its achieved FLOP/s, under the
 device's roofs (peak FLOP/s, and peak bandwidth × intensity), for the whole run and per step.
 
-Ops without known FLOPs or bytes cannot be placed and are counted apart.
+Ops without FLOPs or bytes (unknown, or none: copies) cannot be placed on log–log axes and
+are counted apart.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class Roofline:
 
 def _point(o: OpMetrics, occurrences: int, self_ps: int, step: int | None,
            tflops: float | None, gbps: float | None) -> dict[str, Any] | None:
-    if not o.flops_known or o.bytes_accessed <= 0 or self_ps <= 0 or not o.occurrences:
+    # Log–log axes: an op without FLOPs (a copy) or bytes has no place on them.
+    if not o.flops_known or o.flops <= 0 or o.bytes_accessed <= 0 or self_ps <= 0 \
+            or not o.occurrences:
         return None
     share = occurrences / o.occurrences
     flops, nbytes = o.flops * share, o.bytes_accessed * share

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model.logdir import host_name, list_runs, resolve
+from stepscope.run_loader import has_xla_data
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
@@ -145,9 +146,11 @@ class Api:
         """The tools available for one run (and host)."""
         path = self._run_path(run)
         self._host(host, None, path)
+        xla = any(t.needs_xla for t in TOOLS.values()) and has_xla_data(resolve(path)[2])
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
-                           "flags": list(t.flags)} for t in TOOLS.values()]}
+                           "flags": list(t.flags)} for t in TOOLS.values()
+                          if xla or not t.needs_xla]}
 
     def status(self, run: str | None) -> dict[str, Any]:
         """How far loading the run has got (and starts loading it)."""
@@ -157,6 +160,8 @@ class Api:
                query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, bool]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
+        if chosen.needs_xla and not has_xla_data(resolve(path)[2]):
+            raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
         params = {name: flag(query, name) for name in chosen.flags}
         state = self.store.get(path)
         if state.state == "failed":
