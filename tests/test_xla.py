@@ -438,3 +438,38 @@ def test_nested_host_ops_self_time() -> None:
         assert by["outer"].self_ps == outer_self and by["inner"].self_ps == 40
     rows = hlo_op_stats(model).to_dict()
     assert hlo_op_stats_csv(rows).count("\n") == 3
+
+
+def test_absurd_hlo_is_bounded() -> None:
+    """A fusion that calls itself, fusions fanning out to one computation many times over,
+    and a convolution with an absurd window: the estimate ends quickly, with finite FLOPs."""
+    from stepscope.formats.hlo_proto import HloProto
+
+    proto = HloProto()
+    m = proto.hlo_module
+    m.name, m.id = "absurd", 1
+    shape = {"element_type": 11, "dimensions": [4, 4]}
+    comp = m.computations.add(name="c", id=1)
+    p0 = comp.instructions.add(name="p", opcode="parameter", id=1)
+    p0.shape.element_type, p0.shape.dimensions[:] = 11, [4, 4]
+    for i in range(40):  # 40 fusions, each calling computation 1 (itself) twice
+        inst = comp.instructions.add(name=f"f{i}", opcode="fusion", id=10 + i,
+                                     fusion_kind="kLoop")
+        inst.shape.element_type, inst.shape.dimensions[:] = shape["element_type"], [4, 4]
+        inst.operand_ids.append(1)
+        inst.called_computation_ids.extend([1, 1])
+        add = comp.instructions.add(name=f"a{i}", opcode="add", id=100 + i)
+        add.shape.element_type, add.shape.dimensions[:] = 11, [4, 4]
+    conv = comp.instructions.add(name="conv", opcode="convolution", id=500)
+    conv.shape.element_type, conv.shape.dimensions[:] = 11, [1, 1, 1 << 40]
+    conv.operand_ids.extend([1, 1])
+    conv.window.dimensions.add(size=1 << 40, stride=1)
+    dn = conv.convolution_dimension_numbers
+    dn.input_spatial_dimensions.append(1)
+    dn.output_spatial_dimensions.append(2)
+    module = decode_hlo_proto(proto.SerializeToString())
+    f0 = module.instruction("f0")
+    assert f0 is not None
+    assert cost_of(module, f0).flops == pytest.approx(2 * 40 * 16)  # twice the adds, once each
+    c = module.instruction("conv")
+    assert c is not None and cost_of(module, c).flops == 0.0

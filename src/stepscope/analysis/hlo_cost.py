@@ -43,6 +43,9 @@ FUSION_CATEGORY = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": 
                    "kCustom": "custom fusion"}
 # Nesting deeper than this (fusions in fusions) is cut off: it bounds the work on absurd input.
 _MAX_DEPTH = 16
+# A window or output dimension beyond this is not a real convolution: its FLOPs are left at 0
+# rather than enumerated.
+_MAX_DIM = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def category_of(inst: Instruction) -> str:
 
 def cost_of(module: HloModule, inst: Instruction) -> Cost:
     """The estimated cost of one execution of ``inst``."""
-    return Cost(_flops(module, inst, 0), _bytes(module, inst))
+    return Cost(_flops(module, inst, 0, {}), _bytes(module, inst))
 
 
 def _operands(module: HloModule, inst: Instruction) -> list[Instruction]:
@@ -78,7 +81,7 @@ def _bytes(module: HloModule, inst: Instruction) -> float:
     return float(operands + inst.shape.bytes())
 
 
-def _flops(module: HloModule, inst: Instruction, depth: int) -> float:
+def _flops(module: HloModule, inst: Instruction, depth: int, memo: dict[int, float]) -> float:
     op = inst.opcode
     if depth > _MAX_DEPTH or op in _NO_FLOPS:
         return 0.0
@@ -90,17 +93,25 @@ def _flops(module: HloModule, inst: Instruction, depth: int) -> float:
                                and inst.custom_call_target.startswith(_CONV_TARGETS)):
         return _conv_flops(module, inst)
     if op in ("reduce", "reduce-window"):
-        return _reduce_flops(module, inst, depth)
+        return _reduce_flops(module, inst, depth, memo)
     if op in ("fusion", "call"):
-        return sum(_computation_flops(module, c, depth + 1) for c in inst.called_computation_ids)
+        return sum(_computation_flops(module, c, depth + 1, memo)
+                   for c in inst.called_computation_ids)
     return 0.0
 
 
-def _computation_flops(module: HloModule, cid: int, depth: int) -> float:
+def _computation_flops(module: HloModule, cid: int, depth: int, memo: dict[int, float]
+                       ) -> float:
+    # Memoised per computation (and 0 while being computed: a cycle in bad input ends there),
+    # so that many callers of one computation cost one walk of it.
+    if cid in memo:
+        return memo[cid]
     comp = module.computation(cid)
-    if comp is None:
+    if comp is None or depth > _MAX_DEPTH:
         return 0.0
-    return sum(_flops(module, i, depth) for i in comp.instructions)
+    memo[cid] = 0.0
+    memo[cid] = total = sum(_flops(module, i, depth, memo) for i in comp.instructions)
+    return total
 
 
 def _dot_flops(module: HloModule, inst: Instruction) -> float:
@@ -117,7 +128,8 @@ def _dot_flops(module: HloModule, inst: Instruction) -> float:
 
 def _valid_pairs(size_in: int, size_out: int, w: WindowDim) -> int:
     """(output position, kernel position) pairs of one dimension that read real input."""
-    if size_in <= 0 or size_out <= 0 or w.size <= 0:
+    if not (size_in > 0 and 0 < size_out <= _MAX_DIM and 0 < w.size <= _MAX_DIM) \
+            or size_out * w.size > _MAX_DIM * 16:
         return 0
     out = np.arange(size_out, dtype=np.int64)[:, None]
     k = np.arange(w.size, dtype=np.int64)[None, :]
@@ -142,14 +154,14 @@ def _conv_flops(module: HloModule, inst: Instruction) -> float:
         taps = 1
         for i, (di, do) in enumerate(zip(dn.input_spatial, dn.output_spatial, strict=True)):
             w = inst.window[i] if i < len(inst.window) else WindowDim()
-            # Outputs beyond a million per dimension are not a real convolution: cap the work.
-            taps *= _valid_pairs(lhs.dimensions[di], min(out.dimensions[do], 1 << 20), w)
+            taps *= _valid_pairs(lhs.dimensions[di], out.dimensions[do], w)
     except (IndexError, ValueError):
         return 0.0
     return 2.0 * batch * features * per_group * taps
 
 
-def _reduce_flops(module: HloModule, inst: Instruction, depth: int) -> float:
+def _reduce_flops(module: HloModule, inst: Instruction, depth: int,
+                  memo: dict[int, float]) -> float:
     operands = _operands(module, inst)
     if not operands:
         return 0.0
@@ -157,7 +169,8 @@ def _reduce_flops(module: HloModule, inst: Instruction, depth: int) -> float:
     out = inst.shape.tuple_shapes if inst.shape.is_tuple else [inst.shape]
     applications = max(sum(s.shape.elements() for s in inputs)
                        - sum(s.elements() for s in out), 0)
-    per = sum(_computation_flops(module, c, depth + 1) for c in inst.called_computation_ids)
+    per = sum(_computation_flops(module, c, depth + 1, memo)
+              for c in inst.called_computation_ids)
     return float(applications) * max(per, 1.0)
 
 

@@ -20,6 +20,7 @@ ELEMENT_TYPES: dict[int, tuple[str, int]] = {
     27: ("u2", 2), 28: ("f8e4m3", 8), 29: ("f8e3m4", 8), 30: ("s1", 1), 31: ("u1", 1),
     32: ("f4e2m1fn", 4), 33: ("f8e8m0fnu", 8),
 }
+_BITS = dict(ELEMENT_TYPES.values())
 
 
 @dataclass
@@ -47,8 +48,7 @@ class Shape:
         return n
 
     def element_bits(self) -> int:
-        return next((bits for name, bits in ELEMENT_TYPES.values()
-                     if name == self.element_type), 0)
+        return _BITS.get(self.element_type, 0)
 
     def bytes(self) -> int:
         """Bytes the shape holds, tuple elements summed (layout padding not counted)."""
