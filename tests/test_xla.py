@@ -473,3 +473,25 @@ def test_absurd_hlo_is_bounded() -> None:
     assert cost_of(module, f0).flops == pytest.approx(2 * 40 * 16)  # twice the adds, once each
     c = module.instruction("conv")
     assert c is not None and cost_of(module, c).flops == 0.0
+
+
+def test_cli_host_and_report_flops_utilisation(tmp_path: Path, capsys: Any) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(TPU, run / "tpu.xplane.pb")
+    shutil.copy(MI300, run / "gpu.xplane.pb")
+    assert main(["xla", str(run), "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["modules"] == ["jit__psum", "jit_broadcast_in_dim", "jit_f",
+                               "jit_forward_3d_conv"]
+    assert main(["xla", str(run), "--json", "--host", "gpu"]) == 0
+    gpu = json.loads(capsys.readouterr().out)
+    assert gpu["modules"] == ["jit_forward_3d_conv"]
+    assert gpu["device"]["name"] == "AMD Instinct MI300X"
+    assert main(["xla", str(run), "--host", "<nope>"]) == 2
+    assert "No host" in capsys.readouterr().err
+    assert main(["report", str(TPU), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["xla_flops_utilization"] == pytest.approx(5.623371077235841e-06)
+    assert main(["report", str(TF_GPU), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["xla_flops_utilization"] is None

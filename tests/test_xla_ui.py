@@ -76,6 +76,11 @@ def test_xla_tools_listed_only_for_xla_runs(server: Server) -> None:
     assert status == 404  # no CSV for the tree
     status, _ = server.get("data", run="a_tpu", tool="../op_profile")
     assert status == 400
+    status, _ = server.get("data", run="a_tpu", tool="op_profile", host="<nope>")
+    assert status == 404
+    one = server.data(run="a_tpu", tool="hlo_op_stats", host="host")
+    every = server.data(run="a_tpu", tool="hlo_op_stats")
+    assert one["host"] == "host" and one["ops"] == every["ops"]  # the run's only host
 
 
 def test_op_profile_page(watched: Watched, server: Server) -> None:

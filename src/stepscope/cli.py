@@ -54,14 +54,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     model = _open_model(args)
     summary = model.overview_dict()
+    fu = _xla_flops_utilization(args)
     if args.json:
-        print(json.dumps(summary, indent=2, allow_nan=False))
+        print(json.dumps({**summary, "xla_flops_utilization": fu}, indent=2, allow_nan=False))
     else:
         console = _console()
         report.render_overview(summary, console)
+        if fu is not None:
+            console.print(f"FLOPS utilisation (XLA programs): {100 * fu:.3g}%")
         if len(model.hosts) > 1:
             report.render_pod(model.pod_dict(), console, per_step=False)
     return 0
+
+
+def _xla_flops_utilization(args: argparse.Namespace) -> float | None:
+    """The FLOPS utilisation of the run's XLA programs, where it has any and a known peak."""
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.model.logdir import resolve
+    from stepscope.run_loader import has_xla_data, open_xla_model
+
+    if not has_xla_data(resolve(args.path)[2]):
+        return None
+    value: float | None = op_profile(open_xla_model(
+        args.path, use_cache=not args.no_cache)).flops_utilization
+    return value
 
 
 def _open_model(args: argparse.Namespace) -> Any:
@@ -110,7 +126,8 @@ def _cmd_xla(args: argparse.Namespace) -> int:
     if args.top is not None and args.top < 1:
         raise StepscopeError(f"--top must be at least 1, not {args.top}.")
     with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress)
+        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               host=args.host)
     if not model.has_data:
         raise StepscopeError(f"{args.path} holds no XLA ops (no hlo_op events and no "
                              "\"XLA Ops\" lines); op profile needs a JAX, TensorFlow XLA or "
@@ -321,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "to FILE")
     xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
                      "category (default: all in --json, 20 shown in the terminal)")
+    xla.add_argument("--host", help="only this host's XLA programs (default: every host)")
     xla.add_argument("--no-cache", action="store_true",
                      help="read the profile afresh, bypassing the on-disk cache")
     xla.set_defaults(func=_cmd_xla)

@@ -8,6 +8,7 @@ to load is not cached, so that a fixed file is read again.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,19 @@ XLA_MODEL_NAME = f"xla_model.{XLA_MODEL_VERSION}"
 
 
 def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
-                 use_cache: bool = True) -> XlaModel:
-    """The XLA model of a loaded run (its XSpace files read again for their XLA parts),
-    from the cache when fresh; ``model`` gives the steps (else none are used)."""
+                 use_cache: bool = True, host: str | None = None) -> XlaModel:
+    """The XLA model of a loaded run, or of its host ``host`` (its XSpace files read again
+    for their XLA parts), from the cache when fresh; ``model`` gives the steps."""
+    sources = dict(sorted(profile.sources.items()))
+    if host is not None:
+        if host not in sources:
+            raise StepscopeError(f"No host {host!r} in this run; it has "
+                                 f"{', '.join(sources) or 'none'}.")
+        sources = {host: sources[host]}
     files: list[Path] = []
     if use_cache:
         try:
-            files = resolve(profile.path)[2]
+            files = resolve(profile.path)[2] if host is None else [sources[host]]
         except StepscopeError:
             files = []
         cached = _cached_xla(files) if files else None
@@ -90,7 +97,7 @@ def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
             return cached
     hosts: dict[str, XlaHostOps] = {}
     notes: list[str] = []
-    for name, source in sorted(profile.sources.items()):
+    for name, source in sources.items():
         if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_xla(source):
             continue
         try:
@@ -111,21 +118,36 @@ def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
 
 
 def open_xla_model(path: str | Path, *, use_cache: bool = True,
-                   progress: Progress | None = None) -> XlaModel:
-    """The XLA model of the run ``path`` names."""
+                   progress: Progress | None = None, host: str | None = None) -> XlaModel:
+    """The XLA model of the run ``path`` names, or of its host ``host``."""
     _, _, files, _ = resolve(path)
-    if use_cache:
+    if use_cache and host is None:
         cached = _cached_xla(files)
         if cached is not None:
             return cached
     profile = load(path, use_cache=use_cache, progress=progress)
     return xla_model_of(profile, run_model_of(profile, use_cache=use_cache),
-                        use_cache=use_cache)
+                        use_cache=use_cache, host=host)
 
 
 def has_xla_data(files: list[Path]) -> bool:
-    """Whether any of a run's files may hold XLA data (a byte probe, nothing decoded)."""
-    return any(f.name.endswith(schema.XPLANE_SUFFIX) and may_hold_xla(f) for f in files)
+    """Whether any of a run's files may hold XLA data (a byte probe, nothing decoded; each
+    file's answer is kept while its size and modification time stay the same)."""
+    for f in files:
+        if not f.name.endswith(schema.XPLANE_SUFFIX):
+            continue
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if _probe(str(f), st.st_size, st.st_mtime_ns):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe(path: str, size: int, mtime_ns: int) -> bool:
+    return may_hold_xla(path)
 
 
 def _cached_xla(files: list[Path]) -> XlaModel | None:

@@ -50,20 +50,21 @@ def _overview(run: LoadedRun) -> dict[str, Any]:
 def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The overview page of all hosts, or of one."""
     summary = _overview(run)
-    xla = {"xla_flops_utilization": _xla_flops_utilization(run)}
+    xla = {"xla_flops_utilization": _xla_flops_utilization(run, host)}
     if host is None:
         return {**summary, "host": None, **xla}
     return {"run": summary["run"], "path": summary["path"], "host": host,
             **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **xla}
 
 
-def _xla_flops_utilization(run: LoadedRun) -> float | None:
+def _xla_flops_utilization(run: LoadedRun, host: str | None) -> float | None:
     """The guide's "FLOPS utilisation" of the run's XLA programs, where it can be computed."""
     from stepscope.run_loader import has_xla_data
 
-    if not has_xla_data(list(run.profile.sources.values())):
+    sources = run.profile.sources
+    if not has_xla_data([sources[host]] if host in sources else list(sources.values())):
         return None
-    value: float | None = op_profile_data(run, None, {})["flops_utilization"]
+    value: float | None = op_profile_data(run, host, {})["flops_utilization"]
     return value
 
 
@@ -136,49 +137,50 @@ def input_pipeline_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     return input_ops_csv(_input_pipeline(run, host))
 
 
-def _xla(run: LoadedRun) -> Any:
-    """The run's XLA model (whole run): computed once per loaded run, or from the cache."""
+def _xla(run: LoadedRun, host: str | None) -> Any:
+    """The XLA model of the run, or of one host: computed once per loaded run (or cached)."""
     from stepscope.run_loader import xla_model_of
 
-    return run.result(("xla_model",), lambda: xla_model_of(run.profile, _model(run),
-                                                           use_cache=run.use_cache))
+    return run.result(("xla_model", host), lambda: xla_model_of(
+        run.profile, _model(run), use_cache=run.use_cache, host=host))
 
 
 def op_profile_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
-    """The op profile of the run's XLA programs (all hosts and devices)."""
+    """The op profile of the XLA programs of all hosts, or of one."""
     from stepscope.analysis.op_profile import op_profile
 
-    data: dict[str, Any] = run.result(("op_profile",),
-                                      lambda: op_profile(_xla(run)).to_dict())
-    return {"run": run.profile.run, **data}
+    data: dict[str, Any] = run.result(("op_profile", host),
+                                      lambda: op_profile(_xla(run, host)).to_dict())
+    return {"run": run.profile.run, "host": host, **data}
 
 
-def _hlo_op_stats(run: LoadedRun) -> dict[str, Any]:
+def _hlo_op_stats(run: LoadedRun, host: str | None) -> dict[str, Any]:
     from stepscope.analysis.hlo_op_stats import hlo_op_stats
 
-    data: dict[str, Any] = run.result(("hlo_op_stats",),
-                                      lambda: hlo_op_stats(_xla(run)).to_dict())
+    data: dict[str, Any] = run.result(("hlo_op_stats", host),
+                                      lambda: hlo_op_stats(_xla(run, host)).to_dict())
     return data
 
 
 def hlo_op_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """HLO op stats: one row per HLO op with its rates and what bounds it."""
-    return {"run": run.profile.run, **_hlo_op_stats(run)}
+    return {"run": run.profile.run, "host": host, **_hlo_op_stats(run, host)}
 
 
 def hlo_op_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     """HLO op stats as CSV, the columns of ``stepscope xla --csv``."""
     from stepscope.analysis.hlo_op_stats import hlo_op_stats_csv
 
-    return hlo_op_stats_csv(_hlo_op_stats(run))
+    return hlo_op_stats_csv(_hlo_op_stats(run, host))
 
 
 def roofline_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The roofline: each op's intensity and FLOP rate under the device's roofs."""
     from stepscope.analysis.roofline import roofline
 
-    data: dict[str, Any] = run.result(("roofline",), lambda: roofline(_xla(run)).to_dict())
-    return {"run": run.profile.run, **data}
+    data: dict[str, Any] = run.result(("roofline", host),
+                                      lambda: roofline(_xla(run, host)).to_dict())
+    return {"run": run.profile.run, "host": host, **data}
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in [

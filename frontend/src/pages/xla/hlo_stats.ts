@@ -33,10 +33,10 @@ const COLUMNS: Column<OpRow>[] = [
 ];
 
 export async function renderHloStats(ctx: PageContext): Promise<HTMLElement> {
-  const params = { run: ctx.run, tool: "hlo_op_stats" };
+  const params = { run: ctx.run, host: ctx.host, tool: "hlo_op_stats" };
   const data = await toolData<HloStatsData>(params, ctx.progress);
   const page = h("div", { id: "hlo-stats-page", className: "xla-page" }, xlaStyle(),
-                 h("h1", {}, `HLO op stats — ${data.run}`));
+                 h("h1", {}, `HLO op stats — ${data.run}${ctx.host ? " — " + ctx.host : ""}`));
   if (!data.ops.length) {
     page.append(h("p", { className: "card", id: "no-xla" }, "No XLA ops in this run."));
     return page;

@@ -66,9 +66,9 @@ function details(o: OpRow | null): HTMLElement {
 }
 
 export async function renderOpProfile(ctx: PageContext): Promise<HTMLElement> {
-  const data = await toolData<OpProfileData>({ run: ctx.run, tool: "op_profile" }, ctx.progress);
+  const data = await toolData<OpProfileData>({ run: ctx.run, host: ctx.host, tool: "op_profile" }, ctx.progress);
   const page = h("div", { id: "op-profile-page", className: "xla-page" }, xlaStyle(),
-                 h("h1", {}, `Op profile — ${data.run}`));
+                 h("h1", {}, `Op profile — ${data.run}${ctx.host ? " — " + ctx.host : ""}`));
   if (!data.ops.length) {
     page.append(h("p", { className: "card", id: "no-xla" }, "No XLA ops in this run."));
     return page;

@@ -87,9 +87,9 @@ function chart(data: RooflineData, points: RoofPoint[]): HTMLElement {
 }
 
 export async function renderRoofline(ctx: PageContext): Promise<HTMLElement> {
-  const data = await toolData<RooflineData>({ run: ctx.run, tool: "roofline_model" }, ctx.progress);
+  const data = await toolData<RooflineData>({ run: ctx.run, host: ctx.host, tool: "roofline_model" }, ctx.progress);
   const page = h("div", { id: "roofline-page", className: "xla-page" }, xlaStyle(),
-                 h("h1", {}, `Roofline model — ${data.run}`));
+                 h("h1", {}, `Roofline model — ${data.run}${ctx.host ? " — " + ctx.host : ""}`));
   const d = data.device;
   page.append(h("p", { id: "roof-device" }, `${d.name || "unknown device"}: ` +
     (data.peak_gflops_per_s === null ? "unknown peak (no roofs drawn)"
