@@ -495,3 +495,23 @@ def test_cli_host_and_report_flops_utilisation(tmp_path: Path, capsys: Any) -> N
     assert report["xla_flops_utilization"] == pytest.approx(5.623371077235841e-06)
     assert main(["report", str(TF_GPU), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["xla_flops_utilization"] is None
+
+
+def test_device_identified_from_plane_capabilities() -> None:
+    """GPU planes name no model: it is told from vendor, compute capability and cores."""
+    from stepscope.analysis import device_peaks
+
+    table = load_xspace(TF_GPU)
+    props = table.planes[table.plane_index("/device:GPU:4") or 0].stats
+    assert props["compute_cap_major"] == 7 and props["core_count"] == 80
+    model = device_peaks.identify("", props)
+    assert model == "NVIDIA V100"
+    peaks = device_peaks.lookup(model)
+    assert peaks is not None and peaks.gbytes_per_s == 900.0 and peaks.tflops["fp32"] == 15.7
+    assert peaks.peak_tflops("fp32") == 15.7 and peaks.peak_tflops() == 125.0
+    assert "datasheet" in peaks.source
+    assert device_peaks.identify("", {"compute_cap_major": 9, "compute_cap_minor": 0,
+                                      "core_count": 132}) == "NVIDIA H100 SXM"
+    assert device_peaks.lookup("Some Future Accelerator 9000") is None
+    assert device_peaks.identify("", {"device_vendor": "AMD", "compute_cap_major": 9,
+                                      "compute_cap_minor": 5, "core_count": 256}) == ""
