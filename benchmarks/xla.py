@@ -3,9 +3,9 @@
 Profiles:
 
 * the real XLA fixtures of ../shared/fixtures (TPU v6e JAX, MI300 JAX, MI355 JAX+TE);
-* ``tpu-x<K>``: the TPU v6e fixture with every device's "XLA Ops" events repeated K times
-  (each copy shifted past the last), so that the op count grows while the programs stay
-  real; XProf reads it too.
+* ``tpu-x<K>`` and ``mi300-x<K>``: the TPU v6e and MI300 fixtures with every device's "XLA
+  Ops" (TPU) or kernel stream (GPU) events repeated K times (each copy shifted past the
+  last), so that the op count grows while the programs stay real; XProf reads them too.
 
 For each, in fresh directories (so neither side's cache answers), it times:
 
@@ -48,13 +48,14 @@ def _timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
 
 
 def _amplified(src: Path, dst: Path, k: int) -> Path:
-    """``src`` with each "XLA Ops" line's events repeated ``k`` times, shifted in time."""
+    """``src`` with each "XLA Ops" or stream line's events repeated ``k`` times, shifted."""
     from stepscope.formats.xplane_proto import XSpace
 
     space = XSpace.FromString(src.read_bytes())
     for plane in space.planes:
         for line in plane.lines:
-            if line.name != "XLA Ops" or not line.events:
+            if not (line.name == "XLA Ops" or line.name.startswith("Stream #")) \
+                    or not line.events or not plane.name.startswith("/device:"):
                 continue
             events = list(line.events)
             span = max(e.offset_ps + e.duration_ps for e in events) - min(
@@ -119,6 +120,10 @@ def main() -> None:
         (scratch / "big").mkdir()
         profiles[f"tpu-x{args.repeat_events}"] = _amplified(
             TPU, scratch / "big" / "tpu.xplane.pb", args.repeat_events)
+        gpu_k = args.repeat_events * 40
+        (scratch / "big-gpu").mkdir()
+        profiles[f"mi300-x{gpu_k}"] = _amplified(
+            MI300, scratch / "big-gpu" / "mi300.xplane.pb", gpu_k)
         print(f"{'profile':<12} {'XLA ops':>9} {'MB':>6} {'ours cold ms':>13} "
               f"{'ours cached ms':>15} {'XProf ms':>10} {'XProf/ours cold':>16}")
         for name, path in profiles.items():

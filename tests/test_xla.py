@@ -515,3 +515,11 @@ def test_device_identified_from_plane_capabilities() -> None:
     assert device_peaks.lookup("Some Future Accelerator 9000") is None
     assert device_peaks.identify("", {"device_vendor": "AMD", "compute_cap_major": 9,
                                       "compute_cap_minor": 5, "core_count": 256}) == ""
+
+
+def test_protobuf_decoder_gives_the_same_xla_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The XLA reader over the pure-protobuf XSpace decoder agrees with the compiled one."""
+    fast = build_xla_model({"h": load_xla(MI300)}).to_dict()
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    slow = build_xla_model({"h": load_xla(MI300)}).to_dict()
+    assert slow == fast and slow["ops"]

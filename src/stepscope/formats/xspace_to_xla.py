@@ -124,34 +124,75 @@ def _programs(cols: xc.XSpaceColumns, source: str
     return modules, names, bad
 
 
-def _decoded(stats: xc.StatColumns, rows: Any, plane: Any) -> list[str]:
-    """Each stat row's value as text (each distinct value decoded once)."""
-    if not len(rows):
-        return []
-    keys = np.stack([stats.kind[rows].astype(np.int64), stats.value[rows],
-                     stats.length[rows].astype(np.int64)], axis=1)
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
-    texts = []
-    for kind, value, length in distinct.tolist():
-        if kind in (KIND_STR, KIND_BYTES):
-            texts.append(stats.blob[value:value + length].decode("utf-8", "replace"))
-        elif kind == KIND_REF:
-            md = plane.stat_metadata.get(value)
-            texts.append("" if md is None else md.name)
-        elif kind == KIND_UINT64:
-            texts.append(str(value % (1 << 64)))
-        elif kind == KIND_DOUBLE:
-            texts.append(repr(float(np.array(value, np.int64).view(np.float64))))
-        else:
-            texts.append(str(value))
-    return [texts[i] for i in inverse.reshape(-1).tolist()]
+def _decoded(stats: xc.StatColumns, rows: Any, plane: Any) -> tuple[Any, list[str]]:
+    """Each stat row's value as a code into a list of texts (each distinct value decoded
+    once, and distinct values found by 1-D sorts, so that millions of rows stay cheap)."""
+    codes = np.zeros(len(rows), np.int64)
+    texts: list[str] = []
+    kinds = stats.kind[rows]
+    for kind in np.unique(kinds).tolist():
+        sel = np.flatnonzero(kinds == kind)
+        # A value is an int, a ref id or a blob offset: with the kind it names the text.
+        distinct, first, inverse = np.unique(stats.value[rows[sel]], return_index=True,
+                                             return_inverse=True)
+        base = len(texts)
+        for value, at in zip(distinct.tolist(), first.tolist(), strict=True):
+            if kind in (KIND_STR, KIND_BYTES):
+                length = int(stats.length[rows[sel[at]]])
+                texts.append(stats.blob[value:value + length].decode("utf-8", "replace"))
+            elif kind == KIND_REF:
+                md = plane.stat_metadata.get(value)
+                texts.append("" if md is None else md.name)
+            elif kind == KIND_UINT64:
+                texts.append(str(value % (1 << 64)))
+            elif kind == KIND_DOUBLE:
+                texts.append(repr(float(np.array(value, np.int64).view(np.float64))))
+            else:
+                texts.append(str(value))
+        codes[sel] = base + inverse.reshape(-1)
+    return codes, texts
+
+
+def _kernel_ops(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any
+                ) -> tuple[Any, list[tuple[str, str, str]], Any] | None:
+    """Events of a plane that carry ``hlo_op``: (event rows, distinct (program, module, op),
+    each row's index into them); None when the plane has no such stat."""
+    ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
+    if HLO_OP_STAT not in ids:
+        return None
+    st = cols.stats
+    here = on_plane[stat_event] if len(stat_event) else np.zeros(0, bool)
+    per_event: list[Any] = []
+    texts: list[list[str]] = []
+    for stat in (PROGRAM_ID_STAT, HLO_MODULE_STAT, HLO_OP_STAT):
+        codes = np.full(len(cols.events), -1, np.int64)
+        names: list[str] = []
+        if stat in ids:
+            srows = np.flatnonzero(here & (st.metadata_id == ids[stat]))
+            found, names = _decoded(st, srows, plane)
+            codes[stat_event[srows]] = found
+        per_event.append(codes)
+        texts.append(names + [""])  # code -1 reads as ""
+    rows = np.flatnonzero(per_event[2] >= 0)
+    # One int64 key per row from the three codes (each below its text count + 1).
+    sizes = [len(t) for t in texts]
+    key = np.zeros(len(rows), np.int64)
+    for codes, size in zip(per_event, sizes, strict=True):
+        key = key * size + (codes[rows] + 1)
+    distinct, inverse = np.unique(key, return_inverse=True)
+    triples = []
+    for k in distinct.tolist():
+        o, k = k % sizes[2], k // sizes[2]
+        m, p = k % sizes[1], k // sizes[1]
+        triples.append((texts[0][p - 1], texts[1][m - 1], texts[2][o - 1]))
+    return rows, triples, inverse.reshape(-1)
 
 
 def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHostOps:
     """The XLA ops and programs of decoded XSpace columns."""
     modules, module_names, bad = _programs(cols, source)
     program_of_name = {v: k for k, v in module_names.items()}
-    ev, st = cols.events, cols.stats
+    ev = cols.events
     plane_of_event = cols.lines.plane[ev.line]
     stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
     start_ps = (cols.lines.timestamp_ns[ev.line] * 1000 + ev.offset_ps).astype(np.int64)
@@ -196,29 +237,14 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                 np.zeros(0, np.int32)
             _device_clock(cols, plane, index, rows, start_ps, duration_ps, stat_event)
         else:
-            ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
-            if HLO_OP_STAT not in ids:
+            found = _kernel_ops(cols, plane, on_plane, stat_event)
+            if found is None:
                 continue
-            stats_here = on_plane[stat_event] if len(stat_event) else np.zeros(0, bool)
-            values: dict[str, dict[int, str]] = {}
-            for stat in (HLO_OP_STAT, HLO_MODULE_STAT, PROGRAM_ID_STAT):
-                if stat not in ids:
-                    values[stat] = {}
-                    continue
-                srows = np.flatnonzero(stats_here & (st.metadata_id == ids[stat]))
-                values[stat] = dict(zip(stat_event[srows].tolist(), _decoded(st, srows, plane),
-                                        strict=True))
-            rows = np.array(sorted(values[HLO_OP_STAT]), dtype=np.int64)
-            keys: dict[tuple[str, str, str], int] = {}
-            per_row = []
-            for r in rows.tolist():
-                module = values[HLO_MODULE_STAT].get(r, "")
-                program = values[PROGRAM_ID_STAT].get(r, "") or program_of_name.get(module, "")
-                key = (program, module, values[HLO_OP_STAT][r])
-                if key not in keys:
-                    keys[key] = op_of(program, module, key[2], {})
-                per_row.append(keys[key])
-            op_rows = np.array(per_row, dtype=np.int32)
+            rows, triples, inverse = found
+            codes = [op_of(program or program_of_name.get(module, ""), module, name, {})
+                     for program, module, name in triples]
+            op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
+                np.zeros(0, np.int32)
         if not len(rows):
             continue
         pstats = {}
