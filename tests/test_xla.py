@@ -149,7 +149,8 @@ def test_tpu_flops_and_utilisation_equal_xprof(tmp_path: Path) -> None:
     profile = op_profile(model).to_dict()
     assert profile["device"] == {"name": "TPU v6 Lite", "peak_tflops": 918.0,
                                  "peak_gbytes_per_s": pytest.approx(1637.993152512),
-                                 "peak_source": "profile", "count": 4}
+                                 "peak_source": "profile",
+                                 "peak_tflops_by_precision": {"bf16": 918.0}, "count": 4}
     # XProf's whole-profile FLOPS utilisation is over busy (normalised) time, as ours.
     assert profile["flops_utilization"] * 100 == pytest.approx(root["flops"] * 100, abs=0.01)
     fusion = next(c for c in profile["categories"] if c["name"] == "loop fusion")

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from stepscope.analysis import device_peaks
 from stepscope.analysis.xla_model import OpMetrics, XlaModel
 
 PS_PER_MS = 1e9
@@ -37,8 +38,11 @@ def device_dict(model: XlaModel) -> dict[str, Any]:
     """The device the figures are judged against: name and peaks (None: unknown)."""
     name, tflops, gbps = model.peaks()
     source = model.devices[0].peak_source if model.devices else "unknown"
+    table = device_peaks.lookup(name) if name else None
     return {"name": name or (model.devices[0].name if model.devices else ""),
             "peak_tflops": tflops, "peak_gbytes_per_s": gbps, "peak_source": source,
+            # The published peak per precision (utilisation uses ``peak_tflops``).
+            "peak_tflops_by_precision": dict(table.tflops) if table else {},
             "count": len(model.devices)}
 
 
