@@ -524,3 +524,61 @@ def test_protobuf_decoder_gives_the_same_xla_ops(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
     slow = build_xla_model({"h": load_xla(MI300)}).to_dict()
     assert slow == fast and slow["ops"]
+
+
+# XLA's own message classes (shipped with TensorFlow) decode the same bytes: the reference.
+REFERENCE_HLO = """
+import json, sys
+from tensorflow.compiler.xla.service import hlo_pb2
+out = []
+for path in sys.argv[1:]:
+    proto = hlo_pb2.HloProto.FromString(open(path, "rb").read())
+    m, b = proto.hlo_module, proto.buffer_assignment
+    out.append({
+        "name": m.name, "id": m.id, "entry": m.entry_computation_id,
+        "computations": [[c.name, c.id, c.is_fusion_computation, [[
+            i.name, i.opcode, i.id, list(i.operand_ids), list(i.called_computation_ids),
+            i.shape.element_type, list(i.shape.dimensions), len(i.shape.tuple_shapes),
+            list(i.shape.layout.minor_to_major), i.fusion_kind, i.metadata.op_name,
+            i.custom_call_target, [w.size for w in i.window.dimensions],
+            list(i.dot_dimension_numbers.lhs_contracting_dimensions)]
+            for i in c.instructions]] for c in m.computations],
+        "buffers": [[x.id, x.size, x.defined_at.instruction_id] for x in b.logical_buffers],
+        "allocations": [[a.index, a.size, a.maybe_live_out, a.is_entry_computation_parameter,
+                         [[y.logical_buffer_id, y.offset, y.size] for y in a.assigned]]
+                        for a in b.buffer_allocations],
+        "heap": [[t.buffer_allocation_index, [e.kind for e in t.events],
+                  [e.buffer_id for e in t.events]] for t in b.heap_simulator_traces],
+    })
+print(json.dumps(out))
+"""
+
+
+def test_hlo_decoder_agrees_with_xlas_own_classes(tmp_path: Path) -> None:
+    protos = {**_hlo_protos(MI300), **_hlo_protos(TPU), **_hlo_protos(MI355_TE)}
+    paths = []
+    for i, data in enumerate(protos.values()):
+        paths.append(tmp_path / f"{i}.pb")
+        paths[-1].write_bytes(data)
+    reference = json.loads(run_script(REFERENCE_HLO, *map(str, paths)))
+    from stepscope.model.hlo import ELEMENT_TYPES
+
+    names = {name: number for number, (name, _) in ELEMENT_TYPES.items()}
+    for data, ref in zip(protos.values(), reference, strict=True):
+        m = decode_hlo_proto(data)
+        assert (m.name, m.id, m.entry_computation_id) == (ref["name"], ref["id"], ref["entry"])
+        ours = [[c.name, c.id, c.is_fusion, [[
+            i.name, i.opcode, i.id, i.operand_ids, i.called_computation_ids,
+            names.get(i.shape.element_type, i.shape.element_type), i.shape.dimensions,
+            len(i.shape.tuple_shapes), i.shape.minor_to_major or [], i.fusion_kind, i.op_name,
+            i.custom_call_target, [w.size for w in i.window],
+            i.dot_dims.lhs_contracting if i.dot_dims else []]
+            for i in c.instructions]] for c in m.computations]
+        assert ours == ref["computations"]
+        b = m.buffer_assignment
+        assert b is not None
+        assert [[x.id, x.size, x.instruction_id] for x in b.logical_buffers] == ref["buffers"]
+        assert [[a.index, a.size, a.maybe_live_out, a.is_entry_parameter,
+                 [list(t) for t in a.assigned]] for a in b.allocations] == ref["allocations"]
+        assert [[t.allocation_index, t.kind.tolist(), t.buffer_id.tolist()]
+                for t in b.heap_traces] == ref["heap"]

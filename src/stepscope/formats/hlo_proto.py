@@ -9,21 +9,75 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.protodef import Field, Message, build
 from stepscope.model.hlo import (
     ELEMENT_TYPES,
+    BufferAllocation,
+    BufferAssignment,
     Computation,
     ConvDims,
     DotDims,
+    HeapTrace,
     HloModule,
     Instruction,
+    LogicalBuffer,
     Shape,
     WindowDim,
 )
 
 MESSAGES = [
-    Message("HloProto", [Field("hlo_module", 1, "HloModuleProto")]),
+    Message("HloProto", [
+        Field("hlo_module", 1, "HloModuleProto"),
+        Field("buffer_assignment", 3, "BufferAssignmentProto"),
+    ]),
+    Message("BufferAssignmentProto", [
+        Field("logical_buffers", 1, "LogicalBufferProto", repeated=True),
+        Field("buffer_allocations", 3, "BufferAllocationProto", repeated=True),
+        Field("heap_simulator_traces", 4, "HeapSimulatorTrace", repeated=True),
+    ]),
+    Message("LogicalBufferProto", [
+        Field("id", 1, "int64"),
+        Field("size", 2, "int64"),
+        Field("defined_at", 3, "LogicalBufferLocation"),
+        Field("color", 4, "int64"),
+    ]),
+    Message("LogicalBufferLocation", [  # LogicalBufferProto.Location
+        Field("instruction_name", 2, "string"),
+        Field("shape_index", 3, "int64", repeated=True),
+        Field("instruction_id", 4, "int64"),
+    ]),
+    Message("BufferAllocationProto", [
+        Field("index", 1, "int64"),
+        Field("size", 2, "int64"),
+        Field("is_thread_local", 3, "bool"),
+        Field("is_entry_computation_parameter", 5, "bool"),
+        Field("parameter_number", 6, "int64"),
+        Field("maybe_live_out", 7, "bool"),
+        Field("color", 8, "int64"),
+        Field("assigned", 9, "BufferAllocationAssigned", repeated=True),
+        Field("is_tuple", 11, "bool"),
+        Field("is_constant", 12, "bool"),
+    ]),
+    Message("BufferAllocationAssigned", [  # BufferAllocationProto.Assigned
+        Field("logical_buffer_id", 1, "int64"),
+        Field("offset", 2, "int64"),
+        Field("size", 3, "int64"),
+    ]),
+    Message("HeapSimulatorTrace", [
+        Field("events", 1, "HeapSimulatorEvent", repeated=True),
+        Field("whole_module_simulation", 2, "bool"),
+        Field("buffer_allocation_index", 3, "int64"),
+    ]),
+    Message("HeapSimulatorEvent", [  # HeapSimulatorTrace.Event
+        Field("kind", 1, "int32"),  # an enum on the wire: ALLOC 0, FREE 1, SHARE_WITH 2
+        Field("buffer_id", 2, "int64"),
+        Field("computation_name", 3, "string"),
+        Field("instruction_name", 4, "string"),
+        Field("share_with_canonical_id", 5, "int64"),
+    ]),
     Message("HloModuleProto", [
         Field("name", 1, "string"),
         Field("entry_computation_name", 2, "string"),
@@ -118,8 +172,32 @@ def decode_hlo_proto(data: bytes, source: str = "<bytes>") -> HloModule:
     if not proto.HasField("hlo_module"):
         raise ProfileFormatError(f"{source}: the HLO proto holds no module.")
     m = proto.hlo_module
+    assignment = (_buffer_assignment(proto.buffer_assignment)
+                  if proto.HasField("buffer_assignment") else None)
     return HloModule(m.name, int(m.id), [_computation(c) for c in m.computations],
-                     int(m.entry_computation_id), m.entry_computation_name)
+                     int(m.entry_computation_id), m.entry_computation_name, assignment)
+
+
+def _buffer_assignment(b: Any) -> BufferAssignment:
+    buffers = [LogicalBuffer(int(x.id), int(x.size), int(x.defined_at.instruction_id),
+                             x.defined_at.instruction_name, list(x.defined_at.shape_index),
+                             int(x.color)) for x in b.logical_buffers]
+    allocations = [BufferAllocation(
+        int(a.index), int(a.size), bool(a.is_thread_local), bool(a.is_tuple),
+        bool(a.is_entry_computation_parameter), bool(a.is_constant), int(a.parameter_number),
+        bool(a.maybe_live_out), int(a.color),
+        [(int(x.logical_buffer_id), int(x.offset), int(x.size)) for x in a.assigned])
+        for a in b.buffer_allocations]
+    traces = []
+    for t in b.heap_simulator_traces:
+        events = t.events
+        traces.append(HeapTrace(
+            int(t.buffer_allocation_index), bool(t.whole_module_simulation),
+            np.array([e.kind for e in events], np.int8),
+            np.array([e.buffer_id for e in events], np.int64),
+            np.array([e.share_with_canonical_id for e in events], np.int64),
+            [e.instruction_name for e in events]))
+    return BufferAssignment(buffers, allocations, traces)
 
 
 def _computation(c: Any) -> Computation:

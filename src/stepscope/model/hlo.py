@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 # XLA's element types by their PrimitiveType number, and each one's size in bits.
 ELEMENT_TYPES: dict[int, tuple[str, int]] = {
     1: ("pred", 8), 2: ("s8", 8), 3: ("s16", 16), 4: ("s32", 32), 5: ("s64", 64),
@@ -143,6 +146,59 @@ class Computation:
 
 
 @dataclass
+class LogicalBuffer:
+    """A value the program needs memory for: where it is defined and its size."""
+
+    id: int
+    size: int
+    instruction_id: int
+    instruction_name: str  # older protos name the instruction instead of giving its id
+    shape_index: list[int]
+    color: int = 0  # the memory space it lives in
+
+
+@dataclass
+class BufferAllocation:
+    """One allocation of the compiled program, and the logical buffers placed in it."""
+
+    index: int
+    size: int
+    is_thread_local: bool
+    is_tuple: bool
+    is_entry_parameter: bool
+    is_constant: bool
+    parameter_number: int
+    maybe_live_out: bool
+    color: int
+    assigned: list[tuple[int, int, int]]  # (logical buffer id, offset, size)
+
+
+# Heap simulator event kinds.
+HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH = 0, 1, 2
+
+
+@dataclass
+class HeapTrace:
+    """One heap-simulator run, in event order, as columns."""
+
+    allocation_index: int
+    whole_module: bool
+    kind: NDArray[np.int8]  # HEAP_*
+    buffer_id: NDArray[np.int64]
+    share_with: NDArray[np.int64]  # the canonical buffer of a SHARE_WITH event
+    instruction: list[str]  # the instruction being processed when it happened
+
+
+@dataclass
+class BufferAssignment:
+    """Where each value of a compiled program lives in memory (for the memory viewer)."""
+
+    logical_buffers: list[LogicalBuffer]
+    allocations: list[BufferAllocation]
+    heap_traces: list[HeapTrace]
+
+
+@dataclass
 class HloModule:
     """One XLA program as compiled: its computations, the entry one named."""
 
@@ -151,6 +207,7 @@ class HloModule:
     computations: list[Computation]
     entry_computation_id: int = 0
     entry_computation_name: str = ""
+    buffer_assignment: BufferAssignment | None = None
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.computations}
