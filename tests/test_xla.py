@@ -123,7 +123,7 @@ def test_per_op_times_categories_and_counts_equal_xprof(path: Path, tmp_path: Pa
         assert by_name[cat] == pytest.approx(us, rel=0.01)
 
 
-@pytest.mark.parametrize("path", [TPU, MI300], ids=["tpu", "mi300"])
+@pytest.mark.parametrize("path", XLA_FIXTURES, ids=lambda p: p.parent.name)
 def test_idle_and_total_equal_xprof_op_profile(path: Path, tmp_path: Path) -> None:
     theirs = _xprof(path, "op_profile", tmp_path)["byProgram"]
     idle = next(c for c in theirs["children"] if c["name"] == "IDLE")

@@ -247,25 +247,18 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                 np.zeros(0, np.int32)
         if not len(rows):
             continue
-        pstats = {}
-        for stat in plane.stats:
-            smd = plane.stat_metadata.get(stat.metadata_id)
-            if smd is not None:
-                pstats[smd.name] = _stat_value(plane, stat)
-        kind = next((str(pstats[k]) for k in DEVICE_KIND_STATS if pstats.get(k)), "")
-        peak = pstats.get(PEAK_TFLOPS_STAT)
-        hbm = pstats.get(PEAK_HBM_STAT)
-        # A device's time is the span of its XLA ops where it has an "XLA Ops" line, else of
-        # all its events (kernels and copies outside XLA too), as XProf counts it.
         span = rows if xla_lines or not _DEVICE_PLANE.match(plane.name) else \
             np.flatnonzero(on_plane)
-        begin = start_ps[span]
-        devices.append(DeviceInfo(
-            plane.name, kind, int(begin.min()), int((begin + duration_ps[span]).max()),
-            float(peak) if isinstance(peak, (int, float)) and peak > 0 else None,
-            float(hbm) if isinstance(hbm, (int, float)) and hbm > 0 else None,
-            {k: pstats[k] for k in DEVICE_PROP_STATS if isinstance(pstats.get(k), (int, str))}))
+        devices.append(_device_info(plane, span, start_ps, duration_ps))
         parts.append((rows, op_rows, len(devices) - 1))
+    if parts and _DEVICE_PLANE.match(devices[0].name):
+        # Devices that ran no XLA op (copies only) still count in the devices' time, idle.
+        seen = {d.name for d in devices}
+        for index, plane in enumerate(cols.planes):
+            if _DEVICE_PLANE.match(plane.name) and plane.name not in seen:
+                span = np.flatnonzero(plane_of_event == index)
+                if len(span):
+                    devices.append(_device_info(plane, span, start_ps, duration_ps))
 
     if parts:
         rows = np.concatenate([p[0] for p in parts])
@@ -275,6 +268,27 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
         rows, op, device = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
     return XlaHostOps(ops, devices, op, device, ev.line[rows].astype(np.int32), start_ps[rows],
                       duration_ps[rows], modules, module_names, bad)
+
+
+def _device_info(plane: Any, span: Any, start_ps: Any, duration_ps: Any) -> DeviceInfo:
+    """A device plane's model, stated peaks and the span of the events ``span``.
+
+    A device's time is the span of its XLA ops where it has an "XLA Ops" line, else of all
+    its events (kernels and copies outside XLA too), as XProf counts it."""
+    pstats = {}
+    for stat in plane.stats:
+        smd = plane.stat_metadata.get(stat.metadata_id)
+        if smd is not None:
+            pstats[smd.name] = _stat_value(plane, stat)
+    kind = next((str(pstats[k]) for k in DEVICE_KIND_STATS if pstats.get(k)), "")
+    peak = pstats.get(PEAK_TFLOPS_STAT)
+    hbm = pstats.get(PEAK_HBM_STAT)
+    begin = start_ps[span]
+    return DeviceInfo(
+        plane.name, kind, int(begin.min()), int((begin + duration_ps[span]).max()),
+        float(peak) if isinstance(peak, (int, float)) and peak > 0 else None,
+        float(hbm) if isinstance(hbm, (int, float)) and hbm > 0 else None,
+        {k: pstats[k] for k in DEVICE_PROP_STATS if isinstance(pstats.get(k), (int, str))})
 
 
 def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, start_ps: Any,
