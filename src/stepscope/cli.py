@@ -73,10 +73,13 @@ def _xla_flops_utilization(args: argparse.Namespace) -> float | None:
     from stepscope.model.logdir import resolve
     from stepscope.run_loader import has_xla_data, open_xla_model
 
-    if not has_xla_data(resolve(args.path)[2]):
+    try:
+        if not has_xla_data(resolve(args.path)[2]):
+            return None
+        value: float | None = op_profile(open_xla_model(
+            args.path, use_cache=not args.no_cache)).flops_utilization
+    except StepscopeError:  # the report stands without it
         return None
-    value: float | None = op_profile(open_xla_model(
-        args.path, use_cache=not args.no_cache)).flops_utilization
     return value
 
 
