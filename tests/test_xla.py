@@ -582,3 +582,20 @@ def test_hlo_decoder_agrees_with_xlas_own_classes(tmp_path: Path) -> None:
                  [list(t) for t in a.assigned]] for a in b.allocations] == ref["allocations"]
         assert [[t.allocation_index, t.kind.tolist(), t.buffer_id.tolist()]
                 for t in b.heap_traces] == ref["heap"]
+
+
+def test_op_missing_from_its_programs_hlo_keeps_its_time(tmp_path: Path) -> None:
+    def rename(space: Any) -> None:
+        for plane in space.planes:
+            for md in plane.stat_metadata.values():
+                if md.name == "loop_transpose_fusion":
+                    md.name = "ghost_fusion"
+
+    path = _rewrite(MI300, tmp_path / "ghost.xplane.pb", rename)
+    _, full = _ours(MI300)
+    model, ours = _ours(path)
+    ghost = ours[("15", "ghost_fusion")]
+    assert ghost["total_ms"] == full[("15", "loop_transpose_fusion")]["total_ms"]
+    assert ghost["category"] == "unknown" and ghost["flops"] is None
+    assert any("not in their program's HLO" in n for n in model.notes)
+    assert ours[("15", "cudnn-conv.1")]["flops"] == full[("15", "cudnn-conv.1")]["flops"]

@@ -142,6 +142,7 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
     programs: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     step_nums: set[int] = set()
+    per_op_step: dict[tuple[str, str], dict[int, list[int]]] = {}
     for host, x in hosts.items():
         for pid, name in x.module_names.items():
             programs.setdefault(pid, {"program_id": pid, "name": name,
@@ -169,13 +170,17 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
             row.occurrences += int(occ[i])
             row.total_ps += int(round(total[i]))
             row.self_ps += int(round(selft[i]))
+            acc = per_op_step.setdefault(key, {})
             for s, (o, t) in per_step.get(i, {}).items():
                 step_nums.add(s)
-                _add_step(row, s, o, t)
-    for row in merged.values():
+                entry = acc.setdefault(s, [s, 0, 0])
+                entry[1] += o
+                entry[2] += t
+    for key, row in merged.items():
         unit_flops, unit_bytes = row.flops, row.bytes_accessed  # per execution so far
         row.flops = unit_flops * row.occurrences
         row.bytes_accessed = unit_bytes * row.occurrences
+        row.steps = [per_op_step[key][s] for s in sorted(per_op_step.get(key, {}))]
     bad = [p for p in programs.values() if p["error"]]
     for p in bad:
         notes.append(f"Program {p['name']} ({p['program_id']}): its HLO could not be read "
@@ -187,6 +192,13 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
     if absent:
         notes.append("No HLO in the profile for program(s) " + ", ".join(absent)
                      + ": their ops have times only, no FLOPs or bytes.")
+    named = {p["program_id"] for p in programs.values() if p["hlo"]} | {
+        p["name"] for p in programs.values() if p["hlo"]}
+    lost = [o for o in merged.values() if o.category == "unknown"
+            and (o.program_id or o.module) in named]
+    if lost:
+        notes.append(f"{len(lost)} op(s) are not in their program's HLO (e.g. "
+                     f"{lost[0].name}): times only.")
     if any(o.flops_estimated for o in merged.values()):
         notes.append("FLOPs and bytes are estimated from the HLO (the profile records none).")
     if devices and all(d.peak_tflops is None for d in devices):
@@ -195,15 +207,6 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
     ops = sorted(merged.values(), key=lambda o: (-o.self_ps, o.module, o.name))
     return XlaModel(ops, devices, sorted(programs.values(), key=lambda p: p["name"]), notes,
                     sorted(step_nums))
-
-
-def _add_step(row: OpMetrics, step: int, occ: int, ps: int) -> None:
-    for entry in row.steps:
-        if entry[0] == step:
-            entry[1] += occ
-            entry[2] += ps
-            return
-    row.steps.append([step, occ, ps])
 
 
 def _device_summary(host: str, name: str, model: str, busy: int, stated_tflops: float | None,
