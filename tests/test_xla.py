@@ -599,3 +599,29 @@ def test_op_missing_from_its_programs_hlo_keeps_its_time(tmp_path: Path) -> None
     assert ghost["category"] == "unknown" and ghost["flops"] is None
     assert any("not in their program's HLO" in n for n in model.notes)
     assert ours[("15", "cudnn-conv.1")]["flops"] == full[("15", "cudnn-conv.1")]["flops"]
+
+
+def test_absurd_recorded_figures_give_valid_json(tmp_path: Path, capsys: Any) -> None:
+    """Infinite or NaN peaks and FLOP counts and negative durations, as a damaged profile
+    may hold: the op profile is still valid JSON, those figures unknown or zero."""
+    def spoil(space: Any) -> None:
+        plane = space.planes[0]  # /device:TPU:0
+        names = {mid: md.name for mid, md in plane.stat_metadata.items()}
+        for stat in plane.stats:
+            if names[stat.metadata_id] == "peak_teraflops_per_second":
+                stat.double_value = float("inf")
+        for md in plane.event_metadata.values():
+            for stat in md.stats:
+                if names.get(stat.metadata_id) == "flops":
+                    stat.double_value = float("nan")
+        for line in plane.lines:
+            for event in line.events[:5]:
+                event.duration_ps = -event.duration_ps - 1
+
+    path = _rewrite(TPU, tmp_path / "spoilt.xplane.pb", spoil)
+    assert main(["xla", str(path), "--json", "--no-cache"]) == 0
+    data = json.loads(capsys.readouterr().out)  # strict JSON: no NaN or Infinity
+    assert data["ops"] and all(o["total_ms"] >= 0 for o in data["ops"])
+    # The infinite stated peak is ignored: the published figure of the TPU v6e stands in.
+    assert data["device"]["peak_tflops"] == 918.0
+    assert data["device"]["peak_source"].startswith("Cloud TPU v6e")

@@ -14,6 +14,7 @@ time, with a note saying why its FLOPs are missing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -260,10 +261,12 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
 
 
 def _number(value: Any) -> float:
+    """A recorded count as a finite, non-negative float (0 for anything else)."""
     try:
-        return max(float(value), 0.0) if value is not None else 0.0
-    except (TypeError, ValueError):
+        number = float(value) if value is not None else 0.0
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
 
 
 def _self_times(x: XlaHostOps) -> I64:

@@ -15,6 +15,7 @@ HLO cannot be decoded is listed in ``bad_modules`` and its ops keep their times.
 
 from __future__ import annotations
 
+import math
 import mmap
 import re
 from pathlib import Path
@@ -196,7 +197,7 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     plane_of_event = cols.lines.plane[ev.line]
     stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
     start_ps = (cols.lines.timestamp_ns[ev.line] * 1000 + ev.offset_ps).astype(np.int64)
-    duration_ps = ev.duration_ps.astype(np.int64)
+    duration_ps = np.maximum(ev.duration_ps.astype(np.int64), 0)  # no negative durations
 
     ops: list[XlaOp] = []
     op_index: dict[tuple[str, str], int] = {}
@@ -286,9 +287,15 @@ def _device_info(plane: Any, span: Any, start_ps: Any, duration_ps: Any) -> Devi
     begin = start_ps[span]
     return DeviceInfo(
         plane.name, kind, int(begin.min()), int((begin + duration_ps[span]).max()),
-        float(peak) if isinstance(peak, (int, float)) and peak > 0 else None,
-        float(hbm) if isinstance(hbm, (int, float)) and hbm > 0 else None,
+        _positive(peak), _positive(hbm),
         {k: pstats[k] for k in DEVICE_PROP_STATS if isinstance(pstats.get(k), (int, str))})
+
+
+def _positive(value: Any) -> float | None:
+    """A stated peak as a finite positive float, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
 
 
 def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, start_ps: Any,
@@ -304,7 +311,7 @@ def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, sta
         srows = np.flatnonzero((st.metadata_id == ids[stat]) & wanted[stat_event]
                                & np.isin(st.kind, (KIND_INT64, KIND_UINT64)))
         if column is not None:
-            column[stat_event[srows]] = st.value[srows]
+            column[stat_event[srows]] = np.maximum(st.value[srows], 0)
         else:
             line_ts = cols.lines.timestamp_ns[cols.events.line[stat_event[srows]]]
             start_ps[stat_event[srows]] = line_ts * 1000 + st.value[srows]
