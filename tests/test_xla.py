@@ -153,6 +153,12 @@ def test_tpu_flops_and_utilisation_equal_xprof(tmp_path: Path) -> None:
                                  "peak_tflops_by_precision": {"bf16": 918.0}, "count": 4}
     # XProf's whole-profile FLOPS utilisation is over busy (normalised) time, as ours.
     assert profile["flops_utilization"] * 100 == pytest.approx(root["flops"] * 100, abs=0.01)
+    # TPU layouts are tiled: (8,128) tiles fit these shapes exactly; a 3×5 array would not.
+    assert {o["padding_percent"] for o in profile["ops"] if o["category"] == "loop fusion"} \
+        == {0.0}
+    from stepscope.model.hlo import Shape
+
+    assert Shape("f32", [3, 5], [], [1, 0], [[8, 128]]).padded_elements() == 8 * 128
     fusion = next(c for c in profile["categories"] if c["name"] == "loop fusion")
     expected = 3 * 400 * 1342177280 / (fusion["time_ms"] / 1e3) / 918e12
     assert fusion["flops_utilization"] == pytest.approx(expected, rel=1e-9)
@@ -181,6 +187,7 @@ def test_gpu_device_identified_and_peaks_sourced() -> None:
     assert profile["device"]["peak_tflops"] == 1307.4
     assert "MI300X" in profile["device"]["peak_source"]
     conv = next(o for o in profile["ops"] if o["name"] == "cudnn-conv.1")
+    assert conv["padding_percent"] is None  # GPU layouts are not tiled
     assert conv["flops_utilization"] == pytest.approx(
         conv["gflops_per_s"] / 1307.4e3, rel=1e-9)
     assert conv["bound_by"] == "compute"

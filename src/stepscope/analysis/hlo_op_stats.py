@@ -85,6 +85,7 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
                              tflops, gbps),
         "flops_estimated": o.flops_estimated,
         "expression": o.expression, "shape": o.shape, "tf_op": o.tf_op, "source": o.source,
+        "padding_percent": o.padding_percent,
     }
 
 
@@ -100,8 +101,8 @@ def hlo_op_stats(model: XlaModel) -> HloOpStats:
 CSV_COLUMNS = ("name", "module", "program_id", "category", "occurrences", "total_ms", "avg_ms",
                "self_ms", "time_percent", "flops", "bytes_accessed", "gflops_per_s",
                "gbytes_per_s", "operational_intensity", "flops_utilization",
-               "bandwidth_utilization", "bound_by", "flops_estimated", "tf_op", "source",
-               "expression")
+               "bandwidth_utilization", "bound_by", "flops_estimated", "padding_percent",
+               "tf_op", "source", "expression")
 
 
 def hlo_op_stats_csv(stats: dict[str, Any]) -> str:

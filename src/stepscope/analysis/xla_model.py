@@ -61,6 +61,7 @@ class OpMetrics:
     source: str = ""  # file:line of the framework code, where recorded
     fused: list[FusedOp] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)  # [step_num, occurrences, self_ps]
+    padding_percent: float | None = None  # memory the output's tiled layout adds, where tiled
 
 
 @dataclass
@@ -255,9 +256,12 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
         FusedOp(f.name, f.opcode, expression(module, f), cost_of(module, f).flops)
         for f in fused_ops(module, inst)]
     precision = inst.shape.element_type if inst is not None and not inst.shape.is_tuple else ""
+    padding = None
+    if inst is not None and inst.shape.tiles and inst.shape.elements():
+        padding = 100.0 * (inst.shape.padded_elements() / inst.shape.elements() - 1.0)
     return OpMetrics(op.program_id, op.module, op.name, category, 0, 0, 0, flops, nbytes,
                      recorded or estimated, estimated, text, shape, precision, tf_op, source,
-                     fused)
+                     fused, padding_percent=padding)
 
 
 def _number(value: Any) -> float:

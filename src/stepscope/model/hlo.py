@@ -59,6 +59,24 @@ class Shape:
             return sum(s.bytes() for s in self.tuple_shapes)
         return (self.elements() * self.element_bits() + 7) // 8
 
+    def padded_elements(self) -> int:
+        """Elements the layout's first tiling really occupies (the tile's dimensions apply to
+        the most minor dimensions, each rounded up to a multiple); ``elements()`` untiled."""
+        if self.is_tuple:
+            return sum(s.padded_elements() for s in self.tuple_shapes)
+        if not self.tiles or not self.minor_to_major or \
+                sorted(self.minor_to_major) != list(range(len(self.dimensions))):
+            return self.elements()
+        physical = [max(int(self.dimensions[d]), 0) for d in reversed(self.minor_to_major)]
+        tile = [t for t in self.tiles[0] if t > 0][-len(physical):]
+        for i, t in enumerate(tile):
+            at = len(physical) - len(tile) + i
+            physical[at] = -(-physical[at] // t) * t
+        n = 1
+        for d in physical:
+            n *= d
+        return n
+
     def text(self) -> str:
         """XLA's text form, e.g. ``f32[8,128]{1,0:T(8,128)}``."""
         if self.is_tuple:

@@ -12,7 +12,7 @@ export interface OpRow {
   gbytes_per_s: number | null; operational_intensity: number | null;
   flops_utilization: number | null; bandwidth_utilization: number | null; bound_by: string;
   flops_estimated: boolean; expression: string; shape: string; tf_op: string; source: string;
-  fused?: FusedOp[];
+  padding_percent: number | null; fused?: FusedOp[];
 }
 
 export interface Group { name: string; time_ms: number; time_percent: number;

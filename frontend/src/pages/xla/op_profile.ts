@@ -56,6 +56,8 @@ function details(o: OpRow | null): HTMLElement {
       ...row("FLOPS utilisation", util(o.flops_utilization)),
       ...row("Bound by", o.bound_by),
       ...row("Shape and layout", o.shape || "–"),
+      ...row("Layout padding", o.padding_percent === null ? "–"
+        : `${o.padding_percent.toFixed(1)}% more memory than the values need`),
       ...row("Framework op", o.tf_op || "–"), ...row("Source", o.source || "–")),
     h("h3", {}, "HLO expression"), h("pre", { id: "op-expression" }, o.expression || "–"));
   if (o.fused && o.fused.length) {
