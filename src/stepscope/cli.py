@@ -56,14 +56,33 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     model = _open_model(args)
     summary = model.overview_dict()
+    fu = _xla_flops_utilization(args)
     if args.json:
-        print(json.dumps(summary, indent=2, allow_nan=False))
+        print(json.dumps({**summary, "xla_flops_utilization": fu}, indent=2, allow_nan=False))
     else:
         console = _console()
         report.render_overview(summary, console)
+        if fu is not None:
+            console.print(f"FLOPS utilisation (XLA programs): {100 * fu:.3g}%")
         if len(model.hosts) > 1:
             report.render_pod(model.pod_dict(), console, per_step=False)
     return 0
+
+
+def _xla_flops_utilization(args: argparse.Namespace) -> float | None:
+    """The FLOPS utilisation of the run's XLA programs, where it has any and a known peak."""
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.model.logdir import resolve
+    from stepscope.run_loader import has_xla_data, open_xla_model
+
+    try:
+        if not has_xla_data(resolve(args.path)[2]):
+            return None
+        value: float | None = op_profile(open_xla_model(
+            args.path, use_cache=not args.no_cache)).flops_utilization
+    except StepscopeError:  # the report stands without it
+        return None
+    return value
 
 
 def _open_model(args: argparse.Namespace) -> Any:
@@ -100,6 +119,34 @@ def _cmd_pod(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, allow_nan=False))
     elif not args.csv:
         report.render_pod(data, _console(), per_step=True, limit=args.limit or None)
+    return 0
+
+
+def _cmd_xla(args: argparse.Namespace) -> int:
+    from stepscope.analysis.hlo_op_stats import hlo_op_stats, hlo_op_stats_csv
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.run_loader import open_xla_model
+    from stepscope.views import report
+    from stepscope.views.xla_report import render_xla
+
+    if args.top is not None and args.top < 1:
+        raise StepscopeError(f"--top must be at least 1, not {args.top}.")
+    with report.loading_progress(_console(stderr=True)) as progress:
+        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               host=args.host)
+    if not model.has_data:
+        raise StepscopeError(f"{args.path} holds no XLA ops (no hlo_op events and no "
+                             "\"XLA Ops\" lines); op profile needs a JAX, TensorFlow XLA or "
+                             "PyTorch/XLA profile.")
+    if args.csv:
+        stats = hlo_op_stats(model).to_dict()
+        report.write_text(Path(args.csv), hlo_op_stats_csv(stats))
+        print(f"wrote {len(stats['ops'])} HLO ops to {args.csv}", file=sys.stderr)
+    data = op_profile(model, top=args.top).to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    elif not args.csv:
+        render_xla(data, _console(), top=args.top or 20)
     return 0
 
 
@@ -319,6 +366,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parse the profile again instead of using the on-disk cache")
     _add_engine_arg(pod)
     pod.set_defaults(func=_cmd_pod)
+
+    xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
+                         "and bound by, per category and HLO op",
+                         description="Op profile of the XLA programs of a JAX, TensorFlow "
+                         "(jit_compile) or PyTorch/XLA profile, with HLO op stats as CSV.")
+    xla.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xla.add_argument("--json", action="store_true", help="print the op profile as JSON")
+    xla.add_argument("--csv", metavar="FILE", help="write the HLO op stats (one row per op) "
+                     "to FILE")
+    xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
+                     "category (default: all in --json, 20 shown in the terminal)")
+    xla.add_argument("--host", help="only this host's XLA programs (default: every host)")
+    xla.add_argument("--no-cache", action="store_true",
+                     help="read the profile afresh, bypassing the on-disk cache")
+    xla.set_defaults(func=_cmd_xla)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
                          "chrome://tracing)",

@@ -6,6 +6,9 @@ import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
 import { renderTrace } from "./trace/index";
+import { renderHloStats } from "./xla/hlo_stats";
+import { renderOpProfile } from "./xla/op_profile";
+import { renderRoofline } from "./xla/roofline";
 
 export interface PageContext {
   run: string;
@@ -26,4 +29,7 @@ export const PAGES: Record<string, Page> = {
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
+  op_profile: renderOpProfile,
+  hlo_op_stats: renderHloStats,
+  roofline_model: renderRoofline,
 };

@@ -21,6 +21,7 @@ from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
+from stepscope.run_loader import has_xla_data
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
@@ -146,9 +147,11 @@ class Api:
         """The tools available for one run (and host)."""
         path = self._run_path(run)
         self._host(host, None, path)
+        xla = any(t.needs_xla for t in TOOLS.values()) and _has_xla(path)
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
-                           "flags": list(t.flags)} for t in TOOLS.values()]}
+                           "flags": list(t.flags)} for t in TOOLS.values()
+                          if xla or not t.needs_xla]}
 
     def status(self, run: str | None) -> dict[str, Any]:
         """How far loading the run has got (and starts loading it)."""
@@ -158,6 +161,8 @@ class Api:
                query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, bool]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
+        if chosen.needs_xla and not _has_xla(path):
+            raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
         params = {name: flag(query, name) for name in chosen.flags}
         state = self.store.get(path)
         if state.state == "failed":
@@ -241,6 +246,14 @@ class Api:
         if job is None:
             raise NotFoundError(f"No capture {capture_id!r} on this server.")
         return job.to_dict()
+
+
+def _has_xla(path: Path) -> bool:
+    """Whether the run at ``path`` has XLA programs (False when its files cannot be listed)."""
+    try:
+        return has_xla_data(resolve(path)[2])
+    except StepscopeError:
+        return False
 
 
 def check_post(content_type: str, origin: str | None, host: str | None) -> None:
