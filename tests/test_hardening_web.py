@@ -174,6 +174,24 @@ def test_serve_allow_host_option(plain_logdir: Path, tmp_path: Path) -> None:
         "stepscope: error: --allow-host 'a b/c' is not a host name or address."]
 
 
+@pytest.mark.parametrize(("body", "status"), [
+    (b"[" * 50_000, 400),  # nesting deeper than the JSON parser's recursion
+    (b'{"service_addr": "' + b"a" * 200_000 + b'"}', 413),
+    (json.dumps({"service_addr": "grpc://[::1\u0000]:1"}).encode(), 400),
+    (json.dumps({"service_addr": "grpc://a b:1"}).encode(), 400),
+    (json.dumps({"service_addr": "grpc://[not-an-address]:1"}).encode(), 400),
+    (json.dumps({"service_addr": "grpc://host:\u00b2"}).encode(), 400),
+    (json.dumps({"service_addr": "grpc://" + "h" * 300 + ":1"}).encode(), 400),
+])
+def test_hostile_capture_bodies_are_refused(client: TestClient, body: bytes,
+                                            status: int) -> None:
+    reply = client.post("/api/capture", content=body,
+                        headers={"content-type": "application/json"})
+    message = _refused(reply, status)
+    assert len(message) < 300
+    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+
+
 # -- item 10: a run whose only file is bad ----------------------------------------------------
 
 

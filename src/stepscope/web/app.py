@@ -26,6 +26,9 @@ from stepscope.web.assets import SECURITY_HEADERS, static_reply
 from stepscope.web.host_check import HostCheck
 from stepscope.web.routes import ROUTES, ApiRequest, Param, Route, answer, unknown_route
 
+# The API's bodies are small JSON requests (a capture's service addresses and options).
+MAX_BODY_BYTES = 64 * 1024
+
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
                hosts: HostCheck | None = None) -> FastAPI:
@@ -82,8 +85,12 @@ def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
     them in the schema), its answer from the route table."""
 
     async def endpoint(request: Request, **_: Any) -> Response:
+        body = await _bounded_body(request) if route.method == "POST" else b""
+        if body is None:
+            return JSONResponse({"error": f"The request body is over {MAX_BODY_BYTES:,} "
+                                          "bytes."}, status_code=413)
         call = ApiRequest(query=dict(request.query_params), path_params=request.path_params,
-                          body=await request.body() if route.method == "POST" else b"",
+                          body=body,
                           content_type=request.headers.get("content-type", ""),
                           origin=request.headers.get("origin"),
                           host=request.headers.get("host"))
@@ -95,6 +102,17 @@ def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
                            annotation=Request),
          *(_parameter(p) for p in route.params)])
     return endpoint
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The request's body, or None once it grows past ``MAX_BODY_BYTES`` (read no further)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parameter(param: Param) -> inspect.Parameter:
