@@ -416,7 +416,8 @@ def test_switching_runs_and_tools_raises_no_page_error(watched: Watched,
     for tool, selector in (("overview_page", "#overview-page"), ("framework_op_stats", "#ops-page"),
                            ("trace_viewer", "#trace-page"), ("input_pipeline_analyzer",
                                                              "#input-page"),
-                           ("kernel_stats", "#kernels-page"), ("trace_viewer", "#trace-page")):
+                           ("kernel_stats", "#kernels-page"), ("pod_viewer", "#pod-summary"),
+                           ("trace_viewer", "#trace-page")):
         _choose(watched, "#tool", tool)
         page.wait_for_selector(selector)
         page.wait_for_timeout(200)
