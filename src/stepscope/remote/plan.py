@@ -88,9 +88,10 @@ def _check_repository_root(root: str) -> Path:
                          "folder; this server writes profiles only there.")
     real = Path(os.path.realpath(path))
     if real.parts[-2:] != _PLUGIN_DIR:
-        raise BadRequest(f"repository_root {_shown(root)} leads to {_shown(str(real))}, which "
-                         "is not a <logdir>/plugins/profile folder; this server writes "
-                         "profiles only there.")
+        # The real path is not quoted back: where links lead is this machine's business.
+        raise BadRequest(f"repository_root {_shown(root)} is a link that leads outside any "
+                         "<logdir>/plugins/profile folder; this server writes profiles only "
+                         "there.")
     return real
 
 

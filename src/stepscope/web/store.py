@@ -9,6 +9,7 @@ viewer's index of its first host starts building in the background.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -20,6 +21,8 @@ from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model.logdir import resolve
 from stepscope.web.loaded_run import LoadedRun
+
+log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
 
@@ -106,6 +109,7 @@ class RunStore:
             profile = load(path, use_cache=self._use_cache, progress=progress)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
+            log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)
             return
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
