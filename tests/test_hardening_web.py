@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import stepscope
-from browser import Server, Watched, free_port, shot
+from browser import Server, Watched, free_port, shot, watch
 from stepscope.capture import session
 from stepscope.remote import protocol
 from stepscope.remote.plan import plan_capture
@@ -452,3 +452,20 @@ def test_a_bad_run_shows_its_error_not_loading(watched: Watched, server: Server)
     assert page.query_selector("#loading") is None
     assert "worker.xplane.pb" in (page.text_content("#page") or "")
     shot(watched, "hardening-bad-run", settle_ms=0)
+
+
+def test_the_harness_fails_a_test_on_any_page_error(browser: Any, server: Server) -> None:
+    """Every browser test fails on an uncaught error or a console error of its page, unless
+    the test said it expects that console error."""
+    for script, error in (("setTimeout(() => { throw new Error('thrown late'); }, 0)",
+                           "Error: thrown late"),
+                          ("console.error('logged')", "console error: logged")):
+        with pytest.raises(AssertionError, match=error), watch(browser, server) as w:
+            w.page.goto(server.base + "#run=a_stepscope&tool=overview_page")
+            w.page.evaluate(script)
+            w.page.wait_for_timeout(200)
+    with watch(browser, server) as w:
+        w.expect_console_error("expected")
+        w.page.goto(server.base + "#run=a_stepscope&tool=overview_page")
+        w.page.evaluate("console.error('expected'); console.warn('only a warning')")
+        w.page.wait_for_timeout(200)
