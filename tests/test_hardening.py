@@ -141,7 +141,7 @@ def test_names_that_are_not_utf8_over_http(tmp_path: Path) -> None:
     from stepscope.web.app import create_app
 
     _profile_with_raw_names(tmp_path / "plugins" / "profile" / "run1" / "h.xplane.pb")
-    with TestClient(create_app(tmp_path)) as client:
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
         (run,) = client.get("/api/runs").json()["runs"]
         for tool in ("overview_page", "framework_op_stats", "trace_viewer"):
             for _ in range(600):

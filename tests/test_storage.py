@@ -145,7 +145,7 @@ def test_runs_in_s3_are_listed_and_served(s3_endpoint: str) -> None:
     assert len(runs) == 2
     assert resolve(logdir)[1].name == str(second).split("/")[-2]
     assert str(first).split("/")[-2] in runs
-    with TestClient(create_app(logdir)) as client:
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as client:
         listed = client.get("/api/runs").json()["runs"]
         assert sorted(r["name"] for r in listed) == sorted(runs)
         newest = str(second).split("/")[-2]

@@ -27,7 +27,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 0
     from stepscope.web.http_server import serve
 
-    serve(args.logdir, host=args.host, port=args.port)
+    serve(args.logdir, host=args.host, port=args.port, allow_hosts=args.allow_host)
     return 0
 
 
@@ -38,7 +38,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if not as_path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
-    serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache)
+    serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
+          allow_hosts=args.allow_host)
     return 0
 
 
@@ -250,6 +251,10 @@ def _add_listen_args(parser: argparse.ArgumentParser) -> None:
                         "only; 0.0.0.0 exposes the profiles to the network)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT})")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests addressed to this host name (repeatable; "
+                        "requests naming any other host than 127.0.0.1, localhost, [::1] and "
+                        "--host are refused, against DNS rebinding)")
 
 
 def _add_engine_arg(parser: argparse.ArgumentParser) -> None:

@@ -1,13 +1,15 @@
 """Runs loaded for the web UI: each once, in a background thread, with its progress.
 
 The first request for a run starts loading it and is told how far loading has got; later
-requests get the loaded run (and the results computed from it) until its files change.
+requests get the loaded run (and the results computed from it), or the error that loading it
+ended with, until its files change.
 Only the few most recently used runs stay in memory. Once a run is loaded, the trace
 viewer's index of its first host starts building in the background.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -20,7 +22,9 @@ from stepscope.formats.run_reader import load
 from stepscope.model.logdir import resolve
 from stepscope.web.loaded_run import LoadedRun
 
-Signature = tuple[tuple[str, int, int], ...]
+log = logging.getLogger("stepscope.web")
+
+Signature = tuple[tuple[str, int, int, int], ...]
 
 
 @dataclass
@@ -46,15 +50,16 @@ class RunState:
 
 
 def signature(path: Path) -> Signature:
-    """What identifies a run's contents: its files with their sizes and mtimes."""
+    """What identifies a run's contents: its files with their sizes, modification times and
+    status-change times (a file made readable again counts as changed)."""
     _, _, files, _ = resolve(path)
     out = []
     for f in files:
         try:
             st = f.stat()
-            out.append((str(f), st.st_size, st.st_mtime_ns))
+            out.append((str(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns))
         except OSError:
-            out.append((str(f), -1, -1))
+            out.append((str(f), -1, -1, -1))
     return tuple(out)
 
 
@@ -74,10 +79,12 @@ class RunStore:
         sig = signature(path)
         with self._lock:
             state = self._runs.get(path)
-            if state is not None and state.signature == sig and state.state != "failed":
+            # A failed run is remembered as failed until its files change: reading it again
+            # would fail again, and a page polling it would never hear why.
+            if state is not None and state.signature == sig:
                 self._runs.move_to_end(path)
                 return state
-            state = RunState(signature=sig, total=sum(max(s, 0) for _, s, _ in sig))
+            state = RunState(signature=sig, total=sum(max(s, 0) for _, s, _, _ in sig))
             self._runs[path] = state
             self._runs.move_to_end(path)
             while len(self._runs) > self._keep:
@@ -102,6 +109,7 @@ class RunStore:
             profile = load(path, use_cache=self._use_cache, progress=progress)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
+            log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)
             return
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
