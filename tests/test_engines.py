@@ -95,3 +95,34 @@ def test_ray_gives_what_this_process_gives(run_with_a_bad_host: Path, local_ray:
     results = run_tasks([HostTask("w0", str(xspace_run / "worker0.xplane.pb"), 1)], "ray",
                         use_cache=False, done=lambda r: seen.append(r.name))
     assert seen == ["w0"] and results[0].error is None and results[0].model_json
+
+
+def test_the_web_ui_answers_from_the_model_and_reads_tables_only_when_asked(
+        run_with_a_bad_host: Path, tmp_path: Path) -> None:
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from stepscope.model.run_tables import LazyTables
+    from stepscope.web.app import create_app
+
+    logdir = tmp_path / "logs" / "plugins" / "profile"
+    shutil.copytree(run_with_a_bad_host, logdir / "run1")
+    app = create_app(tmp_path / "logs", use_cache=False, engine="pool")
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        for _ in range(600):
+            reply = client.get("/api/data", params={"run": "run1", "tool": "overview_page"})
+            if reply.status_code != 202:
+                break
+            time.sleep(0.05)
+        assert reply.status_code == 200, reply.text
+        assert set(reply.json()["failed_hosts"]) == {"broken"}
+        state = app.state.api.store.wait(logdir / "run1")
+        assert state.run is not None
+        tables = state.run.profile.hosts
+        assert isinstance(tables, LazyTables) and len(tables) == 4
+        # The trace viewer's index starts on the first host alone; no other table is read.
+        assert set(tables.loaded()) <= {next(iter(tables))}
+        ops = client.get("/api/data", params={"run": "run1", "tool": "framework_op_stats"})
+        assert ops.status_code == 200
+        assert set(tables.loaded()) <= {next(iter(tables))}  # op stats come from the model

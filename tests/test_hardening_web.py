@@ -208,13 +208,13 @@ def test_a_bad_only_file_fails_once_and_is_remembered(
     bad = run / "worker.xplane.pb"
     bad.write_bytes(_truncated_profile(size))
     reads: list[Path] = []
-    real_load = store_module.load
+    real_open = store_module.open_run_model
 
-    def counted_load(path: Path, **kwargs: Any) -> Any:
+    def counted_open(path: Path, **kwargs: Any) -> Any:
         reads.append(path)
-        return real_load(path, **kwargs)
+        return real_open(path, **kwargs)
 
-    monkeypatch.setattr(store_module, "load", counted_load)
+    monkeypatch.setattr(store_module, "open_run_model", counted_open)
     with TestClient(create_app(tmp_path / "logs"), base_url="http://127.0.0.1") as client:
         def poll() -> Any:
             return client.get("/api/data", params={"run": "bad_run", "tool": "overview_page"})

@@ -245,3 +245,45 @@ def test_memory_filesystem_round_trip(capsys: Any) -> None:
     assert json.loads(capsys.readouterr()[0])["steps"]["count"] == 3
     assert main(["export", logdir, "--chrome-trace", "-"]) == 0
     assert '"traceEvents"' in capsys.readouterr()[0]
+
+
+def test_the_profiler_server_writes_where_a_tensorflow_client_names_a_bucket(
+        s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grpc
+
+    from stepscope.remote import protocol
+
+    monkeypatch.chdir(tmp_path)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        port = int(worker.stdout.readline().split()[1])
+        root = f"s3://{BUCKET}/job5/logs/plugins/profile"
+
+        def ask(repository_root: str) -> Any:
+            # As TensorFlow's client asks: the worker writes the profile itself.
+            request = protocol.ProfileRequest(duration_ms=300, repository_root=repository_root,
+                                              session_id="run1", host_name="worker0")
+            request.opts.version = 1
+            request.opts.duration_ms = 300
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.unary_unary(
+                    protocol.PROFILE_METHOD, request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=protocol.ProfileResponse.FromString)
+                try:
+                    return call(request, timeout=60)
+                except grpc.RpcError as err:
+                    return err
+
+        assert not isinstance(ask(root), grpc.RpcError)
+        objects = _s3().find(f"{BUCKET}/job5")
+        assert objects == [f"{BUCKET}/job5/logs/plugins/profile/run1/worker0.xplane.pb"]
+        refused = ask(f"s3://{BUCKET}/job5/elsewhere")
+        assert isinstance(refused, grpc.RpcError)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "plugins/profile" in (refused.details() or "")
+        assert not any(tmp_path.iterdir())
+        assert main(["report", f"s3://{BUCKET}/job5/logs", "--json"]) == 0
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)

@@ -39,7 +39,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
-          allow_hosts=args.allow_host)
+          allow_hosts=args.allow_host, engine=args.engine)
     return 0
 
 
@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_listen_args(serve)
     serve.add_argument("--no-cache", action="store_true",
                        help="parse profiles again instead of using the on-disk cache")
+    _add_engine_arg(serve)
     serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",

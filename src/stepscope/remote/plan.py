@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.capture.options import ProfilerOptions
-from stepscope.errors import InvalidOptionError
+from stepscope.errors import InvalidOptionError, StepscopeError
+from stepscope.model import locations, schema
 from stepscope.model import logdir as layout
-from stepscope.model import schema
 from stepscope.remote import limits
 
 _PLUGIN_DIR = tuple(schema.PLUGIN_DIR)
@@ -79,6 +79,8 @@ def _check_repository_root(root: str) -> Path:
     # from writing into an arbitrary directory of this machine. The check holds for the real
     # path too: a link named plugins/profile that leads elsewhere is refused.
     _check_text(root, "repository_root", _MAX_PATH_BYTES)
+    if locations.url_scheme(root) not in (None, "file"):
+        return _check_remote_root(root)
     path = Path(root)
     if any(len(part.encode()) > _MAX_NAME_BYTES for part in path.parts):
         raise BadRequest(f"repository_root {_shown(root)} has a folder name longer than "
@@ -95,11 +97,27 @@ def _check_repository_root(root: str) -> Path:
     return real
 
 
+def _check_remote_root(root: str) -> Path:
+    """A repository root in a bucket (TensorFlow's clients name gs:// logdirs): the same
+    plugins/profile rule on the URL's own path; links do not exist there."""
+    parts = root.split("://", 1)[1].rstrip("/").split("/")
+    if tuple(parts[-2:]) != _PLUGIN_DIR or ".." in parts or any(
+            len(part.encode()) > _MAX_NAME_BYTES for part in parts):
+        raise BadRequest(f"repository_root {_shown(root)} is not a <logdir>/plugins/profile "
+                         "folder; this server writes profiles only there.")
+    try:
+        return locations.as_path(root.rstrip("/"))
+    except StepscopeError as err:  # the filesystem's package is not installed on this worker
+        raise BadRequest(str(err)) from err
+
+
 def check_out_path(path: Path) -> None:
     """BadRequest unless writing ``path`` (planned as ``<real root>/<run>/<file>``) stays in
     its run folder under that root: neither the run folder nor the root may have become a
     link to somewhere else since the request was checked."""
     run_dir = path.parent
+    if locations.is_remote(run_dir):
+        return  # object stores have no links
     if Path(os.path.realpath(run_dir)) != run_dir:
         raise BadRequest(f"The run folder {_shown(str(run_dir))} is a link to another place; "
                          "this server writes profiles only inside plugins/profile.")

@@ -87,9 +87,10 @@ def flag(query: Mapping[str, str], name: str) -> bool:
 class Api:
     """The API over one logdir."""
 
-    def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
+    def __init__(self, logdir: str | Path, *, use_cache: bool = True,
+                 engine: str = "auto") -> None:
         self.logdir = as_path(logdir)
-        self.store = RunStore(use_cache=use_cache)
+        self.store = RunStore(use_cache=use_cache, engine=engine)
         self.captures = CaptureJobs(self.logdir)
 
     # -- names -----------------------------------------------------------------------------

@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stepscope.analysis.run_model import RunModel
 from stepscope.errors import StepscopeError
-from stepscope.formats.run_reader import load
+from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
+from stepscope.model.run_tables import LazyTables, Progress, RunTables
+from stepscope.run_loader import open_run_model
 from stepscope.web.loaded_run import LoadedRun
 
 log = logging.getLogger("stepscope.web")
@@ -67,8 +70,9 @@ class RunStore:
     """Loaded runs, keyed by path; at most ``keep`` of them stay in memory."""
 
     def __init__(self, *, use_cache: bool = True, keep: int = 3,
-                 index_traces: bool = True) -> None:
+                 index_traces: bool = True, engine: str = "auto") -> None:
         self._use_cache = use_cache
+        self._engine = engine
         self._index_traces = index_traces
         self._keep = keep
         self._lock = threading.Lock()
@@ -101,12 +105,26 @@ class RunStore:
             time.sleep(0.02)
         return state
 
+    def _open(self, path: Path, progress: Progress) -> tuple[RunTables, RunModel]:
+        """The run's model (on the store's engine, or from the cache), and its host tables,
+        each read only when a tool first needs it."""
+        model = open_run_model(path, use_cache=self._use_cache, progress=progress,
+                               engine=self._engine)
+        run, where, files, others = resolve(path)
+        sources = {name: file for name, file in zip(host_names(files), files, strict=True)
+                   if name in model.hosts}
+        use_cache = self._use_cache
+        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache))
+        profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
+                            failed=dict(model.failed), other_runs=others)
+        return profile, model
+
     def _load(self, path: Path, state: RunState) -> None:
         def progress(done: int, total: int, file: str) -> None:
             state.done, state.total, state.file = done, total, file
 
         try:
-            profile = load(path, use_cache=self._use_cache, progress=progress)
+            profile, model = self._open(path, progress)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
             log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)
@@ -115,6 +133,7 @@ class RunStore:
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
         state.run = LoadedRun(profile, use_cache=self._use_cache)
+        state.run.result(("run_model",), lambda: model)
         state.state = "ready"
         if self._index_traces and profile.hosts:
             # The trace viewer's index of a large trace takes seconds to build: start it now,
