@@ -177,7 +177,8 @@ def test_self_time_excludes_nested_ops(tmp_path: Path) -> None:
     outer, inner = rows["outer"], rows["inner"]
     assert inner.self_ns == inner.total_ns
     assert outer.self_ns == pytest.approx(outer.total_ns - inner.total_ns, abs=1)
-    assert 0.0015e9 < outer.self_ns < 0.004e9
+    # outer slept 2 ms itself; a loaded machine may stretch that, never shorten it.
+    assert outer.self_ns > 0.0015e9 and inner.total_ns > 0.0035e9
 
 
 @pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: p.name)
