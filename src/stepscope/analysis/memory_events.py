@@ -166,18 +166,24 @@ def _sizes(values: I64, present: Bools, problems: dict[str, int], what: str) -> 
     return out
 
 
-def _owners(table: EventTable, rows: I64, kineto: bool) -> I64:
-    """For each memory row, the innermost op open on its thread at its time (a row, or -1)."""
-    out = np.full(len(rows), -1, dtype=np.int64)
-    if not len(rows):
-        return out
-    lines = np.unique(table.line[rows])
+def op_rows(table: EventTable, lines: I64, kineto: bool) -> I64:
+    """The events on ``lines`` that own memory recorded while they are open: in a PyTorch
+    trace its ops and annotations, otherwise every event with a duration."""
     cand = np.flatnonzero(np.isin(table.line, lines) & (table.duration_ns > 0))
     if kineto:
         events, codes, values = table.text_stat(schema.KINETO_CATEGORY)
         wanted = np.array([v in TORCH_OP_CATEGORIES for v in values], dtype=bool)
         ops = events[wanted[codes]] if len(values) else events[:0]
         cand = np.intersect1d(cand, ops)
+    return cand
+
+
+def _owners(table: EventTable, rows: I64, kineto: bool) -> I64:
+    """For each memory row, the innermost op open on its thread at its time (a row, or -1)."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if not len(rows):
+        return out
+    cand = op_rows(table, np.unique(table.line[rows]), kineto)
     if not len(cand):
         return out
     allrows = np.concatenate([cand, rows])

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.intervals import parents
-from stepscope.analysis.memory_events import NO_STEP, MemoryEvents
+from stepscope.analysis.memory_events import NO_STEP, MemoryEvents, op_rows
 from stepscope.model.events import MISSING, EventTable
 
 I64 = NDArray[np.int64]
@@ -266,8 +266,7 @@ def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
     alloc = ev.allocator[has].astype(np.int64)
     ops = np.unique(owner)
     # Every op that may hold an owner: the owners and their ancestors on the same lines.
-    lines = np.unique(table.line[ops])
-    cand = np.flatnonzero(np.isin(table.line, lines) & (table.duration_ns > 0))
+    cand = op_rows(table, np.unique(table.line[ops]), "kineto" in ev.source)
     parent = parents(table.line[cand].astype(np.int64), table.start_ns[cand],
                      table.start_ns[cand] + table.duration_ns[cand])
     pos = {int(r): i for i, r in enumerate(cand.tolist())}
