@@ -21,6 +21,7 @@ negative or beyond ``MAX_BYTES`` count as 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -242,7 +243,7 @@ def memory_events(table: EventTable, step_num: I64 | None = None,
         cols[key] = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
     names: list[str] = []
     for p in parts:
-        names.extend(p["allocator"])  # type: ignore[call-overload]
+        names.extend(cast(list[str], p["allocator"]))
     allocator = np.array([index[n] for n in names], dtype=np.int32)
     order = np.lexsort((cols["row"], cols["time_ns"], allocator))
     times = cols["time_ns"][order].astype(np.int64)
