@@ -2,6 +2,7 @@
 import type { Progress, ToolInfo } from "../api";
 import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
+import { renderMemory } from "./memory/index";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
@@ -26,4 +27,5 @@ export const PAGES: Record<string, Page> = {
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
+  memory_profile: renderMemory,
 };
