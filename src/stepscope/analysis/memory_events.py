@@ -318,6 +318,12 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
                   else ("INVALID" if int(t) == MISSING else f"type {int(t)}")
                   for t in dtype.tolist()]
     ours = any(p.stats.get(schema.ENV_PRODUCER) for p in table.planes)
+    # stepscope's own capture: ops own the memory recorded while they are open.
+    owners = _owners(table, rows, False) if ours else np.full(n, -1, np.int64)
+    ops = _texts(table, schema.TF_OP, rows)
+    for i in np.flatnonzero(owners >= 0).tolist():
+        if not ops[i]:
+            ops[i] = table.names[int(table.name[owners[i]])]
     return {
         "allocator": allocator, "row": rows, "time_ns": table.start_ns[rows],
         "is_alloc": is_alloc, "heap": heap, "stack": stack, "reserved":
@@ -326,13 +332,12 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         "allocator_peak": np.where(peak_present & (peak_v >= 0), peak_v, MISSING),
         "requested": requested, "size": size,
         "address": np.where(addr_present, addr, MISSING),
-        "op": texts.encode(_texts(table, schema.TF_OP, rows)),
+        "op": texts.encode(ops),
         "region": texts.encode(_texts(table, schema.REGION_TYPE, rows)),
         "data_type": texts.encode(type_names),
         "shape": texts.encode(_texts(table, schema.TENSOR_SHAPES, rows)),
         "group": table.typed[schema.GROUP_ID][rows],
-        # stepscope's own capture: ops own the memory recorded while they are open.
-        "owner": _owners(table, rows, False) if ours else np.full(n, -1, np.int64),
+        "owner": owners,
     }
 
 

@@ -108,12 +108,11 @@ class OpMemory:
     allocator: str
     allocated_bytes: int
     self_allocated_bytes: int
-    calls: int
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "allocator": self.allocator,
                 "allocated_bytes": self.allocated_bytes,
-                "self_allocated_bytes": self.self_allocated_bytes, "calls": self.calls}
+                "self_allocated_bytes": self.self_allocated_bytes}
 
 
 @dataclass
@@ -285,17 +284,16 @@ def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
         cur, a, b = nxt[keep], a[keep], b[keep]
     touched = np.flatnonzero((incl != 0).any(axis=1) | (self_b != 0).any(axis=1))
     # Sum per (name, allocator) over calls: every call of a name counts, as key_averages does.
-    sums: dict[tuple[str, int], list[float]] = {}
+    sums: dict[tuple[str, int], list[float]] = {}  # (name, allocator) → [with children, self]
     names = table.names
     rows_touched = cand[touched]
     for k, r in zip(touched.tolist(), rows_touched.tolist(), strict=True):
         name = names[int(table.name[r])]
         for j in np.flatnonzero((incl[k] != 0) | (self_b[k] != 0)).tolist():
-            entry = sums.setdefault((name, j), [0.0, 0.0, 0])
+            entry = sums.setdefault((name, j), [0.0, 0.0])
             entry[0] += incl[k, j]
             entry[1] += self_b[k, j]
-            entry[2] += 1
-    out = [OpMemory(name, ev.allocators[j], int(v[0]), int(v[1]), int(v[2]))
+    out = [OpMemory(name, ev.allocators[j], int(v[0]), int(v[1]))
            for (name, j), v in sums.items()]
     out.sort(key=lambda o: (-o.allocated_bytes, o.name, o.allocator))
     return out

@@ -16,6 +16,7 @@ from typing import Any
 
 from stepscope.capture import bridges, input_pipeline, trace
 from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
 from stepscope.capture.system_counters import SystemCounters
@@ -55,6 +56,8 @@ class _Session:
                               if options.python_tracer_level >= 1 else None)
         self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
                          if options.counter_interval_ms > 0 else None)
+        self.memory_tracer = (MemoryTracer(self.recorder, options.memory_threshold_bytes)
+                              if options.memory_tracer_level >= 1 else None)
         self.delay_timer: threading.Timer | None = None
         self.recording = False
         self.bridges: list[bridges.Bridge] = []
@@ -75,6 +78,12 @@ class _Session:
             self.counters.start()  # before the Python tracer, so its thread is not traced
         if self.python_tracer is not None:
             self.python_tracer.start()
+        if self.memory_tracer is not None:
+            try:
+                self.memory_tracer.start()
+            except MemoryTracerUnavailable as err:
+                warnings.warn(f"stepscope: no memory tracing: {err}", stacklevel=3)
+                self.memory_tracer = None
         # Last, so that our tracers already run while a framework's profiler starts.
         self.bridges = bridges.start_all(self.options)
 
@@ -87,6 +96,8 @@ class _Session:
         input_pipeline.session_stopped()  # before the profile is built: workers' events
         self.bridge_data = bridges.stop_all(self.bridges)
         self.bridges = []
+        if self.memory_tracer is not None:
+            self.memory_tracer.stop()
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:

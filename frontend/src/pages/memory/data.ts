@@ -15,7 +15,7 @@ export interface Allocator {
 }
 export interface OpMemory {
   name: string; allocator: string; host: string; allocated_bytes: number;
-  self_allocated_bytes: number; calls: number;
+  self_allocated_bytes: number;
 }
 export interface Timeline {
   allocator: string; events: number; points: number; time_ms: number[];
