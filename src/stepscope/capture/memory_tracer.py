@@ -94,13 +94,17 @@ def _freed(address: int | None) -> None:
 
 
 def _api_table() -> Any:
-    try:
-        from numpy._core import _multiarray_umath as umath  # NumPy 2
-    except ImportError:
-        try:
-            from numpy.core import _multiarray_umath as umath  # NumPy 1.x
-        except ImportError as err:
-            raise MemoryTracerUnavailable("NumPy is not installed.") from err
+    import importlib
+
+    umath: Any = None
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:  # NumPy 2, then 1.x
+            umath = importlib.import_module(module)
+            break
+        except ImportError:
+            continue
+    if umath is None:
+        raise MemoryTracerUnavailable("NumPy is not installed.")
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = _VOIDP, [ctypes.py_object, ctypes.c_char_p]
     return ctypes.cast(get(umath._ARRAY_API, None), ctypes.POINTER(_VOIDP))

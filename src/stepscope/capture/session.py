@@ -15,8 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from stepscope.capture import bridges, input_pipeline, trace
-from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
+from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
 from stepscope.capture.system_counters import SystemCounters
