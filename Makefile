@@ -55,6 +55,7 @@ bench: setup
 	$(BIN)/python benchmarks/bridge_overhead.py
 	$(BIN)/python benchmarks/trace_viewer.py
 	$(BIN)/python benchmarks/run_model.py
+	$(BIN)/python benchmarks/memory_tracer.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
