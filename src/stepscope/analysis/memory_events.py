@@ -387,6 +387,9 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         frag = np.where((reserved != MISSING) & (reserved > 0) & (total != MISSING),
                         (reserved - total) / np.maximum(reserved, 1), np.nan)
     addr, _, addr_present, _ = _numbers(table, schema.KINETO_ADDRESS, rows)
+    if not addr_present.all():  # PyTorch's own event objects (our bridge) carry none
+        problems["missing_address"] = problems.get("missing_address", 0) + int(
+            (~addr_present).sum())
     size = np.abs(signed)
     owners = _owners(table, rows, True)
     op_names = [table.names[int(table.name[o])] if o >= 0 else "" for o in owners.tolist()]

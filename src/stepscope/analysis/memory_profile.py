@@ -198,7 +198,9 @@ def allocator_profile(ev: MemoryEvents, index: int, host: str, start_ns: int,
         peak_step = None if step == NO_STEP else step
 
     # The breakdown: allocations of the peak's step up to the peak, not freed by then.
-    upto = np.flatnonzero((ev.time_ns[sl] <= t) & (steps == peak_group))
+    # Events without an address cannot be matched: their memory stays unattributed.
+    upto = np.flatnonzero((ev.time_ns[sl] <= t) & (steps == peak_group)
+                          & (ev.address[sl] != MISSING))
     size, requested = ev.size[sl], ev.requested[sl]
     addr = ev.address[sl][upto]
     order = upto[np.lexsort((upto, addr))]
@@ -319,7 +321,7 @@ def _unmatched_frees(ev: MemoryEvents) -> int:
     a, addr, alloc = key_alloc[order], ev.address[order], ev.is_alloc[order]
     prev = np.zeros(len(order), dtype=bool)
     prev[1:] = (a[1:] == a[:-1]) & (addr[1:] == addr[:-1]) & alloc[:-1]
-    return int((~alloc & ~prev).sum())
+    return int((~alloc & ~prev & (addr != MISSING)).sum())
 
 
 # -- the timeline -------------------------------------------------------------------------------
