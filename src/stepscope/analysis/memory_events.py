@@ -343,14 +343,16 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
 
 def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str, int],
                  sources: dict[str, str], capacity: dict[str, int | None]) -> dict[str, object]:
-    n = len(rows)
     signed, _, has_bytes, _ = _numbers(table, schema.KINETO_BYTES, rows)
     bad = has_bytes & ((signed == MISSING) | (np.abs(signed) >= MAX_BYTES))
     if bad.any():
         problems["bad_sizes"] = problems.get("bad_sizes", 0) + int(bad.sum())
     if (~has_bytes).any():
         problems["missing_size"] = problems.get("missing_size", 0) + int((~has_bytes).sum())
-    signed = np.where(has_bytes & ~bad, signed, 0)
+    # A record without a usable size is neither an allocation nor a free: it is left out.
+    keep = has_bytes & ~bad & (signed != 0)
+    rows, signed = rows[keep], signed[keep]
+    n = len(rows)
     dev_type, _, has_type, _ = _numbers(table, schema.KINETO_DEVICE_TYPE, rows)
     dev_id, _, has_id, _ = _numbers(table, schema.KINETO_DEVICE_ID, rows)
     allocator = []

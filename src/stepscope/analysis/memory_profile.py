@@ -41,6 +41,7 @@ UNMAPPED_OTHER = "(allocated before the step or the profile)"
 STACK = "stack"
 MAX_BREAKDOWN_ROWS = 2000  # rows kept per allocator, heaviest first
 MAX_WIDTH = 10_000
+_PLAUSIBLE_LEAD_NS = 3600 * 10**9  # the most a profile's start may precede its first event
 
 
 @dataclass
@@ -304,8 +305,11 @@ def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
 def host_memory(host: str, table: EventTable, ev: MemoryEvents,
                 start_ns: int | None) -> HostMemory:
     """One host's memory profile."""
-    if start_ns is None:
-        start_ns = int(table.start_ns.min()) if len(table) else 0
+    first = int(table.start_ns.min()) if len(table) else 0
+    # The recorded start is used where it is on the events' clock (some JAX profiles give
+    # events times from zero and the start as epoch time).
+    if start_ns is None or not 0 <= first - start_ns <= _PLAUSIBLE_LEAD_NS:
+        start_ns = first
     allocators = [allocator_profile(ev, i, host, start_ns) for i in range(len(ev.allocators))]
     unmatched = _unmatched_frees(ev)
     problems = dict(ev.problems)
