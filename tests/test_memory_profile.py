@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 import stepscope
 from stepscope.analysis.memory_events import memory_events
@@ -24,6 +23,8 @@ from stepscope.formats.run_reader import load_file
 from stepscope.model import schema
 from stepscope.run_loader import open_run_model
 from stepscope.web.api import Api, ApiError
+
+from conftest import FIXTURES
 
 XSPACE_WITH_MEMORY = [
     "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
