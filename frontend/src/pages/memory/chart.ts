@@ -100,7 +100,7 @@ export function timelineChart(t: Timeline, onZoom: (from: number, to: number) =>
     if (t.data_type[i]) rows.push(["Data type", t.data_type[i]]);
     if (t.shape[i]) rows.push(["Shape", t.shape[i]]);
     card.replaceChildren(h("table", {}, ...rows.map(([k, v]) =>
-      h("tr", {}, h("th", {}, k), h("td", { "data-key": k }, v)))));
+      h("tr", {}, h("td", { className: "label" }, k), h("td", { "data-key": k }, v)))));
     card.dataset.index = String(i);
   };
   let dragFrom: number | null = null;

@@ -48,10 +48,11 @@ function summary(a: Allocator): HTMLElement {
   ];
   if (a.allocator_peak_bytes !== null)
     rows.push(["Allocator's own lifetime peak", bytes(a.allocator_peak_bytes)]);
-  return h("section", { className: "card", id: "memory-summary" },
+  return h("section", { className: "card", id: "memory-summary", "data-allocator": a.name,
+                        "data-host": a.host },
     h("h2", {}, "Summary"),
     h("table", { className: "facts" }, ...rows.map(([k, v]) =>
-      h("tr", {}, h("th", {}, k), h("td", { "data-key": k }, v)))));
+      h("tr", {}, h("td", { className: "label" }, k), h("td", { "data-key": k }, v)))));
 }
 
 function breakdown(a: Allocator, ctx: PageContext): HTMLElement {
