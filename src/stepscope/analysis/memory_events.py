@@ -102,9 +102,12 @@ class _Texts:
         self.values: list[str] = [""]
         self.code: dict[str, int] = {"": 0}
 
-    def encode(self, values: list[str]) -> I32:
-        return np.array([self.code.setdefault(v, len(self.code)) for v in values],
-                        dtype=np.int32)
+    def encode(self, codes: I32, values: list[str]) -> I32:
+        """Codes into ``values`` (-1: none, "") as codes into these texts."""
+        lut = np.array([self.code.setdefault(v, len(self.code)) for v in values] + [0],
+                       dtype=np.int32)
+        out: I32 = lut[np.where(codes >= 0, codes, len(values))]
+        return out
 
     def finish(self) -> list[str]:
         return list(self.code)
@@ -141,18 +144,17 @@ def _numbers(table: EventTable, stat: str, rows: I64) -> tuple[I64, F64, Bools, 
     return ints, floats, present, double
 
 
-def _texts(table: EventTable, stat: str, rows: I64) -> list[str]:
-    """A text stat of ``rows`` ("" where absent)."""
+def _texts(table: EventTable, stat: str, rows: I64) -> tuple[I32, list[str]]:
+    """A text stat of ``rows``: codes into the distinct values (-1 where absent)."""
     events, codes, values = table.text_stat(stat)
-    out = [""] * len(rows)
+    out = np.full(len(rows), -1, dtype=np.int32)
     if not len(events):
-        return out
+        return out, values
     pos = np.searchsorted(rows, events)
     ok = pos < len(rows)
     ok[ok] = rows[pos[ok]] == events[ok]
-    for p, c in zip(pos[ok].tolist(), codes[ok].tolist(), strict=True):
-        out[p] = values[c]
-    return out
+    out[pos[ok]] = codes[ok]
+    return out, values
 
 
 def _sizes(values: I64, present: Bools, problems: dict[str, int], what: str) -> I64:
@@ -241,10 +243,10 @@ def memory_events(table: EventTable, step_num: I64 | None = None,
     for key in keys:
         arrays = [np.asarray(p[key]) for p in parts]
         cols[key] = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
-    names: list[str] = []
-    for p in parts:
-        names.extend(cast(list[str], p["allocator"]))
-    allocator = np.array([index[n] for n in names], dtype=np.int32)
+    allocator = np.concatenate(
+        [np.array([index.get(n, 0) for n in cast(list[str], p["allocator_names"])] + [0],
+                  dtype=np.int32)[np.asarray(p["allocator"])] for p in parts]) \
+        if parts else np.zeros(0, np.int32)
     order = np.lexsort((cols["row"], cols["time_ns"], allocator))
     times = cols["time_ns"][order].astype(np.int64)
     steps = (_steps_of(times, step_num, step_start_ns, step_end_ns)
@@ -273,22 +275,23 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     n = len(rows)
     alloc_code = table.name_code(schema.MEMORY_ALLOCATION)
     is_alloc = table.name[rows] == (alloc_code if alloc_code is not None else -1)
-    names = _texts(table, schema.ALLOCATOR_NAME, rows)
+    named, names = _texts(table, schema.ALLOCATOR_NAME, rows)
     ordinal, _, has_ordinal, _ = _numbers(table, schema.DEVICE_ORDINAL, rows)
     index, _, has_index, _ = _numbers(table, schema.INDEX_ON_HOST, rows)
-    allocator = []
-    for i in range(n):
-        name = names[i]
-        if not name:
-            if has_index[i]:
-                name = str(int(index[i]))
-            elif has_ordinal[i]:
-                name = str(int(ordinal[i]))
-            else:
-                name = "(unnamed allocator)"
-                problems["missing_allocator"] = problems.get("missing_allocator", 0) + 1
-        allocator.append(name)
-    for name in set(allocator):
+    # Without a name, the allocator is the device's number (TPU), as XProf names it.
+    number = np.where(has_index, index, np.where(has_ordinal, ordinal, MISSING))
+    unnamed = (named < 0) & (number == MISSING)
+    if unnamed.any():
+        problems["missing_allocator"] = problems.get("missing_allocator", 0) + int(
+            unnamed.sum())
+    numbers, number_code = np.unique(number[(named < 0) & ~unnamed], return_inverse=True)
+    names = [*names, *(str(int(v)) for v in numbers), "(unnamed allocator)"]
+    allocator = named.astype(np.int64)
+    allocator[(named < 0) & ~unnamed] = len(names) - 1 - len(numbers) + number_code.reshape(-1)
+    allocator[unnamed] = len(names) - 1
+    used = np.unique(allocator)
+    allocator_names = names
+    for name in (names[int(u)] for u in used):
         sources.setdefault(name, "xspace")
         capacity.setdefault(name, None)
 
@@ -314,28 +317,31 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     if not addr_present.all():
         problems["missing_address"] = problems.get("missing_address", 0) + int(
             (~addr_present).sum())
+    type_values, type_code = np.unique(dtype, return_inverse=True)
     type_names = [TF_DATA_TYPES[int(t)] if 0 <= int(t) < len(TF_DATA_TYPES)
                   else ("INVALID" if int(t) == MISSING else f"type {int(t)}")
-                  for t in dtype.tolist()]
+                  for t in type_values.tolist()]
     ours = any(p.stats.get(schema.ENV_PRODUCER) for p in table.planes)
     # stepscope's own capture: ops own the memory recorded while they are open.
     owners = _owners(table, rows, False) if ours else np.full(n, -1, np.int64)
-    ops = _texts(table, schema.TF_OP, rows)
-    for i in np.flatnonzero(owners >= 0).tolist():
-        if not ops[i]:
-            ops[i] = table.names[int(table.name[owners[i]])]
+    op_code, op_values = _texts(table, schema.TF_OP, rows)
+    op_codes = texts.encode(op_code, op_values)
+    # Without a tf_op stat, the op is the innermost event open around it (our capture).
+    take = (op_code < 0) & (owners >= 0)
+    if take.any():
+        op_codes[take] = texts.encode(table.name[owners[take]], table.names)
     return {
-        "allocator": allocator, "row": rows, "time_ns": table.start_ns[rows],
-        "is_alloc": is_alloc, "heap": heap, "stack": stack, "reserved":
+        "allocator": allocator, "allocator_names": allocator_names, "row": rows,
+        "time_ns": table.start_ns[rows], "is_alloc": is_alloc, "heap": heap, "stack": stack, "reserved":
         np.full(n, MISSING, dtype=np.int64), "free": free,
         "fragmentation": np.where(frag_present, frag, np.nan),
         "allocator_peak": np.where(peak_present & (peak_v >= 0), peak_v, MISSING),
         "requested": requested, "size": size,
         "address": np.where(addr_present, addr, MISSING),
-        "op": texts.encode(ops),
-        "region": texts.encode(_texts(table, schema.REGION_TYPE, rows)),
-        "data_type": texts.encode(type_names),
-        "shape": texts.encode(_texts(table, schema.TENSOR_SHAPES, rows)),
+        "op": op_codes,
+        "region": texts.encode(*_texts(table, schema.REGION_TYPE, rows)),
+        "data_type": texts.encode(type_code.reshape(-1).astype(np.int32), type_names),
+        "shape": texts.encode(*_texts(table, schema.TENSOR_SHAPES, rows)),
         "group": table.typed[schema.GROUP_ID][rows],
         "owner": owners,
     }
@@ -355,12 +361,16 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     n = len(rows)
     dev_type, _, has_type, _ = _numbers(table, schema.KINETO_DEVICE_TYPE, rows)
     dev_id, _, has_id, _ = _numbers(table, schema.KINETO_DEVICE_ID, rows)
-    allocator = []
-    for t, i, ht, hi in zip(dev_type.tolist(), dev_id.tolist(), has_type.tolist(),
-                            has_id.tolist(), strict=True):
-        kind = TORCH_DEVICE_TYPES.get(t, f"device{t}") if ht else "cpu"
-        allocator.append(kind if kind == "cpu" else f"{kind}:{i if hi and i >= 0 else 0}")
-    names = sorted(set(allocator))
+    # One allocator per (device type, device id); the CPU's id does not matter.
+    dev_type = np.where(has_type, dev_type, 0)
+    dev_id = np.where(has_id & (dev_id >= 0) & (dev_type != 0), dev_id, 0)
+    pairs, pair_code = np.unique(np.stack([dev_type, dev_id], axis=1), axis=0,
+                                 return_inverse=True)
+    names = []
+    for t, i in pairs.tolist():
+        kind = TORCH_DEVICE_TYPES.get(t, f"device{t}")
+        names.append(kind if kind == "cpu" else f"{kind}:{i}")
+    allocator = pair_code.reshape(-1).astype(np.int64)
     for name in names:
         sources.setdefault(name, "kineto")
         capacity.setdefault(name, _device_memory(table, name))
@@ -374,7 +384,7 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     no_total = heap == MISSING
     if no_total.any():
         problems["no_totals"] = problems.get("no_totals", 0) + int(no_total.sum())
-        code = np.array([names.index(a) for a in allocator], dtype=np.int64)
+        code = allocator
         order = np.lexsort((rows, table.start_ns[rows], code))
         running = np.zeros(n, dtype=np.int64)
         c = code[order]
@@ -383,7 +393,8 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         before = np.where(first > 0, cum[np.maximum(first - 1, 0)], 0)
         running[order] = cum - before
         heap[no_total] = running[no_total]
-    cap = np.array([capacity.get(a) or MISSING for a in allocator], dtype=np.int64)
+    cap = np.array([capacity.get(a) or MISSING for a in names] + [MISSING],
+                   dtype=np.int64)[allocator]
     free = np.where((cap != MISSING) & (reserved != MISSING), cap - reserved, MISSING)
     with np.errstate(invalid="ignore", divide="ignore"):
         frag = np.where((reserved != MISSING) & (reserved > 0) & (total != MISSING),
@@ -394,15 +405,16 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
             (~addr_present).sum())
     size = np.abs(signed)
     owners = _owners(table, rows, True)
-    op_names = [table.names[int(table.name[o])] if o >= 0 else "" for o in owners.tolist()]
+    op_code = np.where(owners >= 0, table.name[np.maximum(owners, 0)], -1).astype(np.int32)
+    none = np.full(n, -1, dtype=np.int32)
     return {
-        "allocator": allocator, "row": rows, "time_ns": table.start_ns[rows],
+        "allocator": allocator, "allocator_names": names, "row": rows, "time_ns": table.start_ns[rows],
         "is_alloc": signed > 0, "heap": np.maximum(heap, 0), "stack": np.zeros(n, np.int64),
         "reserved": reserved, "free": free, "fragmentation": frag,
         "allocator_peak": np.full(n, MISSING, dtype=np.int64), "requested": size,
         "size": size, "address": np.where(addr_present, addr, MISSING),
-        "op": texts.encode(op_names), "region": texts.encode([""] * n),
-        "data_type": texts.encode([""] * n), "shape": texts.encode([""] * n),
+        "op": texts.encode(op_code, table.names), "region": texts.encode(none, []),
+        "data_type": texts.encode(none, []), "shape": texts.encode(none, []),
         "group": np.full(n, MISSING, dtype=np.int64), "owner": owners,
     }
 

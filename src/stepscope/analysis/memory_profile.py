@@ -221,20 +221,28 @@ def allocator_profile(ev: MemoryEvents, index: int, host: str, start_ns: int,
         label_unmapped = UNMAPPED_XSPACE if ev.source[index] == "xspace" else UNMAPPED_OTHER
 
     texts = ev.texts
-    keys: list[tuple[int, int, str, str, str, str]] = [
-        (int(size[i]), int(requested[i]), texts[ev.op[sl][i]], texts[ev.region[sl][i]],
-         texts[ev.data_type[sl][i]], texts[ev.shape[sl][i]]) for i in live.tolist()]
+    live_cols = np.stack([size[live], requested[live], ev.op[sl][live], ev.region[sl][live],
+                          ev.data_type[sl][live], ev.shape[sl][live]], axis=1).astype(np.int64)
+    groups, counts = np.unique(live_cols.reshape(-1, 6), axis=0, return_counts=True)
+    # Heaviest first; ties by op, region, type and shape in text order (as XProf sorts).
+    rank = np.empty(len(texts), dtype=np.int64)
+    rank[np.argsort(np.array(texts, dtype=object), kind="stable")] = np.arange(len(texts))
+    order = np.lexsort((rank[groups[:, 5]], rank[groups[:, 4]], rank[groups[:, 3]],
+                        rank[groups[:, 2]], -groups[:, 1], -groups[:, 0]))
+    top = order[:MAX_BREAKDOWN_ROWS]
+    keyed = [((int(g[0]), int(g[1]), texts[g[2]], texts[g[3]], texts[g[4]], texts[g[5]]),
+              int(c)) for g, c in zip(groups[top].tolist(), counts[top].tolist(), strict=True)]
+    specials = []
     if unmapped > 0:
-        keys.append((int(unmapped), int(unmapped), label_unmapped, "persist/dynamic",
-                     "INVALID", "unknown"))
+        specials.append((int(unmapped), int(unmapped), label_unmapped, "persist/dynamic",
+                         "INVALID", "unknown"))
     if n and int(stack[p]) > 0:
-        keys.append((int(stack[p]), int(stack[p]), STACK, STACK, "INVALID", "unknown"))
-    counted: dict[tuple[int, int, str, str, str, str], int] = {}
-    for k in keys:
-        counted[k] = counted.get(k, 0) + 1
-    ranked = sorted(counted.items(), key=lambda kv: (-kv[0][0], -kv[0][1], *kv[0][2:]))
+        specials.append((int(stack[p]), int(stack[p]), STACK, STACK, "INVALID", "unknown"))
+    keyed += [(k, 1) for k in specials]
+    keyed.sort(key=lambda kc: (-kc[0][0], -kc[0][1], *kc[0][2:]))
     breakdown = [BreakdownRow(k[2], k[0], k[1], c, k[3], k[4], k[5])
-                 for k, c in ranked[:MAX_BREAKDOWN_ROWS]]
+                 for k, c in keyed[:MAX_BREAKDOWN_ROWS]]
+    rows_total = len(groups) + len(specials)
 
     reserved = ev.reserved[sl]
     known_reserved = reserved[reserved != MISSING]
@@ -255,7 +263,7 @@ def allocator_profile(ev: MemoryEvents, index: int, host: str, start_ns: int,
         peak_reserved_bytes=int(known_reserved.max()) if len(known_reserved) else None,
         fragmentation_at_peak=None if math.isnan(frag) else round(frag, 6),
         allocator_peak_bytes=_opt(int(own_peak[last_row])) if n else None,
-        breakdown_at_peak=breakdown, breakdown_rows_total=len(ranked))
+        breakdown_at_peak=breakdown, breakdown_rows_total=rows_total)
 
 
 def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
@@ -271,13 +279,13 @@ def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
     cand = op_rows(table, np.unique(table.line[ops]), "kineto" in ev.source)
     parent = parents(table.line[cand].astype(np.int64), table.start_ns[cand],
                      table.start_ns[cand] + table.duration_ns[cand])
-    pos = {int(r): i for i, r in enumerate(cand.tolist())}
     up = np.where(parent >= 0, parent, -1)
     n_alloc = len(ev.allocators)
     self_b = np.zeros((len(cand), n_alloc), dtype=np.float64)
     incl = np.zeros((len(cand), n_alloc), dtype=np.float64)
-    owner_pos = np.array([pos.get(int(o), -1) for o in owner.tolist()], dtype=np.int64)
-    ok = owner_pos >= 0
+    owner_pos = np.searchsorted(cand, owner)  # cand is sorted
+    ok = owner_pos < len(cand)
+    ok[ok] = cand[owner_pos[ok]] == owner[ok]
     np.add.at(self_b, (owner_pos[ok], alloc[ok]), signed[ok])
     cur, a, b = owner_pos[ok], alloc[ok], signed[ok]
     while len(cur):
@@ -285,19 +293,15 @@ def op_memory(table: EventTable, ev: MemoryEvents) -> list[OpMemory]:
         nxt = up[cur]
         keep = nxt >= 0
         cur, a, b = nxt[keep], a[keep], b[keep]
-    touched = np.flatnonzero((incl != 0).any(axis=1) | (self_b != 0).any(axis=1))
     # Sum per (name, allocator) over calls: every call of a name counts, as key_averages does.
-    sums: dict[tuple[str, int], list[float]] = {}  # (name, allocator) → [with children, self]
-    names = table.names
-    rows_touched = cand[touched]
-    for k, r in zip(touched.tolist(), rows_touched.tolist(), strict=True):
-        name = names[int(table.name[r])]
-        for j in np.flatnonzero((incl[k] != 0) | (self_b[k] != 0)).tolist():
-            entry = sums.setdefault((name, j), [0.0, 0.0])
-            entry[0] += incl[k, j]
-            entry[1] += self_b[k, j]
-    out = [OpMemory(name, ev.allocators[j], int(v[0]), int(v[1]))
-           for (name, j), v in sums.items()]
+    name = table.name[cand].astype(np.int64)
+    out = []
+    for j in range(n_alloc):
+        with_children = np.bincount(name, weights=incl[:, j], minlength=len(table.names))
+        own = np.bincount(name, weights=self_b[:, j], minlength=len(table.names))
+        for code in np.flatnonzero((with_children != 0) | (own != 0)).tolist():
+            out.append(OpMemory(table.names[code], ev.allocators[j],
+                                int(round(with_children[code])), int(round(own[code]))))
     out.sort(key=lambda o: (-o.allocated_bytes, o.name, o.allocator))
     return out
 
