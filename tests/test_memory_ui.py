@@ -8,17 +8,17 @@ Watched fixture's rules). Screenshots go to test-artifacts/ui/.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from browser import Server, Watched, shot
 
-from conftest import FIXTURES
+from browser import Server, Watched, shot
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import schema
+
+from conftest import FIXTURES
 
 TOOL = "memory_profile"
 EVIL = "<img src=x onerror=alert(1)>"

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.intervals import parents
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
-from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_UINT64
+from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -113,48 +113,67 @@ class _Texts:
         return list(self.code)
 
 
-def _numbers(table: EventTable, stat: str, rows: I64) -> tuple[I64, F64, Bools, Bools]:
-    """A numeric stat of ``rows``: (as int64, as float, present, was a double)."""
-    n = len(rows)
-    ints = np.full(n, MISSING, dtype=np.int64)
-    floats = np.full(n, np.nan)
-    present = np.zeros(n, dtype=bool)
-    double = np.zeros(n, dtype=bool)
-    st = table.stats
-    try:
-        code = st.stat_names.index(stat)
-    except ValueError:
-        return ints, floats, present, double
-    sel = np.flatnonzero((st.name == code)
-                         & np.isin(st.kind, (KIND_INT64, KIND_UINT64, KIND_DOUBLE)))
-    pos = np.searchsorted(rows, st.event[sel])
-    ok = pos < n
-    ok[ok] = rows[pos[ok]] == st.event[sel][ok]
-    sel, pos = sel[ok], pos[ok]
-    kind, raw = st.kind[sel], np.asarray(st.value[sel], dtype=np.int64)
-    is_double = kind == KIND_DOUBLE
-    as_float = np.where(is_double, raw.view(np.float64), raw.astype(np.float64))
-    with np.errstate(invalid="ignore", over="ignore"):
-        finite = np.isfinite(as_float)
-        as_int = np.where(is_double, np.where(finite & (np.abs(as_float) < 2.0 ** 62),
-                                              as_float, MISSING).astype(np.int64), raw)
-    # A uint64 beyond int64 reads back negative here: that is an overflow, not a size.
-    as_int = np.where((kind == KIND_UINT64) & (raw < 0), MISSING, as_int)
-    ints[pos], floats[pos], present[pos], double[pos] = as_int, as_float, True, is_double
-    return ints, floats, present, double
+class _RowStats:
+    """The stats of some rows of a table (``rows``, sorted), read stat by stat."""
 
+    def __init__(self, table: EventTable, rows: I64) -> None:
+        st = table.stats
+        self.table, self.n = table, len(rows)
+        sel = np.flatnonzero(np.isin(st.event, rows))  # one pass over the whole stat table
+        self.sel, self.name = sel, st.name[sel]
+        self.pos = np.searchsorted(rows, st.event[sel])
+        # Sliced as bytes: a memoryview's slices do not hash.
+        self.text: bytes = st.text.tobytes() if isinstance(st.text, memoryview) else st.text
 
-def _texts(table: EventTable, stat: str, rows: I64) -> tuple[I32, list[str]]:
-    """A text stat of ``rows``: codes into the distinct values (-1 where absent)."""
-    events, codes, values = table.text_stat(stat)
-    out = np.full(len(rows), -1, dtype=np.int32)
-    if not len(events):
+    def _of(self, stat: str, kinds: tuple[int, ...]) -> tuple[I64, I64]:
+        st = self.table.stats
+        try:
+            code = st.stat_names.index(stat)
+        except ValueError:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        mine = np.flatnonzero(self.name == code)
+        keep = np.isin(st.kind[self.sel[mine]], kinds)
+        return self.sel[mine[keep]], self.pos[mine[keep]]
+
+    def numbers(self, stat: str) -> tuple[I64, F64, Bools]:
+        """A numeric stat: (as int64, as float, present)."""
+        ints = np.full(self.n, MISSING, dtype=np.int64)
+        floats = np.full(self.n, np.nan)
+        present = np.zeros(self.n, dtype=bool)
+        sel, pos = self._of(stat, (KIND_INT64, KIND_UINT64, KIND_DOUBLE))
+        st = self.table.stats
+        kind, raw = st.kind[sel], np.asarray(st.value[sel], dtype=np.int64)
+        is_double = kind == KIND_DOUBLE
+        as_float = np.where(is_double, raw.view(np.float64), raw.astype(np.float64))
+        with np.errstate(invalid="ignore", over="ignore"):
+            fits = np.isfinite(as_float) & (np.abs(as_float) < 2.0 ** 62)
+            as_int = np.where(is_double, np.where(fits, as_float, MISSING).astype(np.int64),
+                              raw)
+        # A uint64 beyond int64 reads back negative here: that is an overflow, not a size.
+        as_int = np.where((kind == KIND_UINT64) & (raw < 0), MISSING, as_int)
+        ints[pos], floats[pos], present[pos] = as_int, as_float, True
+        return ints, floats, present
+
+    def texts(self, stat: str) -> tuple[I32, list[str]]:
+        """A text stat: codes into its distinct values (-1 where absent)."""
+        out = np.full(self.n, -1, dtype=np.int32)
+        sel, pos = self._of(stat, (KIND_STR, KIND_REF))
+        st = self.table.stats
+        code_of: dict[bytes, int] = {}
+        kind, value, length = st.kind[sel], st.value[sel], st.length[sel]
+        refs = kind == KIND_REF
+        ref_values, ref_code = np.unique(value[refs], return_inverse=True)
+        values = [st.stat_names[int(v)] for v in ref_values.tolist()]
+        out[pos[refs]] = ref_code.reshape(-1)
+        # Strings repeat (an op name per allocation): decode each distinct one once.
+        text = self.text
+        first = len(values)
+        ends = (value[~refs] + length[~refs]).tolist()
+        codes = [code_of.setdefault(text[a:b], len(code_of))
+                 for a, b in zip(value[~refs].tolist(), ends, strict=True)]
+        values += [raw.decode("utf-8", "replace") for raw in code_of]
+        out[pos[~refs]] = np.array(codes, dtype=np.int32) + first
         return out, values
-    pos = np.searchsorted(rows, events)
-    ok = pos < len(rows)
-    ok[ok] = rows[pos[ok]] == events[ok]
-    out[pos[ok]] = codes[ok]
-    return out, values
 
 
 def _sizes(values: I64, present: Bools, problems: dict[str, int], what: str) -> I64:
@@ -273,11 +292,12 @@ def memory_events(table: EventTable, step_num: I64 | None = None,
 def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str, int],
                  sources: dict[str, str], capacity: dict[str, int | None]) -> dict[str, object]:
     n = len(rows)
+    rs = _RowStats(table, rows)
     alloc_code = table.name_code(schema.MEMORY_ALLOCATION)
     is_alloc = table.name[rows] == (alloc_code if alloc_code is not None else -1)
-    named, names = _texts(table, schema.ALLOCATOR_NAME, rows)
-    ordinal, _, has_ordinal, _ = _numbers(table, schema.DEVICE_ORDINAL, rows)
-    index, _, has_index, _ = _numbers(table, schema.INDEX_ON_HOST, rows)
+    named, names = rs.texts(schema.ALLOCATOR_NAME)
+    ordinal, _, has_ordinal = rs.numbers(schema.DEVICE_ORDINAL)
+    index, _, has_index = rs.numbers(schema.INDEX_ON_HOST)
     # Without a name, the allocator is the device's number (TPU), as XProf names it.
     number = np.where(has_index, index, np.where(has_ordinal, ordinal, MISSING))
     unnamed = (named < 0) & (number == MISSING)
@@ -296,19 +316,19 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         capacity.setdefault(name, None)
 
     def sized(stat: str, what: str) -> I64:
-        v, _, present, _ = _numbers(table, stat, rows)
+        v, _, present = rs.numbers(stat)
         return _sizes(v, present, problems, what)
 
     heap = sized(schema.BYTES_ALLOCATED, "heap")
     stack = sized(schema.BYTES_RESERVED, "stack")
-    free_v, _, free_present, _ = _numbers(table, schema.BYTES_AVAILABLE, rows)
+    free_v, _, free_present = rs.numbers(schema.BYTES_AVAILABLE)
     free = np.where(free_present & (free_v >= 0) & (free_v < MAX_BYTES), free_v, MISSING)
-    _, frag, frag_present, _ = _numbers(table, schema.FRAGMENTATION, rows)
-    peak_v, _, peak_present, _ = _numbers(table, schema.PEAK_BYTES_IN_USE, rows)
-    req_v, _, req_present, _ = _numbers(table, schema.REQUESTED_BYTES, rows)
-    size_v, _, size_present, _ = _numbers(table, schema.ALLOCATION_BYTES, rows)
-    addr, _, addr_present, _ = _numbers(table, schema.ADDRESS, rows)
-    dtype, _, _, _ = _numbers(table, schema.DATA_TYPE, rows)
+    _, frag, frag_present = rs.numbers(schema.FRAGMENTATION)
+    peak_v, _, peak_present = rs.numbers(schema.PEAK_BYTES_IN_USE)
+    req_v, _, req_present = rs.numbers(schema.REQUESTED_BYTES)
+    size_v, _, size_present = rs.numbers(schema.ALLOCATION_BYTES)
+    addr, _, addr_present = rs.numbers(schema.ADDRESS)
+    dtype, _, _ = rs.numbers(schema.DATA_TYPE)
     # Frees often carry no sizes: they take their allocation's (see memory_profile).
     requested = _sizes(np.where(req_present, req_v, 0), np.ones(n, dtype=bool), problems,
                        "requested")
@@ -324,7 +344,7 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     ours = any(p.stats.get(schema.ENV_PRODUCER) for p in table.planes)
     # stepscope's own capture: ops own the memory recorded while they are open.
     owners = _owners(table, rows, False) if ours else np.full(n, -1, np.int64)
-    op_code, op_values = _texts(table, schema.TF_OP, rows)
+    op_code, op_values = rs.texts(schema.TF_OP)
     op_codes = texts.encode(op_code, op_values)
     # Without a tf_op stat, the op is the innermost event open around it (our capture).
     take = (op_code < 0) & (owners >= 0)
@@ -332,16 +352,16 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         op_codes[take] = texts.encode(table.name[owners[take]], table.names)
     return {
         "allocator": allocator, "allocator_names": allocator_names, "row": rows,
-        "time_ns": table.start_ns[rows], "is_alloc": is_alloc, "heap": heap, "stack": stack, "reserved":
-        np.full(n, MISSING, dtype=np.int64), "free": free,
+        "time_ns": table.start_ns[rows], "is_alloc": is_alloc, "heap": heap, "stack": stack,
+        "reserved": np.full(n, MISSING, dtype=np.int64), "free": free,
         "fragmentation": np.where(frag_present, frag, np.nan),
         "allocator_peak": np.where(peak_present & (peak_v >= 0), peak_v, MISSING),
         "requested": requested, "size": size,
         "address": np.where(addr_present, addr, MISSING),
         "op": op_codes,
-        "region": texts.encode(*_texts(table, schema.REGION_TYPE, rows)),
+        "region": texts.encode(*rs.texts(schema.REGION_TYPE)),
         "data_type": texts.encode(type_code.reshape(-1).astype(np.int32), type_names),
-        "shape": texts.encode(*_texts(table, schema.TENSOR_SHAPES, rows)),
+        "shape": texts.encode(*rs.texts(schema.TENSOR_SHAPES)),
         "group": table.typed[schema.GROUP_ID][rows],
         "owner": owners,
     }
@@ -349,7 +369,7 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
 
 def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str, int],
                  sources: dict[str, str], capacity: dict[str, int | None]) -> dict[str, object]:
-    signed, _, has_bytes, _ = _numbers(table, schema.KINETO_BYTES, rows)
+    signed, _, has_bytes = _RowStats(table, rows).numbers(schema.KINETO_BYTES)
     bad = has_bytes & ((signed == MISSING) | (np.abs(signed) >= MAX_BYTES))
     if bad.any():
         problems["bad_sizes"] = problems.get("bad_sizes", 0) + int(bad.sum())
@@ -359,8 +379,9 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     keep = has_bytes & ~bad & (signed != 0)
     rows, signed = rows[keep], signed[keep]
     n = len(rows)
-    dev_type, _, has_type, _ = _numbers(table, schema.KINETO_DEVICE_TYPE, rows)
-    dev_id, _, has_id, _ = _numbers(table, schema.KINETO_DEVICE_ID, rows)
+    rs = _RowStats(table, rows)
+    dev_type, _, has_type = rs.numbers(schema.KINETO_DEVICE_TYPE)
+    dev_id, _, has_id = rs.numbers(schema.KINETO_DEVICE_ID)
     # One allocator per (device type, device id); the CPU's id does not matter.
     dev_type = np.where(has_type, dev_type, 0)
     dev_id = np.where(has_id & (dev_id >= 0) & (dev_type != 0), dev_id, 0)
@@ -374,8 +395,8 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     for name in names:
         sources.setdefault(name, "kineto")
         capacity.setdefault(name, _device_memory(table, name))
-    total, _, has_total, _ = _numbers(table, schema.KINETO_TOTAL_ALLOCATED, rows)
-    reserved, _, has_reserved, _ = _numbers(table, schema.KINETO_TOTAL_RESERVED, rows)
+    total, _, has_total = rs.numbers(schema.KINETO_TOTAL_ALLOCATED)
+    reserved, _, has_reserved = rs.numbers(schema.KINETO_TOTAL_RESERVED)
     total = np.where(has_total & (total >= 0) & (total < MAX_BYTES), total, MISSING)
     reserved = np.where(has_reserved & (reserved >= 0) & (reserved < MAX_BYTES), reserved,
                         MISSING)
@@ -399,7 +420,7 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     with np.errstate(invalid="ignore", divide="ignore"):
         frag = np.where((reserved != MISSING) & (reserved > 0) & (total != MISSING),
                         (reserved - total) / np.maximum(reserved, 1), np.nan)
-    addr, _, addr_present, _ = _numbers(table, schema.KINETO_ADDRESS, rows)
+    addr, _, addr_present = rs.numbers(schema.KINETO_ADDRESS)
     if not addr_present.all():  # PyTorch's own event objects (our bridge) carry none
         problems["missing_address"] = problems.get("missing_address", 0) + int(
             (~addr_present).sum())
@@ -408,7 +429,8 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
     op_code = np.where(owners >= 0, table.name[np.maximum(owners, 0)], -1).astype(np.int32)
     none = np.full(n, -1, dtype=np.int32)
     return {
-        "allocator": allocator, "allocator_names": names, "row": rows, "time_ns": table.start_ns[rows],
+        "allocator": allocator, "allocator_names": names, "row": rows,
+        "time_ns": table.start_ns[rows],
         "is_alloc": signed > 0, "heap": np.maximum(heap, 0), "stack": np.zeros(n, np.int64),
         "reserved": reserved, "free": free, "fragmentation": frag,
         "allocator_peak": np.full(n, MISSING, dtype=np.int64), "requested": size,
