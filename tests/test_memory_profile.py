@@ -306,6 +306,40 @@ def test_xprof_reads_the_memory_tracer_profile(numpy_run: Path, tmp_path: Path) 
     assert int(summary["peakStats"]["peakBytesInUse"]) == 2 * SIZE
 
 
+def _handler_name() -> str:
+    import importlib
+
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            return str(importlib.import_module(module).get_handler_name())
+        except (ImportError, AttributeError):
+            continue
+    pytest.skip("this NumPy cannot name its allocator")
+
+
+def test_memory_tracer_with_delay_and_handler_given_back(tmp_path: Path) -> None:
+    before = _handler_name()
+    options = stepscope.ProfilerOptions(counter_interval_ms=0, memory_tracer_level=1,
+                                        delay_ms=50)
+    stepscope.start(tmp_path / "a", options)
+    assert _handler_name() == "stepscope_memory_tracer"
+    stepscope.stop()  # before the delay ran out: nothing recorded, the handler given back
+    assert _handler_name() == before
+    import time
+
+    stepscope.start(tmp_path / "b", options)
+    time.sleep(0.3)  # recording starts on a timer's thread; allocations here still count
+    with stepscope.Trace("late"):
+        kept = np.ones(SIZE // 8)
+    stepscope.stop()
+    assert _handler_name() == before
+    del kept
+    data = open_run_model(tmp_path / "b", use_cache=False).memory_dict()
+    (alloc,) = data["allocators"]
+    assert alloc["breakdown_at_peak"][0]["op"] == "late"
+    assert alloc["peak_bytes_in_use"] == SIZE
+
+
 def test_memory_tracer_option_is_checked() -> None:
     with pytest.raises(stepscope.InvalidOptionError if hasattr(stepscope, "InvalidOptionError")
                        else Exception, match="memory_tracer_level"):

@@ -151,11 +151,15 @@ def _install() -> None:
         new.restype, new.argtypes = ctypes.py_object, [_VOIDP, ctypes.c_char_p, _VOIDP]
         capsule = new(ctypes.addressof(handler), b"mem_handler", None)
         _installed.update(handler=handler, callbacks=callbacks, capsule=capsule, table=table)
+    if "previous" in _installed:  # already installed (and not given back)
+        return
     setter = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
     _installed["previous"] = setter(_installed["capsule"])
 
 
 def _uninstall() -> None:
+    if "previous" not in _installed:
+        return
     table = _installed["table"]
     setter = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
     setter(_installed.pop("previous"))
@@ -168,9 +172,16 @@ class MemoryTracer:
         self.recorder = recorder
         self.threshold = threshold
 
-    def start(self) -> None:
-        """Install the handler (MemoryTracerUnavailable where NumPy cannot take one)."""
+    def install(self) -> None:
+        """Give the calling thread's NumPy the handler (MemoryTracerUnavailable where NumPy
+        cannot take one); it only forwards until ``start``."""
         _install()
+        self._installed = True
+
+    def start(self) -> None:
+        """Record from now on (installs the handler first if ``install`` was not called)."""
+        if not getattr(self, "_installed", False):
+            self.install()
         with _state.lock:
             _state.live.clear()
             _state.in_use = _state.peak = 0
@@ -182,4 +193,6 @@ class MemoryTracer:
         with _state.lock:
             _state.recorder = None
             _state.live.clear()
-        _uninstall()
+        if getattr(self, "_installed", False):
+            self._installed = False
+            _uninstall()
