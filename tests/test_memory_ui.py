@@ -138,6 +138,19 @@ def test_torch_ops_and_overview_link(watched: Watched, server: Server) -> None:
     page.wait_for_selector("#memory-ops tbody tr")
     top = api["ops"][0]
     assert page.text_content("#memory-ops tbody tr td[data-key=name]") == top["name"]
+    # The GPU's caching allocator: reserved, free and fragmentation are drawn too.
+    page.select_option("#memory-allocator", "1")
+    page.wait_for_selector('#memory-summary[data-allocator="cuda:0"]')
+    for series in ("heap", "reserved", "fragmentation"):
+        assert page.query_selector(f"#memory-timeline path.series-{series}"), series
+    # Free memory (79 GB) would flatten the rest: it starts hidden, its legend entry shows it.
+    assert page.query_selector("#memory-timeline path.series-free") is None
+    page.click("#memory-timeline button[data-series=free]")
+    page.wait_for_selector("#memory-timeline path.series-free", state="attached")
+    page.click("#memory-timeline button[data-series=free]")
+    page.wait_for_selector("#memory-timeline path.series-free", state="detached")
+    assert _facts(watched)["Peak memory reserved"] == "116.0 MB"
+    shot(watched, "memory-torch")
     # The overview lists each allocator's peak, and links to the page.
     _open(watched, server, "b_torch", "overview_page")
     page.wait_for_selector("#memory-peaks")

@@ -4,7 +4,9 @@
 import { bytes, h, svg } from "../../dom";
 import type { Timeline } from "./data";
 
-const W = 900, H = 280, LEFT = 70, RIGHT = 12, TOP = 12, BOTTOM = 28;
+const W = 900, H = 280, LEFT = 70, RIGHT = 44, TOP = 12, BOTTOM = 28;
+const FRAGMENTATION = { key: "fragmentation", label: "Fragmentation (right axis)",
+                        color: "#d93025" };
 export const SERIES = [
   { key: "heap", label: "Heap in use", color: "#1a73e8" },
   { key: "stack", label: "Stack", color: "#e8710a" },
@@ -19,17 +21,38 @@ function values(t: Timeline, key: string): (number | null)[] {
   return t.free_bytes;
 }
 
+// Series the user switched off (kept while the page lives); free memory starts off where it
+// would dwarf what is in use.
+const hidden = new Set<string>();
+const chosen = new Set<string>(); // series the user showed or hid: no longer decided for them
+
 export function timelineChart(t: Timeline, onZoom: (from: number, to: number) => void)
     : HTMLElement {
   const box = h("div", { id: "memory-timeline", className: "timeline-box" });
+  draw(box, t, onZoom);
+  return box;
+}
+
+function draw(box: HTMLElement, t: Timeline, onZoom: (from: number, to: number) => void): void {
+  box.replaceChildren();
   if (!t.time_ms.length) {
     box.append(h("p", { className: "muted" }, "No allocations in this window."));
-    return box;
+    return;
   }
-  const shown = SERIES.filter((s) => values(t, s.key).some((v) => v !== null && v > 0));
+  const present = SERIES.filter((s) => values(t, s.key).some((v) => v !== null && v > 0));
+  if (!chosen.has("free")) {
+    const most = (k: string) => values(t, k).reduce<number>((m, v) => Math.max(m, v ?? 0), 0);
+    if (most("free") > 4 * Math.max(most("heap") + most("stack"), most("reserved"))) {
+      hidden.add("free");
+    } else {
+      hidden.delete("free");
+    }
+  }
+  const shown = present.filter((s) => !hidden.has(s.key));
   const t0 = t.time_ms[0], t1 = t.time_ms[t.time_ms.length - 1];
   const span = Math.max(t1 - t0, 1e-6);
-  const top = Math.max(1, ...shown.flatMap((s) => values(t, s.key).map((v) => v ?? 0)));
+  const top = shown.reduce((m, s) => values(t, s.key).reduce<number>(
+    (n, v) => Math.max(n, v ?? 0), m), 1);
   const x = (ms: number) => LEFT + ((ms - t0) / span) * (W - LEFT - RIGHT);
   const y = (b: number) => H - BOTTOM - (b / top) * (H - TOP - BOTTOM);
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img",
@@ -50,6 +73,24 @@ export function timelineChart(t: Timeline, onZoom: (from: number, to: number) =>
                    `${t0.toFixed(3)} ms`));
   chart.append(svg("text", { x: W - RIGHT, y: H - 8, "font-size": 11, fill: "#555",
                              "text-anchor": "end" }, `${t1.toFixed(3)} ms`));
+  // Fragmentation is a share: its own axis on the right, 0 to 100 %.
+  const fragPresent = t.fragmentation.some((v) => v !== null && v > 0);
+  const frag = fragPresent && !hidden.has(FRAGMENTATION.key);
+  if (frag) {
+    const fy = (f: number) => H - BOTTOM - Math.max(0, Math.min(1, f)) * (H - TOP - BOTTOM);
+    let d = "";
+    t.fragmentation.forEach((v, i) => {
+      if (v === null) return;
+      const px = x(t.time_ms[i]), py = fy(v);
+      d += d ? `H${px.toFixed(1)}V${py.toFixed(1)}` : `M${px.toFixed(1)},${py.toFixed(1)}`;
+    });
+    chart.append(svg("path", { d, fill: "none", stroke: FRAGMENTATION.color, "stroke-width": 1,
+                               "stroke-dasharray": "4 2", class: "series-fragmentation" }));
+    for (const f of [0, 0.5, 1]) {
+      chart.append(svg("text", { x: W - RIGHT + 4, y: fy(f) + 4, "font-size": 11,
+                                 fill: FRAGMENTATION.color }, `${f * 100}%`));
+    }
+  }
   for (const s of shown) {
     const vs = values(t, s.key);
     // A step line: memory holds its value until the next event.
@@ -68,9 +109,17 @@ export function timelineChart(t: Timeline, onZoom: (from: number, to: number) =>
                              fill: "rgba(26,115,232,0.15)", visibility: "hidden" });
   chart.append(cursor, band);
   const card = h("div", { id: "memory-hover", className: "hover-card", role: "status" });
-  const legend = h("p", { className: "legend" }, ...shown.map((s) =>
-    h("span", { className: "legend-item" },
-      h("span", { className: "swatch", style: `background:${s.color}` }), s.label)));
+  const legend = h("p", { className: "legend" },
+    ...[...present, ...(fragPresent ? [FRAGMENTATION] : [])].map((s) =>
+      h("button", { type: "button", className: "legend-item", "data-series": s.key,
+                    "aria-pressed": hidden.has(s.key) ? "false" : "true",
+                    title: "Show or hide this line",
+                    onclick: () => {
+                      if (hidden.has(s.key)) hidden.delete(s.key); else hidden.add(s.key);
+                      chosen.add(s.key);
+                      draw(box, t, onZoom);
+                    } },
+        h("span", { className: "swatch", style: `background:${s.color}` }), s.label)));
 
   const toMs = (ev: MouseEvent) => {
     const r = (chart as unknown as Element).getBoundingClientRect();
@@ -134,5 +183,4 @@ export function timelineChart(t: Timeline, onZoom: (from: number, to: number) =>
     dragFrom = null;
   });
   box.append(legend, chart as unknown as Node, card);
-  return box;
 }

@@ -9,7 +9,7 @@ import { timelineChart } from "./chart";
 import { Allocator, BreakdownRow, fetchMemory, MemoryProfile, OpMemory } from "./data";
 
 const WIDTH = 900;
-const size = (v: number) => bytes(v);
+const size = (v: number) => (v < 0 ? "−" + bytes(-v) : bytes(v));
 
 const BREAKDOWN: Column<BreakdownRow>[] = [
   { key: "op", title: "Op", value: (r) => r.op || "(unknown)", className: "name", clip: true },
