@@ -141,6 +141,67 @@ def test_gpu_breakdown_equals_xprof_row_for_row(tmp_path: Path) -> None:
     assert got == _xprof_rows(theirs)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_allocations_match_xprof_and_a_replay(seed: int, tmp_path: Path) -> None:
+    """Random allocations and frees over random steps (some frees of memory never seen, some
+    addresses reused): XProf's figures, and the live set at the peak by plain replay."""
+    rng = np.random.default_rng(seed)
+    live: dict[int, tuple[int, str]] = {}
+    in_use, t, events = 0, 0, []
+    ops = [f"op{i}" for i in range(12)]
+    for i in range(1500):
+        t += int(rng.integers(1, 500))
+        step = i // 300
+        if live and rng.random() < 0.45:
+            addr = int(rng.choice(list(live)))
+            size, op = live.pop(addr)
+            in_use -= size
+            kind = schema.MEMORY_DEALLOCATION
+        elif rng.random() < 0.03:  # a free of something allocated before the profile
+            addr, size, op, kind = 1 << 40, 4096, "", schema.MEMORY_DEALLOCATION
+        else:
+            addr = int(rng.integers(1, 400)) * 4096
+            if addr in live:
+                continue
+            size, op = int(rng.integers(1, 64)) * 512, str(rng.choice(ops))
+            live[addr] = (size, op)
+            in_use += size
+            kind = schema.MEMORY_ALLOCATION
+        events.append((kind, t, {schema.ALLOCATOR_NAME: "GPU_0_bfc",
+                                 schema.BYTES_ALLOCATED: in_use + (1 << 20),
+                                 schema.BYTES_RESERVED: 0, schema.BYTES_AVAILABLE: 1 << 30,
+                                 schema.PEAK_BYTES_IN_USE: in_use, schema.REQUESTED_BYTES: size,
+                                 schema.ALLOCATION_BYTES: size, schema.ADDRESS: addr,
+                                 schema.TF_OP: op, schema.GROUP_ID: step}))
+    (tmp_path / "in").mkdir()
+    path = _space_with(events, tmp_path / "in" / "random.xplane.pb")
+    theirs = _xprof_memory(path, tmp_path)["memoryProfilePerAllocator"]["GPU_0_bfc"]
+    table = load_file(path, use_cache=False)
+    (mine,) = host_memory("h", table, memory_events(table), None).allocators
+    summary = theirs["profileSummary"]
+    assert mine.peak_bytes_in_use == int(summary["peakStats"]["peakBytesInUse"])
+    assert mine.peak_time_ns - 1_000_000 == int(summary["peakStatsTimePs"]) // 1000
+    assert [(r.op, r.size_bytes, r.requested_bytes, r.occurrences)
+            for r in mine.breakdown_at_peak] == _xprof_rows(theirs)
+    # Replay: what was allocated in the peak's step up to the peak and is still live.
+    peak_at = mine.peak_time_ns - 1_000_000
+    replay: dict[int, tuple[int, str]] = {}
+    for kind, when, stats in events:
+        if when > peak_at:
+            break
+        if stats[schema.GROUP_ID] != mine.peak_step:
+            continue
+        if kind == schema.MEMORY_ALLOCATION:
+            replay[stats[schema.ADDRESS]] = (stats[schema.ALLOCATION_BYTES],
+                                             stats[schema.TF_OP])
+        else:
+            replay.pop(stats[schema.ADDRESS], None)
+    grouped = Counter(replay.values())
+    ours = {(r.size_bytes, r.op): r.occurrences for r in mine.breakdown_at_peak
+            if r.op != UNMAPPED_XSPACE}
+    assert ours == dict(grouped)
+
+
 def _raw_memory_events(path: Path) -> list[dict[str, Any]]:
     doc = json.loads(gzip.decompress(path.read_bytes()))
     return [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
@@ -484,6 +545,21 @@ def test_cli_memory_json_csv_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
     bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")
     assert main(["memory", str(bad), "--no-cache"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+    # Truncated real data, an empty file, an empty trace, random bytes: one line, or an
+    # answer (with no memory), never a traceback.
+    rng = np.random.default_rng(0)
+    raw = (FIXTURES / XSPACE_WITH_MEMORY[0]).read_bytes()
+    for name, content in (("cut.xplane.pb", raw[:len(raw) // 2]),
+                          ("empty.xplane.pb", b""),
+                          ("empty.pt.trace.json", b'{"traceEvents": []}'),
+                          ("noise.xplane.pb", rng.bytes(5000))):
+        case = tmp_path / name
+        case.write_bytes(content)
+        assert main(["memory", str(case), "--no-cache", "--json"]) in (0, 2), name
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err, name
+        if captured.out:
+            json.loads(captured.out)
 
 
 def test_cli_memory_without_memory_data(capsys: pytest.CaptureFixture[str]) -> None:
