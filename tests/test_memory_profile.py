@@ -605,7 +605,9 @@ def test_api_memory_data_and_params(api: Api) -> None:
     lo = int(t["time_ms"][len(t["time_ms"]) // 2] * 1000)
     _, zoomed = api.data("mem", None, "memory_profile", {"from_us": str(lo), "width": "1000"})
     assert zoomed["timeline"]["time_ms"][0] * 1000 >= lo - 1
-    for bad in ({"width": "x"}, {"width": "1"}, {"width": "10001"}, {"allocator": "-1"},
+    _, summary_only = api.data("mem", None, "memory_profile", {"width": "0"})
+    assert summary_only["timeline"] is None and summary_only["allocators"] == data["allocators"]
+    for bad in ({"width": "x"}, {"width": "-1"}, {"width": "10001"}, {"allocator": "-1"},
                 {"from_us": "1e5"}, {"width": "9" * 40}, {"allocator": "<script>"}):
         with pytest.raises(ApiError) as err:
             api.data("mem", None, "memory_profile", bad)

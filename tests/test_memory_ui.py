@@ -169,7 +169,7 @@ def test_run_without_memory_has_no_memory_tool(watched: Watched, server: Server)
     assert "overview_page" in tools and TOOL not in tools
     status, body = server.get("data", run="c_nomem", tool=TOOL)
     assert status == 404 and b"no memory activity" in body
-    status, _ = server.get("data", run="a_gpu", tool=TOOL, width="0")
+    status, _ = server.get("data", run="a_gpu", tool=TOOL, width="0.5")
     assert status == 400
 
 

@@ -120,7 +120,7 @@ async function memoryPeaks(ctx: PageContext): Promise<[string, Node][]> {
   if (!tools.some((t) => t.name === "memory_profile")) return [];
   const m = await toolData<{ allocators: { name: string; host: string;
                                            peak_bytes_in_use: number }[] }>(
-    { run: ctx.run, host: ctx.host, tool: "memory_profile", width: "2" }, ctx.progress);
+    { run: ctx.run, host: ctx.host, tool: "memory_profile", width: "0" }, ctx.progress);
   const many = new Set(m.allocators.map((a) => a.host)).size > 1;
   const link = h("a", { href: "#", id: "memory-link",
                         onclick: (e: Event) => { e.preventDefault(); ctx.go("memory_profile"); } },

@@ -121,7 +121,8 @@ _TOOL = Param("tool", "a tool name from /api/tools", required=True)
 _IDLE = Param("include_idle", "framework_op_stats: count idle time as an op", boolean=True)
 _MEMORY = (Param("allocator", "memory_profile: the allocator whose timeline to send (an index "
                  "into allocators; default 0)"),
-           Param("width", "memory_profile: the most timeline points to send (default 1000)"),
+           Param("width", "memory_profile: the most timeline points to send (default 1000; 0: "
+                 "no timeline)"),
            Param("from_us", "memory_profile: timeline from this time (µs since the host's "
                  "profile start)"),
            Param("to_us", "memory_profile: timeline up to this time (µs)"))

@@ -163,8 +163,8 @@ def has_memory(run: LoadedRun, host: str | None) -> bool:
 def memory_profile_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The memory profile: every allocator's summary and breakdown at the peak, the ops, and
     the timeline of allocator ``allocator`` (an index into ``allocators``) downsampled to
-    ``width`` points, between ``from_us`` and ``to_us`` (µs since the host's profile start)
-    when given, with the host's step boundaries."""
+    ``width`` points (0: no timeline), between ``from_us`` and ``to_us`` (µs since the host's
+    profile start) when given, with the host's step boundaries."""
     from stepscope.analysis.memory_profile import timeline
     from stepscope.errors import NotFoundError
 
@@ -177,6 +177,8 @@ def memory_profile_data(run: LoadedRun, host: str | None, params: Params) -> dic
     if index >= len(allocators):
         raise NotFoundError(f"No allocator {index}: this profile has {len(allocators)}.")
     chosen = allocators[index]
+    if int(params["width"]) == 0:
+        return {**data, "allocator": index, "timeline": None}
     ev = _memory_events(run, chosen["host"])
     start = int(data["start_ns"][chosen["host"]])
     lo, hi = params.get("from_us"), params.get("to_us")
@@ -208,7 +210,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("trace_viewer", "Trace viewer", trace_viewer_data),
     Tool("pod_viewer", "Pod viewer", pod_viewer_data, pod_viewer_table_csv),
     Tool("memory_profile", "Memory profile", memory_profile_data, memory_profile_csv,
-         ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 2, 10_000, 1000),
+         ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 0, 10_000, 1000),
                IntParam("from_us", 0, 1 << 50), IntParam("to_us", 0, 1 << 50)),
          available=has_memory),
 ]}
