@@ -401,6 +401,54 @@ def test_memory_tracer_with_delay_and_handler_given_back(tmp_path: Path) -> None
     assert alloc["peak_bytes_in_use"] == SIZE
 
 
+REENTRY_SCRIPT = r"""
+import gc, sys
+import numpy as np
+import stepscope
+from stepscope.capture import session
+from stepscope.run_loader import open_run_model
+opts = stepscope.ProfilerOptions(counter_interval_ms=0, memory_tracer_level=1,
+                                 memory_threshold_bytes=0)
+stepscope.start(sys.argv[1], opts)
+rec = session._session.recorder
+add = rec.add
+doomed = []
+
+def add_and_free(*args):
+    # What the garbage collector does when it runs inside the recorder: free an array.
+    add(*args)
+    if doomed:
+        doomed.pop()
+
+rec.add = add_and_free
+for i in range(200):
+    doomed.append(np.ones(64))
+    kept = np.ones(32)
+gc.set_threshold(1, 1, 1)
+for i in range(200):
+    a = [np.ones(64)]
+    a.append(a)
+    del a
+stepscope.stop()
+(alloc,) = open_run_model(sys.argv[1], use_cache=False).memory_dict()["allocators"]
+print(alloc["num_allocations"], alloc["num_deallocations"])
+"""
+
+
+def test_memory_tracer_reentered_from_its_own_recording(tmp_path: Path) -> None:
+    """An array freed while the tracer records another event (as the garbage collector can
+    do) comes back into the tracer on the same thread: it is recorded, and nothing hangs."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(stepscope.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", REENTRY_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=30, check=True)
+    allocs, frees = map(int, done.stdout.split()[-2:])
+    assert allocs >= 600 and frees >= 390
+
+
 def test_memory_tracer_option_is_checked() -> None:
     with pytest.raises(stepscope.InvalidOptionError if hasattr(stepscope, "InvalidOptionError")
                        else Exception, match="memory_tracer_level"):

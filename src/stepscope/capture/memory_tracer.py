@@ -17,12 +17,15 @@ Python objects other than NumPy arrays are not seen.
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from time import time_ns
 from typing import Any
 
 from stepscope.capture.recorder import Recorder
 from stepscope.model import schema
+
+log = logging.getLogger(__name__)
 
 _VOIDP = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
@@ -57,7 +60,9 @@ class _State:
         self.live: dict[int, int] = {}  # address → size of the recorded allocations
         self.in_use = 0
         self.peak = 0
-        self.lock = threading.Lock()
+        # Re-entrant: recording allocates, which may run the garbage collector, which may
+        # free arrays on this same thread (their free comes back here).
+        self.lock = threading.RLock()
 
 
 _state = _State()
@@ -77,20 +82,26 @@ def _record(name: str, address: int, size: int, requested: int) -> None:
 
 def _allocated(address: int | None, size: int) -> None:
     if address and _state.recorder is not None and size >= _state.threshold:
-        with _state.lock:
-            _state.live[address] = size
-            _state.in_use += size
-            _state.peak = max(_state.peak, _state.in_use)
-            _record(schema.MEMORY_ALLOCATION, address, size, size)
+        try:
+            with _state.lock:
+                _state.live[address] = size
+                _state.in_use += size
+                _state.peak = max(_state.peak, _state.in_use)
+                _record(schema.MEMORY_ALLOCATION, address, size, size)
+        except Exception:  # noqa: BLE001 - NumPy's allocation must not fail because of us
+            log.debug("memory tracer: an allocation was not recorded", exc_info=True)
 
 
 def _freed(address: int | None) -> None:
     if address and _state.live:
-        with _state.lock:
-            size = _state.live.pop(address, None)
-            if size is not None:
-                _state.in_use -= size
-                _record(schema.MEMORY_DEALLOCATION, address, size, size)
+        try:
+            with _state.lock:
+                size = _state.live.pop(address, None)
+                if size is not None:
+                    _state.in_use -= size
+                    _record(schema.MEMORY_DEALLOCATION, address, size, size)
+        except Exception:  # noqa: BLE001 - nor its free
+            log.debug("memory tracer: a free was not recorded", exc_info=True)
 
 
 def _api_table() -> Any:
