@@ -158,8 +158,9 @@ def _filled_steps(group: I64) -> I64:
     return out
 
 
-def _dealloc_sizes(ev: MemoryEvents, sl: slice) -> tuple[I64, I64]:
-    """Per event: the matching allocation's event (-1) and its index in address order."""
+def _matching_allocations(ev: MemoryEvents, sl: slice) -> I64:
+    """Per event of ``sl``: for a free, the allocation it frees (the event just before it at
+    the same address, when that is an allocation); else -1."""
     address = ev.address[sl]
     n = len(address)
     order = np.lexsort((np.arange(n), address))
@@ -172,7 +173,7 @@ def _dealloc_sizes(ev: MemoryEvents, sl: slice) -> tuple[I64, I64]:
     ok[0] = False
     match_sorted = np.where(ok, np.roll(order, 1), -1)
     match[order] = match_sorted
-    return match, order
+    return match
 
 
 def allocator_profile(ev: MemoryEvents, index: int, host: str, start_ns: int,
@@ -361,7 +362,7 @@ def timeline(ev: MemoryEvents, index: int, start_ns: int, width: int,
         last = np.ones(len(order), dtype=bool)
         last[:-1] = sb[:-1] != sb[1:]
         picked = np.unique(picked[order[first | last]])
-    match, _ = _dealloc_sizes(ev, sl)
+    match = _matching_allocations(ev, sl)
     # A free shows what it frees: its allocation's op, sizes, region, type and shape.
     meta = np.where(~ev.is_alloc[sl][picked] & (match[picked] >= 0), match[picked], picked)
     texts = ev.texts
