@@ -122,8 +122,8 @@ class _RowStats:
         sel = np.flatnonzero(np.isin(st.event, rows))  # one pass over the whole stat table
         self.sel, self.name = sel, st.name[sel]
         self.pos = np.searchsorted(rows, st.event[sel])
-        # Sliced as bytes: a memoryview's slices do not hash.
-        self.text: bytes = st.text.tobytes() if isinstance(st.text, memoryview) else st.text
+        self.buffer = np.frombuffer(st.text, dtype=np.uint8) if len(st.text) \
+            else np.zeros(1, np.uint8)
 
     def _of(self, stat: str, kinds: tuple[int, ...]) -> tuple[I64, I64]:
         st = self.table.stats
@@ -159,20 +159,26 @@ class _RowStats:
         out = np.full(self.n, -1, dtype=np.int32)
         sel, pos = self._of(stat, (KIND_STR, KIND_REF))
         st = self.table.stats
-        code_of: dict[bytes, int] = {}
         kind, value, length = st.kind[sel], st.value[sel], st.length[sel]
         refs = kind == KIND_REF
         ref_values, ref_code = np.unique(value[refs], return_inverse=True)
         values = [st.stat_names[int(v)] for v in ref_values.tolist()]
         out[pos[refs]] = ref_code.reshape(-1)
-        # Strings repeat (an op name per allocation): decode each distinct one once.
-        text = self.text
-        first = len(values)
-        ends = (value[~refs] + length[~refs]).tolist()
-        codes = [code_of.setdefault(text[a:b], len(code_of))
-                 for a, b in zip(value[~refs].tolist(), ends, strict=True)]
-        values += [raw.decode("utf-8", "replace") for raw in code_of]
-        out[pos[~refs]] = np.array(codes, dtype=np.int32) + first
+        # Strings repeat (an op name per allocation): find the distinct ones by their bytes,
+        # a length at a time, and decode each once.
+        starts, lengths, where = value[~refs], length[~refs].astype(np.int64), pos[~refs]
+        buf = self.buffer
+        for size in np.unique(lengths).tolist():
+            these = np.flatnonzero(lengths == size)
+            if size == 0:
+                out[where[these]] = len(values)
+                values.append("")
+                continue
+            chunk = buf[starts[these, None] + np.arange(size)]
+            distinct, inverse = np.unique(chunk.view(np.dtype((np.void, size))).reshape(-1),
+                                          return_inverse=True)
+            out[where[these]] = len(values) + inverse.reshape(-1)
+            values += [bytes(d).decode("utf-8", "replace") for d in distinct.tolist()]
         return out, values
 
 
