@@ -57,6 +57,9 @@ bench: setup
 	$(BIN)/python benchmarks/run_model.py
 	$(BIN)/python benchmarks/memory_tracer.py
 	$(BIN)/python benchmarks/memory_profile.py
+	$(BIN)/python benchmarks/engines.py
+	$(BIN)/python benchmarks/xla.py
+	$(BIN)/python benchmarks/timeline.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \

@@ -1,12 +1,14 @@
 """What every browser test shares: a real `stepscope serve` on 127.0.0.1, a real headless
 Chromium, and a watched page that fails the test on any request leaving the served origin,
-any script error and any dialog. Screenshots go to test-artifacts/ui/."""
+any script error (thrown, or logged as a console error) and any dialog. Screenshots go to
+test-artifacts/ui/."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -104,16 +106,31 @@ def launch() -> Iterator[Any]:
 
 
 class Watched:
-    """A page and what it did: every request, script error and dialog."""
+    """A page and what it did: every request, script error (uncaught, or logged to the
+    console as an error) and dialog."""
 
     def __init__(self, page: Any) -> None:
         self.page = page
         self.requests: list[str] = []
         self.errors: list[str] = []
         self.dialogs: list[str] = []
+        self.expected: list[re.Pattern[str]] = []
         page.on("request", lambda r: self.requests.append(r.url))
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("pageerror", lambda e: self.errors.append(f"{e.name}: {e.message}"))
+        page.on("console", self._console)
         page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def expect_console_error(self, pattern: str) -> None:
+        """Let console errors matching ``pattern`` (a regular expression) pass: Chromium logs
+        every 4xx answer as one, even those the page was meant to get and shows."""
+        self.expected.append(re.compile(pattern))
+
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        text = f"console error: {message.text}"
+        if not any(p.search(text) for p in self.expected):
+            self.errors.append(text)
 
 
 @contextmanager

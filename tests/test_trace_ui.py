@@ -233,7 +233,7 @@ def test_timing_tool_keyboard_and_wheel(watched: Watched, server: Server) -> Non
 def client(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     os.environ["STEPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("api_cache"))
     try:
-        with TestClient(create_app(logdir)) as c:
+        with TestClient(create_app(logdir), base_url="http://127.0.0.1") as c:
             for _ in range(600):
                 if c.get("/api/data", params={"run": "d_gpu_v100",
                                               "tool": "trace_viewer"}).status_code == 200:

@@ -41,7 +41,7 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(logdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     os.environ["STEPSCOPE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    with TestClient(create_app(logdir)) as c:
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as c:
         yield c
     del os.environ["STEPSCOPE_CACHE_DIR"]
 
@@ -223,7 +223,7 @@ def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str
                              headers=headers)
     reply = dispatch(client.app.state.api, method, route,  # type: ignore[attr-defined]
                      ApiRequest(query=params, body=body, content_type=headers["content-type"],
-                                host="testserver"))
+                                host="127.0.0.1"))
     assert reply.status == fastapi.status_code >= 200, fastapi.text
     assert json.loads(reply.body) == fastapi.json()
 

@@ -302,6 +302,7 @@ def test_capture_dialog_captures_a_live_worker(watched: Watched, server: Server,
 
 
 def test_capture_dialog_reports_errors(watched: Watched, server: Server) -> None:
+    watched.expect_console_error(r"status of 400 \(Bad Request\)")  # the refusal it shows
     _open(watched, server, "a_stepscope", "overview_page")
     page = watched.page
     page.click("#capture")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepscope.errors import StepscopeError
+from stepscope.errors import StepscopeError, StepscopeWarning
 from stepscope.version import __version__
 
 
@@ -26,17 +27,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 0
     from stepscope.web.http_server import serve
 
-    serve(args.logdir, host=args.host, port=args.port)
+    serve(args.logdir, host=args.host, port=args.port, allow_hosts=args.allow_host)
     return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from stepscope.model.locations import as_path
     from stepscope.web.http_server import serve
 
-    if not Path(args.logdir).is_dir():
+    if not as_path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
-    serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache)
+    serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
+          allow_hosts=args.allow_host, engine=args.engine)
     return 0
 
 
@@ -54,14 +57,33 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     model = _open_model(args)
     summary = model.overview_dict()
+    fu = _xla_flops_utilization(args)
     if args.json:
-        print(json.dumps(summary, indent=2, allow_nan=False))
+        print(json.dumps({**summary, "xla_flops_utilization": fu}, indent=2, allow_nan=False))
     else:
         console = _console()
         report.render_overview(summary, console)
+        if fu is not None:
+            console.print(f"FLOPS utilisation (XLA programs): {100 * fu:.3g}%")
         if len(model.hosts) > 1:
             report.render_pod(model.pod_dict(), console, per_step=False)
     return 0
+
+
+def _xla_flops_utilization(args: argparse.Namespace) -> float | None:
+    """The FLOPS utilisation of the run's XLA programs, where it has any and a known peak."""
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.model.logdir import resolve
+    from stepscope.run_loader import has_xla_data, open_xla_model
+
+    try:
+        if not has_xla_data(resolve(args.path)[2]):
+            return None
+        value: float | None = op_profile(open_xla_model(
+            args.path, use_cache=not args.no_cache)).flops_utilization
+    except StepscopeError:  # the report stands without it
+        return None
+    return value
 
 
 def _open_model(args: argparse.Namespace) -> Any:
@@ -71,7 +93,8 @@ def _open_model(args: argparse.Namespace) -> Any:
     from stepscope.views import report
 
     with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress)
+        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               engine=args.engine)
     if getattr(args, "host", None) is not None:
         model.host_names(args.host)
     for name, why in model.failed.items():
@@ -122,6 +145,34 @@ def _cmd_memory(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, allow_nan=False))
     elif not args.csv:
         render_memory(data, _console(), limit=args.limit or None)
+    return 0
+
+
+def _cmd_xla(args: argparse.Namespace) -> int:
+    from stepscope.analysis.hlo_op_stats import hlo_op_stats, hlo_op_stats_csv
+    from stepscope.analysis.op_profile import op_profile
+    from stepscope.run_loader import open_xla_model
+    from stepscope.views import report
+    from stepscope.views.xla_report import render_xla
+
+    if args.top is not None and args.top < 1:
+        raise StepscopeError(f"--top must be at least 1, not {args.top}.")
+    with report.loading_progress(_console(stderr=True)) as progress:
+        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               host=args.host)
+    if not model.has_data:
+        raise StepscopeError(f"{args.path} holds no XLA ops (no hlo_op events and no "
+                             "\"XLA Ops\" lines); op profile needs a JAX, TensorFlow XLA or "
+                             "PyTorch/XLA profile.")
+    if args.csv:
+        stats = hlo_op_stats(model).to_dict()
+        report.write_text(Path(args.csv), hlo_op_stats_csv(stats))
+        print(f"wrote {len(stats['ops'])} HLO ops to {args.csv}", file=sys.stderr)
+    data = op_profile(model, top=args.top).to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    elif not args.csv:
+        render_xla(data, _console(), top=args.top or 20)
     return 0
 
 
@@ -205,6 +256,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from stepscope.formats.output_file import write_output
+    from stepscope.timeline import Timeline
+
+    text = Timeline(args.file).generate_chrome_trace_format(
+        show_dataflow=args.show_dataflow, show_memory=args.show_memory)
+    write_output(args.output, (text + "\n").encode("utf-8"))
+    if args.output != "-":
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
     from stepscope.web.http_server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -213,6 +276,26 @@ def _add_listen_args(parser: argparse.ArgumentParser) -> None:
                         "only; 0.0.0.0 exposes the profiles to the network)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT})")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests addressed to this host name (repeatable; "
+                        "requests naming any other host than 127.0.0.1, localhost, [::1] and "
+                        "--host are refused, against DNS rebinding)")
+
+
+def _add_engine_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default="auto", type=_engine, metavar="ENGINE",
+                        help="where each host's file is read and analysed: local (this "
+                        "process), pool (a process per core), ray or ray://ADDRESS (a Ray "
+                        "cluster); default auto: pool for several large hosts, else local")
+
+
+def _engine(value: str) -> str:
+    from stepscope.engines import check_engine
+
+    try:
+        return check_engine(value)
+    except StepscopeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_listen_args(serve)
     serve.add_argument("--no-cache", action="store_true",
                        help="parse profiles again instead of using the on-disk cache")
+    _add_engine_arg(serve)
     serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
@@ -248,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the overview as JSON")
     rep.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(rep)
     rep.set_defaults(func=_cmd_report)
 
     ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
@@ -262,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows shown in the terminal (0: all; default 30)")
     ops.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(ops)
     ops.set_defaults(func=_cmd_ops)
 
     kern = sub.add_parser("kernels", help="GPU kernel stats (time per kernel, op and shape)",
@@ -276,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rows shown in the terminal (0: all; default 30)")
     kern.add_argument("--no-cache", action="store_true",
                       help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(kern)
     kern.set_defaults(func=_cmd_kernels)
 
     inp = sub.add_parser("input", help="input pipeline analyzer: input-bound?, slow stage",
@@ -290,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="input ops shown in the terminal (0: all; default 30)")
     inp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(inp)
     inp.set_defaults(func=_cmd_input)
 
     pod = sub.add_parser("pod", help="pod viewer: every host's step time side by side, "
@@ -307,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="steps shown in the terminal (0: all; default 20)")
     pod.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(pod)
     pod.set_defaults(func=_cmd_pod)
 
     mem = sub.add_parser("memory", help="memory profile: peak memory per allocator and what "
@@ -328,7 +417,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows per table shown in the terminal (0: all; default 10)")
     mem.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(mem)
     mem.set_defaults(func=_cmd_memory)
+
+    xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
+                         "and bound by, per category and HLO op",
+                         description="Op profile of the XLA programs of a JAX, TensorFlow "
+                         "(jit_compile) or PyTorch/XLA profile, with HLO op stats as CSV.")
+    xla.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xla.add_argument("--json", action="store_true", help="print the op profile as JSON")
+    xla.add_argument("--csv", metavar="FILE", help="write the HLO op stats (one row per op) "
+                     "to FILE")
+    xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
+                     "category (default: all in --json, 20 shown in the terminal)")
+    xla.add_argument("--host", help="only this host's XLA programs (default: every host)")
+    xla.add_argument("--no-cache", action="store_true",
+                     help="read the profile afresh, bypassing the on-disk cache")
+    xla.set_defaults(func=_cmd_xla)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
                          "chrome://tracing)",
@@ -343,15 +448,42 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parse the profile again instead of using the on-disk cache")
     exp.set_defaults(func=_cmd_export)
 
+    tl = sub.add_parser("timeline", help="TensorFlow RunMetadata/StepStats as a Chrome trace, "
+                        "as TensorFlow's timeline module draws it",
+                        description="Write the Chrome trace that TensorFlow's "
+                        "timeline.Timeline(step_stats).generate_chrome_trace_format() makes, "
+                        "without TensorFlow. FILE: RunMetadata or StepStats, binary or text.")
+    tl.add_argument("file", metavar="FILE", help="a RunMetadata or StepStats .pb/.pbtxt file")
+    tl.add_argument("-o", "--output", metavar="OUT", required=True,
+                    help="where to write the trace JSON ('-': standard output)")
+    tl.add_argument("--show-memory", action="store_true",
+                    help="add tensor objects and a memory counter per allocator")
+    tl.add_argument("--show-dataflow", action=argparse.BooleanOptionalAction, default=True,
+                    help="flows from each tensor's producer to its consumers (default: on)")
+    tl.set_defaults(func=_cmd_timeline)
+
     from stepscope.remote import cli as remote_cli
 
     remote_cli.add_parser(sub)
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """stepscope's own warnings as one line each; others as Python shows them."""
+    if issubclass(category, StepscopeWarning):
+        print(f"stepscope: warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run one subcommand; user errors exit 2 with one line, no traceback."""
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args))
     except StepscopeError as err:

@@ -8,27 +8,61 @@ to load is not cached, so that a fixed file is read again.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
-from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
-from stepscope.errors import StepscopeError
-from stepscope.formats.run_reader import load
-from stepscope.model import cache
+from stepscope.analysis.run_model import (
+    RUN_MODEL_NAME,
+    LazyHosts,
+    RunModel,
+    build_run_model,
+    combine,
+)
+from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
+from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
+from stepscope.errors import ProfileFormatError, StepscopeError
+from stepscope.formats.run_reader import host_names, load
+from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
+from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import Progress, RunTables
+from stepscope.model.xla_ops import XlaHostOps
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
-                   progress: Progress | None = None) -> RunModel:
-    """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be)."""
-    _, _, files, _ = resolve(path)
+                   progress: Progress | None = None, engine: str = "auto") -> RunModel:
+    """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be).
+
+    Each host is a task on ``engine`` (see ``stepscope.engines``): only the host models come
+    back, and are combined here.
+    """
+    check_engine(engine)
+    run, where, files, _ = resolve(path)
     if use_cache:
         cached = _cached(files)
         if cached is not None:
             return cached
-    profile = load(path, use_cache=use_cache, progress=progress)
-    model = build_run_model(profile)
+    tasks = tasks_for(files, host_names(files))
+    total = sum(t.size for t in tasks)
+    finished = 0
+
+    def done(result: HostResult) -> None:
+        nonlocal finished
+        finished += next(t.size for t in tasks if t.name == result.name)
+        if progress:
+            progress(finished, total, result.name)
+
+    if progress:
+        progress(0, total, tasks[0].name if tasks else "")
+    results = run_tasks(tasks, engine, use_cache=use_cache, done=done)
+    raw = {r.name: r.model_json for r in sorted(results, key=lambda r: r.name)
+           if r.model_json is not None}
+    failed = {r.name: r.error or "unreadable" for r in results if r.model_json is None}
+    if not raw:
+        raise ProfileFormatError(next(iter(failed.values())))
+    model = RunModel(run, str(where), LazyHosts(raw), failed)
+    model.combined = combine(model)
     if use_cache and not model.failed:
         cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
     return model
@@ -62,6 +96,96 @@ def _cached(files: list[Path]) -> RunModel | None:
 
 
 def overview_dict(path: str | Path, *, use_cache: bool = True,
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None, engine: str = "auto") -> dict[str, Any]:
     """The overview page of the run ``path`` names, as its JSON form."""
-    return open_run_model(path, use_cache=use_cache, progress=progress).overview_dict()
+    return open_run_model(path, use_cache=use_cache, progress=progress,
+                          engine=engine).overview_dict()
+
+
+# -- XLA programs (op profile, HLO op stats, roofline) ----------------------------------------
+
+XLA_MODEL_NAME = f"xla_model.{XLA_MODEL_VERSION}"
+
+
+def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
+                 use_cache: bool = True, host: str | None = None) -> XlaModel:
+    """The XLA model of a loaded run, or of its host ``host`` (its XSpace files read again
+    for their XLA parts), from the cache when fresh; ``model`` gives the steps."""
+    sources = dict(sorted(profile.sources.items()))
+    if host is not None:
+        if host not in sources:
+            raise StepscopeError(f"No host {host!r} in this run; it has "
+                                 f"{', '.join(sources) or 'none'}.")
+        sources = {host: sources[host]}
+    files: list[Path] = []
+    if use_cache:
+        try:
+            files = resolve(profile.path)[2] if host is None else [sources[host]]
+        except StepscopeError:
+            files = []
+        cached = _cached_xla(files) if files else None
+        if cached is not None:
+            return cached
+    hosts: dict[str, XlaHostOps] = {}
+    notes: list[str] = []
+    for name, source in sources.items():
+        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_xla(source):
+            continue
+        try:
+            hosts[name] = load_xla(source)
+        except ProfileFormatError as err:
+            notes.append(f"Host {name}: {err}")
+    steps = {}
+    if model is not None:
+        for name in hosts:
+            if name in model.hosts:
+                s = model.hosts[name].steps
+                steps[name] = HostSteps(s.step_num, s.start_ns, s.end_ns)
+    result = build_xla_model(hosts, steps)
+    result.notes[:0] = notes
+    if files and not notes:
+        cache.save_result(files, XLA_MODEL_NAME, result.to_dict())
+    return result
+
+
+def open_xla_model(path: str | Path, *, use_cache: bool = True,
+                   progress: Progress | None = None, host: str | None = None) -> XlaModel:
+    """The XLA model of the run ``path`` names, or of its host ``host``."""
+    _, _, files, _ = resolve(path)
+    if use_cache and host is None:
+        cached = _cached_xla(files)
+        if cached is not None:
+            return cached
+    profile = load(path, use_cache=use_cache, progress=progress)
+    return xla_model_of(profile, run_model_of(profile, use_cache=use_cache),
+                        use_cache=use_cache, host=host)
+
+
+def has_xla_data(files: list[Path]) -> bool:
+    """Whether any of a run's files may hold XLA data (a byte probe, nothing decoded; each
+    file's answer is kept while its size and modification time stay the same)."""
+    for f in files:
+        if not f.name.endswith(schema.XPLANE_SUFFIX):
+            continue
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if _probe(str(f), st.st_size, st.st_mtime_ns):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe(path: str, size: int, mtime_ns: int) -> bool:
+    return may_hold_xla(path)
+
+
+def _cached_xla(files: list[Path]) -> XlaModel | None:
+    data = cache.load_result(files, XLA_MODEL_NAME)
+    if data is None:
+        return None
+    try:
+        return XlaModel.from_dict(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        return None  # a damaged or foreign entry: build afresh (and overwrite it)

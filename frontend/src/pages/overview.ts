@@ -39,6 +39,7 @@ interface Overview {
                  device_names: string[]; cpu_count: number | null };
   recommendation: { next_tool: string; hints: string[] };
   failed_hosts: Record<string, string>;
+  xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
 }
 
 function value(id: string, text: string, raw?: number | null): HTMLElement {
@@ -71,7 +72,12 @@ function summary(o: Overview): HTMLElement {
         h("tbody", {}, ...rows)))
       : h("p", {}, "No steps were found in this profile, so there is no step-time breakdown. ",
           "Mark each step with ", h("code", {}, "stepscope.Trace('train', step_num=i, _r=1)"), "."),
-    h("p", { id: "verdict", className: `verdict-${o.input.verdict}` }, o.input.statement));
+    h("p", { id: "verdict", className: `verdict-${o.input.verdict}` }, o.input.statement),
+    o.xla_flops_utilization !== undefined && o.xla_flops_utilization !== null
+      ? h("p", { id: "flops-utilization" }, "FLOPS utilisation (XLA programs): ",
+          value("flops-utilization-value", pct(100 * o.xla_flops_utilization),
+                o.xla_flops_utilization))
+      : null);
 }
 
 function precision(o: Overview): HTMLElement {

@@ -41,6 +41,10 @@ export class RowRaster {
    */
   paint(g: CanvasRenderingContext2D, dpr: number, top: number, bottom: number): void {
     const width = g.canvas.width, height = g.canvas.height;
+    if (width === 0 || height === 0) {  // nothing to paint (createImageData refuses it)
+      this.rows.clear();
+      return;
+    }
     if (!this.image || this.image.width !== width || this.image.height !== height) {
       this.image = g.createImageData(width, height);
       this.line = new Uint32Array(width);

@@ -7,6 +7,9 @@ import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
 import { renderTrace } from "./trace/index";
+import { renderHloStats } from "./xla/hlo_stats";
+import { renderOpProfile } from "./xla/op_profile";
+import { renderRoofline } from "./xla/roofline";
 
 export interface PageContext {
   run: string;
@@ -28,4 +31,7 @@ export const PAGES: Record<string, Page> = {
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
   memory_profile: renderMemory,
+  op_profile: renderOpProfile,
+  hlo_op_stats: renderHloStats,
+  roofline_model: renderRoofline,
 };

@@ -21,8 +21,6 @@ highest point of each bucket so that peaks survive.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.intervals import parents
 from stepscope.analysis.memory_events import NO_STEP, MemoryEvents, op_rows
 from stepscope.model.events import MISSING, EventTable
@@ -396,16 +395,11 @@ def timeline(ev: MemoryEvents, index: int, start_ns: int, width: int,
 
 def breakdown_csv(allocators: list[dict[str, Any]]) -> str:
     """The breakdowns at the peak as CSV, one row per (allocator, row)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["host", "allocator", "op", "size_bytes", "requested_bytes", "occurrences",
-                     "region_type", "data_type", "shape"])
-    for a in allocators:
-        for r in a["breakdown_at_peak"]:
-            writer.writerow([a["host"], a["name"], r["op"], r["size_bytes"],
-                             r["requested_bytes"], r["occurrences"], r["region_type"],
-                             r["data_type"], r["shape"]])
-    return out.getvalue()
+    return csv_text(["host", "allocator", "op", "size_bytes", "requested_bytes", "occurrences",
+                     "region_type", "data_type", "shape"],
+                    ([a["host"], a["name"], r["op"], r["size_bytes"], r["requested_bytes"],
+                      r["occurrences"], r["region_type"], r["data_type"], r["shape"]]
+                     for a in allocators for r in a["breakdown_at_peak"]))
 
 
 def run_memory(run: str, host: str | None,

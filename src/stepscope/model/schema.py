@@ -86,3 +86,7 @@ KINETO_ADDRESS = "Addr"
 
 # The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
 STEPSCOPE_ALLOCATOR = "numpy"
+
+# Plane stat set by the readers: events of the plane whose duration was negative (bad data),
+# read as zero-length.
+NEGATIVE_DURATIONS = "stepscope_negative_durations"

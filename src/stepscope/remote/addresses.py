@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 
 from stepscope.errors import InvalidOptionError
 from stepscope.model import logdir as layout
 
 _SCHEME = "grpc://"
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*\.?")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def parse_one(address: str) -> Worker:
         text = text[len(_SCHEME):]
     elif "://" in text:
         raise InvalidOptionError(
-            f"Service address {address!r} has an unknown scheme; write grpc://host:port.")
+            f"Service address {_shown(address)} has an unknown scheme; write grpc://host:port.")
     text = text.rstrip("/")
     if text.startswith("["):
         host, sep, rest = text[1:].partition("]")
@@ -54,10 +58,30 @@ def parse_one(address: str) -> Worker:
             port_text = ""
     else:
         host, _, port_text = text.rpartition(":")
-    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if (not host or not re.fullmatch(r"[0-9]{1,5}", port_text)
+            or not 0 < int(port_text) < 65536):
         raise InvalidOptionError(
-            f"Service address {address!r} is not host:port; write e.g. grpc://127.0.0.1:6009.")
+            f"Service address {_shown(address)} is not host:port; write e.g. "
+            "grpc://127.0.0.1:6009.")
+    if not _is_host(host) or (text.startswith("[") and ":" not in host):
+        raise InvalidOptionError(
+            f"Service address {_shown(address)} does not name a host (a host name, an IPv4 "
+            "address, or an IPv6 address in brackets).")
     return Worker(host, int(port_text))
+
+
+def _is_host(host: str) -> bool:
+    """Whether ``host`` is an IP address or a DNS host name (what gRPC can dial)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return len(host) <= 253 and _HOST_NAME.fullmatch(host) is not None
+
+
+def _shown(address: str) -> str:
+    """An address quoted for an error message, cut short if long."""
+    return repr(address[:80]) + ("…" if len(address) > 80 else "")
 
 
 def parse(addresses: str | list[str] | tuple[str, ...]) -> list[Worker]:
@@ -71,6 +95,6 @@ def parse(addresses: str | list[str] | tuple[str, ...]) -> list[Worker]:
     for item in items:
         worker = parse_one(item)
         if any(w.name == worker.name for w in workers):
-            raise InvalidOptionError(f"Service address {item.strip()!r} is listed twice.")
+            raise InvalidOptionError(f"Service address {_shown(item.strip())} is listed twice.")
         workers.append(worker)
     return workers

@@ -29,7 +29,7 @@ from stepscope.errors import (
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import logdir as layout
 from stepscope.remote import limits, protocol
-from stepscope.remote.plan import BadRequest, CapturePlan, plan_capture
+from stepscope.remote.plan import BadRequest, CapturePlan, check_out_path, plan_capture
 
 log = logging.getLogger(__name__)
 
@@ -230,11 +230,15 @@ class ProfilerServer:
         data = captured.space.SerializeToString()
         if plan.out_path is not None:
             try:
+                check_out_path(plan.out_path)  # again: the capture took a while
+            except BadRequest as err:
+                raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, str(err)) from err
+            try:
                 xb.write_atomic(plan.out_path, data)
-            except OSError as err:
+            except (OSError, ValueError) as err:
                 raise _Refused(grpc.StatusCode.FAILED_PRECONDITION,
                                f"Cannot write the profile to {plan.out_path} on the worker "
-                               f"({err.strerror or err}).") from err
+                               f"({getattr(err, 'strerror', None) or err}).") from err
             log.info("stepscope remote capture written to %s", plan.out_path)
         response = protocol.ProfileResponse(empty_trace=captured.recorded == 0)
         if plan.emit:

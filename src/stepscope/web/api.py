@@ -19,7 +19,9 @@ from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
+from stepscope.run_loader import has_xla_data
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
@@ -100,9 +102,10 @@ def integer(query: Mapping[str, str], name: str, low: int, high: int,
 class Api:
     """The API over one logdir."""
 
-    def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
-        self.logdir = Path(logdir)
-        self.store = RunStore(use_cache=use_cache)
+    def __init__(self, logdir: str | Path, *, use_cache: bool = True,
+                 engine: str = "auto") -> None:
+        self.logdir = as_path(logdir)
+        self.store = RunStore(use_cache=use_cache, engine=engine)
         self.captures = CaptureJobs(self.logdir)
 
     # -- names -----------------------------------------------------------------------------
@@ -160,10 +163,12 @@ class Api:
         """The tools available for one run (and host)."""
         path = self._run_path(run)
         self._host(host, None, path)
+        xla = any(t.needs_xla for t in TOOLS.values()) and _has_xla(path)
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
                            "flags": list(t.flags)} for t in TOOLS.values()
-                          if self._offers(t, path, host or None)]}
+                          if (xla or not t.needs_xla)
+                          and self._offers(t, path, host or None)]}
 
     def _offers(self, tool: Tool, path: Path, host: str | None) -> bool:
         """Whether to list ``tool``: a tool that shows only some runs' data (the memory
@@ -187,6 +192,8 @@ class Api:
                query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, int]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
+        if chosen.needs_xla and not _has_xla(path):
+            raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
         params: dict[str, int] = {name: flag(query, name) for name in chosen.flags}
         for p in chosen.ints:
             value = integer(query, p.name, p.low, p.high, p.default)
@@ -274,6 +281,14 @@ class Api:
         if job is None:
             raise NotFoundError(f"No capture {capture_id!r} on this server.")
         return job.to_dict()
+
+
+def _has_xla(path: Path) -> bool:
+    """Whether the run at ``path`` has XLA programs (False when its files cannot be listed)."""
+    try:
+        return has_xla_data(resolve(path)[2])
+    except StepscopeError:
+        return False
 
 
 def check_post(content_type: str, origin: str | None, host: str | None) -> None:

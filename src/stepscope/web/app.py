@@ -1,8 +1,10 @@
 """The web app: the API's routes (``routes``) and the bundled front end, served by FastAPI.
 
 Every page and asset comes from this origin; the Content-Security-Policy header makes the
-browser refuse anything else, so the UI works behind a firewall. The OpenAPI schema is at
-``/api/openapi.json`` (the interactive docs pages are off: they load scripts from a CDN).
+browser refuse anything else, so the UI works behind a firewall. Requests naming a host the
+server was not started for are refused before anything else (``host_check``). The OpenAPI
+schema is at ``/api/openapi.json`` (the interactive docs pages are off: they load scripts
+from a CDN).
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ from starlette.concurrency import run_in_threadpool
 from stepscope.version import __version__
 from stepscope.web.api import Api, Reply
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
+from stepscope.web.host_check import HostCheck
 from stepscope.web.routes import ROUTES, ApiRequest, Param, Route, answer, unknown_route
 
+# The API's bodies are small JSON requests (a capture's service addresses and options).
+MAX_BODY_BYTES = 64 * 1024
 
-def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
-    """The web app serving the runs of ``logdir``."""
-    api = Api(logdir, use_cache=use_cache)
+
+def create_app(logdir: str | Path, *, use_cache: bool = True,
+               hosts: HostCheck | None = None, engine: str = "auto") -> FastAPI:
+    """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
+    machine's loopback names only); run models are built on ``engine``."""
+    api = Api(logdir, use_cache=use_cache, engine=engine)
+    hosts = hosts or HostCheck()
     app = FastAPI(title="stepscope", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json",
                   description="Profiles of ML programs: runs, hosts, tools and their data.")
@@ -34,7 +43,9 @@ def create_app(logdir: str | Path, *, use_cache: bool = True) -> FastAPI:
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
+        refused = hosts.refusal(request.headers.get("host"))
+        response: Response = (JSONResponse({"error": refused[1]}, status_code=refused[0])
+                              if refused else await call_next(request))
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -74,8 +85,12 @@ def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
     them in the schema), its answer from the route table."""
 
     async def endpoint(request: Request, **_: Any) -> Response:
+        body = await _bounded_body(request) if route.method == "POST" else b""
+        if body is None:
+            return JSONResponse({"error": f"The request body is over {MAX_BODY_BYTES:,} "
+                                          "bytes."}, status_code=413)
         call = ApiRequest(query=dict(request.query_params), path_params=request.path_params,
-                          body=await request.body() if route.method == "POST" else b"",
+                          body=body,
                           content_type=request.headers.get("content-type", ""),
                           origin=request.headers.get("origin"),
                           host=request.headers.get("host"))
@@ -87,6 +102,17 @@ def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
                            annotation=Request),
          *(_parameter(p) for p in route.params)])
     return endpoint
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The request's body, or None once it grows past ``MAX_BODY_BYTES`` (read no further)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _parameter(param: Param) -> inspect.Parameter:

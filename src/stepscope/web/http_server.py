@@ -5,9 +5,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
+from stepscope.web.host_check import ANY_HOST, HostCheck, host_name_of
 
 log = logging.getLogger("stepscope.web")
 
@@ -37,20 +39,36 @@ def check_port(host: str, port: int) -> None:
                                  "pick another --port.") from err
 
 
+def host_check(host: str, allow_hosts: Sequence[str] = ()) -> HostCheck:
+    """The Host-header check of a server listening on ``host`` that also answers to
+    ``allow_hosts`` (names or addresses; ``*`` for any); StepscopeError for a bad name."""
+    for name in allow_hosts:
+        if name != ANY_HOST and host_name_of(name) is None:
+            raise StepscopeError(f"--allow-host {name!r} is not a host name or address.")
+    if ANY_HOST in allow_hosts:
+        log.warning("stepscope serve: --allow-host '*' answers requests for any host name, "
+                    "which lets a web page that rebinds its name to this machine read the "
+                    "profiles; use it only behind a proxy that checks the name.")
+    return HostCheck(host, allow_hosts)
+
+
 def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          use_cache: bool = True, quiet: bool = False) -> None:
-    """Serve the UI for ``logdir`` until interrupted."""
+          use_cache: bool = True, quiet: bool = False,
+          allow_hosts: Sequence[str] = (), engine: str = "auto") -> None:
+    """Serve the UI for ``logdir`` until interrupted; requests must name ``host``, a loopback
+    name or one of ``allow_hosts`` in their Host header."""
     import uvicorn
 
     from stepscope.web.app import create_app
 
     if not 1 <= port <= 65535:
         raise StepscopeError(f"Port {port} is out of range (1-65535).")
+    hosts = host_check(host, allow_hosts)
     if not is_loopback(host):
         log.warning("stepscope serve: listening on %s makes every profile in %s readable "
                     "by anyone who can reach this machine.", host, logdir)
     check_port(host, port)
-    app = create_app(logdir, use_cache=use_cache)
+    app = create_app(logdir, use_cache=use_cache, hosts=hosts, engine=engine)
     shown = f"[{host}]" if ":" in host else host
     if not quiet:
         print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",

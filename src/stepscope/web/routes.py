@@ -102,7 +102,7 @@ def _start_capture(api: Api, request: ApiRequest) -> Reply:
     check_post(request.content_type, request.origin, request.host)
     try:
         body = json.loads(request.body)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # deep nesting: RecursionError
         raise ApiError(400, "The request body is not JSON.") from err
     return json_reply(202, api.start_capture(body))
 

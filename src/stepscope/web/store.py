@@ -1,13 +1,15 @@
 """Runs loaded for the web UI: each once, in a background thread, with its progress.
 
 The first request for a run starts loading it and is told how far loading has got; later
-requests get the loaded run (and the results computed from it) until its files change.
+requests get the loaded run (and the results computed from it), or the error that loading it
+ended with, until its files change.
 Only the few most recently used runs stay in memory. Once a run is loaded, the trace
 viewer's index of its first host starts building in the background.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -15,12 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stepscope.analysis.run_model import RunModel
 from stepscope.errors import StepscopeError
-from stepscope.formats.run_reader import load
+from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
+from stepscope.model.run_tables import LazyTables, Progress, RunTables
+from stepscope.run_loader import open_run_model
 from stepscope.web.loaded_run import LoadedRun
 
-Signature = tuple[tuple[str, int, int], ...]
+log = logging.getLogger("stepscope.web")
+
+Signature = tuple[tuple[str, int, int, int], ...]
 
 
 @dataclass
@@ -46,15 +53,16 @@ class RunState:
 
 
 def signature(path: Path) -> Signature:
-    """What identifies a run's contents: its files with their sizes and mtimes."""
+    """What identifies a run's contents: its files with their sizes, modification times and
+    status-change times (a file made readable again counts as changed)."""
     _, _, files, _ = resolve(path)
     out = []
     for f in files:
         try:
             st = f.stat()
-            out.append((str(f), st.st_size, st.st_mtime_ns))
+            out.append((str(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns))
         except OSError:
-            out.append((str(f), -1, -1))
+            out.append((str(f), -1, -1, -1))
     return tuple(out)
 
 
@@ -62,8 +70,9 @@ class RunStore:
     """Loaded runs, keyed by path; at most ``keep`` of them stay in memory."""
 
     def __init__(self, *, use_cache: bool = True, keep: int = 3,
-                 index_traces: bool = True) -> None:
+                 index_traces: bool = True, engine: str = "auto") -> None:
         self._use_cache = use_cache
+        self._engine = engine
         self._index_traces = index_traces
         self._keep = keep
         self._lock = threading.Lock()
@@ -74,10 +83,12 @@ class RunStore:
         sig = signature(path)
         with self._lock:
             state = self._runs.get(path)
-            if state is not None and state.signature == sig and state.state != "failed":
+            # A failed run is remembered as failed until its files change: reading it again
+            # would fail again, and a page polling it would never hear why.
+            if state is not None and state.signature == sig:
                 self._runs.move_to_end(path)
                 return state
-            state = RunState(signature=sig, total=sum(max(s, 0) for _, s, _ in sig))
+            state = RunState(signature=sig, total=sum(max(s, 0) for _, s, _, _ in sig))
             self._runs[path] = state
             self._runs.move_to_end(path)
             while len(self._runs) > self._keep:
@@ -94,19 +105,35 @@ class RunStore:
             time.sleep(0.02)
         return state
 
+    def _open(self, path: Path, progress: Progress) -> tuple[RunTables, RunModel]:
+        """The run's model (on the store's engine, or from the cache), and its host tables,
+        each read only when a tool first needs it."""
+        model = open_run_model(path, use_cache=self._use_cache, progress=progress,
+                               engine=self._engine)
+        run, where, files, others = resolve(path)
+        sources = {name: file for name, file in zip(host_names(files), files, strict=True)
+                   if name in model.hosts}
+        use_cache = self._use_cache
+        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache))
+        profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
+                            failed=dict(model.failed), other_runs=others)
+        return profile, model
+
     def _load(self, path: Path, state: RunState) -> None:
         def progress(done: int, total: int, file: str) -> None:
             state.done, state.total, state.file = done, total, file
 
         try:
-            profile = load(path, use_cache=self._use_cache, progress=progress)
+            profile, model = self._open(path, progress)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
+            log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)
             return
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
         state.run = LoadedRun(profile, use_cache=self._use_cache)
+        state.run.result(("run_model",), lambda: model)
         state.state = "ready"
         if self._index_traces and profile.hosts:
             # The trace viewer's index of a large trace takes seconds to build: start it now,

@@ -36,6 +36,7 @@ class Tool:
     ints: tuple[IntParam, ...] = ()  # integer query parameters the tool accepts
     # Whether the tool has anything to show for a loaded run (None: always).
     available: Callable[[LoadedRun, str | None], bool] | None = None
+    needs_xla: bool = False  # listed only for runs whose profiles hold XLA programs
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,22 @@ def _overview(run: LoadedRun) -> dict[str, Any]:
 def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The overview page of all hosts, or of one."""
     summary = _overview(run)
+    xla = {"xla_flops_utilization": _xla_flops_utilization(run, host)}
     if host is None:
-        return {**summary, "host": None}
+        return {**summary, "host": None, **xla}
     return {"run": summary["run"], "path": summary["path"], "host": host,
-            **summary["hosts"][host], "failed_hosts": summary["failed_hosts"]}
+            **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **xla}
+
+
+def _xla_flops_utilization(run: LoadedRun, host: str | None) -> float | None:
+    """The guide's "FLOPS utilisation" of the run's XLA programs, where it can be computed."""
+    from stepscope.run_loader import has_xla_data
+
+    sources = run.profile.sources
+    if not has_xla_data([sources[host]] if host in sources else list(sources.values())):
+        return None
+    value: float | None = op_profile_data(run, host, {})["flops_utilization"]
+    return value
 
 
 def _op_stats(run: LoadedRun, host: str | None, params: Params) -> OpStats:
@@ -200,6 +213,52 @@ def memory_profile_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     return breakdown_csv(_memory(run, host)["allocators"])
 
 
+def _xla(run: LoadedRun, host: str | None) -> Any:
+    """The XLA model of the run, or of one host: computed once per loaded run (or cached)."""
+    from stepscope.run_loader import xla_model_of
+
+    return run.result(("xla_model", host), lambda: xla_model_of(
+        run.profile, _model(run), use_cache=run.use_cache, host=host))
+
+
+def op_profile_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The op profile of the XLA programs of all hosts, or of one."""
+    from stepscope.analysis.op_profile import op_profile
+
+    data: dict[str, Any] = run.result(("op_profile", host),
+                                      lambda: op_profile(_xla(run, host)).to_dict())
+    return {"run": run.profile.run, "host": host, **data}
+
+
+def _hlo_op_stats(run: LoadedRun, host: str | None) -> dict[str, Any]:
+    from stepscope.analysis.hlo_op_stats import hlo_op_stats
+
+    data: dict[str, Any] = run.result(("hlo_op_stats", host),
+                                      lambda: hlo_op_stats(_xla(run, host)).to_dict())
+    return data
+
+
+def hlo_op_stats_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """HLO op stats: one row per HLO op with its rates and what bounds it."""
+    return {"run": run.profile.run, "host": host, **_hlo_op_stats(run, host)}
+
+
+def hlo_op_stats_table_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """HLO op stats as CSV, the columns of ``stepscope xla --csv``."""
+    from stepscope.analysis.hlo_op_stats import hlo_op_stats_csv
+
+    return hlo_op_stats_csv(_hlo_op_stats(run, host))
+
+
+def roofline_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The roofline: each op's intensity and FLOP rate under the device's roofs."""
+    from stepscope.analysis.roofline import roofline
+
+    data: dict[str, Any] = run.result(("roofline", host),
+                                      lambda: roofline(_xla(run, host)).to_dict())
+    return {"run": run.profile.run, "host": host, **data}
+
+
 TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("overview_page", "Overview", overview_data),
     Tool("framework_op_stats", "Framework op stats", op_stats_data, op_stats_csv,
@@ -213,4 +272,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 0, 10_000, 1000),
                IntParam("from_us", 0, 1 << 50), IntParam("to_us", 0, 1 << 50)),
          available=has_memory),
+    Tool("op_profile", "Op profile", op_profile_data, needs_xla=True),
+    Tool("hlo_op_stats", "HLO op stats", hlo_op_stats_data, hlo_op_stats_table_csv,
+         needs_xla=True),
+    Tool("roofline_model", "Roofline model", roofline_data, needs_xla=True),
 ]}

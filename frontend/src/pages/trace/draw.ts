@@ -139,6 +139,9 @@ export class Painter {
     const began = performance.now();
     const s = this.s;
     const { canvas, scroller } = this.el;
+    // A page switched away from (another run or tool) may still get a resize or a late
+    // window answer: it has no size to draw at, and nobody to see it.
+    if (!canvas.isConnected) return;
     const view = s.view;
     const w = this.width();
     const hgt = scroller.clientHeight;

@@ -87,5 +87,8 @@ export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): v
     e.preventDefault();
   };
   window.addEventListener("keydown", onKey);
-  new ResizeObserver(() => painter.draw()).observe(scroller);
+  const resized = new ResizeObserver(() => {
+    if (canvas.isConnected) painter.draw(); else resized.disconnect();
+  });
+  resized.observe(scroller);
 }

@@ -1,0 +1,110 @@
+"""HLO op stats: one row per HLO op with its time, FLOP rate, bandwidth and what bounds it.
+
+Rates are over the op's self time; operational intensity is FLOPs per byte accessed. An op
+is compute-bound when its intensity reaches the device's ridge point (peak FLOP/s ÷ peak
+bandwidth), memory-bound below it, and "other" when neither FLOPs nor bytes are known
+(or the device's peaks are not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stepscope.analysis import device_peaks
+from stepscope.analysis.csv_table import csv_text
+from stepscope.analysis.xla_model import OpMetrics, XlaModel
+
+PS_PER_MS = 1e9
+
+
+@dataclass
+class HloOpStats:
+    """Every HLO op's row, by self time, with the device the rates are judged against."""
+
+    rows: list[dict[str, Any]]
+    device: dict[str, Any]
+    total_ms: float
+    idle_ms: float
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "total_ms": self.total_ms, "idle_ms": self.idle_ms,
+                "ops": self.rows, "notes": self.notes}
+
+
+def device_dict(model: XlaModel) -> dict[str, Any]:
+    """The device the figures are judged against: name and peaks (None: unknown)."""
+    name, tflops, gbps = model.peaks()
+    source = model.devices[0].peak_source if model.devices else "unknown"
+    table = device_peaks.lookup(name) if name else None
+    return {"name": name or (model.devices[0].name if model.devices else ""),
+            "peak_tflops": tflops, "peak_gbytes_per_s": gbps, "peak_source": source,
+            # The published peak per precision (utilisation uses ``peak_tflops``).
+            "peak_tflops_by_precision": dict(table.tflops) if table else {},
+            "count": len(model.devices)}
+
+
+def bound_by(intensity: float | None, flops: float, nbytes: float,
+             tflops: float | None, gbps: float | None) -> str:
+    """"compute", "memory" or "other" (see the module docstring)."""
+    if flops <= 0 and nbytes <= 0:
+        return "other"
+    if nbytes <= 0:
+        return "compute"
+    if flops <= 0:
+        return "memory"
+    if not tflops or not gbps or intensity is None:
+        return "other"
+    return "compute" if intensity >= tflops * 1e3 / gbps else "memory"
+
+
+def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
+           ) -> dict[str, Any]:
+    """One op's figures as the tools show them."""
+    seconds = o.self_ps / 1e12
+    gflops = o.flops / seconds / 1e9 if seconds > 0 and o.flops_known else None
+    gbytes = o.bytes_accessed / seconds / 1e9 if seconds > 0 and o.bytes_accessed else None
+    intensity = o.flops / o.bytes_accessed if o.bytes_accessed > 0 and o.flops_known else None
+    return {
+        "name": o.name, "module": o.module, "program_id": o.program_id,
+        "category": o.category, "occurrences": o.occurrences,
+        "total_ms": o.total_ps / PS_PER_MS, "avg_ms": o.total_ps / PS_PER_MS / o.occurrences
+        if o.occurrences else 0.0,
+        "self_ms": o.self_ps / PS_PER_MS,
+        "time_percent": 100.0 * o.self_ps / total_ps if total_ps else 0.0,
+        "flops": o.flops if o.flops_known else None,
+        "bytes_accessed": o.bytes_accessed or None,
+        "gflops_per_s": gflops, "gbytes_per_s": gbytes,
+        "operational_intensity": intensity,
+        "flops_utilization": gflops / (tflops * 1e3) if gflops is not None and tflops
+        else None,
+        "bandwidth_utilization": gbytes / gbps if gbytes is not None and gbps else None,
+        "bound_by": bound_by(intensity, o.flops if o.flops_known else 0.0, o.bytes_accessed,
+                             tflops, gbps),
+        "flops_estimated": o.flops_estimated,
+        "expression": o.expression, "shape": o.shape, "tf_op": o.tf_op, "source": o.source,
+        "padding_percent": o.padding_percent,
+    }
+
+
+def hlo_op_stats(model: XlaModel) -> HloOpStats:
+    """The HLO op stats of a run's XLA model."""
+    _, tflops, gbps = model.peaks()
+    total = model.total_ps()
+    rows = [op_row(o, total, tflops, gbps) for o in model.ops]
+    return HloOpStats(rows, device_dict(model), total / PS_PER_MS,
+                      model.idle_ps() / PS_PER_MS, list(model.notes))
+
+
+CSV_COLUMNS = ("name", "module", "program_id", "category", "occurrences", "total_ms", "avg_ms",
+               "self_ms", "time_percent", "flops", "bytes_accessed", "gflops_per_s",
+               "gbytes_per_s", "operational_intensity", "flops_utilization",
+               "bandwidth_utilization", "bound_by", "flops_estimated", "padding_percent",
+               "tf_op", "source", "expression")
+
+
+def hlo_op_stats_csv(stats: dict[str, Any]) -> str:
+    """The rows of an HLO op stats JSON form as CSV (blank where a figure is unknown)."""
+    return csv_text(CSV_COLUMNS, (["" if row.get(c) is None else row[c] for c in CSV_COLUMNS]
+                                   for row in stats["ops"]))

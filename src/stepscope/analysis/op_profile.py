@@ -1,0 +1,109 @@
+"""Op profile: how the run's XLA programs spent device time, by program, category and op.
+
+Shares are of all devices' XLA time, idle included (so categories, programs and idle add up
+to 100 %). Utilisations are over busy time: achieved FLOP/s ÷ the device's peak, bytes/s ÷
+its peak bandwidth; blank where the peak or the FLOPs are unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stepscope.analysis.hlo_op_stats import PS_PER_MS, device_dict, op_row
+from stepscope.analysis.xla_model import OpMetrics, XlaModel
+
+
+@dataclass
+class OpProfile:
+    """The op profile's views of one run."""
+
+    device: dict[str, Any]
+    modules: list[str]
+    total_ms: float
+    idle_ms: float
+    flops_utilization: float | None
+    bandwidth_utilization: float | None
+    categories: list[dict[str, Any]]
+    programs: list[dict[str, Any]]
+    ops: list[dict[str, Any]]
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "modules": self.modules, "total_ms": self.total_ms,
+                "idle_ms": self.idle_ms,
+                "idle_percent": 100.0 * self.idle_ms / self.total_ms if self.total_ms else 0.0,
+                "flops_utilization": self.flops_utilization,
+                "bandwidth_utilization": self.bandwidth_utilization,
+                "categories": self.categories, "programs": self.programs, "ops": self.ops,
+                "notes": self.notes}
+
+
+def _group(name: str, ops: list[OpMetrics], total_ps: int, tflops: float | None,
+           gbps: float | None) -> dict[str, Any]:
+    """A node of the profile (a category or a program) summing its ops."""
+    self_ps = sum(o.self_ps for o in ops)
+    seconds = self_ps / 1e12
+    known = [o for o in ops if o.flops_known]
+    flops = sum(o.flops for o in known)
+    nbytes = sum(o.bytes_accessed for o in ops)
+    fu = (flops / seconds / (tflops * 1e12)
+          if known and tflops and seconds > 0 else None)
+    bu = nbytes / seconds / (gbps * 1e9) if nbytes and gbps and seconds > 0 else None
+    return {"name": name, "time_ms": self_ps / PS_PER_MS,
+            "time_percent": 100.0 * self_ps / total_ps if total_ps else 0.0,
+            "flops_utilization": fu, "bandwidth_utilization": bu,
+            "occurrences": sum(o.occurrences for o in ops),
+            "flops_estimated": any(o.flops_estimated for o in ops),
+            "ops": [o.name for o in sorted(ops, key=lambda o: -o.self_ps)]}
+
+
+def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
+    """The op profile of a run's XLA model; ``top`` keeps that many ops per group."""
+    _, tflops, gbps = model.peaks()
+    total = model.total_ps()
+    by_category: dict[str, list[OpMetrics]] = {}
+    by_program: dict[str, list[OpMetrics]] = {}
+    for o in model.ops:
+        by_category.setdefault(o.category, []).append(o)
+        by_program.setdefault(o.module or o.program_id, []).append(o)
+
+    def cut(group: dict[str, Any]) -> dict[str, Any]:
+        if top is not None:
+            group["ops"] = group["ops"][:top]
+        return group
+
+    categories = sorted((cut(_group(c, ops, total, tflops, gbps))
+                         for c, ops in by_category.items()), key=lambda g: -g["time_ms"])
+    programs = []
+    for name, ops in by_program.items():
+        group = _group(name, ops, total, tflops, gbps)
+        group["program_id"] = ops[0].program_id
+        cats: dict[str, list[OpMetrics]] = {}
+        for o in ops:
+            cats.setdefault(o.category, []).append(o)
+        group["categories"] = sorted((cut(_group(c, v, total, tflops, gbps))
+                                      for c, v in cats.items()), key=lambda g: -g["time_ms"])
+        del group["ops"]
+        programs.append(group)
+    programs.sort(key=lambda g: -g["time_ms"])
+    rows = []
+    for o in model.ops if top is None else _top_ops(model.ops, top, by_category):
+        row = op_row(o, total, tflops, gbps)
+        row["fused"] = [{"name": f.name, "opcode": f.opcode, "expression": f.expression,
+                         "flops": f.flops} for f in o.fused]
+        rows.append(row)
+    overall = _group("", model.ops, total, tflops, gbps)
+    return OpProfile(device_dict(model), sorted({p["name"] for p in programs}),
+                     total / PS_PER_MS, model.idle_ps() / PS_PER_MS,
+                     overall["flops_utilization"], overall["bandwidth_utilization"],
+                     categories, programs, rows, list(model.notes))
+
+
+def _top_ops(ops: list[OpMetrics], top: int,
+             by_category: dict[str, list[OpMetrics]]) -> list[OpMetrics]:
+    """The ``top`` ops overall and of each category, in self-time order."""
+    keep = {id(o) for o in ops[:top]}
+    for group in by_category.values():
+        keep |= {id(o) for o in sorted(group, key=lambda o: -o.self_ps)[:top]}
+    return [o for o in ops if id(o) in keep]

@@ -1,0 +1,326 @@
+"""XSpace → one host's XLA op executions and programs (``model.xla_ops.XlaHostOps``).
+
+Where XLA ops are found:
+
+- a device plane's "XLA Ops" line (TPU, and GPU profiles with derived lines): one event per
+  op execution, the op's facts (``program_id``, ``hlo_category``, ``flops``,
+  ``bytes_accessed``...) on its event metadata, its name the metadata's display name;
+- otherwise any event that carries an ``hlo_op`` stat (GPU kernels, XLA:CPU thunks on host
+  threads), with ``hlo_module`` and ``program_id`` stats naming the program.
+
+Programs come from the ``/host:metadata`` plane: one event metadata per program, named
+``module(program_id)``, with the serialized ``HloProto`` as a bytes stat. A program whose
+HLO cannot be decoded is listed in ``bad_modules`` and its ops keep their times.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import re
+import stat as stat_mode
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stepscope.errors import ProfileFormatError, StepscopeError
+from stepscope.formats import xspace_columns as xc
+from stepscope.formats.hlo_proto import decode_hlo_proto
+from stepscope.model.hlo import HloModule
+from stepscope.model.locations import as_path, is_remote, read_bytes
+from stepscope.model.stat_kinds import (
+    KIND_BYTES,
+    KIND_DOUBLE,
+    KIND_INT64,
+    KIND_REF,
+    KIND_STR,
+    KIND_UINT64,
+)
+from stepscope.model.xla_ops import DeviceInfo, XlaHostOps, XlaOp
+
+METADATA_PLANE = "/host:metadata"
+XLA_OPS_LINE = "XLA Ops"
+HLO_PROTO_STAT = "Hlo Proto"
+HLO_OP_STAT = "hlo_op"
+HLO_MODULE_STAT = "hlo_module"
+PROGRAM_ID_STAT = "program_id"
+# Plane stats where profilers state a device's peaks and model.
+PEAK_TFLOPS_STAT = "peak_teraflops_per_second"
+PEAK_HBM_STAT = "peak_hbm_bw_gigabytes_per_second"
+DEVICE_KIND_STATS = ("device_type_string", "gpu_name", "device_name", "device_vendor")
+DEVICE_PROP_STATS = ("device_vendor", "compute_cap_major", "compute_cap_minor", "core_count",
+                     "clock_rate", "memory_bandwidth", "memory_size")
+# Event stats that give an XLA op's time on the device's own clock (TPU), preferred to the
+# event's offset and duration as XProf does.
+DEVICE_OFFSET_STAT = "device_offset_ps"
+DEVICE_DURATION_STAT = "device_duration_ps"
+_DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
+_PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
+# Bytes whose presence in a file means it may hold XLA data (a cheap probe before decoding).
+_MARKERS = (HLO_PROTO_STAT.encode(), XLA_OPS_LINE.encode(), HLO_OP_STAT.encode())
+
+
+def load_xla(path: str | Path) -> XlaHostOps:
+    """Read one ``.xplane.pb`` file's XLA ops and programs."""
+    source = as_path(path)
+    data = read_bytes(source)
+    return xla_from_columns(xc.decode_columns(data, str(source)), str(source))
+
+
+def may_hold_xla(path: str | Path) -> bool:
+    """Whether the file may hold XLA data (names XLA stats or lines); False if unreadable."""
+    try:
+        source = as_path(path)
+        if is_remote(source):
+            data = read_bytes(source)
+            return any(marker in data for marker in _MARKERS)
+        # Never blocks: a FIFO or device named like a profile is no XLA data.
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat_mode.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return any(m.find(marker) >= 0 for marker in _MARKERS)
+    except (OSError, ValueError, StepscopeError):  # unreadable, or empty (mmap of 0 bytes)
+        return False
+
+
+def _stat_value(plane: Any, stat: Any) -> Any:
+    which = stat.WhichOneof("value")
+    if which is None:
+        return None
+    value = getattr(stat, which)
+    if which == "ref_value":
+        md = plane.stat_metadata.get(value)
+        return None if md is None else md.name
+    return value
+
+
+def _metadata_stats(plane: Any, md: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for stat in md.stats:
+        smd = plane.stat_metadata.get(stat.metadata_id)
+        if smd is not None:
+            out[smd.name] = _stat_value(plane, stat)
+    return out
+
+
+def _programs(cols: xc.XSpaceColumns, source: str
+              ) -> tuple[dict[str, HloModule], dict[str, str], dict[str, str]]:
+    modules: dict[str, HloModule] = {}
+    names: dict[str, str] = {}
+    bad: dict[str, str] = {}
+    for plane in cols.planes:
+        if plane.name != METADATA_PLANE:
+            continue
+        for mid, md in plane.event_metadata.items():
+            stats = _metadata_stats(plane, md)
+            proto = stats.get(HLO_PROTO_STAT)
+            if not isinstance(proto, bytes):
+                continue
+            name, pid = md.name, str(stats.get(PROGRAM_ID_STAT) or "")
+            match = _PROGRAM_SUFFIX.match(md.name)
+            if match:
+                name = match.group(1)
+                pid = pid or str(int(match.group(2)) % (1 << 64))
+            pid = pid or str(mid % (1 << 64))
+            names[pid] = name
+            try:
+                modules[pid] = decode_hlo_proto(proto, f"{source}: program {md.name}")
+            except ProfileFormatError as err:
+                bad[pid] = str(err)
+    return modules, names, bad
+
+
+def _decoded(stats: xc.StatColumns, rows: Any, plane: Any) -> tuple[Any, list[str]]:
+    """Each stat row's value as a code into a list of texts (each distinct value decoded
+    once, and distinct values found by 1-D sorts, so that millions of rows stay cheap)."""
+    codes = np.zeros(len(rows), np.int64)
+    texts: list[str] = []
+    kinds = stats.kind[rows]
+    for kind in np.unique(kinds).tolist():
+        sel = np.flatnonzero(kinds == kind)
+        # A value is an int, a ref id or a blob offset: with the kind it names the text.
+        distinct, first, inverse = np.unique(stats.value[rows[sel]], return_index=True,
+                                             return_inverse=True)
+        base = len(texts)
+        for value, at in zip(distinct.tolist(), first.tolist(), strict=True):
+            if kind in (KIND_STR, KIND_BYTES):
+                length = int(stats.length[rows[sel[at]]])
+                texts.append(stats.blob[value:value + length].decode("utf-8", "replace"))
+            elif kind == KIND_REF:
+                md = plane.stat_metadata.get(value)
+                texts.append("" if md is None else md.name)
+            elif kind == KIND_UINT64:
+                texts.append(str(value % (1 << 64)))
+            elif kind == KIND_DOUBLE:
+                texts.append(repr(float(np.array(value, np.int64).view(np.float64))))
+            else:
+                texts.append(str(value))
+        codes[sel] = base + inverse.reshape(-1)
+    return codes, texts
+
+
+def _kernel_ops(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any
+                ) -> tuple[Any, list[tuple[str, str, str]], Any] | None:
+    """Events of a plane that carry ``hlo_op``: (event rows, distinct (program, module, op),
+    each row's index into them); None when the plane has no such stat."""
+    ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
+    if HLO_OP_STAT not in ids:
+        return None
+    st = cols.stats
+    here = on_plane[stat_event] if len(stat_event) else np.zeros(0, bool)
+    per_event: list[Any] = []
+    texts: list[list[str]] = []
+    for stat in (PROGRAM_ID_STAT, HLO_MODULE_STAT, HLO_OP_STAT):
+        codes = np.full(len(cols.events), -1, np.int64)
+        names: list[str] = []
+        if stat in ids:
+            srows = np.flatnonzero(here & (st.metadata_id == ids[stat]))
+            found, names = _decoded(st, srows, plane)
+            codes[stat_event[srows]] = found
+        per_event.append(codes)
+        texts.append(names + [""])  # code -1 reads as ""
+    rows = np.flatnonzero(per_event[2] >= 0)
+    # One int64 key per row from the three codes (each below its text count + 1).
+    sizes = [len(t) for t in texts]
+    key = np.zeros(len(rows), np.int64)
+    for codes, size in zip(per_event, sizes, strict=True):
+        key = key * size + (codes[rows] + 1)
+    distinct, inverse = np.unique(key, return_inverse=True)
+    triples = []
+    for k in distinct.tolist():
+        o, k = k % sizes[2], k // sizes[2]
+        m, p = k % sizes[1], k // sizes[1]
+        triples.append((texts[0][p - 1], texts[1][m - 1], texts[2][o - 1]))
+    return rows, triples, inverse.reshape(-1)
+
+
+def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHostOps:
+    """The XLA ops and programs of decoded XSpace columns."""
+    modules, module_names, bad = _programs(cols, source)
+    program_of_name = {v: k for k, v in module_names.items()}
+    ev = cols.events
+    plane_of_event = cols.lines.plane[ev.line]
+    stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
+    start_ps = (cols.lines.timestamp_ns[ev.line] * 1000 + ev.offset_ps).astype(np.int64)
+    duration_ps = np.maximum(ev.duration_ps.astype(np.int64), 0)  # no negative durations
+
+    ops: list[XlaOp] = []
+    op_index: dict[tuple[str, str], int] = {}
+    devices: list[DeviceInfo] = []
+    parts: list[tuple[Any, Any, int]] = []  # (event rows, op per row, device index)
+
+    def op_of(program: str, module: str, name: str, stats: dict[str, Any]) -> int:
+        key = (program or module, name)
+        if key not in op_index:
+            op_index[key] = len(ops)
+            ops.append(XlaOp(program, module or module_names.get(program, ""), name, stats))
+        return op_index[key]
+
+    device_first = sorted(range(len(cols.planes)),
+                          key=lambda i: not _DEVICE_PLANE.match(cols.planes[i].name))
+    for index in device_first:
+        plane = cols.planes[index]
+        if plane.name == METADATA_PLANE or (parts and not _DEVICE_PLANE.match(plane.name)):
+            continue  # host threads count only where no device ran XLA ops (XLA:CPU)
+        on_plane = plane_of_event == index
+        xla_lines = [j for j in np.flatnonzero(cols.lines.plane == index).tolist()
+                     if (cols.lines.display_name[j] or cols.lines.name[j]) == XLA_OPS_LINE]
+        if xla_lines:
+            rows = np.flatnonzero(on_plane & np.isin(ev.line, xla_lines))
+            mids, inverse = np.unique(ev.metadata_id[rows], return_inverse=True)
+            codes = []
+            for mid in mids.tolist():
+                md = plane.event_metadata.get(mid)
+                stats = {} if md is None else _metadata_stats(plane, md)
+                name = "" if md is None else (md.display_name or md.name)
+                if md is not None and md.display_name and md.name.startswith("%"):
+                    stats.setdefault("expression", md.name)
+                program = stats.get(PROGRAM_ID_STAT)
+                program = "" if program is None else str(int(program) % (1 << 64)) \
+                    if isinstance(program, int) else str(program)
+                codes.append(op_of(program, "", name or "<unknown op>", stats))
+            op_rows = np.array(codes, np.int32)[inverse.reshape(-1)] if len(rows) else \
+                np.zeros(0, np.int32)
+            _device_clock(cols, plane, index, rows, start_ps, duration_ps, stat_event)
+        else:
+            found = _kernel_ops(cols, plane, on_plane, stat_event)
+            if found is None:
+                continue
+            rows, triples, inverse = found
+            codes = [op_of(program or program_of_name.get(module, ""), module, name, {})
+                     for program, module, name in triples]
+            op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
+                np.zeros(0, np.int32)
+        if not len(rows):
+            continue
+        span = rows if xla_lines or not _DEVICE_PLANE.match(plane.name) else \
+            np.flatnonzero(on_plane)
+        devices.append(_device_info(plane, span, start_ps, duration_ps))
+        parts.append((rows, op_rows, len(devices) - 1))
+    if parts and _DEVICE_PLANE.match(devices[0].name):
+        # Devices that ran no XLA op (copies only) still count in the devices' time, idle.
+        seen = {d.name for d in devices}
+        for index, plane in enumerate(cols.planes):
+            if _DEVICE_PLANE.match(plane.name) and plane.name not in seen:
+                span = np.flatnonzero(plane_of_event == index)
+                if len(span):
+                    devices.append(_device_info(plane, span, start_ps, duration_ps))
+
+    if parts:
+        rows = np.concatenate([p[0] for p in parts])
+        op = np.concatenate([p[1] for p in parts]).astype(np.int32)
+        device = np.concatenate([np.full(len(p[0]), p[2], np.int32) for p in parts])
+    else:
+        rows, op, device = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    return XlaHostOps(ops, devices, op, device, ev.line[rows].astype(np.int32), start_ps[rows],
+                      duration_ps[rows], modules, module_names, bad)
+
+
+def _device_info(plane: Any, span: Any, start_ps: Any, duration_ps: Any) -> DeviceInfo:
+    """A device plane's model, stated peaks and the span of the events ``span``.
+
+    A device's time is the span of its XLA ops where it has an "XLA Ops" line, else of all
+    its events (kernels and copies outside XLA too), as XProf counts it."""
+    pstats = {}
+    for stat in plane.stats:
+        smd = plane.stat_metadata.get(stat.metadata_id)
+        if smd is not None:
+            pstats[smd.name] = _stat_value(plane, stat)
+    kind = next((str(pstats[k]) for k in DEVICE_KIND_STATS if pstats.get(k)), "")
+    peak = pstats.get(PEAK_TFLOPS_STAT)
+    hbm = pstats.get(PEAK_HBM_STAT)
+    begin = start_ps[span]
+    return DeviceInfo(
+        plane.name, kind, int(begin.min()), int((begin + duration_ps[span]).max()),
+        _positive(peak), _positive(hbm),
+        {k: pstats[k] for k in DEVICE_PROP_STATS if isinstance(pstats.get(k), (int, str))})
+
+
+def _positive(value: Any) -> float | None:
+    """A stated peak as a finite positive float, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, start_ps: Any,
+                  duration_ps: Any, stat_event: Any) -> None:
+    """Where events carry their device-clock offset and duration, use those (in place)."""
+    ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
+    st = cols.stats
+    wanted = np.zeros(len(cols.events), bool)
+    wanted[rows] = True
+    for stat, column in ((DEVICE_DURATION_STAT, duration_ps), (DEVICE_OFFSET_STAT, None)):
+        if stat not in ids or not len(stat_event):
+            continue
+        srows = np.flatnonzero((st.metadata_id == ids[stat]) & wanted[stat_event]
+                               & np.isin(st.kind, (KIND_INT64, KIND_UINT64)))
+        if column is not None:
+            column[stat_event[srows]] = np.maximum(st.value[srows], 0)
+        else:
+            line_ts = cols.lines.timestamp_ns[cols.events.line[stat_event[srows]]]
+            start_ps[stat_event[srows]] = line_ts * 1000 + st.value[srows]
