@@ -55,6 +55,8 @@ bench: setup
 	$(BIN)/python benchmarks/bridge_overhead.py
 	$(BIN)/python benchmarks/trace_viewer.py
 	$(BIN)/python benchmarks/run_model.py
+	$(BIN)/python benchmarks/memory_tracer.py
+	$(BIN)/python benchmarks/memory_profile.py
 	$(BIN)/python benchmarks/engines.py
 	$(BIN)/python benchmarks/xla.py
 	$(BIN)/python benchmarks/timeline.py

@@ -91,9 +91,21 @@ async function show(want: Place): Promise<void> {
     const content = await render(ctx);
     if (mine !== generation) return;
     page.replaceChildren(content);
+    await refreshTools(place, mine);
   } catch (err) {
     if (mine === generation) showError(err instanceof ApiError ? err : err);
   }
+}
+
+/** Tools that show only some runs' data (the memory profile) are listed once the run has
+ * loaded: ask again after a page has rendered. */
+async function refreshTools(place: Place, mine: number): Promise<void> {
+  const fresh = (await getJson<{ tools: ToolInfo[] }>("tools", { run: place.run,
+                                                               host: place.host })).tools;
+  if (mine !== generation || fresh.map((t) => t.name).join() === tools.map((t) => t.name).join())
+    return;
+  tools = fresh;
+  fill(toolSelect, tools.map((t) => [t.name, t.title]), place.tool);
 }
 
 function showProgress(run: string, p: Progress): void {

@@ -123,6 +123,31 @@ def _cmd_pod(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_memory(args: argparse.Namespace) -> int:
+    from stepscope.analysis.memory_profile import breakdown_csv
+    from stepscope.views import report
+    from stepscope.views.memory_report import render_memory
+
+    model = _open_model(args)
+    data = dict(model.memory_dict(args.host))  # a copy: --allocator narrows it below
+    if args.allocator is not None:
+        names = sorted({a["name"] for a in data["allocators"]})
+        if args.allocator not in names:
+            raise StepscopeError(f"No allocator {args.allocator!r} in this run (allocators: "
+                                 f"{', '.join(names) or 'none'}); pass one of those.")
+        data["allocators"] = [a for a in data["allocators"] if a["name"] == args.allocator]
+        data["ops"] = [o for o in data["ops"] if o["allocator"] == args.allocator]
+    if args.csv:
+        report.write_text(Path(args.csv), breakdown_csv(data["allocators"]))
+        print(f"wrote the breakdown of {len(data['allocators'])} allocators to {args.csv}",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    elif not args.csv:
+        render_memory(data, _console(), limit=args.limit or None)
+    return 0
+
+
 def _cmd_xla(args: argparse.Namespace) -> int:
     from stepscope.analysis.hlo_op_stats import hlo_op_stats, hlo_op_stats_csv
     from stepscope.analysis.op_profile import op_profile
@@ -372,6 +397,28 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parse the profile again instead of using the on-disk cache")
     _add_engine_arg(pod)
     pod.set_defaults(func=_cmd_pod)
+
+    mem = sub.add_parser("memory", help="memory profile: peak memory per allocator and what "
+                         "was live at the peak",
+                         description="Per memory allocator (each device's, the host's, "
+                         "PyTorch's CUDA and CPU allocators, stepscope's NumPy capture): "
+                         "allocations and frees, capacity, the peak in use, when and in which "
+                         "step it happened, reserved, stack and fragmentation at the peak, and "
+                         "the allocations live at the peak, heaviest first; per op, the memory "
+                         "allocated while it ran (PyTorch and stepscope's capture).")
+    mem.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    mem.add_argument("--json", action="store_true", help="print the memory profile as JSON")
+    mem.add_argument("--csv", metavar="FILE",
+                     help="write the breakdowns at the peak (one row per allocation group) "
+                     "to FILE")
+    mem.add_argument("--host", help="only this host (default: all hosts)")
+    mem.add_argument("--allocator", help="only this allocator (e.g. GPU_0_bfc, cuda:0, cpu)")
+    mem.add_argument("--limit", type=int, default=10,
+                     help="rows per table shown in the terminal (0: all; default 10)")
+    mem.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(mem)
+    mem.set_defaults(func=_cmd_memory)
 
     xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
                          "and bound by, per category and HLO op",

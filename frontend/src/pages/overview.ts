@@ -1,8 +1,8 @@
 // The overview page: performance summary, precisions, step-time graph, top ops, run
 // environment and the recommendation.
-import { toolData } from "../api";
+import { getJson, toolData, ToolInfo } from "../api";
 import { stackedColumns } from "../charts";
-import { h, int, ms, pct } from "../dom";
+import { bytes, h, int, ms, pct } from "../dom";
 import type { PageContext } from "./registry";
 
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
@@ -119,7 +119,24 @@ function topOps(o: Overview): HTMLElement {
       : h("p", { className: "muted" }, "No ops."));
 }
 
-function environment(o: Overview): HTMLElement {
+/** Peak memory per allocator, from the memory profile where the run recorded memory. */
+async function memoryPeaks(ctx: PageContext): Promise<[string, Node][]> {
+  const tools = (await getJson<{ tools: ToolInfo[] }>("tools", { run: ctx.run, host: ctx.host }))
+    .tools;
+  if (!tools.some((t) => t.name === "memory_profile")) return [];
+  const m = await toolData<{ allocators: { name: string; host: string;
+                                           peak_bytes_in_use: number }[] }>(
+    { run: ctx.run, host: ctx.host, tool: "memory_profile", width: "0" }, ctx.progress);
+  const many = new Set(m.allocators.map((a) => a.host)).size > 1;
+  const link = h("a", { href: "#", id: "memory-link",
+                        onclick: (e: Event) => { e.preventDefault(); ctx.go("memory_profile"); } },
+                 "Open Memory profile →");
+  return [["Peak memory", h("span", { id: "memory-peaks" },
+    m.allocators.map((a) => `${a.name}${many ? " (" + a.host + ")" : ""}: `
+      + bytes(a.peak_bytes_in_use)).join(", "), " ", link)]];
+}
+
+function environment(o: Overview, memory: [string, Node][] = []): HTMLElement {
   const e = o.environment;
   const kv: [string, string][] = [
     ["Hosts", `${e.hosts} (${e.host_names.join(", ")})`],
@@ -130,7 +147,8 @@ function environment(o: Overview): HTMLElement {
   ];
   return h("section", { className: "card", id: "environment" },
     h("h2", {}, "Run environment"),
-    h("dl", { className: "kv" }, ...kv.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
+    h("dl", { className: "kv" }, ...kv.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+      ...memory.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
 }
 
 function recommendation(o: Overview, ctx: PageContext): HTMLElement {
@@ -150,9 +168,10 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
   const o = await toolData<Overview>({ run: ctx.run, host: ctx.host, tool: "overview_page" },
                                      ctx.progress);
   const failed = Object.entries(o.failed_hosts ?? {});
+  const memory = await memoryPeaks(ctx).catch(() => [] as [string, Node][]);
   return h("div", { id: "overview-page" },
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      environment(o), stepGraph(o), topOps(o)));
+      environment(o, memory), stepGraph(o), topOps(o)));
 }

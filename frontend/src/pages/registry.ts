@@ -2,6 +2,7 @@
 import type { Progress, ToolInfo } from "../api";
 import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
+import { renderMemory } from "./memory/index";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
@@ -29,6 +30,7 @@ export const PAGES: Record<string, Page> = {
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
+  memory_profile: renderMemory,
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,
   roofline_model: renderRoofline,

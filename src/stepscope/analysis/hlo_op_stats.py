@@ -8,12 +8,11 @@ bandwidth), memory-bound below it, and "other" when neither FLOPs nor bytes are 
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from typing import Any
 
 from stepscope.analysis import device_peaks
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.xla_model import OpMetrics, XlaModel
 
 PS_PER_MS = 1e9
@@ -107,15 +106,5 @@ CSV_COLUMNS = ("name", "module", "program_id", "category", "occurrences", "total
 
 def hlo_op_stats_csv(stats: dict[str, Any]) -> str:
     """The rows of an HLO op stats JSON form as CSV (blank where a figure is unknown)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in stats["ops"]:
-        writer.writerow(["" if row.get(c) is None else _cell(row[c]) for c in CSV_COLUMNS])
-    return out.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    text = str(value)
-    # A cell a spreadsheet would run as a formula is quoted as text.
-    return "'" + text if isinstance(value, str) and text[:1] in ("=", "+", "-", "@") else value
+    return csv_text(CSV_COLUMNS, (["" if row.get(c) is None else row[c] for c in CSV_COLUMNS]
+                                   for row in stats["ops"]))

@@ -42,6 +42,8 @@ from stepscope.analysis.kernel_stats import (
     merge_groups,
     merged_groups,
 )
+from stepscope.analysis.memory_events import memory_events
+from stepscope.analysis.memory_profile import host_memory, run_memory
 from stepscope.analysis.overview_page import (
     CATEGORIES,
     HostOverview,
@@ -60,7 +62,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 2
+RUN_MODEL_VERSION = 3
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -106,6 +108,8 @@ class HostModel:
     # copy, input, rest), the device's own view of the step
     collective_end_ns: I64  # per step: when its last collective ended (-1: none)
     profile_start_ns: int | None  # when the capture started on this host, where recorded
+    memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
+    # the host recorded no memory activity
 
     @property
     def name(self) -> str:
@@ -218,6 +222,17 @@ class RunModel:
         result: dict[str, Any] = self.combined["pod"]
         return result
 
+    def memory_dict(self, host: str | None = None) -> dict[str, Any]:
+        """The memory profile's JSON form (``memory_profile``), for all hosts or one."""
+        if host is None and "memory" in self.combined:
+            result: dict[str, Any] = self.combined["memory"]
+            return result
+        parts = {name: self.hosts[name].memory for name in self.host_names(host)}
+        out = run_memory(self.run, host, parts)
+        if host is None:
+            self.combined["memory"] = out
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The lossless JSON form (integer nanoseconds), read back by ``from_dict``; each
         host's part is JSON text of its own, decoded only when that host is asked for."""
@@ -262,6 +277,7 @@ def combine(model: RunModel) -> dict[str, Any]:
         "kernels": merged_groups([h.kernels for h in hosts]).to_list(),
         "input": {h.name: h.input.to_dict() for h in hosts},
         "pod": pod_viewer(model).to_dict(),
+        "memory": model.memory_dict(),
     }
 
 
@@ -294,8 +310,17 @@ def build_host(name: str, table: EventTable) -> HostModel:
     rows, step = rows[step >= 0], step[step >= 0]
     if len(rows):
         np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
+    start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
-                     devices, collective_end, _profile_start(table))
+                     devices, collective_end, start, _host_memory(name, table, steps, start))
+
+
+def _host_memory(name: str, table: EventTable, steps: Steps,
+                 start: int | None) -> dict[str, Any] | None:
+    ev = memory_events(table, steps.step_num, steps.start_ns, steps.end_ns)
+    if not len(ev):
+        return None
+    return host_memory(name, table, ev, start).to_dict()
 
 
 def _host_input(name: str, table: EventTable) -> HostInput:
@@ -376,6 +401,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "devices": {k: _ints(v) for k, v in h.devices.items()},
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
+        "memory": h.memory,
     }
 
 
@@ -399,4 +425,5 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),
         _array(d["pod_ns"], len(_HOST_ORDER) + 1),
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
-        _array(d["collective_end_ns"]), None if start is None else int(start))
+        _array(d["collective_end_ns"]), None if start is None else int(start),
+        None if d["memory"] is None else dict(d["memory"]))

@@ -9,6 +9,7 @@ from stepscope.errors import InvalidOptionError
 
 DEFAULT_MAX_EVENTS = 2_000_000
 DEFAULT_COUNTER_INTERVAL_MS = 50
+DEFAULT_MEMORY_THRESHOLD = 1024
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None, what: str) -> None:
@@ -30,6 +31,8 @@ class ProfilerOptions:
     device_tracer_level: 1 lets framework/device tracers run (later bridges). delay_ms: start
     recording this long after ``start``. max_events: cap on recorded events; past it events
     are dropped and counted. counter_interval_ms: system counter sampling period (0 disables).
+    memory_tracer_level: 1 records NumPy array allocations of at least memory_threshold_bytes
+    and their frees (see ``capture.memory_tracer``).
     """
 
     host_tracer_level: int = 2
@@ -38,6 +41,8 @@ class ProfilerOptions:
     delay_ms: int | None = None
     max_events: int = DEFAULT_MAX_EVENTS
     counter_interval_ms: int = DEFAULT_COUNTER_INTERVAL_MS
+    memory_tracer_level: int = 0
+    memory_threshold_bytes: int = DEFAULT_MEMORY_THRESHOLD
 
     def __post_init__(self) -> None:
         _check_int("host_tracer_level", self.host_tracer_level, 0, 3,
@@ -49,6 +54,9 @@ class ProfilerOptions:
         _check_int("max_events", self.max_events, 1, None, "events kept per session")
         _check_int("counter_interval_ms", self.counter_interval_ms, 0, 60_000,
                    "milliseconds between samples, 0 disables counters")
+        _check_int("memory_tracer_level", self.memory_tracer_level, 0, 1, "0 off, 1 on")
+        _check_int("memory_threshold_bytes", self.memory_threshold_bytes, 0, 1 << 50,
+                   "smallest NumPy allocation recorded, in bytes")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a plain dict."""

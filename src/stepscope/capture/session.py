@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from stepscope.capture import bridges, input_pipeline, trace
+from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
@@ -56,6 +57,16 @@ class _Session:
                               if options.python_tracer_level >= 1 else None)
         self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
                          if options.counter_interval_ms > 0 else None)
+        self.memory_tracer = (MemoryTracer(self.recorder, options.memory_threshold_bytes)
+                              if options.memory_tracer_level >= 1 else None)
+        if self.memory_tracer is not None:
+            # Installed here, on the thread that starts the session (NumPy's allocator is
+            # per thread), even when recording begins later on a timer's thread (delay_ms).
+            try:
+                self.memory_tracer.install()
+            except MemoryTracerUnavailable as err:
+                warnings.warn(f"stepscope: no memory tracing: {err}", stacklevel=4)
+                self.memory_tracer = None
         self.delay_timer: threading.Timer | None = None
         self.recording = False
         self.bridges: list[bridges.Bridge] = []
@@ -76,12 +87,16 @@ class _Session:
             self.counters.start()  # before the Python tracer, so its thread is not traced
         if self.python_tracer is not None:
             self.python_tracer.start()
+        if self.memory_tracer is not None:
+            self.memory_tracer.start()
         # Last, so that our tracers already run while a framework's profiler starts.
         self.bridges = bridges.start_all(self.options)
 
     def end_recording(self) -> None:
         """Turn the tracers off (idempotent)."""
         trace.set_recorders(None, None, None)
+        if self.memory_tracer is not None:  # installed at creation: stop even if never begun
+            self.memory_tracer.stop()
         if not self.recording:
             return
         self.recording = False

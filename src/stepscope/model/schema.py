@@ -56,6 +56,37 @@ ENV_RANK = "rank"
 ENV_WORLD_SIZE = "world_size"
 ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where known
 
+# Memory activity, as TensorFlow and JAX write it (host events with these names and stats).
+MEMORY_ALLOCATION = "MemoryAllocation"
+MEMORY_DEALLOCATION = "MemoryDeallocation"
+ALLOCATOR_NAME = "allocator_name"
+INDEX_ON_HOST = "index_on_host"  # names the allocator where allocator_name is absent (TPU)
+DEVICE_ORDINAL = "device_ordinal"
+BYTES_RESERVED = "bytes_reserved"  # XProf reads it as the stack reserved
+BYTES_ALLOCATED = "bytes_allocated"  # heap in use after the event
+BYTES_AVAILABLE = "bytes_available"
+FRAGMENTATION = "fragmentation"
+PEAK_BYTES_IN_USE = "peak_bytes_in_use"
+REQUESTED_BYTES = "requested_bytes"
+ALLOCATION_BYTES = "allocation_bytes"
+ADDRESS = "addr"
+TF_OP = "tf_op"
+REGION_TYPE = "region_type"
+DATA_TYPE = "data_type"  # TensorFlow's DataType enum value
+TENSOR_SHAPES = "shape"
+
+# PyTorch's memory instants (Kineto "[memory]" events) and their arguments.
+KINETO_MEMORY = "[memory]"
+KINETO_BYTES = "Bytes"  # signed: positive for an allocation, negative for a free
+KINETO_TOTAL_ALLOCATED = "Total Allocated"
+KINETO_TOTAL_RESERVED = "Total Reserved"
+KINETO_DEVICE_TYPE = "Device Type"
+KINETO_DEVICE_ID = "Device Id"
+KINETO_ADDRESS = "Addr"
+
+# The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
+STEPSCOPE_ALLOCATOR = "numpy"
+
 # Plane stat set by the readers: events of the plane whose duration was negative (bad data),
 # read as zero-length.
 NEGATIVE_DURATIONS = "stepscope_negative_durations"

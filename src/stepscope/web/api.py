@@ -84,6 +84,21 @@ def flag(query: Mapping[str, str], name: str) -> bool:
     raise ApiError(400, f"Parameter {name} must be true or false, not {value!r}.")
 
 
+def integer(query: Mapping[str, str], name: str, low: int, high: int,
+            default: int | None) -> int | None:
+    """An integer query parameter within [low, high]; ``default`` when absent or empty."""
+    text = query.get(name, "").strip()
+    if not text:
+        return default
+    if not re.fullmatch(r"[+-]?\d{1,19}", text):
+        raise ApiError(400, f"Parameter {name} must be an integer, not {text[:40]!r}.")
+    value = int(text)
+    if not low <= value <= high:
+        raise ApiError(400, f"Parameter {name} must be between {low} and {high}, not "
+                            f"{value}.")
+    return value
+
+
 class Api:
     """The API over one logdir."""
 
@@ -152,19 +167,38 @@ class Api:
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
                            "flags": list(t.flags)} for t in TOOLS.values()
-                          if xla or not t.needs_xla]}
+                          if (xla or not t.needs_xla)
+                          and self._offers(t, path, host or None)]}
+
+    def _offers(self, tool: Tool, path: Path, host: str | None) -> bool:
+        """Whether to list ``tool``: a tool that shows only some runs' data (the memory
+        profile) is listed once the run is loaded and has that data."""
+        if tool.available is None:
+            return True
+        state = self.store.get(path)
+        if state.run is None:
+            return False
+        try:
+            with state.lock:
+                return tool.available(state.run, host)
+        except StepscopeError:
+            return False
 
     def status(self, run: str | None) -> dict[str, Any]:
         """How far loading the run has got (and starts loading it)."""
         return self.store.get(self._run_path(run)).progress()
 
     def _ready(self, run: str | None, host: str | None, tool: str | None,
-               query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, bool]]:
+               query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, int]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
         if chosen.needs_xla and not _has_xla(path):
             raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
-        params = {name: flag(query, name) for name in chosen.flags}
+        params: dict[str, int] = {name: flag(query, name) for name in chosen.flags}
+        for p in chosen.ints:
+            value = integer(query, p.name, p.low, p.high, p.default)
+            if value is not None:
+                params[p.name] = value
         state = self.store.get(path)
         if state.state == "failed":
             raise ApiError(422, state.error)

@@ -119,6 +119,13 @@ _RUN = Param("run", "a run name from /api/runs", required=True)
 _HOST = Param("host", "a host of the run; omitted or empty: all hosts")
 _TOOL = Param("tool", "a tool name from /api/tools", required=True)
 _IDLE = Param("include_idle", "framework_op_stats: count idle time as an op", boolean=True)
+_MEMORY = (Param("allocator", "memory_profile: the allocator whose timeline to send (an index "
+                 "into allocators; default 0)"),
+           Param("width", "memory_profile: the most timeline points to send (default 1000; 0: "
+                 "no timeline)"),
+           Param("from_us", "memory_profile: timeline from this time (µs since the host's "
+                 "profile start)"),
+           Param("to_us", "memory_profile: timeline up to this time (µs)"))
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "runs", _runs, "runs", "Runs of the logdir, newest first, with their hosts"),
@@ -128,7 +135,7 @@ ROUTES: tuple[Route, ...] = (
           (_RUN,)),
     Route("GET", "data", _data, "data",
           "A tool's data as JSON (202 with progress while loading)",
-          (_RUN, _HOST, _TOOL, _IDLE)),
+          (_RUN, _HOST, _TOOL, _IDLE, *_MEMORY)),
     Route("GET", "csv", _csv, "csv", "A tool's table as CSV", (_RUN, _HOST, _TOOL, _IDLE),
           media_type="text/csv"),
     Route("POST", "capture", _start_capture, "start_capture",

@@ -19,7 +19,7 @@ from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
 from stepscope.web.loaded_run import LoadedRun
 
-Params = Mapping[str, bool]
+Params = Mapping[str, int]  # flags (bool) and integer parameters
 DataFn = Callable[[LoadedRun, "str | None", Params], dict[str, Any]]
 CsvFn = Callable[[LoadedRun, "str | None", Params], str]
 
@@ -33,7 +33,20 @@ class Tool:
     data: DataFn
     csv: CsvFn | None = None
     flags: tuple[str, ...] = ()  # boolean query parameters the tool accepts
+    ints: tuple[IntParam, ...] = ()  # integer query parameters the tool accepts
+    # Whether the tool has anything to show for a loaded run (None: always).
+    available: Callable[[LoadedRun, str | None], bool] | None = None
     needs_xla: bool = False  # listed only for runs whose profiles hold XLA programs
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """An integer query parameter: absent means ``default`` (None: not given)."""
+
+    name: str
+    low: int
+    high: int
+    default: int | None = None
 
 
 def _model(run: LoadedRun) -> RunModel:
@@ -137,6 +150,69 @@ def input_pipeline_csv(run: LoadedRun, host: str | None, params: Params) -> str:
     return input_ops_csv(_input_pipeline(run, host))
 
 
+def _memory(run: LoadedRun, host: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = run.result(("memory_profile", host),
+                                      lambda: _model(run).memory_dict(host))
+    return data
+
+
+def _memory_events(run: LoadedRun, host: str) -> Any:
+    """A host's allocations and frees at full detail, for the timeline."""
+    from stepscope.analysis.memory_events import memory_events
+
+    def compute() -> Any:
+        steps = _model(run).hosts[host].steps
+        return memory_events(run.profile.hosts[host], steps.step_num, steps.start_ns,
+                             steps.end_ns)
+
+    return run.result(("memory_events", host), compute)
+
+
+def has_memory(run: LoadedRun, host: str | None) -> bool:
+    """Whether the run (or host) recorded any memory activity."""
+    return bool(_memory(run, host)["allocators"])
+
+
+def memory_profile_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The memory profile: every allocator's summary and breakdown at the peak, the ops, and
+    the timeline of allocator ``allocator`` (an index into ``allocators``) downsampled to
+    ``width`` points (0: no timeline), between ``from_us`` and ``to_us`` (µs since the host's
+    profile start) when given, with the host's step boundaries."""
+    from stepscope.analysis.memory_profile import timeline
+    from stepscope.errors import NotFoundError
+
+    data = _memory(run, host)
+    allocators = data["allocators"]
+    if not allocators:
+        raise NotFoundError("This profile recorded no memory activity (no MemoryAllocation "
+                            "or [memory] events).")
+    index = int(params.get("allocator", 0))
+    if index >= len(allocators):
+        raise NotFoundError(f"No allocator {index}: this profile has {len(allocators)}.")
+    chosen = allocators[index]
+    if int(params["width"]) == 0:
+        return {**data, "allocator": index, "timeline": None}
+    ev = _memory_events(run, chosen["host"])
+    start = int(data["start_ns"][chosen["host"]])
+    lo, hi = params.get("from_us"), params.get("to_us")
+    line = timeline(ev, ev.allocators.index(chosen["name"]), start, int(params["width"]),
+                    None if lo is None else start + int(lo) * 1000,
+                    None if hi is None else start + int(hi) * 1000)
+    steps = _model(run).hosts[chosen["host"]].steps
+    line["steps"] = [{"step": int(n), "start_ms": (int(s) - start) / 1e6,
+                      "end_ms": (int(e) - start) / 1e6}
+                     for n, s, e in zip(steps.step_num.tolist(), steps.start_ns.tolist(),
+                                        steps.end_ns.tolist(), strict=True)][:10_000]
+    return {**data, "allocator": index, "timeline": line}
+
+
+def memory_profile_csv(run: LoadedRun, host: str | None, params: Params) -> str:
+    """The breakdowns at the peak as CSV, those of ``stepscope memory --csv``."""
+    from stepscope.analysis.memory_profile import breakdown_csv
+
+    return breakdown_csv(_memory(run, host)["allocators"])
+
+
 def _xla(run: LoadedRun, host: str | None) -> Any:
     """The XLA model of the run, or of one host: computed once per loaded run (or cached)."""
     from stepscope.run_loader import xla_model_of
@@ -192,6 +268,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          input_pipeline_csv),
     Tool("trace_viewer", "Trace viewer", trace_viewer_data),
     Tool("pod_viewer", "Pod viewer", pod_viewer_data, pod_viewer_table_csv),
+    Tool("memory_profile", "Memory profile", memory_profile_data, memory_profile_csv,
+         ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 0, 10_000, 1000),
+               IntParam("from_us", 0, 1 << 50), IntParam("to_us", 0, 1 << 50)),
+         available=has_memory),
     Tool("op_profile", "Op profile", op_profile_data, needs_xla=True),
     Tool("hlo_op_stats", "HLO op stats", hlo_op_stats_data, hlo_op_stats_table_csv,
          needs_xla=True),

@@ -42,6 +42,7 @@ INPUT_DIMS = "Input Dims"
 INPUT_TYPES = "Input type"
 BYTES = "Bytes"
 DEVICE_INDEX = "Device Id"
+DEVICE_TYPE = "Device Type"
 KERNEL_DETAILS = "kernel_details"
 
 _last: Any = None
@@ -101,7 +102,8 @@ def convert(events: Iterable[Any]) -> BridgeData:
     for event in events:
         begin = int(event.start_ns())
         end = begin + max(int(event.duration_ns()), 0)
-        if str(event.device_type()).endswith("CPU"):
+        # Memory records of every device are host events: the thread that allocated.
+        if str(event.device_type()).endswith("CPU") or event.name() == MEMORY_EVENT:
             tid = int(event.device_resource_id())
             line = lines.get(tid)
             if line is None:
@@ -122,6 +124,7 @@ def _host_stats(event: Any) -> dict[str, Any]:
     if event.name() == MEMORY_EVENT:
         stats[BYTES] = int(event.nbytes())
         stats[DEVICE_INDEX] = int(event.device_index())
+        stats[DEVICE_TYPE] = int(event.device_type())
     elif kind in RUNTIME_TYPES:
         # The CUPTI correlation id joins the launch to its kernel (for ops it is Kineto's
         # op id, which joins nothing in the profile).
