@@ -61,7 +61,7 @@ def _make_runs(root: Path) -> dict[str, Path]:
 def _clear_models(cache_dir: Path) -> None:
     from stepscope.analysis.run_model import RUN_MODEL_NAME
 
-    for entry in cache_dir.glob(f"*.{RUN_MODEL_NAME}.json"):
+    for entry in cache_dir.glob(f"*.{RUN_MODEL_NAME}.cache"):
         entry.unlink()
 
 
@@ -85,7 +85,7 @@ def measure(name: str, run: Path, cache_dir: Path, repeats: int) -> dict[str, An
     out["cached_open_ms"], model = _timed(lambda: open_run_model(run), repeats)
     out["hosts"] = len(model.hosts)
     tools: dict[str, Callable[[], Any]] = {
-        "overview": lambda: model.overview().to_dict(),
+        "overview": lambda: model.overview_dict(),  # what report and the web page ask
         "op stats": lambda: model.op_stats().to_dict(),
         "op stats + idle": lambda: model.op_stats(include_idle=True).to_dict(),
         "kernel stats": lambda: model.kernel_stats().to_dict(),

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import shutil
+import struct
 import time
 import warnings
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +107,7 @@ def test_fixture_tables_round_trip(path: Path, cache_home: Path) -> None:
     assert all(loaded.stats.value_of(r) == table.stats.value_of(r)
                for r in range(0, len(table.stats.event), 97))
     assert not loaded.start_ns.flags.writeable  # documented: columns are read-only
-    assert table_files(cache_home) == [f"{cache.source_key([path])}.table"]
+    assert table_files(cache_home) == [f"{cache.source_key([path])}.table.cache"]
 
 
 def test_own_profile_round_trips(tmp_path: Path) -> None:
@@ -163,7 +167,7 @@ def test_changed_source_is_a_miss(source: Path, cache_home: Path) -> None:
     cache.save_table(source, x2t.load_xspace(source))
     loaded = cache.load_table(source)
     assert loaded is not None and loaded.hostnames[-1] == "extra"
-    assert table_files(cache_home) == [f"{cache.source_key([source])}.table"]
+    assert table_files(cache_home) == [f"{cache.source_key([source])}.table.cache"]
 
 
 def test_missing_source_is_a_miss(tmp_path: Path, cache_home: Path) -> None:
@@ -175,40 +179,104 @@ def test_missing_source_is_a_miss(tmp_path: Path, cache_home: Path) -> None:
         cache.source_key([missing])
 
 
+def _split(data: bytes) -> tuple[bytes, dict[str, Any], int]:
+    """An entry's prefix, its parsed header and where its data section starts."""
+    header_length = struct.unpack_from("<Q", data, 16)[0]
+    header = json.loads(data[56:56 + header_length])
+    return data[:56], header, -(-(56 + header_length) // 64) * 64
+
+
+def _rewritten(data: bytes, change: Callable[[dict[str, Any]], None]) -> bytes:
+    """The entry with its header changed and its checksum made right again (a foreign or
+    buggy writer, not random damage: the checks past the checksum must catch it)."""
+    prefix, header, start = _split(data)
+    change(header)
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    new_start = -(-(56 + len(blob)) // 64) * 64
+    prefix = (prefix[:16] + struct.pack("<Q", len(blob)) + prefix[24:48]
+              + struct.pack("<I", zlib.crc32(blob)) + b"\0" * 4)
+    return prefix + blob + b"\0" * (new_start - 56 - len(blob)) + data[start:]
+
+
+def _set_first_array(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(header: dict[str, Any]) -> None:
+        header["arrays"][0][key] = value
+    return change
+
+
 def _damage_cases(data: bytes) -> dict[str, bytes]:
-    header_end = data.index(b"}]}") + 3
+    _, header, start = _split(data)
+    middle = start + len(data[start:]) // 2
+    flipped = bytearray(data)
+    flipped[middle] ^= 0x01
+    in_header = bytearray(data)
+    in_header[60] ^= 0x20
     return {
         "empty": b"",
         "prefix only": data[:20],
-        "header cut": data[:header_end - 10],
-        "data cut": data[:len(data) // 2],
+        "header cut": data[:start - 10],
+        "data cut": data[:middle],
         "one byte short": data[:-1],
         "one byte long": data + b"\0",
         "bad magic": b"X" + data[1:],
-        "header garbage": data[:40] + b"\xff" * 30 + data[70:],
-        "format version": data.replace(b'"format":1,', b'"format":9,', 1),
-        "stepscope version": data.replace(
-            f'"stepscope":"{stepscope.__version__}"'.encode(),
-            f'"stepscope":"{"9" * len(stepscope.__version__)}"'.encode(), 1),
-        "float column": data.replace(b'"<i8"', b'"<f8"', 1),
-        "object column": data.replace(b'"<i8"', b'"|O8"', 1),
-        "column past the end": data.replace(b'"offset":0}', b'"offset":9}', 1),
-        "wrong length": data.replace(b'"shape":[3]', b'"shape":[2]', 1),
+        "absurd header length": data[:16] + struct.pack("<Q", 2**62) + data[24:],
+        "one bit in the header": bytes(in_header),
+        "one bit in the data": bytes(flipped),
+        "format version": _rewritten(data, lambda h: h.update(format=99)),
+        "stepscope version": _rewritten(data, lambda h: h.update(stepscope="9.9.9")),
+        "other key": _rewritten(data, lambda h: h.update(key="0" * 32)),
+        "float column": _rewritten(data, _set_first_array("dtype", "<f4")),
+        "object column": _rewritten(data, _set_first_array("dtype", "|O8")),
+        "column past the end": _rewritten(data, _set_first_array("offset", 2**40)),
+        "misaligned column": _rewritten(data, _set_first_array("offset", 8)),
+        "negative shape": _rewritten(data, _set_first_array("shape", [-1])),
+        "wrong checksum": _rewritten(data, _set_first_array("crc", 12345)),
+        "meta not an object": _rewritten(data, lambda h: h.update(meta=[1])),
     }
 
 
-@pytest.mark.parametrize("case", list(_damage_cases(b'}]}"format":1,"<i8""offset":0}')))
+DAMAGE = ["empty", "prefix only", "header cut", "data cut", "one byte short", "one byte long",
+          "bad magic", "absurd header length", "one bit in the header", "one bit in the data",
+          "format version", "stepscope version", "other key", "float column", "object column",
+          "column past the end", "misaligned column", "negative shape", "wrong checksum",
+          "meta not an object"]
+
+
+@pytest.mark.parametrize("case", DAMAGE)
 def test_damaged_table_file_is_a_miss_and_removed(case: str, source: Path,
                                                   cache_home: Path) -> None:
     cache.save_table(source, x2t.load_xspace(source))
     (entry,) = cache_home.iterdir()
-    damaged = _damage_cases(entry.read_bytes())[case]
+    cases = _damage_cases(entry.read_bytes())
+    assert list(cases) == DAMAGE
+    damaged = cases[case]
     assert damaged != entry.read_bytes()
     entry.write_bytes(damaged)
     assert cache.load_table(source) is None
     assert not entry.exists()
     cache.save_table(source, x2t.load_xspace(source))
     assert cache.load_table(source) is not None
+
+
+def test_one_changed_byte_in_any_column_is_a_miss(tmp_path: Path, cache_home: Path) -> None:
+    source = tmp_path / "host.xplane.pb"
+    shutil.copyfile(BIG_FIXTURE, source)  # one with text stats and typed columns
+    table = x2t.load_xspace(source)
+    cache.save_table(source, table)
+    (entry,) = cache_home.iterdir()
+    good = entry.read_bytes()
+    _, header, start = _split(good)
+    columns = [c for c in header["arrays"] if c["shape"] != [0]]
+    assert {"start_ns", "duration_ns", "name", "stats.event", "stats.text"} <= {
+        c["name"] for c in columns}
+    for column in columns:
+        damaged = bytearray(good)
+        damaged[start + column["offset"]] ^= 0x04
+        entry.write_bytes(bytes(damaged))
+        assert cache.load_table(source) is None, column["name"]
+        assert not entry.exists()
+        entry.write_bytes(good)
+        assert cache.load_table(source) is not None
 
 
 def test_no_cache_switch(source: Path, cache_home: Path,
@@ -338,19 +406,26 @@ def test_result_round_trip(tmp_path: Path, cache_home: Path) -> None:
     assert not [n for n in table_files(cache_home) if n.startswith(".")]
 
 
-@pytest.mark.parametrize("damage", ["", "{", "{}\n{}\n", "[1]\n[2]\n", "not json at all",
-                                    "identity-only", "array-result", "trailing"])
+@pytest.mark.parametrize("damage", ["empty", "not an entry", "one bit", "cut", "trailing",
+                                    "array result", "not json", "edited"])
 def test_damaged_result_is_a_miss_and_removed(damage: str, tmp_path: Path,
                                               cache_home: Path) -> None:
     src = tmp_path / "a.xplane.pb"
     src.write_bytes(b"a")
     cache.save_result([src], "overview", {"a": 1})
     (entry,) = cache_home.iterdir()
-    identity, result, _ = entry.read_text().split("\n")
-    text = {"identity-only": identity + "\n",
-            "array-result": identity + "\n[1]\n",
-            "trailing": entry.read_text() + "x"}.get(damage, damage)
-    entry.write_text(text)
+    good = entry.read_bytes()
+    flipped = bytearray(good)
+    flipped[-64] ^= 0x01  # inside the JSON text, which is padded to 64 bytes
+    if damage in ("array result", "not json"):  # well-formed entries holding bad results
+        payload = b"[1]" if damage == "array result" else b"{"
+        cache._save([src], "overview", {}, {"json": np.frombuffer(payload, dtype=np.uint8)})
+    else:
+        entry.write_bytes({"empty": b"", "not an entry": b"not json at all\n",
+                           "one bit": bytes(flipped), "cut": good[:-70],
+                           "trailing": good + b"x",
+                           "edited": good.replace(b'{"a":1}', b'{"a":2}')}[damage])
+        assert entry.read_bytes() != good
     assert cache.load_result([src], "overview") is None
     assert not entry.exists()
 
@@ -427,9 +502,109 @@ def test_load_time_of_a_five_million_event_table(tmp_path: Path, cache_home: Pat
     assert_same_table(big, loaded)
     assert loaded.stats.value_of(len(loaded.stats.event) - 1) == base.stats.value_of(
         len(base.stats.event) - 1)
-    size = (cache_home / f"{cache.source_key([source])}.table").stat().st_size
+    size = (cache_home / f"{cache.source_key([source])}.table.cache").stat().st_size
     print(f"\n{len(big):,} events, {len(big.stats.event):,} side stats, "
           f"{size / 2**20:.0f} MiB cache file: save {saved * 1e3:.0f} ms, "
           f"load best {min(loads) * 1e3:.1f} ms / worst {max(loads) * 1e3:.1f} ms, "
           f"first pass over five columns {first_pass * 1e3:.0f} ms")
     assert cache.clear() == 1  # do not leave most of a gigabyte behind in the temp dir
+
+
+def test_a_table_in_use_survives_its_file_being_truncated(source: Path,
+                                                          cache_home: Path) -> None:
+    # Another process (a second stepscope, a clean-up) may shrink a cache file while a
+    # server still uses the table read from it: a mapping would die of SIGBUS.
+    table = x2t.load_xspace(source)
+    cache.save_table(source, table)
+    loaded = cache.load_table(source)
+    assert loaded is not None
+    (entry,) = cache_home.iterdir()
+    with open(entry, "r+b") as f:
+        f.truncate(64)
+    assert_same_table(table, loaded)
+    assert int(loaded.start_ns.sum()) == int(table.start_ns.sum())
+    assert cache.load_table(source) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_an_entry_that_is_not_a_regular_file_is_a_miss(kind: str, source: Path,
+                                                       cache_home: Path, tmp_path: Path) -> None:
+    cache.save_table(source, x2t.load_xspace(source))
+    (entry,) = cache_home.iterdir()
+    target = tmp_path / "elsewhere"
+    target.write_bytes(entry.read_bytes())
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)  # reading it would block forever
+    elif kind == "symlink":
+        entry.symlink_to(target)
+    else:
+        entry.mkdir()
+    assert cache.load_table(source) is None
+    assert target.read_bytes()  # a symlink's target is never touched
+    cache.save_table(source, x2t.load_xspace(source))
+    assert cache.load_table(source) is not None
+
+
+def test_arrays_round_trip_and_superseded_entries_go(tmp_path: Path, cache_home: Path) -> None:
+    src = tmp_path / "a.xplane.pb"
+    src.write_bytes(b"a")
+    arrays = {"i": np.arange(5, dtype=np.int64), "f": np.linspace(0, 1, 7),
+              "m": np.arange(12, dtype=np.int32).reshape(3, 4), "e": np.empty(0, np.int8),
+              "big_endian": np.arange(3, dtype=">i8"), "b": np.array([True, False])}
+    assert cache.save_arrays([src], "index.v1", {"version": 1}, arrays)
+    header, got = cache.load_arrays([src], "index.v1")  # type: ignore[misc]
+    assert header == {"version": 1}
+    for key, array in arrays.items():
+        assert np.array_equal(got[key], array) and got[key].shape == array.shape, key
+        assert not got[key].flags.writeable
+    with pytest.raises(TypeError, match="cannot store"):
+        cache.save_arrays([src], "index.v1", {}, {"o": np.array([object()])})
+    # A changed source: the new entry replaces the old one, for arrays as for results.
+    src.write_bytes(b"aa")
+    assert cache.load_arrays([src], "index.v1") is None
+    cache.save_arrays([src], "index.v1", {"version": 2}, arrays)
+    assert [n for n in table_files(cache_home) if n.endswith(".index.v1.cache")] == [
+        f"{cache.source_key([src])}.index.v1.cache"]
+
+
+def test_files_of_earlier_formats_go_on_the_next_save(source: Path, cache_home: Path) -> None:
+    cache_home.mkdir()
+    old = [cache_home / f"{'a' * 32}.table", cache_home / f"{'b' * 32}.arrays",
+           cache_home / f"{'c' * 32}.run_model.v3.json"]
+    for path in old:
+        path.write_bytes(b"old")
+    (cache_home / "notes.txt").write_text("mine")
+    cache.save_table(source, x2t.load_xspace(source))
+    assert table_files(cache_home) == sorted(
+        ["notes.txt", f"{cache.source_key([source])}.table.cache"])
+
+
+def test_the_cache_is_trimmed_least_recently_used_first(
+        tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = []
+    for i in range(4):
+        src = tmp_path / f"s{i}.xplane.pb"
+        src.write_bytes(b"x" * (i + 1))
+        sources.append(src)
+        cache.save_result([src], "r", {"blob": "y" * 5000, "i": i})
+    entries = {s: cache_home / f"{cache.source_key([s])}.r.cache" for s in sources}
+    for age, src in enumerate(sources):  # s0 oldest ... s3 newest, a second apart
+        os.utime(entries[src], ns=(10**18 + age * 10**9,) * 2)
+    assert cache.load_result([sources[0]], "r") is not None  # used: now the newest
+    size = entries[sources[0]].stat().st_size
+    monkeypatch.setenv("STEPSCOPE_CACHE_MAX_GB", str(3.5 * size / 1e9))
+    fifth = tmp_path / "s4.xplane.pb"
+    fifth.write_bytes(b"z")
+    cache.save_result([fifth], "r", {"blob": "y" * 5000, "i": 4})
+    kept = {s.name for s in [*sources, fifth] if cache.load_result([s], "r") is not None}
+    assert kept == {"s0.xplane.pb", "s3.xplane.pb", "s4.xplane.pb"}
+
+
+@pytest.mark.parametrize("value", ["", "nonsense", "-1", "0", "nan", "inf"])
+def test_a_bad_cache_bound_falls_back_to_the_default(
+        value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_CACHE_MAX_GB", value)
+    expected = cache.DEFAULT_MAX_GB * 1e9 if value != "inf" else 1e18
+    assert cache.max_bytes() == int(expected)

@@ -128,12 +128,16 @@ def test_cached_run_model_is_used_and_a_damaged_one_is_rebuilt(tmp_path: Path) -
     for f in sorted(DLRM.iterdir())[:3]:
         (run / f.name).write_bytes(f.read_bytes())
     first = open_run_model(run).to_dict()
-    (entry,) = (tmp_path / "cache").glob(f"*.{RUN_MODEL_NAME}.json")
+    (entry,) = (tmp_path / "cache").glob(f"*.{RUN_MODEL_NAME}.cache")
     assert open_run_model(run).to_dict() == first
-    # A damaged entry (valid JSON of the wrong shape) is a miss, never a wrong answer.
-    head, _ = entry.read_text().split("\n", 1)
+    # A well-formed entry of the wrong shape is a miss, never a wrong answer.
     wrong = {"version": RUN_MODEL_VERSION, "hosts": {"x": {}}}
-    entry.write_text(head + "\n" + json.dumps(wrong) + "\n")
+    cache.save_result(sorted(run.iterdir()), RUN_MODEL_NAME, wrong)
+    assert open_run_model(run).to_dict() == first
+    # So is an entry with one byte changed (its checksum no longer matches).
+    damaged_bytes = bytearray(entry.read_bytes())
+    damaged_bytes[-200] ^= 0x02
+    entry.write_bytes(bytes(damaged_bytes))
     assert open_run_model(run).to_dict() == first
     assert cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME) is not None
     # A damaged host part, found only when that host is asked for: one clear error.

@@ -160,8 +160,8 @@ def test_second_open_uses_the_cache(tmp_path: Path) -> None:
     _capture(tmp_path / "logs")
     cache_dir = tmp_path / "cache"
     first = overview_dict(tmp_path / "logs")
-    assert any(cache_dir.glob(f"*.{RUN_MODEL_NAME}.json"))
-    assert any(cache_dir.glob("*.table"))
+    assert any(cache_dir.glob(f"*.{RUN_MODEL_NAME}.cache"))
+    assert any(cache_dir.glob("*.table.cache"))
     second = overview_dict(tmp_path / "logs")
     assert first == second
 

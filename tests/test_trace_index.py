@@ -244,11 +244,11 @@ def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     first = index_for(table, GPU_FIXTURE)
     assert first.skey.flags.writeable  # built here
     again = index_for(table, GPU_FIXTURE)
-    assert not again.skey.flags.writeable  # mapped from the cache
+    assert not again.skey.flags.writeable  # read from the cache
     assert again.query(0, again.span_ns, 800) == first.query(0, first.span_ns, 800)
     assert again.meta() == first.meta()
     # A damaged file is a miss, rebuilt.
-    (entry,) = (tmp_path / "cache").glob("*.arrays")
+    (entry,) = (tmp_path / "cache").glob("*.trace_index.*.cache")
     entry.write_bytes(entry.read_bytes()[:100])
     rebuilt = index_for(table, GPU_FIXTURE)
     assert rebuilt.skey.flags.writeable

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 def load(path: str, *, use_cache: bool = True) -> RunTables:
     """Load a profile: a logdir (its newest run), a run directory, or one file.
 
-    XSpace (``.xplane.pb``) from TensorFlow, JAX or stepscope, and PyTorch traces
-    (``.json``/``.json.gz``); see ``stepscope.analysis`` for what to do with it.
+    XSpace (``.xplane.pb``) from TensorFlow, JAX or stepscope, PyTorch traces
+    (``.json``/``.json.gz``), and TensorFlow's legacy RunMetadata/StepStats (``.pb``/``.pbtxt``)
+    and timeline ``ctf.json``; see ``stepscope.analysis`` for what to do with it.
     """
     from stepscope.formats.run_reader import load as _load
 
@@ -47,8 +48,8 @@ def load(path: str, *, use_cache: bool = True) -> RunTables:
 
 def __getattr__(name: str) -> ModuleType:
     """``stepscope.server``, ``stepscope.client`` (they load gRPC), ``stepscope.keras``
-    (it loads Keras) and ``stepscope.torch``, imported on first use."""
-    if name in ("server", "client", "keras", "torch"):
+    (it loads Keras), ``stepscope.torch`` and ``stepscope.timeline``, imported on first use."""
+    if name in ("server", "client", "keras", "torch", "timeline"):
         import importlib
 
         return importlib.import_module(f"stepscope.{name}")

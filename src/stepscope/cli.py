@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepscope.errors import StepscopeError
+from stepscope.errors import StepscopeError, StepscopeWarning
 from stepscope.version import __version__
 
 
@@ -31,9 +32,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from stepscope.model.locations import as_path
     from stepscope.web.http_server import serve
 
-    if not Path(args.logdir).is_dir():
+    if not as_path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache)
@@ -87,7 +89,8 @@ def _open_model(args: argparse.Namespace) -> Any:
     from stepscope.views import report
 
     with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress)
+        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress,
+                               engine=args.engine)
     if getattr(args, "host", None) is not None:
         model.host_names(args.host)
     for name, why in model.failed.items():
@@ -224,6 +227,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from stepscope.formats.output_file import write_output
+    from stepscope.timeline import Timeline
+
+    text = Timeline(args.file).generate_chrome_trace_format(
+        show_dataflow=args.show_dataflow, show_memory=args.show_memory)
+    write_output(args.output, (text + "\n").encode("utf-8"))
+    if args.output != "-":
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
     from stepscope.web.http_server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -232,6 +247,22 @@ def _add_listen_args(parser: argparse.ArgumentParser) -> None:
                         "only; 0.0.0.0 exposes the profiles to the network)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port to listen on (default {DEFAULT_PORT})")
+
+
+def _add_engine_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default="auto", type=_engine, metavar="ENGINE",
+                        help="where each host's file is read and analysed: local (this "
+                        "process), pool (a process per core), ray or ray://ADDRESS (a Ray "
+                        "cluster); default auto: pool for several large hosts, else local")
+
+
+def _engine(value: str) -> str:
+    from stepscope.engines import check_engine
+
+    try:
+        return check_engine(value)
+    except StepscopeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the overview as JSON")
     rep.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(rep)
     rep.set_defaults(func=_cmd_report)
 
     ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
@@ -281,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rows shown in the terminal (0: all; default 30)")
     ops.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(ops)
     ops.set_defaults(func=_cmd_ops)
 
     kern = sub.add_parser("kernels", help="GPU kernel stats (time per kernel, op and shape)",
@@ -295,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rows shown in the terminal (0: all; default 30)")
     kern.add_argument("--no-cache", action="store_true",
                       help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(kern)
     kern.set_defaults(func=_cmd_kernels)
 
     inp = sub.add_parser("input", help="input pipeline analyzer: input-bound?, slow stage",
@@ -309,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="input ops shown in the terminal (0: all; default 30)")
     inp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(inp)
     inp.set_defaults(func=_cmd_input)
 
     pod = sub.add_parser("pod", help="pod viewer: every host's step time side by side, "
@@ -326,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="steps shown in the terminal (0: all; default 20)")
     pod.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(pod)
     pod.set_defaults(func=_cmd_pod)
 
     xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
@@ -356,15 +392,42 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parse the profile again instead of using the on-disk cache")
     exp.set_defaults(func=_cmd_export)
 
+    tl = sub.add_parser("timeline", help="TensorFlow RunMetadata/StepStats as a Chrome trace, "
+                        "as TensorFlow's timeline module draws it",
+                        description="Write the Chrome trace that TensorFlow's "
+                        "timeline.Timeline(step_stats).generate_chrome_trace_format() makes, "
+                        "without TensorFlow. FILE: RunMetadata or StepStats, binary or text.")
+    tl.add_argument("file", metavar="FILE", help="a RunMetadata or StepStats .pb/.pbtxt file")
+    tl.add_argument("-o", "--output", metavar="OUT", required=True,
+                    help="where to write the trace JSON ('-': standard output)")
+    tl.add_argument("--show-memory", action="store_true",
+                    help="add tensor objects and a memory counter per allocator")
+    tl.add_argument("--show-dataflow", action=argparse.BooleanOptionalAction, default=True,
+                    help="flows from each tensor's producer to its consumers (default: on)")
+    tl.set_defaults(func=_cmd_timeline)
+
     from stepscope.remote import cli as remote_cli
 
     remote_cli.add_parser(sub)
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """stepscope's own warnings as one line each; others as Python shows them."""
+    if issubclass(category, StepscopeWarning):
+        print(f"stepscope: warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run one subcommand; user errors exit 2 with one line, no traceback."""
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return int(args.func(args))
     except StepscopeError as err:

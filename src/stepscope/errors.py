@@ -7,6 +7,11 @@ class StepscopeError(Exception):
     """Base class of every error stepscope raises on purpose."""
 
 
+class StepscopeWarning(UserWarning):
+    """Base class of the warnings stepscope gives: the command line prints each as one
+    ``stepscope: warning:`` line."""
+
+
 class ProfilerAlreadyRunningError(StepscopeError):
     """``start`` was called while a profiling session is running."""
 
@@ -21,6 +26,15 @@ class InvalidOptionError(StepscopeError, ValueError):
 
 class LogdirError(StepscopeError):
     """The log directory cannot be created or written."""
+
+
+class OutputError(StepscopeError):
+    """An output file the user named cannot be written there."""
+
+
+class StorageError(LogdirError):
+    """A logdir or profile URL names a filesystem that cannot be used here (its package is
+    not installed, or fsspec does not know it)."""
 
 
 class ProfileFormatError(StepscopeError):

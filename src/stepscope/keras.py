@@ -33,6 +33,7 @@ import keras
 from stepscope.capture import session, trace
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import StepscopeError
+from stepscope.model.locations import as_path
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class ProfilerCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if options is not None and options.delay_ms:
             raise ValueError("ProfilerOptions.delay_ms cannot be used with ProfilerCallback: "
                              "profile_batch already says when profiling starts.")
-        self.log_dir = Path(log_dir)
+        self.log_dir = as_path(log_dir)
         self.options = options
         self.path: Path | None = None
         self._global_batch = 0

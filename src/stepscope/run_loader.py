@@ -12,10 +12,17 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from stepscope.analysis.run_model import RUN_MODEL_NAME, RunModel, build_run_model
+from stepscope.analysis.run_model import (
+    RUN_MODEL_NAME,
+    LazyHosts,
+    RunModel,
+    build_run_model,
+    combine,
+)
 from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
+from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
 from stepscope.errors import ProfileFormatError, StepscopeError
-from stepscope.formats.run_reader import load
+from stepscope.formats.run_reader import host_names, load
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
@@ -24,15 +31,38 @@ from stepscope.model.xla_ops import XlaHostOps
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
-                   progress: Progress | None = None) -> RunModel:
-    """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be)."""
-    _, _, files, _ = resolve(path)
+                   progress: Progress | None = None, engine: str = "auto") -> RunModel:
+    """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be).
+
+    Each host is a task on ``engine`` (see ``stepscope.engines``): only the host models come
+    back, and are combined here.
+    """
+    check_engine(engine)
+    run, where, files, _ = resolve(path)
     if use_cache:
         cached = _cached(files)
         if cached is not None:
             return cached
-    profile = load(path, use_cache=use_cache, progress=progress)
-    model = build_run_model(profile)
+    tasks = tasks_for(files, host_names(files))
+    total = sum(t.size for t in tasks)
+    finished = 0
+
+    def done(result: HostResult) -> None:
+        nonlocal finished
+        finished += next(t.size for t in tasks if t.name == result.name)
+        if progress:
+            progress(finished, total, result.name)
+
+    if progress:
+        progress(0, total, tasks[0].name if tasks else "")
+    results = run_tasks(tasks, engine, use_cache=use_cache, done=done)
+    raw = {r.name: r.model_json for r in sorted(results, key=lambda r: r.name)
+           if r.model_json is not None}
+    failed = {r.name: r.error or "unreadable" for r in results if r.model_json is None}
+    if not raw:
+        raise ProfileFormatError(next(iter(failed.values())))
+    model = RunModel(run, str(where), LazyHosts(raw), failed)
+    model.combined = combine(model)
     if use_cache and not model.failed:
         cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
     return model
@@ -66,9 +96,10 @@ def _cached(files: list[Path]) -> RunModel | None:
 
 
 def overview_dict(path: str | Path, *, use_cache: bool = True,
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None, engine: str = "auto") -> dict[str, Any]:
     """The overview page of the run ``path`` names, as its JSON form."""
-    return open_run_model(path, use_cache=use_cache, progress=progress).overview_dict()
+    return open_run_model(path, use_cache=use_cache, progress=progress,
+                          engine=engine).overview_dict()
 
 
 # -- XLA programs (op profile, HLO op stats, roofline) ----------------------------------------

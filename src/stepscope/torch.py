@@ -33,6 +33,7 @@ from stepscope.capture import session, trace
 from stepscope.capture.bridges.pytorch import last_profiler
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import InvalidOptionError
+from stepscope.model.locations import as_path
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class profile:  # noqa: N801 - named as torch.profiler.profile, which it stands 
         if schedule is not None and not isinstance(schedule, Schedule):
             raise InvalidOptionError("schedule must come from stepscope.torch.schedule(...), "
                                      f"got {type(schedule).__name__}.")
-        self.logdir = Path(logdir)
+        self.logdir = as_path(logdir)
         self.schedule = schedule
         self.options = options
         self.paths: list[Path] = []

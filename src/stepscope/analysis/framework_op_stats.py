@@ -40,6 +40,10 @@ IDLE = "IDLE"
 
 # TensorFlow's "name:Type" full op names (the name part may hold scopes with '/').
 _TF_OP = re.compile(r"^(?P<name>[A-Za-z0-9.][\w.\-/>]*):(?P<type>[A-Z_]\w*)$")
+# Legacy step stats (RunMetadata) name every node, TensorFlow's own too (_SOURCE, _arg_x_0_0):
+# all are ops there, as TensorFlow's timeline draws them.
+_TF_NODE = re.compile(r"^(?P<name>[^:]+):(?P<type>[\w.]+)$")
+_STEP_STATS_SOURCES = ("step_stats", "tf_timeline")
 _DATASET = "Iterator::"
 # An HLO instruction as XLA writes it: "%name = shape opcode(operands), attributes".
 _HLO = re.compile(r"^%?(?P<name>[^\s=]+) = (?:\([^=]*?\)|\S+) (?P<type>[a-z][\w\-]*)\(")
@@ -188,6 +192,8 @@ def classify(table: EventTable) -> OpEvents:
 
     stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                          if p.name == schema.TASK_ENV_PLANE)
+    tf_op = _TF_NODE if any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
+                            for p in table.planes if p.name == schema.TASK_ENV_PLANE) else _TF_OP
     if categories and not stepscope_made:  # a PyTorch trace: its categories say what is an op
         for cat_code, cat in enumerate(categories):
             rows = np.flatnonzero(category == cat_code)
@@ -202,7 +208,7 @@ def classify(table: EventTable) -> OpEvents:
         def host_op(name: str) -> int:
             if name.startswith(_DATASET):
                 return code_of(HOST, "Dataset", name)
-            match = _TF_OP.match(name)
+            match = tf_op.match(name)
             if match:
                 return code_of(HOST, match["type"], match["name"])
             return code_of(HOST, name, name) if stepscope_made else -1

@@ -14,13 +14,12 @@ host, and which pipeline stage is the bottleneck.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck
 from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
@@ -153,13 +152,9 @@ CSV_COLUMNS = ("input_op", "count", "total_ms", "total_percent", "self_ms", "sel
 
 def input_ops_csv(result: InputPipelineAnalysis) -> str:
     """The input-op table as CSV."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for r in result.rows:
-        writer.writerow([r.name, r.count, f"{r.total_ms:.6f}", f"{r.total_percent:.4f}",
-                         f"{r.self_ms:.6f}", f"{r.self_percent:.4f}", r.category])
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, (
+        [r.name, r.count, f"{r.total_ms:.6f}", f"{r.total_percent:.4f}", f"{r.self_ms:.6f}",
+         f"{r.self_percent:.4f}", r.category] for r in result.rows))
 
 
 __all__ = ["CSV_COLUMNS", "InputOpRow", "InputPipelineAnalysis", "input_ops_csv",

@@ -66,8 +66,6 @@ XProf looks the HLO instruction up in the module's HLO proto; rows are not cappe
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -76,6 +74,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
@@ -673,10 +672,6 @@ CSV_COLUMNS = ("rank", "kernel_name", "registers_per_thread", "shared_memory_byt
 
 def kernel_stats_csv(stats: KernelStats) -> str:
     """The kernel rows as CSV, one per row in rank order (unknown figures left empty)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-
     def text(value: object) -> str:
         if value is None:
             return ""
@@ -684,10 +679,8 @@ def kernel_stats_csv(stats: KernelStats) -> str:
             return ",".join(str(v) for v in value)
         return str(value)
 
-    for rank, r in enumerate(stats.rows, 1):
-        writer.writerow([rank, r.kernel, text(r.registers_per_thread),
-                         text(r.shared_memory_bytes), text(r.block), text(r.grid),
-                         r.op_tensor_core_eligible, r.kernel_uses_tensor_core, r.op,
-                         r.occurrences, f"{r.total_us:.3f}", f"{r.avg_us:.3f}",
-                         f"{r.min_us:.3f}", f"{r.max_us:.3f}"])
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, (
+        [rank, r.kernel, text(r.registers_per_thread), text(r.shared_memory_bytes),
+         text(r.block), text(r.grid), r.op_tensor_core_eligible, r.kernel_uses_tensor_core,
+         r.op, r.occurrences, f"{r.total_us:.3f}", f"{r.avg_us:.3f}", f"{r.min_us:.3f}",
+         f"{r.max_us:.3f}"] for rank, r in enumerate(stats.rows, 1)))

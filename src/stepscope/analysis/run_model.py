@@ -225,7 +225,7 @@ class RunModel:
         return {"version": RUN_MODEL_VERSION, "run": self.run, "path": self.path,
                 "failed": dict(self.failed), "combined": self.combined,
                 "hosts": {name: hosts.text(name) if isinstance(hosts, LazyHosts)
-                          else json.dumps(_host_to_dict(hosts[name]), separators=(",", ":"))
+                          else json.dumps(host_to_dict(hosts[name]), separators=(",", ":"))
                           for name in hosts}}
 
     @classmethod
@@ -356,7 +356,8 @@ def _array(values: Any, columns: int | None = None) -> I64:
     return out
 
 
-def _host_to_dict(h: HostModel) -> dict[str, Any]:
+def host_to_dict(h: HostModel) -> dict[str, Any]:
+    """A host model's lossless JSON form (``RunModel.to_dict`` keeps it as text)."""
     ov, steps = h.overview, h.overview.steps
     assert ov.ops_idle is not None
     return {

@@ -22,14 +22,13 @@ milliseconds on each); else the clocks are taken as recorded.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model import POD_CATEGORIES, HostModel, RunModel, combined_steps
 
 I64 = NDArray[np.int64]
@@ -234,12 +233,8 @@ CSV_COLUMNS = ("step_num", "host", "total_ms", *_FIELDS, "wait_ms", "straggler")
 def pod_viewer_csv(data: dict[str, Any]) -> str:
     """One row per step and host of ``PodViewer.to_dict()``: its figures, and whether it was
     the step's straggler."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for step in data["steps"]:
-        for unit, figures in step["per_host"].items():
-            writer.writerow([step["step_num"], unit, f"{figures['total_ms']:.6f}",
-                             *(f"{figures[f]:.6f}" for f in _FIELDS),
-                             f"{figures['wait_ms']:.6f}", unit == step["straggler"]])
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, (
+        [step["step_num"], unit, f"{figures['total_ms']:.6f}",
+         *(f"{figures[f]:.6f}" for f in _FIELDS), f"{figures['wait_ms']:.6f}",
+         unit == step["straggler"]]
+        for step in data["steps"] for unit, figures in step["per_host"].items()))

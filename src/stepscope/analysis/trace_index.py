@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.errors import NotFoundError, StepscopeError
-from stepscope.model import array_cache, schema
+from stepscope.model import cache, schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, EventTable
 
@@ -749,13 +749,13 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
     (``progress`` as for ``build``)."""
     name = f"trace_index.{INDEX_VERSION}"
     if use_cache and source is not None:
-        hit = array_cache.load_arrays([source], name)
+        hit = cache.load_arrays([source], name)
         if hit is not None:
             header, arrays = hit
             if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
                 return TraceIndex(table, header, arrays)
     index = build(table, progress)
     if use_cache and source is not None:
-        array_cache.save_arrays([source], name, {**index.header, "events": len(table)},
+        cache.save_arrays([source], name, {**index.header, "events": len(table)},
                                 index.arrays)
     return index

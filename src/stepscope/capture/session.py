@@ -25,16 +25,17 @@ from stepscope.errors import (
     ProfilerAlreadyRunningError,
     ProfilerNotRunningError,
     StepscopeError,
+    StepscopeWarning,
 )
 from stepscope.formats import xplane_builder as xb
+from stepscope.model import locations, schema
 from stepscope.model import logdir as layout
-from stepscope.model import schema
 from stepscope.version import __version__
 
 log = logging.getLogger(__name__)
 
 
-class DroppedEventsWarning(UserWarning):
+class DroppedEventsWarning(StepscopeWarning):
     """The session reached its event cap and dropped events."""
 
 
@@ -111,8 +112,14 @@ _lock = threading.Lock()
 
 
 def check_writable(logdir: Path) -> None:
-    """Fail now, not at stop, if profiles cannot be written under ``logdir``."""
+    """Fail now, not at stop, if profiles cannot be written under ``logdir``.
+
+    On object storage there is nothing to create ahead: the filesystem's package is there
+    (``locations.as_path`` checked it) and the objects are written at stop.
+    """
     root = layout.profile_root(logdir)
+    if locations.is_remote(root):
+        return
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".stepscope-probe-", dir=root)
@@ -133,7 +140,7 @@ def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None
             f"options must be a stepscope.ProfilerOptions, got {type(options).__name__}.")
     if not str(logdir):
         raise LogdirError("logdir is empty; pass the directory to write profiles into.")
-    path = Path(logdir)
+    path = locations.as_path(logdir)  # a URL whose package is missing fails here
     with _lock:
         _refuse_if_running()
         check_writable(path)

@@ -50,9 +50,9 @@ What the table looks like, for the analyses that read it:
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import math
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterable
@@ -64,12 +64,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
+from stepscope.formats.step_stats_to_tables import tf_timeline_to_table
+from stepscope.formats.tf_timeline_to_step_stats import is_tf_timeline
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.locations import as_path, read_bytes
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -121,23 +125,26 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 def is_chrome_trace_path(path: str | Path) -> bool:
     """Whether ``path`` is named like a Chrome-trace JSON file (``.json`` or ``.json.gz``)."""
-    name = Path(path).name.lower()
+    name = as_path(path).name.lower()
     return name.endswith(".json") or name.endswith(".json.gz")
 
 
 def load_chrome_trace(path: str | Path) -> EventTable:
-    """Load a PyTorch profiler (Kineto) Chrome-trace JSON file into an event table."""
-    path = Path(path)
+    """Load a PyTorch profiler (Kineto) Chrome-trace JSON file (a local path or an fsspec
+    URL) into an event table."""
+    source = as_path(path)
     # Parsing makes millions of small containers and none of them is garbage; the cyclic
     # collector would walk them again and again (about 40% of the parse time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        doc = _read_document(path)
+        doc = _read_document(source)
+        if is_tf_timeline(doc):  # TensorFlow's timeline module wrote it: load as step stats
+            return tf_timeline_to_table(doc, source)
         try:
             return _to_table(doc)
         except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as err:
-            raise _bad(path, f"malformed trace events: {err}") from err
+            raise _bad(source, f"malformed trace events: {err}") from err
     finally:
         if collecting:
             gc.enable()
@@ -151,17 +158,13 @@ def _bad(path: Path, problem: str) -> ProfileFormatError:
 
 
 def _read_document(path: Path) -> dict[str, Any]:
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    data: bytes | bytearray
+    data = read_bytes(path)
+    limit = max_document_bytes()
     if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except EOFError as err:
-            raise _bad(path, "truncated gzip data") from err
-        except (OSError, zlib.error) as err:
-            raise _bad(path, f"corrupt gzip data: {err}") from err
+        data = _inflate(path, data, limit)
+    elif len(data) > limit:
+        raise _bad(path, _too_large(f"it is {len(data) / 2**30:.2f} GiB,", limit))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -188,6 +191,56 @@ def _read_document(path: Path) -> dict[str, Any]:
     if not all(type(e) is dict for e in doc["traceEvents"]):
         raise _bad(path, "traceEvents holds an entry that is not an object")
     return doc
+
+
+def max_document_bytes() -> int:
+    """The most a trace's JSON text may take once inflated: a sixteenth of the machine's
+    memory (parsing needs several times the text), at least 256 MiB, unless
+    ``STEPSCOPE_MAX_TRACE_GB`` says otherwise."""
+    raw = os.environ.get("STEPSCOPE_MAX_TRACE_GB", "")
+    try:
+        gigabytes = float(raw)
+        if gigabytes > 0:
+            return int(min(gigabytes, 1e9) * 2**30)
+    except ValueError:
+        pass
+    try:
+        total = int(psutil.virtual_memory().total)
+    except Exception:  # psutil cannot tell on this platform
+        total = 16 * 2**30
+    return max(total // 16, 256 * 2**20)
+
+
+def _too_large(what: str, limit: int) -> str:
+    return (f"{what} more than the {limit / 2**30:.2f} GiB of JSON a trace may take on this "
+            "machine; set STEPSCOPE_MAX_TRACE_GB to allow more")
+
+
+def _inflate(path: Path, data: bytes, limit: int) -> bytearray:
+    """Gzip data inflated, stopping as soon as it grows past ``limit`` bytes (a gzip bomb
+    inflates a thousandfold: it must not be read whole before anything is said)."""
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits=31)
+            pending = rest
+            while not inflater.eof:
+                chunk = inflater.decompress(pending, 1 << 24)
+                out += chunk
+                if len(out) > limit:
+                    raise _bad(path, _too_large("it inflates to", limit))
+                pending = inflater.unconsumed_tail
+                if not chunk and not pending:
+                    break
+            if not inflater.eof:
+                raise _bad(path, "truncated gzip data")
+            rest = inflater.unused_data
+            if rest[:2] != _GZIP_MAGIC:  # trailing zeros or garbage after the last member
+                break
+    except zlib.error as err:
+        raise _bad(path, f"corrupt gzip data: {err}") from err
+    return out
 
 
 def _exact_float(text: str) -> float | Decimal:
@@ -764,6 +817,13 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     typed[schema.CORRELATION_ID] = correlation
     typed[schema.STEP_NUM] = steps[name_code] if len(name_code) else typed[schema.STEP_NUM]
 
+    negative = duration_ns < 0
+    if negative.any():  # bad data: an event cannot end before it starts
+        duration_ns = np.where(negative, 0, duration_ns)
+        for index, count in enumerate(np.bincount(row_plane[negative],
+                                                  minlength=len(planes)).tolist()):
+            if count:
+                planes[index].stats[schema.NEGATIVE_DURATIONS] = count
     planes.append(Plane(schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE,
                         _env_stats(doc, start_ns, start_ns + duration_ns, skipped)))
     host = doc.get("host_name")

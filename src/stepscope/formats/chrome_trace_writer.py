@@ -10,12 +10,9 @@ is written to a temporary name beside the target and renamed into place.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -23,8 +20,7 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.errors import LogdirError
-from stepscope.formats.xplane_builder import file_mode
+from stepscope.formats.output_file import open_output
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 
@@ -78,57 +74,48 @@ def write_chrome_trace(path: str | Path, hosts: Iterable[tuple[str, EventTable, 
     more events written.
     """
     report = progress or (lambda n: None)
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise LogdirError(f"Cannot write {path} ({err.strerror or err}).") from err
     written = 0
-    try:
-        os.fchmod(fd, file_mode())
-        raw = os.fdopen(fd, "wb")
+    with open_output(path) as raw:
         stream: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) \
-            if path.name.endswith(".gz") else raw
-        with raw, stream, io.TextIOWrapper(stream, encoding="utf-8") as out:
-            out.write('{"displayTimeUnit":"ns","traceEvents":[\n'
-                      '{"ph":"M","pid":0,"name":"process_name","args":{"name":"stepscope"}}')
-            for h, (host, table, index) in enumerate(hosts):
-                for p, plane in enumerate(table.planes):
-                    out.write(f',\n{{"ph":"M","pid":{h * 1000 + p + 1},"name":"process_name",'
-                              f'"args":{{"name":{json.dumps(f"{host} {plane.name}")}}}}}')
-                for li, name in enumerate(table.line_name):
-                    pid = h * 1000 + int(table.line_plane[li]) + 1
-                    out.write(f',\n{{"ph":"M","pid":{pid},"tid":{li},"name":"thread_name",'
-                              f'"args":{{"name":{json.dumps(name)}}}}}')
-                counter_line = np.zeros(len(table.line_name) + 1, bool)
-                value_of = np.zeros(len(table), np.float64)
-                if index is not None:
-                    rows = np.asarray(index.counter_row, np.int64)
-                    counter_line[np.unique(table.line[rows])] = True
-                    value_of[rows] = index.counter_value
-                # pids differ per plane: write per plane so each event gets its own pid.
-                before = written
+            if str(path).endswith(".gz") else raw
+        out = io.TextIOWrapper(stream, encoding="utf-8")
+        out.write('{"displayTimeUnit":"ns","traceEvents":[\n'
+                  '{"ph":"M","pid":0,"name":"process_name","args":{"name":"stepscope"}}')
+        for h, (host, table, index) in enumerate(hosts):
+            for p, plane in enumerate(table.planes):
+                out.write(f',\n{{"ph":"M","pid":{h * 1000 + p + 1},"name":"process_name",'
+                          f'"args":{{"name":{json.dumps(f"{host} {plane.name}")}}}}}')
+            for li, name in enumerate(table.line_name):
+                pid = h * 1000 + int(table.line_plane[li]) + 1
+                out.write(f',\n{{"ph":"M","pid":{pid},"tid":{li},"name":"thread_name",'
+                          f'"args":{{"name":{json.dumps(name)}}}}}')
+            counter_line = np.zeros(len(table.line_name) + 1, bool)
+            value_of = np.zeros(len(table), np.float64)
+            if index is not None:
+                rows = np.asarray(index.counter_row, np.int64)
+                counter_line[np.unique(table.line[rows])] = True
+                value_of[rows] = index.counter_value
+            # pids differ per plane: write per plane so each event gets its own pid.
+            before = written
+            for p in range(len(table.planes)):
+                on = table.plane == p
+                if not on.any():
+                    continue
+                sub = _subset(table, np.flatnonzero(on))
+                written += _write_events(out, h * 1000 + p + 1, sub, counter_line,
+                                         value_of[np.flatnonzero(on)], report)
+            report(len(table) - (written - before))  # the Task Environment's, left out
+            if index is not None and len(index.flow_src):
+                src, dst = index.flow_src, index.flow_dst
                 for p in range(len(table.planes)):
-                    on = table.plane == p
-                    if not on.any():
-                        continue
-                    sub = _subset(table, np.flatnonzero(on))
-                    written += _write_events(out, h * 1000 + p + 1, sub, counter_line,
-                                             value_of[np.flatnonzero(on)], report)
-                report(len(table) - (written - before))  # the Task Environment's, left out
-                if index is not None and len(index.flow_src):
-                    src, dst = index.flow_src, index.flow_dst
-                    for p in range(len(table.planes)):
-                        mine = table.plane[src] == p
-                        if mine.any():
-                            _write_flows(out, h * 1000 + 1, table, src[mine], dst[mine], h)
-            out.write("\n]}\n")
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+                    mine = table.plane[src] == p
+                    if mine.any():
+                        _write_flows(out, h * 1000 + 1, table, src[mine], dst[mine], h)
+        out.write("\n]}\n")
+        out.flush()
+        out.detach()  # the stream is open_output's to close (or standard output's)
+        if stream is not raw:
+            stream.close()
     return written
 
 

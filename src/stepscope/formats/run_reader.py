@@ -2,30 +2,37 @@
 
 ``load(path)`` accepts a TensorBoard logdir (newest run), a run directory, a directory written
 by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Kineto
-``.json``/``.json.gz``). Each host's table comes from the on-disk cache when it is fresh.
+``.json``/``.json.gz``, TensorFlow's timeline ``ctf.json``, RunMetadata/StepStats
+``.pb``/``.pbtxt``). Each host's table comes from the on-disk cache when it is fresh.
 """
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.chrome_trace import load_chrome_trace
+from stepscope.formats.step_stats_to_tables import load_step_stats
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
-from stepscope.model.logdir import host_name, resolve
+from stepscope.model.logdir import host_name, is_step_stats_path, resolve
 from stepscope.model.run_tables import Progress, RunTables
 
 
 def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
     """Load one profile file into an event table, through the cache when allowed."""
+    _check_readable(path)
     if use_cache:
         cached = cache.load_table(path)
         if cached is not None:
             return cached
     if path.name.endswith(schema.XPLANE_SUFFIX):
         table = load_xspace(path)
+    elif is_step_stats_path(path):
+        table = load_step_stats(path)
+        table.hostnames = table.hostnames or [host_name(path)]
     else:
         table = load_chrome_trace(path)
         if not table.hostnames:
@@ -48,10 +55,7 @@ def load(path: str | Path, *, use_cache: bool = True,
     hosts: dict[str, EventTable] = {}
     sources: dict[str, Path] = {}
     failed: dict[str, str] = {}
-    for file, size in zip(files, sizes, strict=True):
-        name = host_name(file)
-        if name in hosts or name in failed:  # two files for one host: keep both, apart
-            name = file.name
+    for file, size, name in zip(files, sizes, host_names(files), strict=True):
         if progress:
             progress(done, total, file.name)
         try:
@@ -66,6 +70,30 @@ def load(path: str | Path, *, use_cache: bool = True,
         raise ProfileFormatError(next(iter(failed.values())))
     return RunTables(run=run, path=where, hosts=dict(sorted(hosts.items())),
                    sources=sources, failed=failed, other_runs=others)
+
+
+def host_names(files: list[Path]) -> list[str]:
+    """The host each file of a run holds (two files named for one host keep their file
+    names, so that both are kept, apart)."""
+    names: list[str] = []
+    for file in files:
+        name = host_name(file)
+        names.append(file.name if name in names else name)
+    return names
+
+
+def _check_readable(path: Path) -> None:
+    """Raise ProfileFormatError for what cannot be a profile before anything reads it: an
+    empty file, or no regular file at all (reading a FIFO would block forever)."""
+    try:
+        st = path.stat()
+    except OSError as err:
+        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileFormatError(f"{path} is not a regular file, so not a profile.")
+    if st.st_size == 0:
+        raise ProfileFormatError(f"{path} is empty (0 bytes): not a profile. A profiler that "
+                                 "was stopped while writing can leave such a file.")
 
 
 def _size(path: Path) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.xplane_proto import XSpace
+from stepscope.model.locations import as_path, is_remote, read_bytes, write_remote
 
 _INT64_MAX = 2**63 - 1
 
@@ -119,7 +120,11 @@ def file_mode() -> int:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers never see a half-written file."""
+    """Write ``data`` to ``path`` (a local path or what ``locations.as_path`` made of a URL)
+    so that readers never see a half-written file."""
+    if is_remote(path):
+        write_remote(path, data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -141,7 +146,7 @@ def write_space(space: Any, path: Path) -> None:
 
 def read_space(path: Path) -> Any:
     """Parse an ``.xplane.pb`` file into an ``XSpace`` message."""
-    data = Path(path).read_bytes()
+    data = read_bytes(as_path(path))
     space = XSpace()
     try:
         space.ParseFromString(data)

@@ -7,10 +7,19 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
 from stepscope.model.events import I32, I64, MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.locations import as_path, read_bytes
+from stepscope.model.schema import NEGATIVE_DURATIONS
 from stepscope.model.stat_kinds import KIND_INT64, KIND_REF, KIND_UINT64
+
+
+def text(value: str | bytes) -> str:
+    """A name as text: TensorFlow writes names verbatim, so bytes that are not UTF-8 (which
+    protobuf then hands back as bytes) are decoded with replacement characters."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def _plane_stats(plane: Any) -> dict[str, Any]:
@@ -21,8 +30,10 @@ def _plane_stats(plane: Any) -> dict[str, Any]:
             continue
         value = getattr(stat, which)
         if which == "ref_value":
-            value = plane.stat_metadata[value].name
-        out[plane.stat_metadata[stat.metadata_id].name] = value
+            value = text(plane.stat_metadata[value].name)
+        elif which == "str_value":
+            value = text(value)
+        out[text(plane.stat_metadata[stat.metadata_id].name)] = value
     return out
 
 
@@ -51,15 +62,16 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     for index, plane in enumerate(cols.planes):
         event_map = {}
         for mid, md in plane.event_metadata.items():
-            text = md.name or md.display_name
-            event_map[mid] = name_codes.setdefault(text, len(name_codes))
+            event_name = text(md.name or md.display_name)
+            event_map[mid] = name_codes.setdefault(event_name, len(name_codes))
             if event_map[mid] == len(names):
-                names.append(text)
+                names.append(event_name)
         stat_map = {}
         for mid, md in plane.stat_metadata.items():
-            stat_map[mid] = stat_codes.setdefault(md.name, len(stat_codes))
+            stat_name_text = text(md.name)
+            stat_map[mid] = stat_codes.setdefault(stat_name_text, len(stat_codes))
             if stat_map[mid] == len(stat_names):
-                stat_names.append(md.name)
+                stat_names.append(stat_name_text)
         on_plane = plane_of_event == index
         name[on_plane] = _lookup(ev.metadata_id[on_plane], event_map)
         stats_on_plane = on_plane[stat_event]
@@ -90,24 +102,30 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                      st.length[keep], st.blob, stat_names)
 
     start_ns = cols.event_start_ns()
+    duration_ns = xc.ps_to_ns(ev.duration_ps)
+    planes = [Plane(p.id, text(p.name), _plane_stats(p)) for p in cols.planes]
+    negative = duration_ns < 0
+    if negative.any():  # bad data: an event cannot end before it starts
+        duration_ns = np.where(negative, 0, duration_ns)
+        for index, count in enumerate(np.bincount(plane_of_event[negative],
+                                                  minlength=len(planes)).tolist()):
+            if count:
+                planes[index].stats[NEGATIVE_DURATIONS] = count
     return EventTable(
-        planes=[Plane(p.id, p.name, _plane_stats(p)) for p in cols.planes],
+        planes=planes,
         line_plane=cols.lines.plane, line_id=cols.lines.id,
-        line_name=[d or n for n, d in zip(cols.lines.name, cols.lines.display_name,
-                                          strict=True)],
+        line_name=[text(d or n) for n, d in zip(cols.lines.name, cols.lines.display_name,
+                                                strict=True)],
         plane=plane_of_event, line=ev.line, name=name, start_ns=start_ns,
-        duration_ns=xc.ps_to_ns(ev.duration_ps), typed=typed, names=names, stats=side,
-        hostnames=cols.hostnames,
+        duration_ns=duration_ns, typed=typed, names=names, stats=side,
+        hostnames=[text(h) for h in cols.hostnames],
     )
 
 
 def load_xspace(path: str | Path) -> EventTable:
     """Load one ``.xplane.pb`` file into an event table."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    path = as_path(path)
+    data = read_bytes(path)
     cols = xc.decode_columns(data, str(path))
     del data  # the columns hold what is needed; free the file's bytes before building
     return from_columns(cols)

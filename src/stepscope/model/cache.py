@@ -1,60 +1,63 @@
-"""The on-disk cache: a loaded host's EventTable and small analysis results, keyed by source.
+"""The on-disk cache: host tables, derived arrays and analysis results, in one file format.
 
-A second open of the same profile maps the cached columns instead of parsing the XSpace file
-again. Every entry is keyed by :func:`source_key`: the sources' resolved paths, sizes and
+A second open of the same profile reads the cached columns instead of parsing its files again.
+Every entry is keyed by :func:`source_key`: the sources' resolved paths, sizes and
 modification times, the cache format and the stepscope version, so a changed source or a new
-stepscope never sees an old entry.
+stepscope never sees an old entry. Three kinds of entry share one format:
 
-Files in :func:`cache_dir`:
+- a host's EventTable (:func:`load_table` / :func:`save_table`, entry name ``table``);
+- named numpy arrays with a JSON header, such as the trace viewer's index
+  (:func:`load_arrays` / :func:`save_arrays`);
+- a JSON result, such as the run model (:func:`load_result` / :func:`save_result`).
 
-``<key>.table``
-    One EventTable, laid out so that loading is a memory map, not a parse::
+File ``<key>.<name>.cache`` in :func:`cache_dir`::
 
-        0   16 bytes  magic  b"stepscope-table\\n"
-        16  u64 LE    header length H
-        24  u64 LE    data length D
-        32  16 bytes  source id: a digest of the source's resolved path alone (to find the
-                      entries a newer one supersedes without parsing their headers)
-        48  H bytes   JSON header (ASCII): format, stepscope version, key, source identity,
-                      planes (with tagged stats), name lists, and for every column its
-                      dtype, shape and offset into the data section
-        ..  zero padding to the next multiple of 64 (the data section's start, S)
-        S   D bytes   the raw numpy columns, little-endian, uncompressed, each one
-                      starting at a multiple of 64 bytes
+    0   16 bytes  magic  b"stepscope-cache\\n"
+    16  u64 LE    header length H
+    24  u64 LE    data length D
+    32  16 bytes  lineage: a digest of the entry's name and its sources' resolved paths (not
+                  their state), to find the entries a newer one supersedes without a parse
+    48  u32 LE    CRC-32 of the header
+    52  4 bytes   zero
+    56  H bytes   JSON header: format, stepscope version, key, name, sources, the caller's
+                  ``meta``, and for every array its name, dtype, shape, offset into the data
+                  section and CRC-32
+    ..  zero padding to the next multiple of 64 (the data section's start, S)
+    S   D bytes   the raw arrays, little-endian, each starting at a multiple of 64 bytes
 
-    The file is exactly S + D bytes; any other size means a truncated or damaged file.
-    Columns are not checksummed (hashing hundreds of megabytes would cost more than the parse
-    it saves); the header is validated in full and every column must lie inside the data
-    section with the dtype and length its field requires.
+The file is exactly S + D bytes. Reading checks all of it: the size, the header's checksum,
+every array's bounds, dtype and checksum (CRC-32 runs at gigabytes a second, a fraction of
+the parse it saves). Any mismatch, truncation, foreign or stale content is a miss; the entry
+is deleted and rebuilt by the caller, so a damaged cache never yields a wrong answer.
 
-``<key>.<name>.json``
-    One analysis result: a line of JSON with the entry's identity (format, stepscope version,
-    key, name, sources), then a line with the result's JSON.
+Reads copy the file into private memory rather than mapping it: another process that
+truncates or rewrites a cache file can then not crash a reader that still uses the arrays
+(a mapping would die of SIGBUS). Only regular files are opened, never through a symlink, and
+without blocking (a FIFO in place of an entry is a miss, not a hang). Arrays come back
+read-only.
 
-Saving an entry removes the entries it supersedes: those of the same sources (and name) in an
-older state, whose keys can never be hit again.
-
-Tables loaded from the cache hold **read-only** numpy arrays backed by the mapped file (the
-mapping lives as long as any array does); copy a column before changing it in place.
-
-Reads never raise: a missing, stale, corrupt, truncated or foreign file is a miss (and is
-deleted where possible). Writes go to a temporary file in the cache directory and are renamed
-into place, so no half-written entry is ever visible; a failed write warns once per directory
-and is otherwise ignored. Set ``STEPSCOPE_NO_CACHE=1`` to turn the cache off.
+Saving an entry removes the entries it supersedes (the same name and sources in an older
+state, whose keys can never be hit again) and files of earlier cache formats; when the cache
+holds more than :func:`max_bytes`, the least recently used entries go. Writes go to a
+temporary file in the cache directory and are renamed into place, so no half-written entry is
+ever visible; a failed write warns once per directory and is otherwise ignored. Set
+``STEPSCOPE_NO_CACHE=1`` to turn the cache off, ``STEPSCOPE_CACHE_DIR`` to move it and
+``STEPSCOPE_CACHE_MAX_GB`` to bound it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
-import mmap
 import os
 import re
+import stat
 import struct
-import sys
 import tempfile
 import warnings
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,27 +66,36 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope import version
+from stepscope.errors import StepscopeWarning
+from stepscope.model import locations
 from stepscope.model.events import EventTable, Plane, StatTable
 
-# Bump whenever the layout of either file kind, or the EventTable it holds, changes.
-FORMAT_VERSION = 1
+# Bump whenever the file layout, or the EventTable it holds, changes.
+FORMAT_VERSION = 2
 
-_MAGIC = b"stepscope-table\n"
-_PREFIX = struct.Struct("<16sQQ16s")
+TABLE_NAME = "table"
+DEFAULT_MAX_GB = 20.0
+
+_MAGIC = b"stepscope-cache\n"
+_PREFIX = struct.Struct("<16sQQ16sI4x")
 _ALIGN = 64
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,200}")
-_KEY = r"[0-9a-f]{32}"
-_TABLE_FILE = re.compile(_KEY + r"\.table")
-_RESULT_FILE = re.compile(_KEY + r"\.[A-Za-z0-9_.-]+\.json")
+_ENTRY_FILE = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+\.cache")
+# Files of the formats before this one: never hit again, removed on the next save.
+_OLD_FILES = re.compile(r"[0-9a-f]{32}(\.table|\.arrays|\.[A-Za-z0-9_.-]+\.json)")
 _TEMP_PREFIX = ".tmp-"
+# A header larger than this is damage, not a table (names of millions of events fit).
+_MAX_HEADER = 1 << 31
 
-# Column dtypes the format accepts; anything else in a header means a corrupt or foreign file.
-_DTYPES = {name: np.dtype(name) for name in ("|i1", "|u1", "<i4", "<i8")}
+# Array dtypes the format accepts; anything else in a header means a corrupt or foreign file.
+_DTYPES = {name: np.dtype(name) for name in ("|i1", "|u1", "<i2", "<i4", "<i8", "<f8", "|b1")}
 
 _warned_dirs: set[str] = set()
 
+Arrays = dict[str, NDArray[Any]]
 
-class CacheWarning(UserWarning):
+
+class CacheWarning(StepscopeWarning):
     """The cache could not be written; profiles still load, only without the cache."""
 
 
@@ -103,17 +115,24 @@ def enabled() -> bool:
     return os.environ.get("STEPSCOPE_NO_CACHE", "") in ("", "0")
 
 
+def max_bytes() -> int:
+    """How large the cache may grow (``STEPSCOPE_CACHE_MAX_GB``, default 20 GB)."""
+    try:
+        gigabytes = float(os.environ.get("STEPSCOPE_CACHE_MAX_GB", DEFAULT_MAX_GB))
+    except ValueError:
+        gigabytes = DEFAULT_MAX_GB
+    if not gigabytes > 0:  # also NaN
+        gigabytes = DEFAULT_MAX_GB
+    return int(min(gigabytes, 1e9) * 1e9)
+
+
 def source_key(paths: Sequence[Path], salt: str = "") -> str:
-    """A hex key for these source files as they are now; raises OSError if one is missing.
+    """A hex key for these source files as they are now (local paths or fsspec URLs);
+    raises OSError if one is missing.
 
     The order of ``paths`` does not matter.
     """
-    entries = []
-    for path in paths:
-        resolved = Path(path).resolve()
-        st = resolved.stat()
-        entries.append([str(resolved), st.st_size, st.st_mtime_ns])
-    entries.sort()
+    entries = sorted(locations.identity(locations.as_path(path)) for path in paths)
     identity = [FORMAT_VERSION, version.__version__, salt, entries]
     digest = hashlib.blake2b(json.dumps(identity).encode(), digest_size=16)
     return digest.hexdigest()
@@ -124,21 +143,15 @@ def source_key(paths: Sequence[Path], salt: str = "") -> str:
 
 def load_table(source: Path) -> EventTable | None:
     """The cached EventTable of ``source``, or None on a miss."""
-    if not enabled():
+    entry = _load([source], TABLE_NAME)
+    if entry is None:
         return None
+    meta, arrays, path = entry
     try:
-        key = source_key([source])
-    except OSError:
-        return None
-    path = cache_dir() / f"{key}.table"
-    try:
-        table = _read_table(path, key)
-    except FileNotFoundError:
-        return None
-    except Exception:  # any damage at all is a miss, never an error for the caller
+        return _table(meta, arrays)
+    except Exception:  # a header that passed its checksum but does not make a table
         _remove(path)
         return None
-    return table
 
 
 def save_table(source: Path, table: EventTable) -> None:
@@ -146,13 +159,7 @@ def save_table(source: Path, table: EventTable) -> None:
     if not enabled():
         return
     try:
-        key = source_key([source])
-        resolved = str(Path(source).resolve())
-        header: dict[str, Any] = {
-            "format": FORMAT_VERSION,
-            "stepscope": version.__version__,
-            "key": key,
-            "source": resolved,
+        meta: dict[str, Any] = {
             "planes": [[p.id, p.name, _encode_stats(p.stats)] for p in table.planes],
             "line_name": table.line_name,
             "names": table.names,
@@ -160,43 +167,16 @@ def save_table(source: Path, table: EventTable) -> None:
             "stat_names": table.stats.stat_names,
             "typed": list(table.typed),
         }
-    except OSError:
-        return
     except (TypeError, ValueError) as err:
         _warn(cache_dir(), err)
         return
-    arrays = _columns(table)
-    columns = []
-    offset = 0
-    for name, array in arrays:
-        columns.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
-                        "offset": offset})
-        offset = _aligned(offset + array.nbytes)
-    header["columns"] = columns
-    data_length = offset
-    blob = json.dumps(header, separators=(",", ":")).encode("ascii")
-    data_start = _aligned(_PREFIX.size + len(blob))
-    source_id = _source_id(resolved)
-
-    def write(f: Any) -> None:
-        f.write(_PREFIX.pack(_MAGIC, len(blob), data_length, source_id))
-        f.write(blob)
-        f.write(b"\0" * (data_start - _PREFIX.size - len(blob)))
-        written = 0
-        for _, array in arrays:
-            f.write(b"\0" * (_aligned(written) - written))
-            f.write(array.view(np.uint8).data)
-            written = _aligned(written) + array.nbytes
-        f.write(b"\0" * (data_length - written))
-
-    if _write_atomic(f"{key}.table", write):
-        _prune(_TABLE_FILE, f"{key}.table", lambda other: _table_source_id(other) == source_id)
+    _save([source], TABLE_NAME, meta, dict(_columns(table)))
 
 
 def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
-    """Every array of the table, by its name in the file, native-endian and contiguous."""
+    """Every array of the table, by its name in the file."""
     st = table.stats
-    named: list[tuple[str, NDArray[Any]]] = [
+    return [
         ("line_plane", table.line_plane), ("line_id", table.line_id),
         ("plane", table.plane), ("line", table.line), ("name", table.name),
         ("start_ns", table.start_ns), ("duration_ns", table.duration_ns),
@@ -205,50 +185,15 @@ def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
         ("stats.value", st.value), ("stats.length", st.length),
         ("stats.text", np.frombuffer(st.text, dtype=np.uint8)),
     ]
-    out = []
-    for name, array in named:
-        array = np.ascontiguousarray(array)
-        if array.dtype.byteorder == ">":
-            array = array.astype(array.dtype.newbyteorder("<"))
-        out.append((name, array))
-    return out
 
 
-def _read_table(path: Path, key: str) -> EventTable:
-    with open(path, "rb") as f:
-        if sys.version_info >= (3, 13):  # no duplicated descriptor held per loaded table
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ, trackfd=False)
-        else:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    magic, header_length, data_length, _ = _PREFIX.unpack_from(mm, 0)
-    if magic != _MAGIC:
-        raise ValueError("not a stepscope table")
-    data_start = _aligned(_PREFIX.size + header_length)
-    if len(mm) != data_start + data_length:
-        raise ValueError("truncated or padded")
-    header = json.loads(mm[_PREFIX.size:_PREFIX.size + header_length])
-    if (header["format"], header["stepscope"], header["key"]) != (
-            FORMAT_VERSION, version.__version__, key):
-        raise ValueError("stale")
-
-    cols: dict[str, NDArray[Any]] = {}
-    for col in header["columns"]:
-        dtype = _DTYPES[col["dtype"]]
-        (count,) = col["shape"]
-        offset = int(col["offset"])
-        if not (isinstance(count, int) and count >= 0 and offset % _ALIGN == 0
-                and 0 <= offset <= offset + count * dtype.itemsize <= data_length):
-            raise ValueError("column outside the data section")
-        if count:
-            cols[col["name"]] = np.frombuffer(mm, dtype=dtype, count=count,
-                                              offset=data_start + offset)
-        else:
-            cols[col["name"]] = np.empty(0, dtype=dtype)
-            cols[col["name"]].flags.writeable = False
+def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
+    """The EventTable that a table entry's header and arrays describe; ValueError if none."""
 
     def take(name: str, dtype: type[np.generic], length: int | None) -> NDArray[Any]:
         array = cols[name]
-        if array.dtype != dtype or (length is not None and len(array) != length):
+        if array.dtype != dtype or array.ndim != 1 or (
+                length is not None and len(array) != length):
             raise ValueError(f"bad column {name}")
         return array
 
@@ -260,16 +205,15 @@ def _read_table(path: Path, key: str) -> EventTable:
         kind=take("stats.kind", np.int8, n_stats),
         value=take("stats.value", np.int64, n_stats),
         length=take("stats.length", np.int32, n_stats),
-        # A view of the mapped file: the (often large) text blob is not copied.
-        text=take("stats.text", np.uint8, None).data,
-        stat_names=_strings(header["stat_names"]),
+        text=take("stats.text", np.uint8, None).data,  # a view: the text blob is not copied
+        stat_names=_strings(meta["stat_names"]),
     )
-    line_name = _strings(header["line_name"])
+    line_name = _strings(meta["line_name"])
     if len(line_name) != n_lines:
         raise ValueError("line names do not match the lines")
     return EventTable(
         planes=[Plane(int(pid), str(pname), _decode_stats(pstats))
-                for pid, pname, pstats in header["planes"]],
+                for pid, pname, pstats in meta["planes"]],
         line_plane=take("line_plane", np.int32, n_lines),
         line_id=take("line_id", np.int64, n_lines),
         line_name=line_name,
@@ -278,25 +222,11 @@ def _read_table(path: Path, key: str) -> EventTable:
         name=take("name", np.int32, n_events),
         start_ns=take("start_ns", np.int64, n_events),
         duration_ns=take("duration_ns", np.int64, n_events),
-        typed={str(k): take(f"typed.{k}", np.int64, n_events) for k in header["typed"]},
-        names=_strings(header["names"]),
+        typed={str(k): take(f"typed.{k}", np.int64, n_events) for k in meta["typed"]},
+        names=_strings(meta["names"]),
         stats=stats,
-        hostnames=_strings(header["hostnames"]),
+        hostnames=_strings(meta["hostnames"]),
     )
-
-
-def _source_id(resolved: str) -> bytes:
-    return hashlib.blake2b(resolved.encode("utf-8", "surrogateescape"), digest_size=16).digest()
-
-
-def _table_source_id(path: Path) -> bytes | None:
-    """The source id in a table file's prefix, or None if it is not a table file."""
-    try:
-        with open(path, "rb") as f:
-            magic, _, _, source_id = _PREFIX.unpack(f.read(_PREFIX.size))
-    except (OSError, struct.error):
-        return None
-    return source_id if magic == _MAGIC else None
 
 
 def _strings(value: Any) -> list[str]:
@@ -340,6 +270,37 @@ def _decode_stats(stats: Any) -> dict[str, Any]:
     return out
 
 
+# -- arrays -----------------------------------------------------------------------------------
+
+
+def save_arrays(paths: Sequence[Path], name: str, header: dict[str, Any],
+                arrays: Arrays) -> bool:
+    """Store ``arrays`` and ``header`` (JSON) as entry ``name`` of ``paths``; whether written.
+
+    Raises ValueError for a bad name, TypeError for an array dtype the format cannot hold.
+    """
+    _check_name(name)
+    for key, array in arrays.items():
+        if _little_endian(array).dtype.str not in _DTYPES:
+            raise TypeError(f"array {key!r} has a dtype the cache cannot store: {array.dtype}")
+    if not enabled():
+        return False
+    return _save(paths, name, {"header": header}, arrays)
+
+
+def load_arrays(paths: Sequence[Path], name: str) -> tuple[dict[str, Any], Arrays] | None:
+    """The header and arrays stored as entry ``name`` of ``paths``, or None on a miss."""
+    _check_name(name)
+    entry = _load(paths, name)
+    if entry is None:
+        return None
+    meta, arrays, path = entry
+    if not isinstance(meta.get("header"), dict):
+        _remove(path)
+        return None
+    return meta["header"], arrays
+
+
 # -- results ----------------------------------------------------------------------------------
 
 
@@ -349,27 +310,15 @@ def load_result(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
     The result comes back as JSON gives it (tuples become lists, keys become strings).
     """
     _check_name(name)
-    if not enabled():
+    entry = _load(paths, name)
+    if entry is None:
         return None
+    _, arrays, path = entry
     try:
-        key = source_key(paths)
-    except OSError:
-        return None
-    path = cache_dir() / f"{key}.{name}.json"
-    try:
-        with open(path, encoding="utf-8") as f:
-            identity = json.loads(f.readline())
-            result = json.loads(f.readline())
-            if f.read():
-                raise ValueError("trailing data")
-        if (identity["format"], identity["stepscope"], identity["key"], identity["name"]) != (
-                FORMAT_VERSION, version.__version__, key, name):
-            raise ValueError("stale")
+        result = json.loads(arrays["json"].tobytes())
         if not isinstance(result, dict):
             raise ValueError("not an object")
-    except FileNotFoundError:
-        return None
-    except Exception:  # any damage at all is a miss
+    except (KeyError, ValueError):
         _remove(path)
         return None
     return result
@@ -386,33 +335,161 @@ def save_result(paths: Sequence[Path], name: str, result: dict[str, Any]) -> Non
     text = json.dumps(result, separators=(",", ":"))  # TypeError here is the caller's bug
     if not enabled():
         return
-    try:
-        key = source_key(paths)
-        sources = sorted(str(Path(p).resolve()) for p in paths)
-    except OSError:
-        return
-    identity = {"format": FORMAT_VERSION, "stepscope": version.__version__, "key": key,
-                "name": name, "sources": sources}
-    data = (json.dumps(identity, separators=(",", ":")) + "\n" + text + "\n").encode("utf-8")
-    if _write_atomic(f"{key}.{name}.json", lambda f: f.write(data)):
-        _prune(_RESULT_FILE, f"{key}.{name}.json",
-               lambda other: _result_identity(other) == (sources, name))
-
-
-def _result_identity(path: Path) -> tuple[Any, Any] | None:
-    """The sources and name on a result file's first line, or None if unreadable."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            identity = json.loads(f.readline())
-        return identity.get("sources"), identity.get("name")
-    except (OSError, ValueError, AttributeError):
-        return None
+    _save(paths, name, {}, {"json": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)})
 
 
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"Cache result name {name!r} is not valid: use 1 to 200 of the "
+        raise ValueError(f"Cache entry name {name!r} is not valid: use 1 to 200 of the "
                          "characters A-Z a-z 0-9 _ . -")
+
+
+# -- entries ----------------------------------------------------------------------------------
+
+
+def _save(paths: Sequence[Path], name: str, meta: dict[str, Any], arrays: Arrays) -> bool:
+    """Write one entry through a temporary file; whether it was written."""
+    try:
+        key = source_key(paths)
+        sources = sorted(str(locations.identity(locations.as_path(p))[0]) for p in paths)
+    except OSError:
+        return False
+    prepared = [(k, _little_endian(a)) for k, a in arrays.items()]
+    columns = []
+    offset = 0
+    for k, array in prepared:
+        columns.append({"name": k, "dtype": array.dtype.str, "shape": list(array.shape),
+                        "offset": offset, "crc": zlib.crc32(array.reshape(-1).view(np.uint8).data)})
+        offset = _aligned(offset + array.nbytes)
+    data_length = offset
+    identity = {"format": FORMAT_VERSION, "stepscope": version.__version__, "key": key,
+                "name": name, "sources": sources}
+    try:
+        blob = json.dumps({**identity, "meta": meta, "arrays": columns},
+                          separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as err:
+        _warn(cache_dir(), err)
+        return False
+    data_start = _aligned(_PREFIX.size + len(blob))
+    lineage = _lineage(name, sources)
+
+    def write(f: Any) -> None:
+        f.write(_PREFIX.pack(_MAGIC, len(blob), data_length, lineage, zlib.crc32(blob)))
+        f.write(blob)
+        f.write(b"\0" * (data_start - _PREFIX.size - len(blob)))
+        written = 0
+        for _, array in prepared:
+            f.write(b"\0" * (_aligned(written) - written))
+            f.write(array.reshape(-1).view(np.uint8).data)
+            written = _aligned(written) + array.nbytes
+        f.write(b"\0" * (data_length - written))
+
+    filename = f"{key}.{name}.cache"
+    if not _write_atomic(filename, write):
+        return False
+    _prune(filename, lineage)
+    return True
+
+
+def _load(paths: Sequence[Path], name: str) -> tuple[dict[str, Any], Arrays, Path] | None:
+    """The meta and arrays of entry ``name`` of ``paths``, checked in full; None on a miss."""
+    if not enabled():
+        return None
+    try:
+        key = source_key(paths)
+    except OSError:
+        return None
+    path = cache_dir() / f"{key}.{name}.cache"
+    try:
+        meta, arrays = _read_entry(path, key, name)
+    except FileNotFoundError:
+        return None
+    except Exception:  # any damage at all is a miss, never an error for the caller
+        _remove(path)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used: the last to go when the cache is trimmed
+    return meta, arrays, path
+
+
+def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays]:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        size = st.st_size
+        prefix = f.read(_PREFIX.size)
+        magic, header_length, data_length, _, header_crc = _PREFIX.unpack(prefix)
+        if magic != _MAGIC or header_length > _MAX_HEADER:
+            raise ValueError("not a stepscope cache entry")
+        data_start = _aligned(_PREFIX.size + header_length)
+        if size != data_start + data_length:
+            raise ValueError("truncated or padded")
+        blob = _read_exactly(f, header_length)
+        if zlib.crc32(blob) != header_crc:
+            raise ValueError("header checksum")
+        header = json.loads(blob)
+        if (header["format"], header["stepscope"], header["key"], header["name"]) != (
+                FORMAT_VERSION, version.__version__, key, name):
+            raise ValueError("stale")
+        f.seek(data_start)
+        data = np.empty(data_length, dtype=np.uint8)
+        if f.readinto(data.data) != data_length or f.read(1):
+            raise ValueError("the file changed while it was read")
+    data.flags.writeable = False
+    arrays: Arrays = {}
+    for col in header["arrays"]:
+        dtype = _DTYPES[col["dtype"]]
+        shape = tuple(col["shape"])
+        if not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError("bad shape")
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        offset = col["offset"]
+        if not (isinstance(offset, int) and offset % _ALIGN == 0
+                and 0 <= offset <= offset + nbytes <= data_length):
+            raise ValueError("array outside the data section")
+        raw = data[offset:offset + nbytes]
+        if zlib.crc32(raw.data) != col["crc"]:
+            raise ValueError(f"checksum of {col['name']}")
+        arrays[str(col["name"])] = raw.view(dtype).reshape(shape)
+    if not isinstance(header["meta"], dict):
+        raise ValueError("bad meta")
+    return header["meta"], arrays
+
+
+def _read_exactly(f: Any, n: int) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("truncated")
+    return bytes(data)
+
+
+def _little_endian(array: NDArray[Any]) -> NDArray[Any]:
+    array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array
+
+
+def _lineage(name: str, sources: list[str]) -> bytes:
+    text = json.dumps([name, sources]).encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
+def _entry_lineage(path: Path) -> bytes | None:
+    """The lineage in an entry's prefix, or None if it is not an entry."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            magic, _, _, lineage, _ = _PREFIX.unpack(f.read(_PREFIX.size))
+    except (OSError, struct.error):
+        return None
+    return lineage if magic == _MAGIC else None
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -422,7 +499,7 @@ def clear() -> int:
     """Remove every cache file (and leftover temporary file); return how many were removed."""
     removed = 0
     for path in _entries():
-        if _TABLE_FILE.fullmatch(path.name) or _RESULT_FILE.fullmatch(path.name) or \
+        if _ENTRY_FILE.fullmatch(path.name) or _OLD_FILES.fullmatch(path.name) or \
                 path.name.startswith(_TEMP_PREFIX):
             removed += _remove(path)
     return removed
@@ -435,11 +512,35 @@ def _entries() -> Iterator[Path]:
         return
 
 
-def _prune(pattern: re.Pattern[str], keep: str, superseded: Callable[[Path], bool]) -> None:
-    """Remove entries that an entry just written replaces (same sources, older state)."""
+def _prune(keep: str, lineage: bytes) -> None:
+    """Remove what an entry just written makes useless, and trim the cache to its bound.
+
+    Gone are: entries of the same lineage in an older state, files of earlier formats, and,
+    while the cache is over :func:`max_bytes`, the least recently used entries.
+    """
+    sized: list[tuple[int, int, Path]] = []  # (last use, size, path) of the entries kept
+    total = 0
     for path in _entries():
-        if path.name != keep and pattern.fullmatch(path.name) and superseded(path):
+        if _OLD_FILES.fullmatch(path.name):
             _remove(path)
+            continue
+        if not _ENTRY_FILE.fullmatch(path.name):
+            continue
+        if path.name != keep and _entry_lineage(path) == lineage:
+            _remove(path)
+            continue
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        total += st.st_size
+        if path.name != keep:
+            sized.append((st.st_mtime_ns, st.st_size, path))
+    limit = max_bytes()
+    for _, size, path in sorted(sized):
+        if total <= limit:
+            break
+        total -= size * _remove(path)
 
 
 def _write_atomic(filename: str, write: Callable[[Any], Any]) -> bool:
@@ -465,14 +566,20 @@ def _warn(directory: Path, err: Exception) -> None:
     if str(directory) in _warned_dirs:
         return
     _warned_dirs.add(str(directory))
-    warnings.warn(f"stepscope cannot write its cache in {directory} ({err}); profiles will "
+    warnings.warn(f"cannot write the cache in {directory} ({err}); profiles will "
                   "load without it. Set STEPSCOPE_CACHE_DIR to a writable directory, or "
-                  "STEPSCOPE_NO_CACHE=1 to turn the cache off.", CacheWarning, stacklevel=4)
+                  "STEPSCOPE_NO_CACHE=1 to turn the cache off.", CacheWarning, stacklevel=5)
 
 
 def _remove(path: Path) -> int:
+    """Remove a cache file (or an empty directory squatting on an entry's name)."""
     try:
         path.unlink()
+    except IsADirectoryError:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+            return 1
+        return 0
     except OSError:
         return 0
     return 1

@@ -13,15 +13,24 @@ from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
 from stepscope.model import schema
+from stepscope.model.locations import AnyPath, as_path, is_remote
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
 _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
+# What an interrupted atomic write leaves (xplane_builder.write_atomic's temporary names).
+_TEMP_FILE = re.compile(r"\..+\.tmp")
+# A run folder with no profile this old was abandoned: no write takes an hour.
+ABANDONED_AFTER_S = 3600.0
+# TensorFlow's legacy RunMetadata/StepStats, binary or text.
+_STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt")
+# In a directory only files named for what they hold count (a model's saved_model.pb does not).
+_STEP_STATS_NAME = re.compile(r"run_?metadata|step_?stats", re.IGNORECASE)
 
 
-def profile_root(logdir: str | Path) -> Path:
+def profile_root(logdir: str | Path) -> AnyPath:
     """The folder that holds one sub-folder per run."""
-    return Path(logdir).joinpath(*schema.PLUGIN_DIR)
+    return as_path(logdir).joinpath(*schema.PLUGIN_DIR)
 
 
 def run_name(when: datetime) -> str:
@@ -29,14 +38,49 @@ def run_name(when: datetime) -> str:
     return when.strftime(schema.RUN_NAME_FORMAT)
 
 
-def new_run_dir(logdir: str | Path, when: datetime) -> Path:
-    """A run folder for a profile taken at ``when`` that no earlier profile uses."""
+def new_run_dir(logdir: str | Path, when: datetime) -> AnyPath:
+    """A run folder for a profile taken at ``when`` that no earlier profile uses.
+
+    Run folders that earlier captures abandoned (see :func:`remove_abandoned_runs`) go.
+    """
     root = profile_root(logdir)
+    remove_abandoned_runs(logdir, now=when.timestamp())
     base = run_name(when)
     candidate, n = root / base, 1
     while candidate.exists():
         candidate, n = root / f"{base}_{n}", n + 1
     return candidate
+
+
+def remove_abandoned_runs(logdir: str | Path, *, now: float,
+                          min_age_s: float = ABANDONED_AFTER_S) -> list[Path]:
+    """Remove run folders that hold no profile, only what a killed writer left: temporary
+    files of an interrupted atomic write, or nothing (a capture client killed before any
+    host answered). Only what is older than ``min_age_s`` at ``now`` (seconds since the
+    epoch) goes, so a write still under way is never touched. Returns the folders removed."""
+    root = profile_root(logdir)
+    removed: list[Path] = []
+    if is_remote(root):
+        return removed  # object stores have no empty folders, and no half-written objects
+    try:
+        runs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for run in runs:
+        try:
+            entries = list(run.iterdir())
+            if any(not _TEMP_FILE.fullmatch(p.name) or not p.is_file() or p.is_symlink()
+                   for p in entries):
+                continue  # a profile, or something that is not ours to remove
+            if any(p.lstat().st_mtime > now - min_age_s for p in [run, *entries]):
+                continue
+            for p in entries:
+                p.unlink()
+            run.rmdir()
+            removed.append(run)
+        except OSError:
+            continue  # another process got there first, or it is not ours: leave it
+    return removed
 
 
 def host_file_name(host: str) -> str:
@@ -49,10 +93,17 @@ def local_hostname() -> str:
     return socket.gethostname() or "localhost"
 
 
+def is_step_stats_path(path: Path) -> bool:
+    """Whether ``path`` is named like TensorFlow RunMetadata/StepStats (``.pb``, ``.pbtxt``)."""
+    name = path.name.lower()
+    return name.endswith(_STEP_STATS_SUFFIXES) and not name.endswith(_XSPACE_SUFFIX)
+
+
 def is_profile_file(path: Path) -> bool:
     """Whether ``path`` looks like a profile file we can read (by its name)."""
     name = path.name
-    return name.endswith(_XSPACE_SUFFIX) or name.endswith((".json", ".json.gz"))
+    return name.endswith(_XSPACE_SUFFIX) or name.endswith((".json", ".json.gz")) \
+        or is_step_stats_path(path)
 
 
 def host_name(path: Path) -> str:
@@ -63,7 +114,8 @@ def host_name(path: Path) -> str:
     match = _TORCH_TRACE.match(name)
     if match:
         return match.group("worker")
-    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
+    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".pbtxt",
+                   ".pb.txt", ".pb"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -85,7 +137,8 @@ def _run_files(directory: Path) -> list[Path]:
                 newest[match.group("worker")] = (stamp, p)
         elif p.name.endswith((".json", ".json.gz")):
             plain.append(p)
-    return [p for _, p in sorted(newest.values(), key=lambda item: item[1].name)] or plain
+    return [p for _, p in sorted(newest.values(), key=lambda item: item[1].name)] or plain \
+        or [p for p in entries if is_step_stats_path(p) and _STEP_STATS_NAME.search(p.name)]
 
 
 def _runs_in(directory: Path) -> list[Path]:
@@ -96,19 +149,20 @@ def _runs_in(directory: Path) -> list[Path]:
 def _logdir_runs(logdir: Path) -> list[Path]:
     """Runs under ``logdir/plugins/profile``, or, as Keras writes them, under
     ``logdir/<sub>/plugins/profile`` (e.g. ``train/``); newest (by run name) last."""
-    plugin = Path(*schema.PLUGIN_DIR)
-    roots = [logdir / plugin] if (logdir / plugin).is_dir() else sorted(
-        p for p in logdir.glob(f"*/{plugin.as_posix()}") if p.is_dir())
+    plugin = schema.PLUGIN_DIR
+    roots = [logdir.joinpath(*plugin)] if logdir.joinpath(*plugin).is_dir() else sorted(
+        (d.joinpath(*plugin) for d in logdir.iterdir() if d.is_dir()
+         and d.joinpath(*plugin).is_dir()), key=str)
     runs = [run for root in roots for run in _runs_in(root)]
     return sorted(runs, key=lambda r: (r.name, str(r)))
 
 
 def _run_label(logdir: Path, run: Path) -> str:
     """A run's name as the user would spell it from ``logdir``."""
-    try:
-        return run.relative_to(logdir).as_posix()
-    except ValueError:
-        return run.name
+    base, full = str(logdir).rstrip("/") + "/", str(run)
+    if full.startswith(base):
+        return full[len(base):]
+    return run.name
 
 
 def list_runs(logdir: str | Path) -> dict[str, Path]:
@@ -119,12 +173,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     ``logdir`` itself holds profile files it is the one run, named after it. A logdir that
     does not exist (yet) has no runs.
     """
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        return {}
+    logdir = as_path(logdir)
     try:
+        if not logdir.is_dir():
+            return {}
         if _run_files(logdir):
-            return {logdir.resolve().name or ".": logdir}
+            name = logdir.resolve().name if isinstance(logdir, Path) else logdir.name
+            return {name or ".": logdir}
         runs = _logdir_runs(logdir) or _runs_in(logdir)
     except OSError:
         return {}
@@ -138,13 +193,21 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
 
 def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
-    path = Path(path)
-    if not path.exists():
+    path = as_path(path)
+    try:
+        exists = path.exists()
+    except Exception as err:  # a filesystem's own error (credentials, network)
+        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
+    if not exists:
         raise ProfileFormatError(f"{path} does not exist.")
+    if not path.is_file() and not path.is_dir():
+        raise ProfileFormatError(f"{path} is neither a regular file nor a directory, so not a "
+                                 "profile.")
     if path.is_file():
         if not is_profile_file(path):
             raise ProfileFormatError(
-                f"{path} is not a profile file (expected .xplane.pb, .json or .json.gz).")
+                f"{path} is not a profile file (expected .xplane.pb, .json or .json.gz, or "
+                "RunMetadata/StepStats .pb or .pbtxt).")
         return path.parent.name or path.name, path, [path], []
     try:
         files = _run_files(path)
@@ -153,6 +216,8 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
         runs = _logdir_runs(path) or _runs_in(path)
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    except Exception as err:  # a filesystem's own error (credentials, network)
+        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
     if not runs:
         raise ProfileFormatError(
             f"{path} holds no profiles (no .xplane.pb or trace .json files, and no "

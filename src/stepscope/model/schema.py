@@ -55,3 +55,7 @@ ENV_DEVICE_PROPERTIES = "device_properties"  # JSON text of Kineto's devicePrope
 ENV_RANK = "rank"
 ENV_WORLD_SIZE = "world_size"
 ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where known
+
+# Plane stat set by the readers: events of the plane whose duration was negative (bad data),
+# read as zero-length.
+NEGATIVE_DURATIONS = "stepscope_negative_durations"

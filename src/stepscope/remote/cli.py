@@ -53,6 +53,8 @@ def _console(stderr: bool = False) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run a capture; 0 when every worker gave a profile, 1 when some did not."""
     from stepscope.capture.options import ProfilerOptions
+    from stepscope.capture.session import check_writable
+    from stepscope.model.locations import as_path
     from stepscope.remote import addresses, client
 
     workers = addresses.parse(args.addresses)
@@ -61,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
                               device_tracer_level=args.device_tracer_level,
                               delay_ms=args.delay_ms or None)
     client.check_arguments(args.duration_ms, options, args.retries, args.token)
+    check_writable(as_path(args.logdir))  # before anything is asked of the workers
     err = _console(stderr=True)
     noun = "worker" if len(workers) == 1 else "workers"
     err.print(f"capturing {len(workers)} {noun} for {args.duration_ms / 1000:.1f} s …")

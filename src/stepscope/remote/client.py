@@ -26,6 +26,7 @@ from stepscope.errors import CaptureError, InvalidOptionError, LogdirError
 from stepscope.formats import xplane_builder as xb
 from stepscope.formats.xplane_proto import XSpace
 from stepscope.model import logdir as layout
+from stepscope.model.locations import as_path, is_remote
 from stepscope.remote import addresses, limits, protocol
 
 # Lead time of the shared start, so every worker has the request before the window opens.
@@ -144,7 +145,7 @@ def trace(service_addr: str | Sequence[str], logdir: str | os.PathLike[str], dur
     options = options or ProfilerOptions()
     if not str(logdir):
         raise InvalidOptionError("logdir is empty; pass the directory to write profiles into.")
-    root = Path(logdir)
+    root = as_path(logdir)
     check_writable(root)
     run_dir = _reserve_run_dir(root)
     delay_ms = options.delay_ms or 0
@@ -173,8 +174,9 @@ def trace(service_addr: str | Sequence[str], logdir: str | os.PathLike[str], dur
                                             error="no answer before the deadline")
         for w in workers])
     if not result.succeeded:
-        with contextlib.suppress(OSError):  # left in place if anything got in after all
-            run_dir.rmdir()
+        if not is_remote(run_dir):
+            with contextlib.suppress(OSError):  # left in place if anything got in after all
+                run_dir.rmdir()
         reasons = "; ".join(f"{w.worker}: {w.error}" for w in result.workers)
         raise CaptureError(f"No worker gave a profile ({reasons}).", result)
     return result
@@ -184,6 +186,8 @@ def _reserve_run_dir(root: Path) -> Path:
     """Create a new, empty run folder (two captures in the same second get two folders)."""
     while True:
         run_dir = layout.new_run_dir(root, datetime.now())
+        if is_remote(run_dir):
+            return run_dir  # object stores have no folders: the host objects make the run
         try:
             run_dir.mkdir()
         except FileExistsError:  # another capture took the name between the check and now

@@ -3,8 +3,6 @@ and their CSV export."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,10 +19,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats
 from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
-from stepscope.formats.xplane_builder import write_atomic
+from stepscope.formats.output_file import write_output
 from stepscope.model.run_tables import Progress as ProgressCallback
 
 NEXT_TOOL_TEXT = {
@@ -241,15 +240,11 @@ def render_kernels(stats: KernelStats, console: Console, limit: int | None = Non
 
 def ops_csv(stats: OpStats) -> str:
     """Op stats as CSV text with a header row."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(OP_COLUMNS)
-    for r in stats.rows:
-        d = r.to_dict()
-        writer.writerow([d[c] for c in OP_COLUMNS])
-    return out.getvalue()
+    return csv_text(OP_COLUMNS, ([d[c] for c in OP_COLUMNS]
+                                 for d in (r.to_dict() for r in stats.rows)))
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (nothing half-written is ever left)."""
-    write_atomic(path, text.encode("utf-8"))
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` as ``formats.output_file`` writes outputs (``-`` is
+    standard output; nothing half-written is ever left)."""
+    write_output(path, text.encode("utf-8"))

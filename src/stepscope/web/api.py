@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
 from stepscope.run_loader import has_xla_data
 from stepscope.version import __version__
@@ -87,7 +88,7 @@ class Api:
     """The API over one logdir."""
 
     def __init__(self, logdir: str | Path, *, use_cache: bool = True) -> None:
-        self.logdir = Path(logdir)
+        self.logdir = as_path(logdir)
         self.store = RunStore(use_cache=use_cache)
         self.captures = CaptureJobs(self.logdir)
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.recorder import Event
+from stepscope.errors import StepscopeWarning
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ REGISTRY: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 
-class BridgeWarning(UserWarning):
+class BridgeWarning(StepscopeWarning):
     """A framework bridge could not start or stop; the profile lacks that framework's events."""
 
 

@@ -1,0 +1,247 @@
+"""Logdirs on object storage: profiles captured straight into ``s3://`` (a real S3-compatible
+server, moto's, on 127.0.0.1), then reported and served from there; a filesystem whose
+package is missing is one clear error before anything is recorded, and nothing is written
+locally in its place."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stepscope
+from stepscope.cli import main
+from stepscope.errors import StorageError
+from stepscope.model import cache, locations
+from stepscope.model.logdir import list_runs, resolve
+
+pytestmark = pytest.mark.usefixtures("cache_home")
+
+BUCKET = "profiles"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server on 127.0.0.1 with one bucket; fsspec's s3 set up to use it."""
+    import fsspec
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    settings = {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
+                "client_kwargs": {"region_name": "us-east-1"}}
+    saved = fsspec.config.conf.get("s3")
+    fsspec.config.conf["s3"] = settings
+    env = {"FSSPEC_S3_ENDPOINT_URL": endpoint, "FSSPEC_S3_KEY": "testing",
+           "FSSPEC_S3_SECRET": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    old_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1"
+                 ).create_bucket(Bucket=BUCKET)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        if saved is None:
+            fsspec.config.conf.pop("s3", None)
+        else:
+            fsspec.config.conf["s3"] = saved
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _s3() -> Any:
+    import fsspec
+
+    fs = fsspec.filesystem("s3")
+    fs.invalidate_cache()
+    return fs
+
+
+def _record(logdir: str, steps: int = 5) -> Any:
+    stepscope.start(logdir, options=stepscope.ProfilerOptions(counter_interval_ms=0))
+    for step in range(steps):
+        with stepscope.Trace("train", step_num=step, _r=1), stepscope.Trace("matmul"):
+            sum(i * i for i in range(3000))
+    return stepscope.stop()
+
+
+def test_a_profile_captured_into_s3_is_reported_from_there(s3_endpoint: str, tmp_path: Path,
+                                                           capsys: Any,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.chdir(tmp_path)
+    logdir = f"s3://{BUCKET}/job1/logs"
+    path = _record(logdir)
+    assert str(path).startswith(f"s3://{BUCKET}/job1/logs/plugins/profile/")
+    assert str(path).endswith(".xplane.pb")
+    objects = _s3().find(f"{BUCKET}/job1")
+    assert len(objects) == 1 and objects[0].endswith(".xplane.pb")
+    assert not any(tmp_path.iterdir())  # nothing local: no "s3:" folder
+
+    code = main(["report", logdir, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["steps"]["count"] == 5
+    assert any(op["name"] == "matmul" for op in summary["top_ops"])
+    # The cache stays local, keyed by the object's identity: a second report hits it.
+    entries = sorted(p.name for p in cache.cache_dir().iterdir())
+    assert any(n.endswith(".table.cache") for n in entries)
+    code = main(["ops", logdir, "--json"])
+    assert code == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in cache.cache_dir().iterdir()) == entries
+
+
+def test_a_changed_object_is_read_again(s3_endpoint: str, capsys: Any) -> None:
+    logdir = f"s3://{BUCKET}/job2/logs"
+    path = _record(logdir, steps=3)
+    run = str(path).rsplit("/", 1)[0]
+    assert main(["report", run, "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["steps"]["count"] == 3
+    local = Path(os.environ["STEPSCOPE_CACHE_DIR"]).parent / "other.xplane.pb"
+    other = _record(str(local.parent / "other-logs"), steps=7)
+    assert main(["report", str(other), "--json"]) == 0
+    want = json.loads(capsys.readouterr()[0])["steps"]["count"]
+    assert want != 3
+    _s3().put_file(str(other), str(path).removeprefix("s3://"))  # same name, new content
+    assert main(["report", run, "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["steps"]["count"] == want
+
+
+def test_runs_in_s3_are_listed_and_served(s3_endpoint: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    logdir = f"s3://{BUCKET}/job3/logs"
+    first = _record(logdir, steps=2)
+    time.sleep(1.1)  # run folders are named to the second
+    second = _record(logdir, steps=4)
+    runs = list_runs(logdir)
+    assert len(runs) == 2
+    assert resolve(logdir)[1].name == str(second).split("/")[-2]
+    assert str(first).split("/")[-2] in runs
+    with TestClient(create_app(logdir)) as client:
+        listed = client.get("/api/runs").json()["runs"]
+        assert sorted(r["name"] for r in listed) == sorted(runs)
+        newest = str(second).split("/")[-2]
+        for _ in range(600):
+            reply = client.get("/api/data", params={"run": newest, "tool": "overview_page"})
+            if reply.status_code != 202:
+                break
+            time.sleep(0.05)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["steps"]["count"] == 4
+
+
+WORKER = """
+import sys, time
+import stepscope
+bound = stepscope.server.start(0)
+print("ready", bound, flush=True)
+step = 0
+while True:
+    with stepscope.Trace("train", step_num=step, _r=1):
+        sum(i * i for i in range(2000))
+    step += 1
+    time.sleep(0.001)
+"""
+
+
+def test_capture_client_writes_into_s3(s3_endpoint: str, tmp_path: Path, capsys: Any,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        line = worker.stdout.readline()
+        assert line.startswith("ready"), line
+        port = int(line.split()[1])
+        logdir = f"s3://{BUCKET}/job4/logs"
+        code = main(["capture", f"127.0.0.1:{port}", "--logdir", logdir, "--duration-ms",
+                     "300", "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        objects = _s3().find(f"{BUCKET}/job4")
+        assert len(objects) == 1 and objects[0].endswith(".xplane.pb"), objects
+        assert not any(tmp_path.iterdir())
+        assert main(["report", logdir, "--json"]) == 0
+        assert json.loads(capsys.readouterr()[0])["steps"]["count"] > 0
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("url", ["az://container/logs", "abfs://c/logs"])
+def test_a_missing_filesystem_package_is_one_error_before_recording(
+        url: str, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("fsspec")
+    try:
+        import adlfs  # noqa: F401
+        pytest.skip("adlfs is installed here")
+    except ImportError:
+        pass
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=r"stepscope\[azure\]"):
+        stepscope.start(url)
+    assert not stepscope.is_running() if hasattr(stepscope, "is_running") else True
+    for argv in (["report", url], ["serve", "--logdir", url],
+                 ["capture", "127.0.0.1:1", "--logdir", url, "--duration-ms", "100"]):
+        code = main(argv)
+        _, err = capsys.readouterr()
+        assert code == 2, (argv, err)
+        assert err.startswith("stepscope: error: ") and "stepscope[azure]" in err, err
+        assert "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # no local folder named "az:"
+
+
+def test_an_unknown_scheme_is_one_error(tmp_path: Path, capsys: Any,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match="fsspec does not know"):
+        stepscope.start("nosuchfs://bucket/logs")
+    assert main(["report", "nosuchfs://bucket/logs"]) == 2
+    assert "fsspec does not know" in capsys.readouterr()[1]
+    assert not any(tmp_path.iterdir())
+
+
+def test_local_names_stay_local(tmp_path: Path) -> None:
+    assert locations.as_path(str(tmp_path)) == tmp_path
+    assert locations.as_path(f"file://{tmp_path}") == tmp_path
+    assert not locations.is_remote(tmp_path) and not locations.is_remote(str(tmp_path))
+    assert locations.is_remote("memory://x/y") and locations.url_scheme("S3://b") == "s3"
+    assert locations.url_scheme("C:\\logs") is None
+
+
+def test_memory_filesystem_round_trip(capsys: Any) -> None:
+    logdir = "memory://stepscope-test/logs"
+    path = _record(logdir, steps=3)
+    assert str(path).startswith("memory://")
+    assert main(["report", logdir, "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["steps"]["count"] == 3
+    assert main(["export", logdir, "--chrome-trace", "-"]) == 0
+    assert '"traceEvents"' in capsys.readouterr()[0]
