@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from stepscope.analysis.hlo_programs import HloProgram
 from stepscope.analysis.run_model import (
     RUN_MODEL_NAME,
     LazyHosts,
@@ -189,3 +190,35 @@ def _cached_xla(files: list[Path]) -> XlaModel | None:
         return XlaModel.from_dict(data)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None  # a damaged or foreign entry: build afresh (and overwrite it)
+
+
+# -- XLA programs' HLO (memory viewer, graph viewer) -------------------------------------------
+
+
+def hlo_programs_of(sources: dict[str, Path], host: str | None = None) -> dict[str, HloProgram]:
+    """The XLA programs whose HLO the run's XSpace files hold (``sources``: host → file), or
+    those of its host ``host``, keyed by program id."""
+    if host is not None:
+        if host not in sources:
+            raise StepscopeError(f"No host {host!r} in this run; it has "
+                                 f"{', '.join(sorted(sources)) or 'none'}.")
+        sources = {host: sources[host]}
+    programs: dict[str, HloProgram] = {}
+    for name in sorted(sources):
+        source = sources[name]
+        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_xla(source):
+            continue
+        x = load_xla(source)
+        for pid, module in x.modules.items():
+            programs.setdefault(pid, HloProgram(pid, x.module_names.get(pid, module.name),
+                                                module))
+        for pid, why in x.bad_modules.items():
+            programs.setdefault(pid, HloProgram(pid, x.module_names.get(pid, ""), None, why))
+    return programs
+
+
+def open_hlo_programs(path: str | Path, host: str | None = None) -> dict[str, HloProgram]:
+    """The XLA programs with HLO of the run ``path`` names (see ``hlo_programs_of``)."""
+    _, _, files, _ = resolve(path)
+    names = host_names(files)
+    return hlo_programs_of(dict(zip(names, files, strict=True)), host)

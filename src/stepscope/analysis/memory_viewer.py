@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from stepscope.analysis.hlo_programs import HloProgram, choose_program, program_list
+from stepscope.errors import NotFoundError
 from stepscope.model.hlo import (
     HEAP_ALLOC,
     HEAP_FREE,
@@ -84,6 +86,8 @@ class MemoryViewer:
     small_buffer_limit: int = SMALL_BUFFER_BYTES
     memory_spaces: list[int] = field(default_factory=list)  # those the module allocates in
     notes: list[str] = field(default_factory=list)
+    module_label: str = ""  # name(program id)
+    programs: list[dict[str, Any]] = field(default_factory=list)  # those one may choose
 
     @property
     def padding_overhead_bytes(self) -> int:
@@ -372,3 +376,40 @@ def _peak_buffer(buf: _Buffer, allocations: dict[int, BufferAllocation]) -> Peak
     return PeakBuffer(name, inst.opcode, _display_shape(inst.shape, index).text(),
                       buf.proto.size, buf.unpadded, _allocation_type(buf.allocation),
                       inst.op_name, source, buf.proto.id)
+
+
+def memory_viewer_of(programs: dict[str, HloProgram], module: str | None = None,
+                     memory_space: int = 0) -> MemoryViewer:
+    """The memory viewer of the program ``module`` names (see ``choose_program``), or, when
+    none is named, of the program with the largest peak heap; the result lists every
+    program with a buffer assignment in ``programs``."""
+    usable = {k: p for k, p in programs.items() if p.has_memory_data}
+    if not usable:
+        raise NotFoundError("The profile holds no XLA program with a buffer assignment "
+                            "(HLO protos with buffer assignment are recorded by JAX, "
+                            "TensorFlow jit_compile and PyTorch/XLA profiles).")
+    if module:
+        chosen = choose_program(programs, module)
+        if not chosen.has_memory_data:
+            raise NotFoundError(f"Program {chosen.label} has no buffer assignment in the "
+                                f"profile{': ' + chosen.error if chosen.error else ''}.")
+        result = _of(chosen, memory_space)
+    else:
+        results = []
+        for p in usable.values():
+            try:
+                results.append(_of(p, memory_space))
+            except MemoryViewerError:
+                continue  # a program without that memory space
+        if not results:
+            raise NotFoundError(f"No program has memory space {memory_space}.")
+        result = max(results, key=lambda r: r.peak_heap_bytes)
+    result.programs = [p for p in program_list(usable)]
+    return result
+
+
+def _of(program: HloProgram, memory_space: int) -> MemoryViewer:
+    assert program.module is not None
+    result = memory_viewer(program.module, memory_space, program_id=program.program_id)
+    result.module_label = program.label
+    return result
