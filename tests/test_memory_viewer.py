@@ -22,10 +22,17 @@ from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HeapTrace
 from stepscope.run_loader import open_hlo_programs
 
 from conftest import FIXTURES
-from test_xla import MI300, MI355_TE, TPU, XLA_FIXTURES
 from workloads import run_script
 
 MIB = 1 << 20
+# The XLA fixtures (as in test_xla): TPU v6e, MI300X (JAX 0.8 and older), MI355 (JAX + TE).
+TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
+MI300 = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"
+MI300_LEGACY = next((FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_legacy")
+                    .glob("*.xplane.pb"))
+MI355_TE = (FIXTURES / "TraceLens/tests/test_data_jax_te_fused_attn_categorization/"
+            "934987a2fc2f.xplane.pb")
+XLA_FIXTURES = [TPU, MI300, MI300_LEGACY, MI355_TE]
 
 pytestmark = pytest.mark.usefixtures("cache_home")
 
