@@ -24,6 +24,7 @@ from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel,
 from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import host_names, load
+from stepscope.formats.xspace_hlo_probe import may_hold_hlo
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
@@ -222,3 +223,23 @@ def open_hlo_programs(path: str | Path, host: str | None = None) -> dict[str, Hl
     _, _, files, _ = resolve(path)
     names = host_names(files)
     return hlo_programs_of(dict(zip(names, files, strict=True)), host)
+
+
+def has_hlo_data(files: list[Path]) -> bool:
+    """Whether any of a run's files may hold XLA programs' HLO (a byte probe, kept per file
+    while its size and modification time stay the same)."""
+    for f in files:
+        if not f.name.endswith(schema.XPLANE_SUFFIX):
+            continue
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if _probe_hlo(str(f), st.st_size, st.st_mtime_ns):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe_hlo(path: str, size: int, mtime_ns: int) -> bool:
+    return may_hold_hlo(path)

@@ -156,19 +156,29 @@ def _node(module: HloModule, comp: Computation, i: Instruction, distance: int,
 
 def _layout(nodes: list[GraphNode], edges: list[tuple[str, str]]) -> None:
     """Layer each node by its longest path from a source (nodes come in program order, which
-    is a topological order within each computation), then number them within layers."""
-    layer = {n.name: 0 for n in nodes}
+    is a topological order within each computation) and number them within layers. An
+    expanded fusion's instructions form a block of columns of their own, to the right,
+    starting at the fusion's layer."""
     preds: dict[str, list[str]] = {}
     for a, b in edges:
         preds.setdefault(b, []).append(a)
-    for n in nodes:  # operands precede users in program order
-        for p in preds.get(n.name, []):
-            layer[n.name] = max(layer[n.name], layer[p] + 1)
-    count: dict[int, int] = {}
+    groups: dict[str, list[GraphNode]] = {}
     for n in nodes:
-        n.layer = layer[n.name]
-        n.order = count.get(n.layer, 0)
-        count[n.layer] = n.order + 1
+        groups.setdefault(n.group, []).append(n)
+    layer_of: dict[str, int] = {}
+    column = 0
+    for group, members in groups.items():  # the main graph ("") comes first
+        base = layer_of.get(group, 0)
+        inner: dict[str, int] = {}
+        for n in members:  # operands precede users in program order
+            inner[n.name] = max([inner[p] + 1 for p in preds.get(n.name, []) if p in inner],
+                                default=0)
+            n.layer = layer_of[n.name] = base + inner[n.name]
+        count: dict[int, int] = {}
+        for n in members:
+            n.order = column + count.get(n.layer, 0)
+            count[n.layer] = count.get(n.layer, 0) + 1
+        column += max(count.values(), default=0)
 
 
 def op_times(ops: list[Any], program_id: str, module_name: str) -> dict[str, OpTime]:
