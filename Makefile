@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python benchmarks/trace_viewer.py
 	$(BIN)/python benchmarks/run_model.py
 	$(BIN)/python benchmarks/xla.py
+	$(BIN)/python benchmarks/memory_viewer.py
 	$(BIN)/python benchmarks/engines.py
 
 clean:

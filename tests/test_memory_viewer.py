@@ -17,7 +17,7 @@ import pytest
 from stepscope.analysis.hlo_graph import graph_dot, graph_text, hlo_graph
 from stepscope.analysis.memory_viewer import MemoryViewerError, memory_viewer
 from stepscope.cli import main
-from stepscope.errors import NotFoundError
+from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HeapTrace
 from stepscope.run_loader import open_hlo_programs
 
@@ -341,3 +341,23 @@ def test_graph_of_a_tpu_program_in_a_loop() -> None:
     assert any(n.is_root for n in graph.nodes)
     names = {n.name for n in graph.nodes}
     assert all(a in names and b in names for a, b in graph.edges)
+
+
+def test_hlo_reader_names_programs_as_the_op_profile_does(tmp_path: Path) -> None:
+    from stepscope.formats.xspace_to_hlo import hlo_from_xspace, load_hlo
+    from stepscope.formats.xspace_to_xla import load_xla
+
+    for path in XLA_FIXTURES:
+        modules, names, bad = load_hlo(path)
+        x = load_xla(path)
+        assert names == x.module_names and not bad and not x.bad_modules
+        assert {k: (m.name, len(m.computations)) for k, m in modules.items()} == \
+            {k: (m.name, len(m.computations)) for k, m in x.modules.items()}
+    data = MI300.read_bytes()
+    rng = random.Random(11)
+    for blob in (b"", data[:1000], data[: len(data) // 2], b"\x0a\xff\xff\xff\xff\x0f",
+                 bytes(rng.randrange(256) for _ in range(3000)), b"\x0b" * 100):
+        try:
+            hlo_from_xspace(blob, "test")
+        except ProfileFormatError as err:
+            assert str(err).startswith("test:")

@@ -25,6 +25,7 @@ from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import host_names, load
 from stepscope.formats.xspace_hlo_probe import may_hold_hlo
+from stepscope.formats.xspace_to_hlo import load_hlo
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
@@ -207,14 +208,13 @@ def hlo_programs_of(sources: dict[str, Path], host: str | None = None) -> dict[s
     programs: dict[str, HloProgram] = {}
     for name in sorted(sources):
         source = sources[name]
-        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_xla(source):
+        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_hlo(source):
             continue
-        x = load_xla(source)
-        for pid, module in x.modules.items():
-            programs.setdefault(pid, HloProgram(pid, x.module_names.get(pid, module.name),
-                                                module))
-        for pid, why in x.bad_modules.items():
-            programs.setdefault(pid, HloProgram(pid, x.module_names.get(pid, ""), None, why))
+        modules, names, bad = load_hlo(source)
+        for pid, module in modules.items():
+            programs.setdefault(pid, HloProgram(pid, names.get(pid, module.name), module))
+        for pid, why in bad.items():
+            programs.setdefault(pid, HloProgram(pid, names.get(pid, ""), None, why))
     return programs
 
 

@@ -283,89 +283,99 @@ def _simulate(trace: HeapTrace, buffers: dict[int, _Buffer], notes: list[str]) -
     kinds = trace.kind.tolist()
     ids = trace.buffer_id.tolist()
     shares = trace.share_with.tolist()
-    n = len(kinds)
-    heap = [0] * (n + 1)
-    unpadded = [0] * (n + 1)
-    refs: dict[int, int] = {}
-    canonical: dict[int, int] = {}  # a sharer → the buffer whose memory it shares
-    live: dict[int, None] = {}  # canonical buffer ids in the order they became live
-    shown: dict[int, int] = {}  # a root canonical buffer → the sharer now using its memory
-    size = pad = peak = peak_pad = 0
-    peak_event = -1
-    peak_live: list[int] = []
-    peak_shown: dict[int, int] = {}
-    allocations: set[int] = set()
+    first = _Replay(kinds, ids, shares, buffers, len(kinds), record=True)
+    # The live set is taken by replaying up to the peak once more, rather than copied at
+    # every new peak (a heap that grows for n events would cost n² copies).
+    at_peak = _Replay(kinds, ids, shares, buffers, first.peak_event + 1, record=False)
+    if first.bad:
+        notes.append(f"The heap simulator trace is damaged ({first.bad}); the heap is shown "
+                     "up to that point.")
+    if len(first.allocations) > 1:
+        notes.append("The heap simulator trace spans several allocations; XLA simulates one.")
+    names = list(trace.instruction[:len(first.heap) - 1]) + [""]
+    return _Simulation(first.heap, first.unpadded, names, first.peak, first.peak_unpadded,
+                       first.peak_event + 1,
+                       [at_peak.shown.get(i, i) for i in at_peak.live])
 
-    def root(i: int) -> int:
+
+class _Replay:
+    """The heap state after the first ``stop`` events of a trace (and, with ``record``, the
+    heap before each event and its peak)."""
+
+    def __init__(self, kinds: list[int], ids: list[int], shares: list[int],
+                 buffers: dict[int, _Buffer], stop: int, *, record: bool) -> None:
+        self.refs: dict[int, int] = {}
+        self.canonical: dict[int, int] = {}  # a sharer → the buffer whose memory it shares
+        self.live: dict[int, None] = {}  # canonical buffer ids in the order they became live
+        self.shown: dict[int, int] = {}  # a root canonical buffer → the sharer now using it
+        self.allocations: set[int] = set()
+        self.heap: list[int] = []
+        self.unpadded: list[int] = []
+        self.peak = self.peak_unpadded = 0
+        self.peak_event = -1
+        self.bad = ""
+        self._limit = len(kinds)
+        size = pad = 0
+        for e in range(stop):
+            if record:
+                self.heap.append(size)
+                self.unpadded.append(pad)
+            buf = buffers.get(ids[e])
+            if buf is None:
+                continue
+            self.allocations.add(buf.allocation.index)
+            kind, bid = kinds[e], ids[e]
+            grew = False
+            if kind == HEAP_ALLOC:
+                r = self._root(bid)
+                self.refs[r] = self.refs.get(r, 0) + 1
+                self.live[bid] = None
+                size += buf.proto.size
+                pad += buf.unpadded
+                grew = True
+            elif kind == HEAP_FREE:
+                r = self._root(bid)
+                self.refs[r] = self.refs.get(r, 0) - 1
+                if self.refs[r] < 0:
+                    self.bad = f"buffer {bid} is freed more than once"
+                    break
+                if self.refs[r] == 0 and r in buffers:
+                    self.live.pop(r, None)
+                    size -= buffers[r].proto.size
+                    pad -= buffers[r].unpadded
+                    if size < 0:
+                        self.bad = "the heap size falls below zero"
+                        break
+            elif kind == HEAP_SHARE_WITH:
+                target = shares[e]
+                if target not in buffers:
+                    continue
+                self.canonical[bid] = target
+                r = self._root(target)
+                self.refs[r] = self.refs.get(r, 0) + 1
+                if self.refs[r] == 1:  # the shared memory was freed and is taken again
+                    self.shown[r] = bid
+                    self.live.pop(r, None)
+                    self.live[r] = None
+                    size += buffers[r].proto.size
+                    pad += buffers[r].unpadded
+                    grew = True
+            else:
+                self.bad = f"event kind {kind} is unknown"
+                break
+            if grew and size > self.peak:
+                self.peak, self.peak_unpadded, self.peak_event = size, pad, e
+        else:
+            if record:
+                self.heap.append(size)
+                self.unpadded.append(pad)
+
+    def _root(self, i: int) -> int:
         seen = 0
-        while i in canonical and seen <= n:  # ``seen`` ends a cycle in a damaged trace
-            i = canonical[i]
+        while i in self.canonical and seen <= self._limit:  # ends a cycle in a damaged trace
+            i = self.canonical[i]
             seen += 1
         return i
-
-    bad = ""
-    e = 0
-    for e in range(n):
-        heap[e], unpadded[e] = size, pad
-        buf = buffers.get(ids[e])
-        if buf is None:
-            continue
-        allocations.add(buf.allocation.index)
-        grew = False
-        kind, bid = kinds[e], ids[e]
-        if kind == HEAP_ALLOC:
-            r = root(bid)
-            refs[r] = refs.get(r, 0) + 1
-            live[bid] = None
-            size += buf.proto.size
-            pad += buf.unpadded
-            grew = True
-        elif kind == HEAP_FREE:
-            r = root(bid)
-            refs[r] = refs.get(r, 0) - 1
-            if refs[r] < 0:
-                bad = f"buffer {bid} is freed more than once"
-                break
-            if refs[r] == 0 and r in buffers:
-                live.pop(r, None)
-                size -= buffers[r].proto.size
-                pad -= buffers[r].unpadded
-                if size < 0:
-                    bad = "the heap size falls below zero"
-                    break
-        elif kind == HEAP_SHARE_WITH:
-            target = shares[e]
-            if target not in buffers:
-                continue
-            canonical[bid] = target
-            r = root(target)
-            refs[r] = refs.get(r, 0) + 1
-            if refs[r] == 1:  # the shared memory was freed and is taken again
-                shown[r] = bid
-                live.pop(r, None)
-                live[r] = None
-                size += buffers[r].proto.size
-                pad += buffers[r].unpadded
-                grew = True
-        else:
-            bad = f"event kind {kind} is unknown"
-            break
-        if grew and size > peak:
-            peak, peak_pad, peak_event = size, pad, e
-            peak_live = list(live)
-            peak_shown = dict(shown)
-    if bad:
-        notes.append(f"The heap simulator trace is damaged ({bad}); the heap is shown up to "
-                     "that point.")
-        heap, unpadded = heap[:e + 1], unpadded[:e + 1]
-        names = trace.instruction[:e] + [""]
-    else:
-        heap[n], unpadded[n] = size, pad
-        names = list(trace.instruction[:n]) + [""]
-    if len(allocations) > 1:
-        notes.append("The heap simulator trace spans several allocations; XLA simulates one.")
-    return _Simulation(heap, unpadded, names, peak, peak_pad, peak_event + 1,
-                       [peak_shown.get(i, i) for i in peak_live])
 
 
 def _peak_buffer(buf: _Buffer, allocations: dict[int, BufferAllocation]) -> PeakBuffer:
