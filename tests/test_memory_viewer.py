@@ -18,7 +18,7 @@ from stepscope.analysis.hlo_graph import graph_dot, graph_text, hlo_graph
 from stepscope.analysis.memory_viewer import MemoryViewerError, memory_viewer
 from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
-from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HeapTrace
+from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
 from stepscope.run_loader import open_hlo_programs
 
 from conftest import FIXTURES
@@ -36,21 +36,25 @@ XLA_FIXTURES = [TPU, MI300, MI300_LEGACY, MI355_TE]
 
 pytestmark = pytest.mark.usefixtures("cache_home")
 
-# Several live temporaries of different sizes, one of them a tuple, and a loop.
+# Several live temporaries of different sizes, a scan (its carry shares memory: SHARE_WITH
+# events in the heap trace) and a donated argument.
 JAX_PROGRAM = """
 import sys, jax, jax.numpy as jnp
-@jax.jit
-def step(w, x):
-    h = jnp.tanh(x @ w)
-    g = jnp.concatenate([h, h * 2.0], axis=1)
-    s = jax.lax.fori_loop(0, 3, lambda i, a: a * 0.5 + 1.0, g)
-    return w - 0.01 * (s[:, :128].T @ x), s.sum()
-w, x = jnp.ones((128, 128)), jnp.ones((256, 128))
-w, _ = step(w, x)
+from functools import partial
+@partial(jax.jit, donate_argnums=(0,))
+def step(state, x):
+    def body(c, xi):
+        c = c.at[0].set(c[0] + xi.sum())
+        return jnp.tanh(c) * 0.9 + c, c.sum()
+    state, ys = jax.lax.scan(body, state, x)
+    big = jnp.concatenate([state, state.T], axis=0)
+    return state + big[:128].mean() + ys.sum(), (big @ big.T).sum()
+s, x = jnp.ones((128, 128)), jnp.ones((6, 128))
+s, _ = step(s, x)
 with jax.profiler.trace(sys.argv[1]):
     for i in range(3):
         with jax.profiler.StepTraceAnnotation("train", step_num=i):
-            w, l = step(w, x)
+            s, l = step(s, x)
             l.block_until_ready()
 """
 
@@ -170,6 +174,8 @@ def test_memory_viewer_equals_xprof_on_cpu_programs(which: str, request: Any,
     assert result.peak_heap_bytes > result.argument_bytes > 0
     if which == "jax":
         assert len(set(result.heap_bytes)) > 2 and result.peak_buffers
+        kinds = step.module.buffer_assignment.heap_traces[0].kind  # type: ignore[union-attr]
+        assert HEAP_SHARE_WITH in kinds.tolist()
     else:
         assert result.heap_bytes == [] and result.temporary_bytes == 0
 
