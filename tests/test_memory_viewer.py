@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.hlo_graph import graph_dot, graph_text, hlo_graph
-from stepscope.analysis.memory_viewer import MemoryViewerError, memory_viewer
+from stepscope.analysis.memory_viewer import MemoryViewerError, memory_spaces, memory_viewer
 from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
@@ -75,8 +75,9 @@ tf.profiler.experimental.stop()
 """
 
 
-def _xprof_memory(path: Path, label: str, tmp: Path) -> dict[str, Any] | None:
-    """XProf's memory viewer of program ``label`` (``name(id)``) in a copy of ``path``."""
+def _xprof_memory(path: Path, label: str, tmp: Path, space: int = 0) -> dict[str, Any] | None:
+    """XProf's memory viewer of program ``label`` (``name(id)``) and memory space ``space``
+    in a copy of ``path``."""
     from xprof.convert import raw_to_tool_data
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -84,8 +85,8 @@ def _xprof_memory(path: Path, label: str, tmp: Path) -> dict[str, Any] | None:
     if not copy_.exists():
         shutil.copy(path, copy_)
         raw_to_tool_data.xspace_to_tool_names([str(copy_)])  # writes each program's HLO
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy_)], "memory_viewer",
-                                                   {"module_name": label})
+    data, _ = raw_to_tool_data.xspace_to_tool_data(
+        [str(copy_)], "memory_viewer", {"module_name": label, "memory_space": str(space)})
     if not data:
         return None
     out: dict[str, Any] = json.loads(data.decode() if isinstance(data, bytes) else data)
@@ -93,15 +94,16 @@ def _xprof_memory(path: Path, label: str, tmp: Path) -> dict[str, Any] | None:
 
 
 def _check_against_xprof(path: Path, tmp: Path) -> int:
-    """Every program's memory viewer equals XProf's; the number of programs compared."""
+    """Every program's memory viewer, in each of its memory spaces, equals XProf's; the
+    number of (program, memory space) pairs compared."""
     compared = 0
-    for program in open_hlo_programs(path).values():
-        if not program.has_memory_data:
-            continue
+    pairs = [(p, space) for p in open_hlo_programs(path).values() if p.has_memory_data
+             for space in memory_spaces(p.module)]  # type: ignore[arg-type]
+    for program, space in pairs:
         assert program.module is not None
-        theirs = _xprof_memory(path, program.label, tmp)
+        theirs = _xprof_memory(path, program.label, tmp, space)
         assert theirs is not None, program.label
-        ours = memory_viewer(program.module, program_id=program.program_id)
+        ours = memory_viewer(program.module, space, program_id=program.program_id)
         mib = pytest.approx
         assert ours.peak_heap_bytes / MIB == mib(theirs.get("peakHeapMib", 0), abs=1e-9)
         assert ours.peak_unpadded_heap_bytes / MIB == mib(theirs.get("peakUnpaddedHeapMib", 0),
@@ -143,7 +145,8 @@ def _check_against_xprof(path: Path, tmp: Path) -> int:
 
 @pytest.mark.parametrize("path", XLA_FIXTURES, ids=lambda p: p.parent.name)
 def test_memory_viewer_equals_xprof_on_accelerator_profiles(path: Path, tmp_path: Path) -> None:
-    assert _check_against_xprof(path, tmp_path) >= 1
+    # TPU programs have several memory spaces (0, 1, 2, 5, 6), GPU ones one.
+    assert _check_against_xprof(path, tmp_path) >= (12 if path == TPU else 7)
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +244,8 @@ def test_cli_graph_text_json_and_dot(capsys: Any) -> None:
     (["memory-viewer", "{f}", "--module", "jit__normal"], "2 programs are named"),
     (["memory-viewer", "{f}", "--memory-space", "x"], "--memory-space must be"),
     (["memory-viewer", "{f}", "--memory-space", "7"], "No program has memory space 7"),
+    (["memory-viewer", "{f}", "--module", "15", "--memory-space", "7"], "no memory space 7"),
+    (["memory-viewer", "{f}", "--limit", "-1"], "--limit must be"),
     (["xla-graph", "{f}", "--module", "15", "--op", "nope"], "No op 'nope'"),
     (["xla-graph", "{f}", "--module", "15", "--op", "cudnn-conv.1", "--depth", "99"],
      "--depth must be"),

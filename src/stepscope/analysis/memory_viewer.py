@@ -39,7 +39,7 @@ SMALL_BUFFER_BYTES = 16 * 1024
 _POINTER_BYTES = 8
 
 
-class MemoryViewerError(ValueError):
+class MemoryViewerError(NotFoundError):
     """A module has no buffer assignment, or no memory space of that number."""
 
 

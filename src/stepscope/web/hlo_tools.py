@@ -47,17 +47,14 @@ def _int(params: Params, name: str, default: int, low: int, high: int) -> int:
 
 def memory_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The memory viewer of one program (default: the one with the largest peak heap)."""
-    from stepscope.analysis.memory_viewer import MemoryViewerError, memory_viewer_of
-    from stepscope.errors import NotFoundError
+    from stepscope.analysis.memory_viewer import memory_viewer_of
 
     module = str(params.get("module") or "") or None
     space = _int(params, "memory_space", 0, 0, (1 << 31) - 1)
-    try:
-        data: dict[str, Any] = run.result(
-            ("memory_viewer", host, module, space),
-            lambda: memory_viewer_of(_programs(run, host), module, space).to_dict())
-    except MemoryViewerError as err:
-        raise NotFoundError(str(err)) from err
+    # An unknown program or memory space is a NotFoundError: the API answers 404.
+    data: dict[str, Any] = run.result(
+        ("memory_viewer", host, module, space),
+        lambda: memory_viewer_of(_programs(run, host), module, space).to_dict())
     return {"run": run.profile.run, "host": host, **data}
 
 
