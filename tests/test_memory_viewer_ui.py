@@ -84,6 +84,11 @@ def test_tools_listed_only_for_runs_with_hlo_and_params_checked(server: Server) 
         status, body = server.get("data", run="b_mi300", tool="memory_viewer", **params)
         assert status == code, (params, body)
         assert json.loads(body)["error"]
+    one = server.data(run="b_mi300", tool="memory_viewer", host="host")
+    assert one["host"] == "host" and one["peak_buffers"] == server.data(
+        run="b_mi300", tool="memory_viewer")["peak_buffers"]  # the run's only host
+    status, _ = server.get("data", run="b_mi300", tool="memory_viewer", host="<nope>")
+    assert status == 404
     for params, code in (({"depth": "99"}, 400), ({"depth": "two"}, 400),
                          ({"op": "nope", "module": "15"}, 404), ({"module": "nope"}, 404),
                          ({"expand_fusions": "maybe"}, 400)):
