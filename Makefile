@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python benchmarks/engines.py
 	$(BIN)/python benchmarks/xla.py
 	$(BIN)/python benchmarks/timeline.py
+	$(BIN)/python benchmarks/memory_viewer.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \

@@ -176,6 +176,62 @@ def _cmd_xla(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_memory_viewer(args: argparse.Namespace) -> int:
+    from stepscope.analysis.memory_viewer import memory_viewer_of
+    from stepscope.run_loader import open_hlo_programs
+    from stepscope.views.memory_viewer_report import render_memory_viewer
+
+    if args.limit < 0:
+        raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
+    space = _memory_space(args.memory_space)
+    data = memory_viewer_of(open_hlo_programs(args.path, args.host), args.module,
+                            space).to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2, allow_nan=False))
+    else:
+        render_memory_viewer(data, _console(), limit=args.limit)
+    return 0
+
+
+def _memory_space(text: str) -> int:
+    """A memory space number (XLA's memory colour: 0 the device's main memory)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 1 << 31:
+        raise StepscopeError(f"--memory-space must be a memory space number (0: the "
+                             f"device's main memory), not {text!r}.")
+    return value
+
+
+def _cmd_xla_graph(args: argparse.Namespace) -> int:
+    from stepscope.analysis.hlo_graph import MAX_DEPTH, graph_dot, graph_text, hlo_graph, op_times
+    from stepscope.analysis.hlo_programs import choose_program
+    from stepscope.run_loader import open_hlo_programs, open_xla_model
+
+    if not 0 <= args.depth <= MAX_DEPTH:
+        raise StepscopeError(f"--depth must be between 0 and {MAX_DEPTH}, not {args.depth}.")
+    programs = open_hlo_programs(args.path, args.host)
+    if not any(p.module is not None for p in programs.values()):
+        raise StepscopeError(f"{args.path} holds no XLA program's HLO; the graph viewer "
+                             "needs a JAX, TensorFlow jit_compile or PyTorch/XLA profile.")
+    program = choose_program(programs, args.module)
+    if program.module is None:
+        raise StepscopeError(f"Program {program.label}'s HLO is unreadable: {program.error}")
+    model = open_xla_model(args.path, use_cache=not args.no_cache, host=args.host)
+    graph = hlo_graph(program.module, args.op, args.depth, expand_fusions=args.expand_fusions,
+                      times=op_times(model.ops, program.program_id, program.name),
+                      program_id=program.program_id)
+    if args.json:
+        print(json.dumps(graph.to_dict(), indent=2, allow_nan=False))
+    elif args.dot:
+        print(graph_dot(graph))
+    else:
+        print(graph_text(graph))
+    return 0
+
+
 def _load_for_table(args: argparse.Namespace) -> Any:
     """Load ``args.path`` with a progress bar, check ``args.host`` and warn of failed hosts."""
     from stepscope.formats.run_reader import load
@@ -434,6 +490,40 @@ def build_parser() -> argparse.ArgumentParser:
     xla.add_argument("--no-cache", action="store_true",
                      help="read the profile afresh, bypassing the on-disk cache")
     xla.set_defaults(func=_cmd_xla)
+
+    mv = sub.add_parser("memory-viewer", help="XLA memory viewer: what fills one program's "
+                        "memory at its peak",
+                        description="Peak heap, argument, temporary and reserved sizes, "
+                        "padding, the heap over program order and the buffers live at the "
+                        "peak of one XLA program, from the buffer assignment in its HLO.")
+    mv.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    mv.add_argument("--module", help="the program: name(id), its id, or a name only one "
+                    "program has (default: the program with the largest peak heap)")
+    mv.add_argument("--memory-space", default="0",
+                    help="memory space (XLA memory colour; default 0, the device's memory)")
+    mv.add_argument("--host", help="only this host's programs (default: every host)")
+    mv.add_argument("--json", action="store_true", help="print the result as JSON")
+    mv.add_argument("--limit", type=int, default=20,
+                    help="buffers shown in the terminal (0: all; default 20)")
+    mv.set_defaults(func=_cmd_memory_viewer)
+
+    xg = sub.add_parser("xla-graph", help="XLA graph viewer: the HLO graph around one op",
+                        description="The operands and users of one HLO op to a depth, with "
+                        "each op's shape and its device time from the op profile.")
+    xg.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xg.add_argument("--module", required=True,
+                    help="the program: name(id), its id, or a name only one program has")
+    xg.add_argument("--op", required=True, help="the HLO instruction's name")
+    xg.add_argument("--depth", type=int, default=2, help="steps out from the op (default 2)")
+    xg.add_argument("--expand-fusions", action="store_true",
+                    help="show the instructions inside each fusion")
+    xg.add_argument("--host", help="only this host's programs (default: every host)")
+    out = xg.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the graph as JSON")
+    out.add_argument("--dot", action="store_true", help="print the graph as Graphviz DOT")
+    xg.add_argument("--no-cache", action="store_true",
+                    help="read the profile afresh, bypassing the on-disk cache")
+    xg.set_defaults(func=_cmd_xla_graph)
 
     exp = sub.add_parser("export", help="write a profile as Chrome-trace JSON (Perfetto, "
                          "chrome://tracing)",

@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from stepscope.analysis.hlo_programs import HloProgram
 from stepscope.analysis.run_model import (
     RUN_MODEL_NAME,
     LazyHosts,
@@ -23,6 +24,8 @@ from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel,
 from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import host_names, load
+from stepscope.formats.xspace_hlo_probe import may_hold_hlo
+from stepscope.formats.xspace_to_hlo import load_hlo
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
@@ -189,3 +192,54 @@ def _cached_xla(files: list[Path]) -> XlaModel | None:
         return XlaModel.from_dict(data)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None  # a damaged or foreign entry: build afresh (and overwrite it)
+
+
+# -- XLA programs' HLO (memory viewer, graph viewer) -------------------------------------------
+
+
+def hlo_programs_of(sources: dict[str, Path], host: str | None = None) -> dict[str, HloProgram]:
+    """The XLA programs whose HLO the run's XSpace files hold (``sources``: host → file), or
+    those of its host ``host``, keyed by program id."""
+    if host is not None:
+        if host not in sources:
+            raise StepscopeError(f"No host {host!r} in this run; it has "
+                                 f"{', '.join(sorted(sources)) or 'none'}.")
+        sources = {host: sources[host]}
+    programs: dict[str, HloProgram] = {}
+    for name in sorted(sources):
+        source = sources[name]
+        if not source.name.endswith(schema.XPLANE_SUFFIX) or not may_hold_hlo(source):
+            continue
+        modules, names, bad = load_hlo(source)
+        for pid, module in modules.items():
+            programs.setdefault(pid, HloProgram(pid, names.get(pid, module.name), module))
+        for pid, why in bad.items():
+            programs.setdefault(pid, HloProgram(pid, names.get(pid, ""), None, why))
+    return programs
+
+
+def open_hlo_programs(path: str | Path, host: str | None = None) -> dict[str, HloProgram]:
+    """The XLA programs with HLO of the run ``path`` names (see ``hlo_programs_of``)."""
+    _, _, files, _ = resolve(path)
+    names = host_names(files)
+    return hlo_programs_of(dict(zip(names, files, strict=True)), host)
+
+
+def has_hlo_data(files: list[Path]) -> bool:
+    """Whether any of a run's files may hold XLA programs' HLO (a byte probe, kept per file
+    while its size and modification time stay the same)."""
+    for f in files:
+        if not f.name.endswith(schema.XPLANE_SUFFIX):
+            continue
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if _probe_hlo(str(f), st.st_size, st.st_mtime_ns):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _probe_hlo(path: str, size: int, mtime_ns: int) -> bool:
+    return may_hold_hlo(path)

@@ -7,6 +7,8 @@ import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
 import { renderTrace } from "./trace/index";
+import { renderGraphViewer } from "./hlo/graph_viewer";
+import { renderMemoryViewer } from "./hlo/memory_viewer";
 import { renderHloStats } from "./xla/hlo_stats";
 import { renderOpProfile } from "./xla/op_profile";
 import { renderRoofline } from "./xla/roofline";
@@ -34,4 +36,6 @@ export const PAGES: Record<string, Page> = {
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,
   roofline_model: renderRoofline,
+  memory_viewer: renderMemoryViewer,
+  graph_viewer: renderGraphViewer,
 };

@@ -21,7 +21,7 @@ from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
-from stepscope.run_loader import has_xla_data
+from stepscope.run_loader import has_hlo_data, has_xla_data
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
@@ -99,6 +99,14 @@ def integer(query: Mapping[str, str], name: str, low: int, high: int,
     return value
 
 
+def text(query: Mapping[str, str], name: str) -> str:
+    """A text query parameter ("" when absent): bounded, without control characters."""
+    value = query.get(name, "")
+    if len(value) > _MAX_NAME or _CONTROL.search(value):
+        raise ApiError(400, f"Parameter {name} is too long or holds control characters.")
+    return value
+
+
 class Api:
     """The API over one logdir."""
 
@@ -164,10 +172,12 @@ class Api:
         path = self._run_path(run)
         self._host(host, None, path)
         xla = any(t.needs_xla for t in TOOLS.values()) and _has_xla(path)
+        hlo = any(t.needs_hlo for t in TOOLS.values()) and _has_hlo(path)
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
-                           "flags": list(t.flags)} for t in TOOLS.values()
-                          if (xla or not t.needs_xla)
+                           "flags": list(t.flags), "texts": list(t.texts)}
+                          for t in TOOLS.values()
+                          if (xla or not t.needs_xla) and (hlo or not t.needs_hlo)
                           and self._offers(t, path, host or None)]}
 
     def _offers(self, tool: Tool, path: Path, host: str | None) -> bool:
@@ -189,12 +199,17 @@ class Api:
         return self.store.get(self._run_path(run)).progress()
 
     def _ready(self, run: str | None, host: str | None, tool: str | None,
-               query: Mapping[str, str]) -> tuple[RunState, Tool, str | None, dict[str, int]]:
+               query: Mapping[str, str]
+               ) -> tuple[RunState, Tool, str | None, dict[str, int | bool | str]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
         if chosen.needs_xla and not _has_xla(path):
             raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
-        params: dict[str, int] = {name: flag(query, name) for name in chosen.flags}
+        if chosen.needs_hlo and not _has_hlo(path):
+            raise NotFoundError(f"Tool {chosen.name!r} needs the HLO of XLA programs; run "
+                                f"{run!r} has none.")
+        params: dict[str, int | bool | str] = {name: flag(query, name) for name in chosen.flags}
+        params.update({name: text(query, name) for name in chosen.texts})
         for p in chosen.ints:
             value = integer(query, p.name, p.low, p.high, p.default)
             if value is not None:
@@ -287,6 +302,15 @@ def _has_xla(path: Path) -> bool:
     """Whether the run at ``path`` has XLA programs (False when its files cannot be listed)."""
     try:
         return has_xla_data(resolve(path)[2])
+    except StepscopeError:
+        return False
+
+
+def _has_hlo(path: Path) -> bool:
+    """Whether the run at ``path`` holds XLA programs' HLO (False when its files cannot be
+    listed)."""
+    try:
+        return has_hlo_data(resolve(path)[2])
     except StepscopeError:
         return False
 

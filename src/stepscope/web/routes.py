@@ -126,6 +126,11 @@ _MEMORY = (Param("allocator", "memory_profile: the allocator whose timeline to s
            Param("from_us", "memory_profile: timeline from this time (µs since the host's "
                  "profile start)"),
            Param("to_us", "memory_profile: timeline up to this time (µs)"))
+_HLO = (Param("module", "memory_viewer, graph_viewer: the program, name(id), id or name"),
+        Param("memory_space", "memory_viewer: the memory space (XLA memory colour, default 0)"),
+        Param("op", "graph_viewer: the HLO op (default: the program's costliest)"),
+        Param("depth", "graph_viewer: steps out from the op, 0 to 20 (default 2)"),
+        Param("expand_fusions", "graph_viewer: true to show the instructions inside fusions"))
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "runs", _runs, "runs", "Runs of the logdir, newest first, with their hosts"),
@@ -135,7 +140,7 @@ ROUTES: tuple[Route, ...] = (
           (_RUN,)),
     Route("GET", "data", _data, "data",
           "A tool's data as JSON (202 with progress while loading)",
-          (_RUN, _HOST, _TOOL, _IDLE, *_MEMORY)),
+          (_RUN, _HOST, _TOOL, _IDLE, *_MEMORY, *_HLO)),
     Route("GET", "csv", _csv, "csv", "A tool's table as CSV", (_RUN, _HOST, _TOOL, _IDLE),
           media_type="text/csv"),
     Route("POST", "capture", _start_capture, "start_capture",

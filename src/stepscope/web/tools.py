@@ -17,9 +17,10 @@ from stepscope.analysis.run_model import RunModel
 from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
 from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
+from stepscope.web.hlo_tools import graph_viewer_data, memory_viewer_data
 from stepscope.web.loaded_run import LoadedRun
 
-Params = Mapping[str, int]  # flags (bool) and integer parameters
+Params = Mapping[str, "int | bool | str"]  # flags, integer and text parameters
 DataFn = Callable[[LoadedRun, "str | None", Params], dict[str, Any]]
 CsvFn = Callable[[LoadedRun, "str | None", Params], str]
 
@@ -37,6 +38,8 @@ class Tool:
     # Whether the tool has anything to show for a loaded run (None: always).
     available: Callable[[LoadedRun, str | None], bool] | None = None
     needs_xla: bool = False  # listed only for runs whose profiles hold XLA programs
+    needs_hlo: bool = False  # listed only for runs whose profiles hold XLA programs' HLO
+    texts: tuple[str, ...] = ()  # text query parameters the tool accepts
 
 
 @dataclass(frozen=True)
@@ -276,4 +279,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("hlo_op_stats", "HLO op stats", hlo_op_stats_data, hlo_op_stats_table_csv,
          needs_xla=True),
     Tool("roofline_model", "Roofline model", roofline_data, needs_xla=True),
+    Tool("memory_viewer", "Memory viewer", memory_viewer_data, needs_hlo=True,
+         texts=("module", "memory_space")),
+    Tool("graph_viewer", "Graph viewer", graph_viewer_data, flags=("expand_fusions",),
+         needs_hlo=True, texts=("module", "op", "depth")),
 ]}
