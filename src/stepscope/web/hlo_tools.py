@@ -12,7 +12,7 @@ from typing import Any
 from stepscope.analysis.hlo_programs import HloProgram, choose_program, program_list
 from stepscope.web.loaded_run import LoadedRun
 
-Params = Mapping[str, "bool | str"]
+Params = Mapping[str, "int | bool | str"]  # as web.tools.Params (it imports this module)
 # Ops offered for choosing in the graph viewer: the program's costliest first.
 _TOP_OPS = 200
 
