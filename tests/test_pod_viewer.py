@@ -131,18 +131,20 @@ def test_cached_run_model_is_used_and_a_damaged_one_is_rebuilt(tmp_path: Path) -
     (entry,) = (tmp_path / "cache").glob(f"*.{RUN_MODEL_NAME}.cache")
     assert open_run_model(run).to_dict() == first
     # A well-formed entry of the wrong shape is a miss, never a wrong answer.
-    wrong = {"version": RUN_MODEL_VERSION, "hosts": {"x": {}}}
-    cache.save_result(sorted(run.iterdir()), RUN_MODEL_NAME, wrong)
+    files = sorted(run.iterdir())
+    wrong = {"version": RUN_MODEL_VERSION, "host_names": ["x"], "combined": []}
+    cache.save_arrays(files, RUN_MODEL_NAME, wrong, {"host.0": np.zeros(3, np.uint8)})
     assert open_run_model(run).to_dict() == first
     # So is an entry with one byte changed (its checksum no longer matches).
     damaged_bytes = bytearray(entry.read_bytes())
     damaged_bytes[-200] ^= 0x02
     entry.write_bytes(bytes(damaged_bytes))
     assert open_run_model(run).to_dict() == first
-    assert cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME) is not None
+    # The hosts' parts are raw arrays beside a small header of combined results.
+    header, arrays = cache.load_arrays(files, RUN_MODEL_NAME)  # type: ignore[misc]
+    assert "hosts" not in header and len(arrays) == len(header["host_names"]) == 3
     # A damaged host part, found only when that host is asked for: one clear error.
-    data = cache.load_result(sorted(run.iterdir()), RUN_MODEL_NAME)
-    assert data is not None
+    data = open_run_model(run).to_dict()
     host = next(iter(data["hosts"]))
     data["hosts"][host] = data["hosts"][host][: len(data["hosts"][host]) // 2]
     damaged = RunModel.from_dict(data)

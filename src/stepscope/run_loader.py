@@ -12,6 +12,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from stepscope.analysis.hlo_programs import HloProgram
 from stepscope.analysis.run_model import (
     RUN_MODEL_NAME,
@@ -67,7 +69,7 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
     model = RunModel(run, str(where), LazyHosts(raw), failed)
     model.combined = combine(model)
     if use_cache and not model.failed:
-        cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
+        save_model(files, model)
     return model
 
 
@@ -84,15 +86,32 @@ def run_model_of(profile: RunTables, *, use_cache: bool = True) -> RunModel:
             return cached
     model = build_run_model(profile)
     if files and not model.failed:
-        cache.save_result(files, RUN_MODEL_NAME, model.to_dict())
+        save_model(files, model)
     return model
 
 
+def save_model(files: list[Path], model: RunModel) -> None:
+    """Keep ``model`` in the cache for ``files``: the combined results as the entry's JSON
+    header, each host's part as raw UTF-8 bytes of its own (JSON text inside JSON would be
+    escaped and unescaped whole at every open; this way a cached open parses only the
+    combined results, and a host's part when a tool asks for that host)."""
+    data = model.to_dict()
+    hosts: dict[str, str] = data.pop("hosts")
+    data["host_names"] = list(hosts)
+    cache.save_arrays(files, RUN_MODEL_NAME, data, {
+        f"host.{i}": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        for i, text in enumerate(hosts.values())})
+
+
 def _cached(files: list[Path]) -> RunModel | None:
-    data = cache.load_result(files, RUN_MODEL_NAME)
-    if data is None:
+    hit = cache.load_arrays(files, RUN_MODEL_NAME)
+    if hit is None:
         return None
+    data, arrays = hit
     try:
+        names = data.pop("host_names")
+        data["hosts"] = {str(name): arrays[f"host.{i}"].tobytes().decode("utf-8")
+                         for i, name in enumerate(names)}
         return RunModel.from_dict(data)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None  # a damaged or foreign entry: build afresh (and overwrite it)
