@@ -52,6 +52,11 @@ class IntParam:
     default: int | None = None
 
 
+def run_model(run: LoadedRun) -> RunModel:
+    """The run's model: computed once per loaded run (or read from the cache)."""
+    return _model(run)
+
+
 def _model(run: LoadedRun) -> RunModel:
     """The run's model: computed once per loaded run (or read from the cache)."""
     model: RunModel = run.result(("run_model",),

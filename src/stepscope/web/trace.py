@@ -80,7 +80,19 @@ def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[
     """The trace viewer's tool data: the host, its sections and tracks, its time span."""
     name = host_of(run, host)
     return {"run": run.profile.run, "host": name, "hosts": list(run.profile.hosts),
-            **trace_index(run, host).meta()}
+            "clock": clock_of(run, name), **trace_index(run, host).meta()}
+
+
+def clock_of(run: LoadedRun, host: str) -> dict[str, Any]:
+    """How the host's clock is lined up with the run's other hosts (the pod viewer's
+    alignment): add ``shift_ns`` to its times to compare them with another host's."""
+    from stepscope.web.tools import run_model
+
+    alignment = run_model(run).pod_dict().get("alignment", {}).get(host)
+    if not alignment:
+        return {"shift_ns": 0, "method": "none", "reason": "One host: nothing to line up."}
+    return {"shift_ns": int(alignment["shift_ns"]), "method": str(alignment["method"]),
+            "reason": str(alignment["reason"])}
 
 
 def integer(query: Mapping[str, str], name: str, low: int, high: int) -> int:

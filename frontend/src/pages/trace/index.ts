@@ -2,23 +2,34 @@
 // parts: state.ts (what is shown), data.ts (the /api/trace routes), draw.ts (gutter, axis,
 // canvas), tools.ts (tool bar, details, search) and input.ts (mouse and keyboard).
 import { toolData } from "../../api";
-import { h } from "../../dom";
+import { duration, h } from "../../dom";
 import type { PageContext } from "../registry";
 import { TraceData } from "./data";
 import { createSurface, Painter } from "./draw";
 import { bindInput } from "./input";
-import { createState, Meta } from "./state";
+import { alignedOf, createState, Meta, View, viewOfAligned } from "./state";
 import { TraceTools } from "./tools";
+
+// The moment last shown, on the run's lined-up clock: switching to another host of the same
+// run shows the same moment there (hosts' clocks differ; the pod viewer's alignment says how).
+let lastShown: { run: string; host: string; aligned: View } | null = null;
 
 export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   const meta = await toolData<Meta>({ run: ctx.run, host: ctx.host, tool: "trace_viewer" },
                                     ctx.progress);
   const s = createState(meta);
+  if (lastShown && lastShown.run === meta.run && lastShown.host !== meta.host) {
+    s.view = viewOfAligned(meta, lastShown.aligned);
+  }
+  const remember = (): void => {
+    lastShown = { run: meta.run, host: meta.host, aligned: alignedOf(meta, s.view) };
+  };
   const surface = createSurface();
   const painter = new Painter(s, surface);
   const data = new TraceData(ctx, meta.host, () => s.view, () => painter.width(), (w) => {
     s.data = w;
     surface.canvas.dataset.window = `${w.start_ns},${w.end_ns}`;
+    remember();
     painter.draw();
   });
   const tools = new TraceTools(s, painter, data);
@@ -39,9 +50,14 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   };
 
   painter.buildGutter();
+  const clock = meta.clock && meta.hosts.length > 1
+    ? h("span", { id: "trace-clock", className: "muted", title: meta.clock.reason },
+        `clock ${meta.clock.shift_ns >= 0 ? "+" : "−"}${duration(Math.abs(meta.clock.shift_ns))}` +
+        ` (${meta.clock.method})`)
+    : "";
   const page = h("div", { id: "trace-page" },
     h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev, tools.next,
-      tools.matchLabel, tools.reset, tools.timingLabel),
+      tools.matchLabel, tools.reset, tools.timingLabel, clock),
     h("div", { className: "trace-axis-row" }, h("div", { className: "trace-axis-gutter" },
       surface.range, " ", surface.drawnLabel), surface.axis),
     surface.scroller, tools.details);

@@ -4,9 +4,11 @@
 
 export interface TrackInfo { id: number; section: string; name: string; kind: string; rows: number;
   events: number; }
+/** How a host's clock is lined up with the run's other hosts (add shift_ns to compare). */
+export interface Clock { shift_ns: number; method: string; reason: string; }
 export interface Meta { run: string; host: string; hosts: string[]; origin_ns: number; span_ns: number;
   events: number; flows: number; sections: { name: string; tracks: number[] }[];
-  tracks: TrackInfo[]; }
+  tracks: TrackInfo[]; clock: Clock; }
 export interface End { id: number; track: number; row: number; time: number; }
 export interface Flow { kind: string; from: End; to: End; }
 /** One answer of the window route: what to draw between two times at one width. */
@@ -61,6 +63,18 @@ export interface TraceState {
 /** The whole run. */
 export function fullView(meta: Meta): View {
   return { t0: 0, t1: Math.max(meta.span_ns, 1) };
+}
+
+/** Where a view lies on the run's lined-up clock (ns), to show the same moment on another
+ * host; and the view that is on this host's trace. */
+export function alignedOf(meta: Meta, view: View): View {
+  const at = meta.origin_ns + (meta.clock?.shift_ns ?? 0);
+  return { t0: view.t0 + at, t1: view.t1 + at };
+}
+
+export function viewOfAligned(meta: Meta, aligned: View): View {
+  const at = meta.origin_ns + (meta.clock?.shift_ns ?? 0);
+  return { t0: aligned.t0 - at, t1: aligned.t1 - at };
 }
 
 export function createState(meta: Meta): TraceState {
