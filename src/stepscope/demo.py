@@ -65,7 +65,8 @@ def run(logdir: str | Path, steps: int = 30, batch_size: int = 64, hidden: int =
     w2 = rng.standard_normal((hidden, 1)).astype(np.float32) * 0.05
     lr = 0.01
     loss = float("nan")
-    options = ProfilerOptions(python_tracer_level=1 if python_tracer else 0)
+    # NumPy allocations too, so that the memory profile has something to show.
+    options = ProfilerOptions(python_tracer_level=1 if python_tracer else 0, memory_tracer_level=1)
     start(str(logdir), options=options)
     try:
         for step in range(steps):
