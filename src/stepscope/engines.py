@@ -131,9 +131,13 @@ def _run_on_pool(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterato
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_host_task, task, use_cache) for task in tasks]
+        futures = {pool.submit(run_host_task, task, use_cache): task for task in tasks}
         for future in as_completed(futures):
-            yield future.result()
+            try:
+                yield future.result()
+            except Exception as err:  # its worker died (or a bug): that host failed, not the run
+                yield HostResult(futures[future].name, None,
+                                 f"its worker process failed ({type(err).__name__}: {err})")
 
 
 def _run_on_ray(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator[HostResult]:
