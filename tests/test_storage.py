@@ -287,3 +287,20 @@ def test_the_profiler_server_writes_where_a_tensorflow_client_names_a_bucket(
     finally:
         worker.kill()
         worker.wait(timeout=30)
+
+
+def test_a_bucket_that_fails_at_stop_does_not_cost_the_profile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: Any, data: bytes) -> None:
+        raise OSError("the bucket cannot be reached")
+
+    monkeypatch.setattr("stepscope.formats.xplane_builder.write_remote", refuse)
+    stepscope.start("memory://stepscope-test/unreachable")
+    with stepscope.Trace("train", step_num=0, _r=1):
+        pass
+    with pytest.raises(stepscope.LogdirError, match="saved to (.*) instead") as raised:
+        stepscope.stop()
+    kept = Path(str(raised.value).split("saved to ")[1].split(" instead")[0])
+    assert kept.is_file() and kept.name.endswith(".xplane.pb")
+    assert main(["report", str(kept), "--json"]) == 0
+    kept.unlink()

@@ -217,9 +217,24 @@ def stop(save: bool = True) -> Path | None:
     try:
         xb.write_space(space, path)
     except OSError as err:
-        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}).") from err
+        if not locations.is_remote(path):
+            raise LogdirError(f"Cannot write the profile to {path} "
+                              f"({err.strerror or err}).") from err
+        # A bucket that cannot be reached at the end of a long run must not cost the profile.
+        kept = _keep_locally(space, path)
+        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}); it "
+                          f"was saved to {kept} instead: copy it there once the storage can "
+                          "be reached.") from err
     log.info("stepscope profile written to %s", path)
     return path
+
+
+def _keep_locally(space: Any, path: Path) -> Path:
+    """Where a profile that could not reach its bucket is kept: the temporary directory,
+    under the run and file names it was meant to have."""
+    local = Path(tempfile.gettempdir()) / "stepscope-unsent" / path.parent.name / path.name
+    xb.write_space(space, local)
+    return local
 
 
 def _end(session: _Session) -> None:
