@@ -1,6 +1,6 @@
 """The pod viewer page in a real headless Chromium against a real `stepscope serve`.
 
-Runs: three hosts recorded by stepscope's own capture (w1 doing three times the others'
+Runs: three hosts recorded by stepscope's own capture (w1 doing six times the others'
 work per step, every host ending each step in a c10d collective), the eight ranks of a
 recorded PyTorch DLRM job (Kineto traces from ../shared/fixtures, one step), and one host
 whose name is markup. Every test fails on a request leaving the served origin, a script
@@ -64,7 +64,7 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     runs = root / "plugins" / "profile"
     three = runs / "2024_01_01_00_00_00"
     three.mkdir(parents=True)
-    for host, work in (("w0", 60_000), ("w1", 180_000), ("w2", 60_000)):
+    for host, work in (("w0", 60_000), ("w1", 360_000), ("w2", 60_000)):
         shutil.copy(_capture(tmp_path_factory.mktemp(host), work), three / f"{host}.xplane.pb")
     (runs / "b_dlrm").mkdir()
     for trace in sorted(DLRM.glob("*.json.gz")):
