@@ -8,9 +8,9 @@ run its ops, a JAX call and the XLA CPU client's thunks), or nested under such a
 its own thread. A thread pool's ``ThreadpoolListener::StartRegion`` marks the start of work
 scheduled from elsewhere (it is the consumer of the scheduling ``ThreadpoolListener::Record``)
 and holds every event until the next ``ThreadpoolListener::StopRegion`` on its thread, as XProf
-has it; the region counts as work of its own for that span. Work on other threads that nothing links to the step (a ``tf.data``
-background thread filling a prefetch buffer) is not the step's, even when it runs at the
-same time.
+has it; the region counts as work of its own for that span. Work on other threads that
+nothing links to the step (a ``tf.data`` background thread filling a prefetch buffer) is not
+the step's, even when it runs at the same time.
 
 Grouping needs the context stats; profiles without them (Kineto traces, stepscope's own
 traces) have ``has_links`` false and callers keep their time-based grouping.
