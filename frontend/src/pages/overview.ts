@@ -38,7 +38,41 @@ interface Overview {
   environment: { hosts: number; host_names: string[]; device_type: string; device_count: number;
                  device_names: string[]; cpu_count: number | null };
   recommendation: { next_tool: string; hints: string[] };
+  recommendations?: Advice[];
   failed_hosts: Record<string, string>;
+}
+
+interface Advice { rule: string; text: string; evidence: Record<string, unknown>; tool: string }
+
+function evidenceText(v: unknown): string {
+  if (Array.isArray(v)) return v.map(String).join("; ");
+  if (v !== null && typeof v === "object") {
+    return Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k} ${String(x)}`)
+      .join("; ");
+  }
+  return String(v);
+}
+
+// Best-practice advice: each rule that fired, with the numbers behind it and its tool.
+function advice(o: Overview, ctx: PageContext): HTMLElement {
+  const items = o.recommendations ?? [];
+  return h("section", { className: "card", id: "advice" },
+    h("h2", {}, "Advice"),
+    items.length
+      ? h("ul", {}, ...items.map((a) => {
+        const tool = ctx.tools.find((t) => t.name === a.tool);
+        return h("li", { "data-rule": a.rule },
+          h("p", { className: "advice-text" }, a.text),
+          h("p", { className: "muted evidence" },
+            "Evidence: " + Object.entries(a.evidence)
+              .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
+          tool
+            ? h("a", { href: "#", className: "advice-tool", "data-tool": tool.name,
+                       onclick: (e: Event) => { e.preventDefault(); ctx.go(tool.name); } },
+                `Open ${tool.title} →`)
+            : h("span", { className: "muted" }, a.tool));
+      }))
+      : h("p", { className: "muted" }, "No rule fired: the profile shows none of the problems the guides list."));
 }
 
 function value(id: string, text: string, raw?: number | null): HTMLElement {
@@ -148,5 +182,5 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      environment(o), stepGraph(o), topOps(o)));
+      advice(o, ctx), environment(o), stepGraph(o), topOps(o)));
 }

@@ -33,6 +33,15 @@ NEXT_TOOL_TEXT = {
 }
 
 
+def _evidence(value: Any) -> str:
+    """One evidence value, short: numbers as they are, lists and maps joined."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}" if value < 10 else f"{value:.1f}"
 
@@ -100,6 +109,12 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
                   highlight=False)
     for hint in rec["hints"][1:]:
         console.print(f"  • {hint}", highlight=False)
+    for advice in summary.get("recommendations", []):
+        evidence = ", ".join(f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
+        console.print(f"Advice [{advice['rule']}]: {advice['text']}", highlight=False,
+                      markup=False)
+        console.print(f"    because {evidence}; see {advice['tool']}", style="dim",
+                      highlight=False, markup=False)
     if summary.get("precision"):
         p = summary["precision"]
         console.print(f"Device compute precision: 16-bit {p['16bit_percent']:.1f}%, "

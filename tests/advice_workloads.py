@@ -1,0 +1,41 @@
+"""Real TensorFlow input pipelines, good and bad, for the advice tests."""
+
+TF_PIPELINE = """
+import sys, tensorflow as tf
+logdir, steps, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def double(v):
+    return v * 2
+
+ds = tf.data.Dataset.from_tensor_slices(tf.random.normal([8192, 32]))
+if mode == "good":
+    ds = (ds.batch(32).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE).repeat()
+          .prefetch(tf.data.AUTOTUNE))
+else:
+    # Python in the pipeline, one element at a time, before batching, no prefetch.
+    ds = (ds.map(lambda x: tf.py_function(double, [x], tf.float32))
+          .map(lambda x: x + 1).batch(32).repeat())
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.experimental_optimization.map_and_batch_fusion = False
+    ds = ds.with_options(options)
+w = tf.Variable(tf.random.normal([32, 32]))
+
+@tf.function
+def step(x):
+    return tf.reduce_sum(tf.nn.relu(x @ w))
+
+it = iter(ds)
+for _ in range(0 if mode == "cold" else 3):  # "cold": the first step traces the function
+    step(next(it))
+tf.profiler.experimental.start(logdir)
+for i in range(steps):
+    if mode == "outside":
+        x = next(it)  # the batch is fetched outside the step annotation
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            step(x)
+    else:
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            step(next(it))
+tf.profiler.experimental.stop()
+"""
