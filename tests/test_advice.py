@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from advice_workloads import TF_PIPELINE
+from advice_workloads import TF_FILES, TF_PIPELINE
 from stepscope.analysis.advice import Recommendation, recommendations
 from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.cli import main
@@ -29,9 +29,10 @@ TOOLS = {"overview_page", "input_pipeline_analyzer", "framework_op_stats", "kern
          "trace_viewer"}
 
 
-def _record(tmp_path_factory: pytest.TempPathFactory, mode: str, steps: int) -> RunModel:
+def _record(tmp_path_factory: pytest.TempPathFactory, mode: str, steps: int,
+            script: str = TF_PIPELINE) -> RunModel:
     logdir = tmp_path_factory.mktemp(f"pipeline_{mode}")
-    run_script(TF_PIPELINE, str(logdir), str(steps), mode)
+    run_script(script, str(logdir), str(steps), mode)
     return build_run_model(load(logdir, use_cache=False))
 
 
@@ -57,6 +58,18 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
 def cold(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
     """Profiling from the very first step (it traces the tf.function); 5 steps, all kept."""
     return _record(tmp_path_factory, "cold", 5)
+
+
+@pytest.fixture(scope="module")
+def files_serial(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """GZIP TFRecord files read one after another, nothing cached."""
+    return _record(tmp_path_factory, "serial", 8, TF_FILES)
+
+
+@pytest.fixture(scope="module")
+def files_parallel(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """The same files read by a parallel interleave and cached."""
+    return _record(tmp_path_factory, "parallel", 8, TF_FILES)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +107,8 @@ CASES = [
     ("vectorize_map", "bad", "good"),
     ("python_in_pipeline", "bad", "good"),
     ("tf_data_options", "good", "bad"),
+    ("cache", "files_serial", "files_parallel"),
+    ("interleave", "files_serial", "files_parallel"),
     ("input_outside_step", "outside", "bad"),
     ("profile_fewer_steps", "outside", "bad"),
     ("skip_first_steps", "cold", "bad"),

@@ -11,6 +11,7 @@ import pytest
 
 from advice_workloads import TF_PIPELINE
 from browser import Server, Watched, shot
+
 from conftest import FIXTURES
 from workloads import run_script
 
