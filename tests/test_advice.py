@@ -165,3 +165,12 @@ def test_quiet_runs_give_no_advice(good: RunModel) -> None:
     # A warmed-up, parallel, prefetched pipeline in few steps: at most the out-of-order
     # option is suggested (it is still input-bound: the step does almost nothing).
     assert set(_fired(good)) <= {"tf_data_options"}
+
+
+def test_runs_with_few_or_no_steps_get_no_step_advice(tmp_path: Path) -> None:
+    from workloads import make_stepscope_run
+
+    # One step: no gaps, no first-step comparison, no input pipeline, no device.
+    model = build_run_model(load(make_stepscope_run(tmp_path / "one", steps=1),
+                                 use_cache=False))
+    assert _fired(model) == {}

@@ -135,9 +135,13 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     if len(p_rows) == 0 or len(c_rows) == 0:
         return out
     # One code per (type, id) pair, shared by producers and consumers.
-    pairs = np.stack([np.concatenate([p_type, c_type]), np.concatenate([p_id, c_id])], axis=1)
-    _, code = np.unique(pairs, axis=0, return_inverse=True)
-    code = code.reshape(-1).astype(np.int64)
+    kinds, ids = np.concatenate([p_type, c_type]), np.concatenate([p_id, c_id])
+    order_pairs = np.lexsort((ids, kinds))
+    k_sorted, i_sorted = kinds[order_pairs], ids[order_pairs]
+    fresh = np.concatenate([[True], (k_sorted[1:] != k_sorted[:-1])
+                            | (i_sorted[1:] != i_sorted[:-1])])
+    code = np.empty(len(kinds), dtype=np.int64)
+    code[order_pairs] = np.cumsum(fresh) - 1
     p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
     order = np.lexsort((table.start_ns, table.line)).astype(np.int64)
     line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
