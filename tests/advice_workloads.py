@@ -9,8 +9,15 @@ def double(v):
 
 ds = tf.data.Dataset.from_tensor_slices(tf.random.normal([8192, 32]))
 if mode == "good":
-    ds = (ds.batch(32).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE).repeat()
-          .prefetch(tf.data.AUTOTUNE))
+    # A map worth running in parallel (a 768×768 matmul per batch): the parallel map is
+    # still the bottleneck of so small a step.
+    def heavy(x):
+        y = tf.tile(x, [24, 24])
+        return x * tf.reduce_mean(tf.linalg.matmul(y, y))
+
+    # One batch ahead: a deeper buffer fills while the profiler starts and hides the map.
+    ds = (ds.batch(32).map(heavy, num_parallel_calls=tf.data.AUTOTUNE).repeat()
+          .prefetch(1))
 else:
     # Python in the pipeline, one element at a time, before batching, no prefetch.
     ds = (ds.map(lambda x: tf.py_function(double, [x], tf.float32))

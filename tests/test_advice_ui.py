@@ -55,8 +55,24 @@ def test_overview_shows_the_api_advice(watched: Watched, server: Server, run: st
 
 def test_advice_links_to_its_tool(watched: Watched, server: Server) -> None:
     _open(watched, server, "a_bad_pipeline")
-    link = watched.page.query_selector("#advice li[data-rule=parallel_map] .advice-tool")
+    api = server.data(run="a_bad_pipeline", tool="overview_page")["recommendations"]
+    rule = next(a["rule"] for a in api if a["tool"] == "input_pipeline_analyzer")
+    link = watched.page.query_selector(f"#advice li[data-rule={rule}] .advice-tool")
+    assert link is not None
     assert link.get_attribute("data-tool") == "input_pipeline_analyzer"
     link.click()
     watched.page.wait_for_selector("#input-summary")
     assert "tool=input_pipeline_analyzer" in watched.page.url
+
+
+def test_top_ops_have_the_cumulative_self_time(watched: Watched, server: Server) -> None:
+    _open(watched, server, "b_resnet")
+    api = server.data(run="b_resnet", tool="overview_page")["top_ops"]
+    running = 0.0
+    for op in api:  # XProf's column: each op's share and those above it
+        running += op["self_percent"]
+        assert op["cumulative_self_percent"] == pytest.approx(min(running, 100.0))
+    cells = watched.page.query_selector_all("#top-ops td[data-key=cumulative_self_percent]")
+    assert [float(c.get_attribute("data-value")) for c in cells] == pytest.approx(
+        [op["cumulative_self_percent"] for op in api])
+    assert api[-1]["cumulative_self_percent"] <= 100.0

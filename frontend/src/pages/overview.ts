@@ -34,7 +34,7 @@ interface Overview {
   input: { percent: number | null; verdict: string; statement: string };
   precision: { "16bit_percent": number; "32bit_percent": number } | null;
   top_ops: { name: string; type: string; host_or_device: string; self_ms: number;
-             self_percent: number; occurrences: number }[];
+             self_percent: number; cumulative_self_percent?: number; occurrences: number }[];
   environment: { hosts: number; host_names: string[]; device_type: string; device_count: number;
                  device_names: string[]; cpu_count: number | null };
   recommendation: { next_tool: string; hints: string[] };
@@ -136,6 +136,7 @@ function topOps(o: Overview): HTMLElement {
     o.top_ops.length ? h("table", { id: "top-ops" },
       h("thead", {}, h("tr", {}, h("th", {}, "Op"), h("th", {}, "Type"), h("th", {}, "Host/device"),
         h("th", { className: "num" }, "Self time (ms)"), h("th", { className: "num" }, "Self time %"),
+        h("th", { className: "num" }, "Cumulative self time %"),
         h("th", { className: "num" }, "Occurrences"))),
       h("tbody", {}, ...o.top_ops.map((r) => h("tr", {},
         h("td", { className: "name", "data-key": "name" }, r.name), h("td", {}, r.type),
@@ -143,6 +144,9 @@ function topOps(o: Overview): HTMLElement {
         h("td", { className: "num", "data-key": "self_ms", "data-value": String(r.self_ms) }, ms(r.self_ms)),
         h("td", { className: "num", "data-key": "self_percent", "data-value": String(r.self_percent) },
           pct(r.self_percent)),
+        h("td", { className: "num", "data-key": "cumulative_self_percent",
+                  "data-value": String(r.cumulative_self_percent ?? "") },
+          r.cumulative_self_percent === undefined ? "–" : pct(r.cumulative_self_percent)),
         h("td", { className: "num", "data-key": "occurrences" }, int(r.occurrences))))))
       : h("p", { className: "muted" }, "No ops."));
 }

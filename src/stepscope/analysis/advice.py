@@ -137,17 +137,23 @@ def _input_evidence(f: Facts) -> dict[str, Any]:
 
 
 def rule_parallel_map(f: Facts) -> Recommendation | None:
-    stage, run_ms = _bottleneck(f)
-    if not _input_matters(f) or stage is None or kind_of(stage) not in ("Map", "MapAndBatch"):
+    if not _input_matters(f):
         return None
-    if stage.startswith(PREFIX + SEP + "DataLoader"):
-        return None
-    return Recommendation(
-        "parallel_map",
-        "The map stage runs one element at a time and is the input bottleneck: pass "
-        "num_parallel_calls=tf.data.AUTOTUNE to Dataset.map.",
-        {**_input_evidence(f), "bottleneck_stage": stage, "slowest_run_ms": run_ms},
-        "input_pipeline_analyzer")
+    # A serial map on the critical path of the slowest pipeline run (the bottleneck itself,
+    # or a stage that the bottleneck waits for).
+    for h in sorted(f.inputs, key=lambda h: -(h.bottleneck.run_ms or 0.0)):
+        b = h.bottleneck
+        serial = [n for n in b.critical_path if kind_of(n) in ("Map", "MapAndBatch")
+                  and not n.startswith(PREFIX + SEP + "DataLoader")]
+        if b.stage is None or not serial:
+            continue
+        return Recommendation(
+            "parallel_map",
+            "A map stage on the input's critical path runs one element at a time: pass "
+            "num_parallel_calls=tf.data.AUTOTUNE to Dataset.map.",
+            {**_input_evidence(f), "serial_map": serial[0], "bottleneck_stage": b.stage,
+             "slowest_run_ms": b.run_ms}, "input_pipeline_analyzer")
+    return None
 
 
 def rule_prefetch(f: Facts) -> Recommendation | None:
@@ -251,18 +257,22 @@ def rule_augment_on_device(f: Facts) -> Recommendation | None:
 
 
 def rule_tf_data_options(f: Facts) -> Recommendation | None:
-    stage, run_ms = _bottleneck(f)
-    if not _input_matters(f) or stage is None:
+    if not _input_matters(f):
         return None
-    if kind_of(stage) not in ("ParallelMap", "ParallelInterleave", "ParallelBatch"):
-        return None
-    return Recommendation(
-        "tf_data_options",
-        "A parallel stage is still the input bottleneck: let it run out of order "
-        "(options = tf.data.Options(); options.deterministic = False; "
-        "dataset.with_options(options)) and keep autotuning on.",
-        {**_input_evidence(f), "bottleneck_stage": stage, "slowest_run_ms": run_ms},
-        "input_pipeline_analyzer")
+    for h in sorted(f.inputs, key=lambda h: -(h.bottleneck.run_ms or 0.0)):
+        b = h.bottleneck
+        parallel = [n for n in b.critical_path
+                    if kind_of(n) in ("ParallelMap", "ParallelInterleave", "ParallelBatch")]
+        if b.stage is None or not parallel:
+            continue
+        return Recommendation(
+            "tf_data_options",
+            "A parallel stage is on the input's critical path: let it deliver out of order "
+            "(options = tf.data.Options(); options.deterministic = False; "
+            "dataset.with_options(options)) and keep autotuning on.",
+            {**_input_evidence(f), "parallel_stage": parallel[0], "bottleneck_stage": b.stage,
+             "slowest_run_ms": b.run_ms}, "input_pipeline_analyzer")
+    return None
 
 
 def rule_dataloader_workers(f: Facts) -> Recommendation | None:

@@ -433,7 +433,12 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
                       if device_ns else None),
         "top_ops": [{"name": r.name, "type": r.type, "host_or_device": r.host_or_device,
                      "self_ms": r.self_ns / 1e6, "self_percent": r.self_percent,
-                     "occurrences": r.occurrences} for r in top],
+                     # XProf's cumulative column: this op's share and those above it (the
+                     # top ops are of one side, so the shares add up to at most 100).
+                     "cumulative_self_percent": float(min(cumulative, 100.0)),
+                     "occurrences": r.occurrences}
+                    for r, cumulative in zip(top, np.cumsum([r.self_percent for r in top]),
+                                             strict=True)],
         "environment": {
             "hosts": len(hosts), "host_names": [h.name for h in hosts],
             "device_type": "/".join(device_types) if device_types else "CPU",

@@ -121,13 +121,14 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
                       f"32-bit {p['32bit_percent']:.1f}%", highlight=False)
     table = Table(title=f"Top {len(summary['top_ops'])} ops (self time)", title_justify="left")
     for col, justify in (("#", "right"), ("where", "left"), ("type", "left"), ("op", "left"),
-                         ("count", "right"), ("self ms", "right"), ("self %", "right")):
+                         ("count", "right"), ("self ms", "right"), ("self %", "right"),
+                         ("cum. %", "right")):
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
                          overflow="fold" if col == "op" else "ellipsis")
     for i, op in enumerate(summary["top_ops"], 1):
         table.add_row(str(i), op["host_or_device"], op["type"], op["name"],
                       str(op["occurrences"]), f"{op['self_ms']:.3f}",
-                      f"{op['self_percent']:.1f}")
+                      f"{op['self_percent']:.1f}", f"{op['cumulative_self_percent']:.1f}")
     console.print(table)
     devices = ("CPU only" if env["device_type"] == "CPU"
                else f"{env['device_count']} × {env['device_type']}")
