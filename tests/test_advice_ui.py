@@ -76,3 +76,20 @@ def test_top_ops_have_the_cumulative_self_time(watched: Watched, server: Server)
     assert [float(c.get_attribute("data-value")) for c in cells] == pytest.approx(
         [op["cumulative_self_percent"] for op in api])
     assert api[-1]["cumulative_self_percent"] <= 100.0
+
+
+def test_include_idle_changes_the_pies_too(watched: Watched, server: Server) -> None:
+    idle_ops = server.data(run="a_bad_pipeline", tool="framework_op_stats",
+                           include_idle="true")["ops"]
+    assert any(r["type"] == "IDLE" and r["host_or_device"] == "Host" for r in idle_ops)
+    page = watched.page
+    page.goto(server.base + "#" + urlencode({"run": "a_bad_pipeline",
+                                             "tool": "framework_op_stats"}))
+    page.wait_for_selector("#pie-host-type canvas")
+    assert "IDLE" not in page.get_attribute("#pie-host-type", "data-slices").split("\n")
+    page.check("#include-idle")
+    page.wait_for_function(
+        "() => (document.querySelector('#pie-host-type')?.dataset.slices ?? '')"
+        ".split('\\n').includes('IDLE')")
+    shot(watched, "ops-idle-pies")
+    assert page.is_enabled("#include-idle")
