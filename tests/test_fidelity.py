@@ -8,6 +8,7 @@ subprocesses so each framework starts clean.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from stepscope.analysis import op_stats, overview
 from stepscope.analysis.framework_op_stats import HOST
 from stepscope.formats.run_reader import load
 
+from conftest import FIXTURES
 from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
 
 KERAS_FIT = """
@@ -204,6 +206,16 @@ def tf_variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 def test_tf_eager_and_jit_compile_breakdowns_match_xprof(tf_variant: Path) -> None:
     theirs = _assert_breakdown_matches_xprof(tf_variant)
     assert theirs["host_compute"] > 0
+
+
+def test_gpu_fixture_breakdown_matches_xprof(tmp_path: Path) -> None:
+    # TensorFlow on 8 V100s, steps on the devices' Steps lines (two GPUs' clocks apart):
+    # the step is the longest device marker, and host events join no step.
+    source = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+    path = tmp_path / source.name
+    shutil.copy(source, path)
+    theirs = _assert_breakdown_matches_xprof(path)
+    assert theirs["device_compute"] > 50
 
 
 def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
