@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python benchmarks/xla.py
 	$(BIN)/python benchmarks/timeline.py
 	$(BIN)/python benchmarks/memory_viewer.py
+	$(BIN)/python benchmarks/step_groups.py
 
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \

@@ -8,6 +8,7 @@ subprocesses so each framework starts clean.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from stepscope.analysis import op_stats, overview
 from stepscope.analysis.framework_op_stats import HOST
 from stepscope.formats.run_reader import load
 
+from conftest import FIXTURES
 from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
 
 KERAS_FIT = """
@@ -48,6 +50,37 @@ with jax.profiler.trace(logdir):
             w = step(w, x).block_until_ready()
 """
 
+TF_VARIANT = """
+import sys, tensorflow as tf
+logdir, steps, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ds = (tf.data.Dataset.from_tensor_slices(tf.random.normal([4096, 64])).map(lambda x: x * 2)
+      .batch(64).repeat())
+it = iter(ds)
+w = tf.Variable(tf.random.normal([64, 64]))
+
+def step(x):
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(tf.nn.relu(x @ w))
+    w.assign_sub(0.01 * tape.gradient(y, w))
+    return y
+
+if mode != "eager":
+    step = tf.function(step, jit_compile=(mode == "jit"))
+for _ in range(3):
+    step(next(it))
+tf.profiler.experimental.start(logdir)
+for i in range(steps):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        step(next(it))
+tf.profiler.experimental.stop()
+"""
+
+# XProf's step-table columns → our categories.
+XPROF_CATEGORIES = {
+    "deviceComputeTimeMs": "device_compute", "deviceToDeviceTimeMs": "device_to_device",
+    "deviceCollectivesTimeMs": "device_collectives", "hostComputeTimeMs": "host_compute",
+    "kernelLaunchTimeMs": "kernel_launch", "infeedTimeMs": "input", "outfeedTimeMs": "output",
+    "compileTimeMs": "compilation", "otherTimeMs": "all_others"}
 
 
 def _xprof(path: Path, tool: str) -> Any:
@@ -67,6 +100,35 @@ def _xprof_steps(path: Path) -> list[float]:
             at = ids.index("stepTimeMs")
             return [float(row["c"][at]["v"]) for row in table.get("rows", [])]
     return []
+
+
+def _xprof_breakdown(path: Path) -> tuple[dict[str, float], str]:
+    """XProf's step-time breakdown (percent of the summed step times) and its verdict."""
+    for table in _xprof(path, "overview_page"):
+        ids = [c["id"] for c in table.get("cols", [])]
+        if ids and ids[0] == "stepnum":
+            total = {c: 0.0 for c in XPROF_CATEGORIES.values()}
+            step_ms = 0.0
+            for row in table["rows"]:
+                v = [c.get("v") for c in row["c"]]
+                step_ms += float(v[ids.index("stepTimeMs")])
+                for col, cat in XPROF_CATEGORIES.items():
+                    total[cat] += float(v[ids.index(col)])
+            conclusion = table["p"]["input_conclusion"]
+            verdict = next(k for k in ("HIGHLY", "MODERATELY", "POTENTIALLY", "NOT")
+                           if f" {k} " in f" {conclusion} ")
+            return {c: 100.0 * t / step_ms for c, t in total.items()}, verdict.lower()
+    raise AssertionError("XProf found no steps")
+
+
+def _assert_breakdown_matches_xprof(path: Path) -> dict[str, float]:
+    """Every category within 1 percentage point of XProf's, and the same verdict."""
+    ours = overview(load(path, use_cache=False)).to_dict()
+    theirs, verdict = _xprof_breakdown(path)
+    for cat, pct in theirs.items():
+        assert ours["breakdown"][cat] == pytest.approx(pct, abs=1.0), (cat, ours["breakdown"])
+    assert ours["input"]["verdict"] == verdict
+    return theirs
 
 
 def _xprof_host_ops(path: Path) -> dict[tuple[str, str], float]:
@@ -129,6 +191,33 @@ def test_tf_custom_loop_is_input_bound_like_xprof_says(tf_custom_loop: Path) -> 
     assert abs(sum(summary["breakdown"].values()) - 100.0) < 1e-6
 
 
+def test_tf_custom_loop_breakdown_matches_xprof(tf_custom_loop: Path) -> None:
+    theirs = _assert_breakdown_matches_xprof(_xspace_file(tf_custom_loop))
+    assert theirs["input"] > 0 and theirs["host_compute"] > 0
+
+
+@pytest.fixture(scope="module", params=["eager", "jit"])
+def tf_variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp(f"tf_{request.param}")
+    run_script(TF_VARIANT, str(logdir), "10", request.param)
+    return _xspace_file(logdir)
+
+
+def test_tf_eager_and_jit_compile_breakdowns_match_xprof(tf_variant: Path) -> None:
+    theirs = _assert_breakdown_matches_xprof(tf_variant)
+    assert theirs["host_compute"] > 0
+
+
+def test_gpu_fixture_breakdown_matches_xprof(tmp_path: Path) -> None:
+    # TensorFlow on 8 V100s, steps on the devices' Steps lines (two GPUs' clocks apart):
+    # the step is the longest device marker, and host events join no step.
+    source = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+    path = tmp_path / source.name
+    shutil.copy(source, path)
+    theirs = _assert_breakdown_matches_xprof(path)
+    assert theirs["device_compute"] > 50
+
+
 def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
     run_script(KERAS_FIT, str(tmp_path))
     summary = overview(load(tmp_path, use_cache=False)).to_dict()
@@ -142,9 +231,24 @@ def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
     assert _xprof_steps(_xspace_file(tmp_path)) == []
 
 
-def test_jax_step_annotations_match_xprof(tmp_path: Path) -> None:
-    run_script(JAX_LOOP, str(tmp_path), "12")
-    path = _xspace_file(tmp_path)
+@pytest.fixture(scope="module")
+def jax_loop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp("jax")
+    run_script(JAX_LOOP, str(logdir), "12")
+    return _xspace_file(logdir)
+
+
+@pytest.mark.xfail(reason="XProf's extent of the XLA CPU client's thread-pool regions is only "
+                   "approximated (see README, 'Where we differ from XProf')", strict=False)
+def test_jax_breakdown_matches_xprof(jax_loop: Path) -> None:
+    # The XLA CPU client's thunks run on a thread pool linked to the step's call: host
+    # compute, as XProf counts them.
+    theirs = _assert_breakdown_matches_xprof(jax_loop)
+    assert theirs["host_compute"] > 5
+
+
+def test_jax_step_annotations_match_xprof(jax_loop: Path) -> None:
+    path = jax_loop
     ours = overview(load(path, use_cache=False)).to_dict()
     theirs = _xprof_steps(path)
     assert ours["steps"]["count"] == len(theirs) == 10  # 12, less the first and last

@@ -63,7 +63,7 @@ export function pie(id: string, title: string, slices: { name: string; value: nu
   const top = sorted.slice(0, keep);
   const rest = sorted.slice(keep).reduce((sum, s) => sum + s.value, 0);
   if (rest > 0) top.push({ name: "(other)", value: rest });
-  return mount("pie", id, {
+  const el = mount("pie", id, {
     animation: false,
     title: { text: title, left: "center", textStyle: { fontSize: 13 } },
     tooltip: {
@@ -74,6 +74,9 @@ export function pie(id: string, title: string, slices: { name: string; value: nu
     series: [{ type: "pie", radius: ["0%", "62%"], top: 24, data: top,
                label: { formatter: (p: any) => truncate(String(p.name), 28) } }],
   });
+  // The slices' names, for tests and assistive tools (the canvas holds only pixels).
+  el.dataset.slices = top.map((t) => t.name).join("\n");
+  return el;
 }
 
 function truncate(text: string, n: number): string {

@@ -53,10 +53,12 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from stepscope.analysis.advice import recommendations
     from stepscope.views import report
 
     model = _open_model(args)
-    summary = model.overview_dict()
+    summary = {**model.overview_dict(),
+               "recommendations": [r.to_dict() for r in recommendations(model)]}
     fu = _xla_flops_utilization(args)
     if args.json:
         print(json.dumps({**summary, "xla_flops_utilization": fu}, indent=2, allow_nan=False))

@@ -54,10 +54,11 @@ function sumBy(rows: OpRow[], key: (r: OpRow) => string): { name: string; value:
   return [...sums].map(([name, value]) => ({ name, value }));
 }
 
-function pies(rows: OpRow[]): HTMLElement {
+// With "include idle time" on, the idle rows are slices of the pies too, as in XProf.
+function pies(rows: OpRow[], includeIdle = false): HTMLElement {
   const charts: HTMLElement[] = [];
   for (const side of ["Host", "Device"]) {
-    const mine = rows.filter((r) => r.host_or_device === side && r.type !== "IDLE");
+    const mine = rows.filter((r) => r.host_or_device === side && (includeIdle || r.type !== "IDLE"));
     if (!mine.length) continue;
     const slug = side.toLowerCase();
     charts.push(pie(`pie-${slug}-op`, `${side}: self time per op`, sumBy(mine, (r) => r.name)));
@@ -89,6 +90,7 @@ export async function renderOps(ctx: PageContext): Promise<HTMLElement> {
       const fresh = await load(idle.checked);
       if (ctx.stale()) return;
       table.setRows(fresh.ops);
+      pieBox.replaceChildren(pies(fresh.ops, idle.checked));
       csv.setAttribute("href", apiUrl("csv", params(idle.checked)));
     } finally {
       idle.disabled = false;

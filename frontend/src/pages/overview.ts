@@ -34,12 +34,46 @@ interface Overview {
   input: { percent: number | null; verdict: string; statement: string };
   precision: { "16bit_percent": number; "32bit_percent": number } | null;
   top_ops: { name: string; type: string; host_or_device: string; self_ms: number;
-             self_percent: number; occurrences: number }[];
+             self_percent: number; cumulative_self_percent?: number; occurrences: number }[];
   environment: { hosts: number; host_names: string[]; device_type: string; device_count: number;
                  device_names: string[]; cpu_count: number | null };
   recommendation: { next_tool: string; hints: string[] };
+  recommendations?: Advice[];
   failed_hosts: Record<string, string>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
+}
+
+interface Advice { rule: string; text: string; evidence: Record<string, unknown>; tool: string }
+
+function evidenceText(v: unknown): string {
+  if (Array.isArray(v)) return v.map(String).join("; ");
+  if (v !== null && typeof v === "object") {
+    return Object.entries(v as Record<string, unknown>).map(([k, x]) => `${k} ${String(x)}`)
+      .join("; ");
+  }
+  return String(v);
+}
+
+// Best-practice advice: each rule that fired, with the numbers behind it and its tool.
+function advice(o: Overview, ctx: PageContext): HTMLElement {
+  const items = o.recommendations ?? [];
+  return h("section", { className: "card", id: "advice" },
+    h("h2", {}, "Advice"),
+    items.length
+      ? h("ul", {}, ...items.map((a) => {
+        const tool = ctx.tools.find((t) => t.name === a.tool);
+        return h("li", { "data-rule": a.rule },
+          h("p", { className: "advice-text" }, a.text),
+          h("p", { className: "muted evidence" },
+            "Evidence: " + Object.entries(a.evidence)
+              .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
+          tool
+            ? h("a", { href: "#", className: "advice-tool", "data-tool": tool.name,
+                       onclick: (e: Event) => { e.preventDefault(); ctx.go(tool.name); } },
+                `Open ${tool.title} →`)
+            : h("span", { className: "muted" }, a.tool));
+      }))
+      : h("p", { className: "muted" }, "No rule fired: the profile shows none of the problems the guides list."));
 }
 
 function value(id: string, text: string, raw?: number | null): HTMLElement {
@@ -108,6 +142,7 @@ function topOps(o: Overview): HTMLElement {
     o.top_ops.length ? h("table", { id: "top-ops" },
       h("thead", {}, h("tr", {}, h("th", {}, "Op"), h("th", {}, "Type"), h("th", {}, "Host/device"),
         h("th", { className: "num" }, "Self time (ms)"), h("th", { className: "num" }, "Self time %"),
+        h("th", { className: "num" }, "Cumulative self time %"),
         h("th", { className: "num" }, "Occurrences"))),
       h("tbody", {}, ...o.top_ops.map((r) => h("tr", {},
         h("td", { className: "name", "data-key": "name" }, r.name), h("td", {}, r.type),
@@ -115,6 +150,9 @@ function topOps(o: Overview): HTMLElement {
         h("td", { className: "num", "data-key": "self_ms", "data-value": String(r.self_ms) }, ms(r.self_ms)),
         h("td", { className: "num", "data-key": "self_percent", "data-value": String(r.self_percent) },
           pct(r.self_percent)),
+        h("td", { className: "num", "data-key": "cumulative_self_percent",
+                  "data-value": String(r.cumulative_self_percent ?? "") },
+          r.cumulative_self_percent === undefined ? "–" : pct(r.cumulative_self_percent)),
         h("td", { className: "num", "data-key": "occurrences" }, int(r.occurrences))))))
       : h("p", { className: "muted" }, "No ops."));
 }
@@ -173,5 +211,5 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      environment(o, memory), stepGraph(o), topOps(o)));
+      advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
 }

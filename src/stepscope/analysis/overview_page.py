@@ -2,21 +2,31 @@
 environment and what to look at next.
 
 Step-time breakdown: within each step, every instant is given to the first category below
-that is busy at that instant, so that the categories add up to the step time:
+that is busy at that instant (XProf's priorities), so that the categories add up to the step
+time:
 
 1. device compute: kernels running on an accelerator for this step, collectives excepted;
-2. collectives (``device_collectives``, as XProf names it): collective kernels and ops
+2. output: outfeed and device-to-host copies;
+3. device to device: device-to-device and peer copies;
+4. input: the step waiting for input (tf.data ``IteratorGetNext``, PyTorch
+   ``DataLoader.__next__``, stepscope's ``Iterator::`` events) and host-to-device copies;
+5. collectives (``device_collectives``, as XProf names it): collective kernels and ops
    (NCCL/RCCL kernels; XLA all-reduce, all-gather, reduce-scatter, all-to-all and
    collective-permute; on the host TensorFlow's collective ops and PyTorch's c10d, gloo and
    nccl ops): in a data-parallel job, mostly time spent waiting for the slowest worker;
-3. device to device: device-to-device and peer copies;
-4. input: the step's threads waiting for input (tf.data ``IteratorGetNext``, PyTorch
-   ``DataLoader.__next__``, stepscope's ``Iterator::`` events) and host-to-device copies;
-5. output: outfeed and device-to-host copies;
-6. compilation: compiling (XLA, ``torch.compile``);
-7. kernel launch: the host launching kernels and copies (cudaLaunchKernel and kin);
-8. host compute: any other host event of the step's threads, and host ops on any thread;
+6. kernel launch: the host launching kernels and copies (cudaLaunchKernel and kin);
+7. compilation: compiling (XLA, ``torch.compile``);
+8. host compute: any other host event of the step;
 9. all others: time when none of the above was recorded (often Python, or untraced I/O).
+
+Which host events are the step's: where the profile carries TensorFlow's producer/consumer
+context links (TensorFlow and JAX XSpace files), those grouped into the step as XProf groups
+them (``step_groups``), less the events XProf does not count as work: the eager dispatch
+wrappers (``EagerExecute``, ``EagerLocalExecute``, ``EagerKernelExecute``, ``FunctionRun``)
+and step markers (names starting with ``train``, ``test`` or ``TraceContext``); their time
+that no nested event covers is "all others", as in XProf. Elsewhere (Kineto traces,
+stepscope's own traces) the events of the step's threads in its span, and host ops on any
+thread.
 
 The input verdict uses XProf's published thresholds: at least 20 % of step time in input is
 "highly" input-bound, at least 5 % "moderately"; below that, at least 3 % in "all others"
@@ -47,6 +57,7 @@ from stepscope.analysis.framework_op_stats import (
     merge,
     op_stats,
 )
+from stepscope.analysis.step_groups import grouped_step, has_links, region_ends
 from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.model import schema
 from stepscope.model.events import EventTable
@@ -64,6 +75,10 @@ CATEGORY_LABELS = {
     "kernel_launch": "kernel launch", "host_compute": "host compute",
     "all_others": "all others",
 }
+# The order in which the partition gives an instant to a category (XProf's event-type
+# priorities: device work, then waiting for input, then the host's own work).
+PRIORITY = ("device_compute", "output", "device_to_device", "input", "device_collectives",
+            "kernel_launch", "compilation", "host_compute")
 VERDICTS = ("highly", "moderately", "potentially", "not")
 HIGHLY_INPUT_BOUND = 20.0
 MODERATELY_INPUT_BOUND = 5.0
@@ -75,6 +90,12 @@ INPUT_EVENT = re.compile(
 # Waits for input that may run on another thread than the step's (inside tf.function the
 # IteratorGetNext op runs on an executor thread while the step's thread waits for it).
 INPUT_WAIT = re.compile(r"^(EagerLocalExecute: )?IteratorGetNext|^InfeedDequeue")
+# Waits for input as XProf counts them on grouped threads (the op and its DoCompute).
+XPROF_INPUT_WAIT = re.compile(r"(?i)^IteratorGetNext")
+# Host events XProf does not count as work: eager dispatch wrappers and step markers.
+NOT_HOST_WORK = re.compile(
+    r"^(EagerExecute|EagerLocalExecute|EagerKernelExecute|FunctionRun)"
+    r"|^(train|test|TraceContext)[^/]*$")
 OUTPUT_EVENT = re.compile(r"(?i)outfeed")
 COMPILE_EVENT = re.compile(
     r"(?i)(^|[^a-z])compil(e|ation|er)?($|[^a-z])|XlaCompile|backend_compile|jit_compile")
@@ -151,7 +172,9 @@ def host_facts(name: str, table: EventTable
     events = classify(table)
     ops = op_stats(table, events=events, include_idle=True)
     masks = _category_masks(table, steps, events)
-    per_step = partition(table, steps, masks)
+    order = [PRIORITY.index(c) for c in CATEGORIES[:-1]] + [len(PRIORITY)]
+    ends = region_ends(table) if has_links(table) else None
+    per_step = partition(table, steps, masks, PRIORITY, ends)[:, order]
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
@@ -239,20 +262,31 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
             marker |= (table.name == code) & on_step_thread
     host = on_host & in_step & ~marker
     host_op = (events.op >= 0) & on_host
+    linked = has_links(table)
+    if linked:
+        # TensorFlow/JAX: the step's host events are those grouped into it (and into the
+        # step their start falls in), less what XProf does not count as work.
+        seed = np.where(on_step_thread, steps.event_step, -1).astype(np.int32)
+        group = grouped_step(table, seed)
+        host &= (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
+        step_work = host
+        input_wait = host & _name_mask(table, XPROF_INPUT_WAIT)
+    else:
+        step_work = host & (on_step_thread | host_op)
+        input_wait = host & _name_mask(table, INPUT_WAIT)
     collective = _name_mask(table, COLLECTIVE_EVENT)
     host_collective = _name_mask(table, HOST_COLLECTIVE_EVENT)
     return {
         "device_compute": device_work & ~is_copy & ~collective & in_step,
         "device_collectives": (device_work & collective & in_step) | (host & host_collective),
         "device_to_device": device_copy & peer & in_step,
-        "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT))
-        | (host & _name_mask(table, INPUT_WAIT))
+        "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
         | (device_copy & to_device & in_step),
         "output": (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
         | (device_copy & to_host & in_step),
         "compilation": host & _name_mask(table, COMPILE_EVENT),
         "kernel_launch": host & _name_mask(table, LAUNCH_EVENT),
-        "host_compute": host & (on_step_thread | host_op),
+        "host_compute": step_work,
         # Not overview categories: the device's own work, for per-device breakdowns.
         "device_work": device_work & in_step,
         "device_copies": device_copy & in_step,
@@ -261,9 +295,10 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
 
 
 def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
-               order: tuple[str, ...] = CATEGORIES[:-1]) -> I64:
+              order: tuple[str, ...] = CATEGORIES[:-1], ends: I64 | None = None) -> I64:
     """Per step, the time given to each category of ``order`` (ns), first come first served,
-    and in a last column the rest of the step; rows add up to the step time."""
+    and in a last column the rest of the step; rows add up to the step time. ``ends``
+    overrides the events' end times (thread pool regions, see ``step_groups``)."""
     n_steps = len(steps)
     out = np.zeros((n_steps, len(order) + 1), dtype=np.int64)
     if n_steps == 0:
@@ -280,7 +315,8 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
         if len(rows) == 0:
             continue
         lo = np.maximum(table.start_ns[rows], steps.start_ns[step])
-        hi = np.minimum(table.start_ns[rows] + table.duration_ns[rows], steps.end_ns[step])
+        end = ends[rows] if ends is not None else table.start_ns[rows] + table.duration_ns[rows]
+        hi = np.minimum(end, steps.end_ns[step])
         seg_group, seg_start, seg_end = intervals.merged(
             np.concatenate([seg_group, step]), np.concatenate([seg_start, lo]),
             np.concatenate([seg_end, hi]))
@@ -397,7 +433,12 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
                       if device_ns else None),
         "top_ops": [{"name": r.name, "type": r.type, "host_or_device": r.host_or_device,
                      "self_ms": r.self_ns / 1e6, "self_percent": r.self_percent,
-                     "occurrences": r.occurrences} for r in top],
+                     # XProf's cumulative column: this op's share and those above it (the
+                     # top ops are of one side, so the shares add up to at most 100).
+                     "cumulative_self_percent": float(min(cumulative, 100.0)),
+                     "occurrences": r.occurrences}
+                    for r, cumulative in zip(top, np.cumsum([r.self_percent for r in top]),
+                                             strict=True)],
         "environment": {
             "hosts": len(hosts), "host_names": [h.name for h in hosts],
             "device_type": "/".join(device_types) if device_types else "CPU",

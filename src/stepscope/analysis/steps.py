@@ -7,7 +7,8 @@ Steps are looked for in this order, the first that yields any wins:
 2. PyTorch's ``ProfilerStep#N`` annotations;
 3. any host events carrying ``step_num`` without ``_r`` (Keras 3's ``Profiled batch``), the
    most frequent such name;
-4. a device ``Steps`` line (older TensorFlow GPU profiles, already grouped by TensorFlow);
+4. the devices' ``Steps`` lines (older TensorFlow GPU profiles, already grouped by
+   TensorFlow), each step from its longest device marker, as XProf;
 5. repeated executions of the XLA module that takes most device time (JAX without step
    annotations).
 
@@ -136,15 +137,13 @@ def find_steps(table: EventTable) -> Steps:
         rows = numbered[table.name[numbered] == names[np.argmax(counts)]]
         return _from_rows(table, rows, step_num[rows], "step_num")
 
-    for method, line_name in (("device_steps", DEVICE_STEPS_LINE),
-                              ("xla_module", XLA_MODULES_LINE)):
-        rows = _device_line_rows(table, device, line_name)
-        if len(rows) == 0:
-            continue
-        if method == "device_steps":
-            nums = np.array([_as_int(table.names[c], i) for i, c in enumerate(table.name[rows])],
-                            dtype=np.int64)
-            return _from_rows(table, rows, nums, method)
+    steps_rows = _longest_device_steps(table, device)
+    if len(steps_rows):
+        nums = np.array([_as_int(table.names[c], i) for i, c in enumerate(table.name[steps_rows])],
+                        dtype=np.int64)
+        return _from_rows(table, steps_rows, nums, "device_steps")
+    rows = _device_line_rows(table, device, XLA_MODULES_LINE)
+    if len(rows):
         steps = _module_steps(table, rows)
         if steps is not None:
             return steps
@@ -159,6 +158,21 @@ def _as_int(text: str, default: int) -> int:
         return int(text)
     except ValueError:
         return default
+
+
+def _longest_device_steps(table: EventTable, device: BoolArray) -> I64:
+    """The events of every device's ``Steps`` line, the longest one per step name: as XProf,
+    a step lasts as long as its longest device marker (devices' clocks need not agree, so
+    their markers are not merged)."""
+    lines = [i for i, name in enumerate(table.line_name)
+             if name == DEVICE_STEPS_LINE and device_planes(table)[table.line_plane[i]]]
+    rows = np.flatnonzero(np.isin(table.line, lines)) if lines else np.zeros(0, np.int64)
+    if len(rows) == 0:
+        return rows.astype(np.int64)
+    # Longest first, then one row per name.
+    rows = rows[np.argsort(-table.duration_ns[rows], kind="stable")]
+    _, first = np.unique(table.name[rows], return_index=True)
+    return np.sort(rows[first]).astype(np.int64)
 
 
 def _device_line_rows(table: EventTable, device: BoolArray, line_name: str) -> I64:

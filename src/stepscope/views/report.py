@@ -33,6 +33,15 @@ NEXT_TOOL_TEXT = {
 }
 
 
+def _evidence(value: Any) -> str:
+    """One evidence value, short: numbers as they are, lists and maps joined."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}" if value < 10 else f"{value:.1f}"
 
@@ -100,19 +109,26 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
                   highlight=False)
     for hint in rec["hints"][1:]:
         console.print(f"  • {hint}", highlight=False)
+    for advice in summary.get("recommendations", []):
+        evidence = ", ".join(f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
+        console.print(f"Advice [{advice['rule']}]: {advice['text']}", highlight=False,
+                      markup=False)
+        console.print(f"    because {evidence}; see {advice['tool']}", style="dim",
+                      highlight=False, markup=False)
     if summary.get("precision"):
         p = summary["precision"]
         console.print(f"Device compute precision: 16-bit {p['16bit_percent']:.1f}%, "
                       f"32-bit {p['32bit_percent']:.1f}%", highlight=False)
     table = Table(title=f"Top {len(summary['top_ops'])} ops (self time)", title_justify="left")
     for col, justify in (("#", "right"), ("where", "left"), ("type", "left"), ("op", "left"),
-                         ("count", "right"), ("self ms", "right"), ("self %", "right")):
+                         ("count", "right"), ("self ms", "right"), ("self %", "right"),
+                         ("cum. %", "right")):
         table.add_column(col, justify=justify,  # type: ignore[arg-type]
                          overflow="fold" if col == "op" else "ellipsis")
     for i, op in enumerate(summary["top_ops"], 1):
         table.add_row(str(i), op["host_or_device"], op["type"], op["name"],
                       str(op["occurrences"]), f"{op['self_ms']:.3f}",
-                      f"{op['self_percent']:.1f}")
+                      f"{op['self_percent']:.1f}", f"{op['cumulative_self_percent']:.1f}")
     console.print(table)
     devices = ("CPU only" if env["device_type"] == "CPU"
                else f"{env['device_count']} × {env['device_type']}")

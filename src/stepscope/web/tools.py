@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stepscope.analysis.advice import recommendations
 from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats, kernel_stats_csv
 from stepscope.analysis.run_model import RunModel
@@ -68,15 +69,22 @@ def _overview(run: LoadedRun) -> dict[str, Any]:
     return _model(run).overview_dict()
 
 
+def _advice(run: LoadedRun) -> list[dict[str, Any]]:
+    """The run's best-practice advice (``analysis.advice``), computed once per loaded run."""
+    advice: list[dict[str, Any]] = run.result(
+        ("advice",), lambda: [r.to_dict() for r in recommendations(_model(run))])
+    return advice
+
+
 def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
-    """The overview page of all hosts, or of one."""
+    """The overview page of all hosts, or of one (the advice is the whole run's)."""
     summary = _overview(run)
     xla = {"xla_flops_utilization": _xla_flops_utilization(run, host)}
     if host is None:
-        return {**summary, "host": None, **xla}
+        return {**summary, "host": None, **xla, "recommendations": _advice(run)}
     return {"run": summary["run"], "path": summary["path"], "host": host,
-            **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **xla}
-
+            **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **xla,
+            "recommendations": _advice(run)}
 
 def _xla_flops_utilization(run: LoadedRun, host: str | None) -> float | None:
     """The guide's "FLOPS utilisation" of the run's XLA programs, where it can be computed."""

@@ -1,0 +1,173 @@
+"""Which host events belong to a step by causality, as TensorFlow's event grouping has it.
+
+XProf counts a host event towards a step only when the event is *grouped* into that step:
+nested under the step's marker on its thread, or reached from there through a
+producer → consumer context link (the ``_pt``/``_p`` stats of the producer matching the
+``_ct``/``_c`` stats of the consumer: a ``tf.function`` call and the executor threads that
+run its ops, a JAX call and the XLA CPU client's thunks), or nested under such a consumer on
+its own thread. A thread pool's ``ThreadpoolListener::StartRegion`` marks the start of work
+scheduled from elsewhere (it is the consumer of the scheduling ``ThreadpoolListener::Record``)
+and holds every event until the next ``ThreadpoolListener::StopRegion`` on its thread, as XProf
+has it; the region counts as work of its own for that span. Work on other threads that
+nothing links to the step (a ``tf.data`` background thread filling a prefetch buffer) is not
+the step's, even when it runs at the same time.
+
+Grouping needs the context stats; profiles without them (Kineto traces, stepscope's own
+traces) have ``has_links`` false and callers keep their time-based grouping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.model.events import EventTable
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+PRODUCER_TYPE, PRODUCER_ID = "_pt", "_p"
+CONSUMER_TYPE, CONSUMER_ID = "_ct", "_c"
+START_REGION = "ThreadpoolListener::StartRegion"
+STOP_REGION = "ThreadpoolListener::StopRegion"
+_MAX_ROUNDS = 16  # chains of links are short (call → executor → nested call)
+
+
+def has_links(table: EventTable) -> bool:
+    """Whether ``table`` carries producer/consumer context stats."""
+    names = table.stats.stat_names
+    return all(s in names for s in (PRODUCER_TYPE, PRODUCER_ID, CONSUMER_TYPE, CONSUMER_ID))
+
+
+def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I64]:
+    """Events carrying both stats: (rows, context type, context id)."""
+    t_rows, t_val = table.int_stat(type_stat)
+    i_rows, i_val = table.int_stat(id_stat)
+    by_type = np.full(len(table), np.iinfo(np.int64).min, dtype=np.int64)
+    by_type[t_rows] = t_val
+    both = by_type[i_rows] != np.iinfo(np.int64).min
+    rows = i_rows[both]
+    return rows, by_type[rows], i_val[both]
+
+
+def region_ends(table: EventTable) -> I64:
+    """Per event: the end of the span it holds its descendants in (a thread pool region's
+    start holds them until the region's stop)."""
+    end = table.start_ns + table.duration_ns
+    start_code, stop_code = table.name_code(START_REGION), table.name_code(STOP_REGION)
+    if start_code is None or stop_code is None:
+        return end
+    starts = np.flatnonzero(table.name == start_code)
+    stops = np.flatnonzero(table.name == stop_code)
+    if len(starts) == 0 or len(stops) == 0:
+        return end
+    stops = stops[np.lexsort((table.start_ns[stops], table.line[stops]))]
+    key_line, key_time = table.line[stops].astype(np.int64), table.start_ns[stops]
+    # The first stop on the same line at or after each start (lexicographic search).
+    pos = _lex_search(key_line, key_time, table.line[starts].astype(np.int64),
+                      table.start_ns[starts])
+    ok = pos < len(stops)
+    ok[ok] &= key_line[pos[ok]] == table.line[starts[ok]]
+    # A region still open when the capture stopped runs to its thread's last event.
+    line_end = np.zeros(len(table.line_name), dtype=np.int64)
+    np.maximum.at(line_end, table.line, end)
+    region_end = np.where(ok, key_time[np.minimum(pos, len(stops) - 1)],
+                          line_end[table.line[starts]])
+    end = end.copy()
+    end[starts] = np.maximum(end[starts], region_end)
+    return end
+
+
+def _lex_search(key_a: I64, key_b: I64, a: I64, b: I64) -> I64:
+    """Left insertion points of (a, b) pairs into the (key_a, key_b)-sorted keys."""
+    lo = np.searchsorted(key_a, a, side="left")
+    hi = np.searchsorted(key_a, a, side="right")
+    out = lo.copy()
+    for value in np.unique(a):
+        pick = a == value
+        first, last = int(lo[pick][0]), int(hi[pick][0])
+        out[pick] = first + np.searchsorted(key_b[first:last], b[pick], side="left")
+    return out
+
+
+def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64,
+                 ends: I64) -> tuple[I64, I64]:
+    """Events nested under each of ``roots`` on the root's own line: (root index, row)."""
+    if len(roots) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    line = table.line[roots].astype(np.int64)
+    starts = table.start_ns[order]
+    lo_line, hi_line = line_start[line], line_start[line + 1]
+    # Within the line's stretch of ``order`` (sorted by start), the events starting inside
+    # the root's span; events on one thread nest, so those are its descendants.
+    lo = lo_line + _search(starts, lo_line, hi_line, table.start_ns[roots], "left")
+    end = ends[roots]
+    hi = lo_line + _search(starts, lo_line, hi_line, end, "left")
+    count = np.maximum(hi - lo, 0)
+    total = int(count.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    owner = np.repeat(np.arange(len(roots), dtype=np.int64), count)
+    first = np.repeat(lo - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+    pos = first + np.arange(total, dtype=np.int64)
+    return owner, order[pos]
+
+
+def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
+    """searchsorted of each ``value`` within its own slice ``starts[lo:hi]`` (offset from lo)."""
+    out = np.empty(len(value), dtype=np.int64)
+    for line_lo, line_hi in set(zip(lo.tolist(), hi.tolist(), strict=True)):
+        pick = (lo == line_lo) & (hi == line_hi)
+        out[pick] = np.searchsorted(starts[line_lo:line_hi], value[pick],
+                                    side="left" if side == "left" else "right")
+    return out
+
+
+def grouped_step(table: EventTable, seed_step: I32) -> I32:
+    """Per event: the step it is grouped into (-1: none), starting from ``seed_step`` (the
+    step of the events on the steps' own threads) and following context links and nesting."""
+    out = np.asarray(seed_step, dtype=np.int32).copy()
+    if not has_links(table) or not (out >= 0).any():
+        return out
+    p_rows, p_type, p_id = _keys(table, PRODUCER_TYPE, PRODUCER_ID)
+    c_rows, c_type, c_id = _keys(table, CONSUMER_TYPE, CONSUMER_ID)
+    if len(p_rows) == 0 or len(c_rows) == 0:
+        return out
+    # One code per (type, id) pair, shared by producers and consumers.
+    kinds, ids = np.concatenate([p_type, c_type]), np.concatenate([p_id, c_id])
+    order_pairs = np.lexsort((ids, kinds))
+    k_sorted, i_sorted = kinds[order_pairs], ids[order_pairs]
+    fresh = np.concatenate([[True], (k_sorted[1:] != k_sorted[:-1])
+                            | (i_sorted[1:] != i_sorted[:-1])])
+    code = np.empty(len(kinds), dtype=np.int64)
+    code[order_pairs] = np.cumsum(fresh) - 1
+    p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
+    order = np.lexsort((table.start_ns, table.line)).astype(np.int64)
+    line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
+    line_start = line_start.astype(np.int64)
+    ends = region_ends(table)
+    for _ in range(_MAX_ROUNDS):
+        linked = out[p_rows] >= 0
+        if not linked.any():
+            break
+        step_of_code = np.full(int(code.max()) + 1, -1, dtype=np.int32)
+        # A context used in several steps keeps the earliest (as a first-come grouping).
+        codes, steps = p_code[linked], out[p_rows[linked]]
+        first = np.lexsort((steps, codes))
+        codes, steps = codes[first], steps[first]
+        keep = np.concatenate([[True], codes[1:] != codes[:-1]])
+        step_of_code[codes[keep]] = steps[keep]
+        got = step_of_code[c_code]
+        new = (got >= 0) & (out[c_rows] < 0)
+        if not new.any():
+            break
+        roots = c_rows[new]
+        out[roots] = got[new]
+        owner, rows = _descendants(table, order, line_start, roots, ends)
+        free = out[rows] < 0
+        out[rows[free]] = out[roots[owner[free]]]
+    return out
+
+
+__all__ = ["grouped_step", "has_links", "region_ends"]

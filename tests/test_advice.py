@@ -1,0 +1,181 @@
+"""Best-practice advice: each rule fires on a real run (or a real GPU fixture) that shows its
+problem, cites the numbers, and stays silent on one that does not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advice_workloads import TF_FILES, TF_PIPELINE
+from stepscope.analysis.advice import Recommendation, recommendations
+from stepscope.analysis.run_model import RunModel, build_run_model
+from stepscope.cli import main
+from stepscope.formats.run_reader import load
+
+from conftest import FIXTURES
+from workloads import run_script
+
+RESNET_NO_WORKERS = (FIXTURES / "kineto/tb_plugin/samples/resnet50_num_workers_0/"
+                     "worker0.1623143089861.pt.trace.json.gz")
+V100_EAGER = (FIXTURES / "HolisticTraceAnalysis/tests/data/ns_resolution_trace/"
+              "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+MI210_GPU_ONLY = FIXTURES / "TraceLens/tests/traces/mi210/gpu_only_trace/gpu_only_trace.json.gz"
+H100_QWEN = FIXTURES / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+TOOLS = {"overview_page", "input_pipeline_analyzer", "framework_op_stats", "kernel_stats",
+         "trace_viewer"}
+
+
+def _record(tmp_path_factory: pytest.TempPathFactory, mode: str, steps: int,
+            script: str = TF_PIPELINE) -> RunModel:
+    logdir = tmp_path_factory.mktemp(f"pipeline_{mode}")
+    run_script(script, str(logdir), str(steps), mode)
+    return build_run_model(load(logdir, use_cache=False))
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """Python in a serial per-element map before batching, no prefetch, batch in the step."""
+    return _record(tmp_path_factory, "bad", 8)
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """The same pipeline, the batch fetched outside the step annotation, 12 steps kept."""
+    return _record(tmp_path_factory, "outside", 14)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """Batch, then a heavy parallel map, then prefetch; warmed up; 8 steps kept."""
+    return _record(tmp_path_factory, "good", 10)
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """Profiling from the very first step (it traces the tf.function); 5 steps, all kept."""
+    return _record(tmp_path_factory, "cold", 5)
+
+
+@pytest.fixture(scope="module")
+def files_serial(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """GZIP TFRecord files read one after another, nothing cached."""
+    return _record(tmp_path_factory, "serial", 8, TF_FILES)
+
+
+@pytest.fixture(scope="module")
+def files_parallel(tmp_path_factory: pytest.TempPathFactory) -> RunModel:
+    """The same files read by a parallel interleave and cached."""
+    return _record(tmp_path_factory, "parallel", 8, TF_FILES)
+
+
+@pytest.fixture(scope="module")
+def resnet() -> RunModel:
+    return build_run_model(load(RESNET_NO_WORKERS, use_cache=False))
+
+
+@pytest.fixture(scope="module")
+def v100_eager() -> RunModel:
+    return build_run_model(load(V100_EAGER, use_cache=False))
+
+
+@pytest.fixture(scope="module")
+def mi210() -> RunModel:
+    return build_run_model(load(MI210_GPU_ONLY, use_cache=False))
+
+
+@pytest.fixture(scope="module")
+def qwen() -> RunModel:
+    return build_run_model(load(H100_QWEN, use_cache=False))
+
+
+def _fired(model: RunModel) -> dict[str, Recommendation]:
+    found = recommendations(model)
+    for r in found:  # every recommendation is complete and JSON-ready
+        assert r.text and r.evidence and r.tool in TOOLS, r
+        json.dumps(r.to_dict(), allow_nan=False)
+    return {r.rule: r for r in found}
+
+
+# (rule, the run that shows the problem, one that does not)
+CASES = [
+    ("parallel_map", "bad", "good"),
+    ("prefetch", "bad", "good"),
+    ("vectorize_map", "bad", "good"),
+    ("python_in_pipeline", "bad", "good"),
+    ("tf_data_options", "good", "files_serial"),
+    ("cache", "files_serial", "files_parallel"),
+    ("interleave", "files_serial", "files_parallel"),
+    ("input_outside_step", "outside", "bad"),
+    ("profile_fewer_steps", "outside", "bad"),
+    ("skip_first_steps", "cold", "bad"),
+    ("dataloader_workers", "resnet", "qwen"),
+    ("pinned_memory", "resnet", "qwen"),
+    ("small_kernels", "resnet", "qwen"),
+    ("tensor_cores", "resnet", "qwen"),
+    ("mixed_precision", "resnet", "qwen"),
+    ("kernel_launch", "v100_eager", "qwen"),
+    ("device_idle", "v100_eager", "qwen"),
+    ("layout", "mi210", "qwen"),
+]
+
+
+@pytest.mark.parametrize(("rule", "shows", "clean"), CASES)
+def test_rule_fires_only_where_the_profile_shows_it(
+        rule: str, shows: str, clean: str, request: pytest.FixtureRequest) -> None:
+    fired = _fired(request.getfixturevalue(shows))
+    assert rule in fired, sorted(fired)
+    assert rule not in _fired(request.getfixturevalue(clean))
+
+
+def test_evidence_is_the_numbers_of_the_profile(bad: RunModel, outside: RunModel) -> None:
+    fired = _fired(bad)
+    summary = bad.overview_dict()
+    assert fired["parallel_map"].evidence["input_percent"] == pytest.approx(
+        summary["breakdown"]["input"], abs=0.01)
+    assert summary["input"]["verdict"] in ("highly", "moderately")
+    stage = fired["parallel_map"].evidence["bottleneck_stage"]
+    bottleneck = next(iter(bad.hosts.values())).input.bottleneck
+    assert stage == bottleneck.stage
+    assert fired["parallel_map"].evidence["serial_map"] in bottleneck.critical_path
+    assert fired["python_in_pipeline"].evidence["python_ops"]["EagerPyFunc"] > 0
+    # The wait between steps is not in the breakdown (it is outside the steps) but is seen
+    # in the gaps: far longer than the steps themselves here.
+    gaps = _fired(outside)["input_outside_step"].evidence
+    assert outside.overview_dict()["breakdown"]["input"] < 5.0
+    assert gaps["median_gap_ms"] > gaps["median_step_ms"]
+    assert _fired(outside)["profile_fewer_steps"].evidence["steps"] == 12
+
+
+def test_report_prints_and_json_lists_the_advice(tmp_path: Path, bad: RunModel,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = bad.path
+    assert main(["report", path, "--json", "--no-cache"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    rules = [r["rule"] for r in out["recommendations"]]
+    assert "parallel_map" in rules
+    assert set(out["recommendations"][0]) == {"rule", "text", "evidence", "tool"}
+    assert main(["report", path, "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "Advice [parallel_map]" in text and "input_pipeline_analyzer" in text
+
+
+def test_a_well_built_pipeline_gets_no_pipeline_fixes(good: RunModel) -> None:
+    # Batched, parallel, prefetched: none of the fixes to the pipeline's structure fires,
+    # though it is still input-bound (its map is heavy and the step does almost nothing).
+    assert good.overview_dict()["breakdown"]["input"] >= 5.0
+    structure = {"parallel_map", "prefetch", "vectorize_map", "python_in_pipeline", "cache",
+                 "interleave", "dataloader_workers"}
+    assert not structure & set(_fired(good))
+
+
+def test_runs_with_few_or_no_steps_get_no_step_advice(tmp_path: Path) -> None:
+    from workloads import make_stepscope_run
+
+    # One step: no gaps, no first-step comparison, no input pipeline, no device.
+    model = build_run_model(load(make_stepscope_run(tmp_path / "one", steps=1),
+                                 use_cache=False))
+    assert _fired(model) == {}
