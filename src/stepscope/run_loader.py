@@ -186,21 +186,31 @@ def open_xla_model(path: str | Path, *, use_cache: bool = True,
 def has_xla_data(files: list[Path]) -> bool:
     """Whether any of a run's files may hold XLA data (a byte probe, nothing decoded; each
     file's answer is kept while its size and modification time stay the same)."""
+    return _any_file(files, "xla")
+
+
+def has_hlo_data(files: list[Path]) -> bool:
+    """Whether any of a run's files may hold XLA programs' HLO (a byte probe, kept per file
+    while its size and modification time stay the same)."""
+    return _any_file(files, "hlo")
+
+
+def _any_file(files: list[Path], what: str) -> bool:
     for f in files:
         if not f.name.endswith(schema.XPLANE_SUFFIX):
             continue
         try:
             st = f.stat()
-        except OSError:
+        except Exception:  # unreadable, or a bucket that cannot be reached: no data here
             continue
-        if _probe(str(f), st.st_size, st.st_mtime_ns):
+        if _probe(what, str(f), st.st_size, st.st_mtime_ns):
             return True
     return False
 
 
 @functools.lru_cache(maxsize=1024)
-def _probe(path: str, size: int, mtime_ns: int) -> bool:
-    return may_hold_xla(path)
+def _probe(what: str, path: str, size: int, mtime_ns: int) -> bool:
+    return may_hold_xla(path) if what == "xla" else may_hold_hlo(path)
 
 
 def _cached_xla(files: list[Path]) -> XlaModel | None:
@@ -242,23 +252,3 @@ def open_hlo_programs(path: str | Path, host: str | None = None) -> dict[str, Hl
     _, _, files, _ = resolve(path)
     names = host_names(files)
     return hlo_programs_of(dict(zip(names, files, strict=True)), host)
-
-
-def has_hlo_data(files: list[Path]) -> bool:
-    """Whether any of a run's files may hold XLA programs' HLO (a byte probe, kept per file
-    while its size and modification time stay the same)."""
-    for f in files:
-        if not f.name.endswith(schema.XPLANE_SUFFIX):
-            continue
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        if _probe_hlo(str(f), st.st_size, st.st_mtime_ns):
-            return True
-    return False
-
-
-@functools.lru_cache(maxsize=1024)
-def _probe_hlo(path: str, size: int, mtime_ns: int) -> bool:
-    return may_hold_hlo(path)
