@@ -26,9 +26,8 @@ from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel,
 from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import host_names, load
-from stepscope.formats.xspace_hlo_probe import may_hold_hlo
 from stepscope.formats.xspace_to_hlo import load_hlo
-from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
+from stepscope.formats.xspace_to_xla import load_xla, may_hold_hlo, may_hold_xla
 from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import Progress, RunTables

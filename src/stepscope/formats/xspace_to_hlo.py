@@ -9,17 +9,14 @@ metadata names, or a ``program_id`` stat), so both tools agree with the op profi
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from stepscope.errors import ProfileFormatError
-from stepscope.formats.hlo_proto import decode_hlo_proto
 from stepscope.formats.xplane_proto import XPlane
-from stepscope.formats.xspace_to_xla import HLO_PROTO_STAT, METADATA_PLANE, PROGRAM_ID_STAT
-from stepscope.model.hlo import HloModule
+from stepscope.formats.xspace_to_xla import METADATA_PLANE, Programs, programs_of_plane
+from stepscope.model.locations import as_path, read_bytes
 
-_PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
 _PLANES, _PLANE_NAME = 1, 2
 _LEN, _VARINT, _I64, _I32 = 2, 0, 1, 5
 
@@ -74,51 +71,19 @@ def _metadata_plane(data: bytes) -> bytes | None:
     return None
 
 
-def hlo_from_xspace(data: bytes, source: str = "<bytes>"
-                    ) -> tuple[dict[str, HloModule], dict[str, str], dict[str, str]]:
+def hlo_from_xspace(data: bytes, source: str = "<bytes>") -> Programs:
     """(program id → decoded HLO module, program id → name, program id → why unreadable)."""
     try:
         raw = _metadata_plane(data)
         plane = XPlane.FromString(raw) if raw is not None else None
     except Exception as err:  # a damaged wire walk, or protobuf's DecodeError
         raise ProfileFormatError(f"{source}: not a readable XSpace ({err}).") from err
-    modules: dict[str, HloModule] = {}
-    names: dict[str, str] = {}
-    bad: dict[str, str] = {}
     if plane is None:
-        return modules, names, bad
-    stat_names = {mid: md.name for mid, md in plane.stat_metadata.items()}
-    for mid, md in plane.event_metadata.items():
-        proto: bytes | None = None
-        pid = ""
-        for stat in md.stats:
-            name = stat_names.get(stat.metadata_id)
-            if name == HLO_PROTO_STAT and stat.WhichOneof("value") == "bytes_value":
-                proto = stat.bytes_value
-            elif name == PROGRAM_ID_STAT:
-                which = stat.WhichOneof("value")
-                value = getattr(stat, which) if which else None
-                pid = str(value or "") if isinstance(value, (int, str)) else ""
-        if proto is None:
-            continue
-        name, match = md.name, _PROGRAM_SUFFIX.match(md.name)
-        if match:
-            name = match.group(1)
-            pid = pid or str(int(match.group(2)) % (1 << 64))
-        pid = pid or str(mid % (1 << 64))
-        names[pid] = name
-        try:
-            modules[pid] = decode_hlo_proto(proto, f"{source}: program {md.name}")
-        except ProfileFormatError as err:
-            bad[pid] = str(err)
-    return modules, names, bad
+        return {}, {}, {}
+    return programs_of_plane(plane, source)
 
 
-def load_hlo(path: str | Path) -> tuple[dict[str, HloModule], dict[str, str], dict[str, str]]:
-    """The HLO programs of one ``.xplane.pb`` file (see ``hlo_from_xspace``)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
-    return hlo_from_xspace(data, str(path))
+def load_hlo(path: str | Path) -> Programs:
+    """The HLO programs of one ``.xplane.pb`` file, local or a URL (see ``hlo_from_xspace``)."""
+    source = as_path(path)
+    return hlo_from_xspace(read_bytes(source), str(source))

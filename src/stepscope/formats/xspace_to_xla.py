@@ -71,18 +71,29 @@ def load_xla(path: str | Path) -> XlaHostOps:
 
 def may_hold_xla(path: str | Path) -> bool:
     """Whether the file may hold XLA data (names XLA stats or lines); False if unreadable."""
+    return _names_any(path, _MARKERS)
+
+
+def may_hold_hlo(path: str | Path) -> bool:
+    """Whether the file may hold XLA programs' HLO (names the HLO proto stat, which the
+    memory and graph viewers read); False if unreadable."""
+    return _names_any(path, (HLO_PROTO_STAT.encode(),))
+
+
+def _names_any(path: str | Path, markers: tuple[bytes, ...]) -> bool:
+    """Whether the file's bytes hold any of ``markers`` (a probe, nothing decoded)."""
     try:
         source = as_path(path)
         if is_remote(source):
             data = read_bytes(source)
-            return any(marker in data for marker in _MARKERS)
+            return any(marker in data for marker in markers)
         # Never blocks: a FIFO or device named like a profile is no XLA data.
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat_mode.S_ISREG(os.fstat(fd).st_mode):
                 return False
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                return any(m.find(marker) >= 0 for marker in _MARKERS)
+                return any(m.find(marker) >= 0 for marker in markers)
     except (OSError, ValueError, StepscopeError):  # unreadable, or empty (mmap of 0 bytes)
         return False
 
@@ -107,30 +118,44 @@ def _metadata_stats(plane: Any, md: Any) -> dict[str, Any]:
     return out
 
 
-def _programs(cols: xc.XSpaceColumns, source: str
-              ) -> tuple[dict[str, HloModule], dict[str, str], dict[str, str]]:
+Programs = tuple[dict[str, HloModule], dict[str, str], dict[str, str]]
+
+
+def _programs(cols: xc.XSpaceColumns, source: str) -> Programs:
     modules: dict[str, HloModule] = {}
     names: dict[str, str] = {}
     bad: dict[str, str] = {}
     for plane in cols.planes:
-        if plane.name != METADATA_PLANE:
+        if plane.name == METADATA_PLANE:
+            found_modules, found_names, found_bad = programs_of_plane(plane, source)
+            modules.update(found_modules)
+            names.update(found_names)
+            bad.update(found_bad)
+    return modules, names, bad
+
+
+def programs_of_plane(plane: Any, source: str) -> Programs:
+    """The XLA programs of a metadata plane (an ``XPlane`` message): (program id → decoded
+    HLO module, program id → name, program id → why its HLO is unreadable)."""
+    modules: dict[str, HloModule] = {}
+    names: dict[str, str] = {}
+    bad: dict[str, str] = {}
+    for mid, md in plane.event_metadata.items():
+        stats = _metadata_stats(plane, md)
+        proto = stats.get(HLO_PROTO_STAT)
+        if not isinstance(proto, bytes):
             continue
-        for mid, md in plane.event_metadata.items():
-            stats = _metadata_stats(plane, md)
-            proto = stats.get(HLO_PROTO_STAT)
-            if not isinstance(proto, bytes):
-                continue
-            name, pid = md.name, str(stats.get(PROGRAM_ID_STAT) or "")
-            match = _PROGRAM_SUFFIX.match(md.name)
-            if match:
-                name = match.group(1)
-                pid = pid or str(int(match.group(2)) % (1 << 64))
-            pid = pid or str(mid % (1 << 64))
-            names[pid] = name
-            try:
-                modules[pid] = decode_hlo_proto(proto, f"{source}: program {md.name}")
-            except ProfileFormatError as err:
-                bad[pid] = str(err)
+        name, pid = md.name, str(stats.get(PROGRAM_ID_STAT) or "")
+        match = _PROGRAM_SUFFIX.match(md.name)
+        if match:
+            name = match.group(1)
+            pid = pid or str(int(match.group(2)) % (1 << 64))
+        pid = pid or str(mid % (1 << 64))
+        names[pid] = name
+        try:
+            modules[pid] = decode_hlo_proto(proto, f"{source}: program {md.name}")
+        except ProfileFormatError as err:
+            bad[pid] = str(err)
     return modules, names, bad
 
 
