@@ -48,12 +48,13 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
         if cached is not None:
             return cached
     tasks = tasks_for(files, host_names(files))
-    total = sum(t.size for t in tasks)
+    sizes = {t.name: t.size for t in tasks}
+    total = sum(sizes.values())
     finished = 0
 
     def done(result: HostResult) -> None:
         nonlocal finished
-        finished += next(t.size for t in tasks if t.name == result.name)
+        finished += sizes[result.name]
         if progress:
             progress(finished, total, result.name)
 
