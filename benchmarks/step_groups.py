@@ -69,7 +69,7 @@ def main() -> None:
     path = sorted(logdir.rglob("*.xplane.pb"))[0]
 
     from stepscope.analysis.overview_page import host_facts
-    from stepscope.analysis.step_groups import grouped_step, region_ends
+    from stepscope.analysis.step_groups import grouped_step
     from stepscope.analysis.steps import find_steps
     from stepscope.formats.run_reader import load
 
@@ -78,7 +78,7 @@ def main() -> None:
     import numpy as np
 
     seed = np.where(np.isin(table.line, steps.lines), steps.event_step, -1).astype(np.int32)
-    group_s = _median(lambda: (grouped_step(table, seed), region_ends(table)), args.repeat)
+    group_s = _median(lambda: grouped_step(table, seed), args.repeat)
     facts_s = _median(lambda: host_facts("host", table), args.repeat)
     with tempfile.TemporaryDirectory():
         xprof_s = _xprof_seconds(path)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,7 +57,7 @@ from stepscope.analysis.framework_op_stats import (
     merge,
     op_stats,
 )
-from stepscope.analysis.step_groups import grouped_step, has_links, region_ends
+from stepscope.analysis.step_groups import grouped_step, has_links
 from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.model import schema
 from stepscope.model.events import EventTable
@@ -173,7 +173,7 @@ def host_facts(name: str, table: EventTable
     ops = op_stats(table, events=events, include_idle=True)
     masks = _category_masks(table, steps, events)
     order = [PRIORITY.index(c) for c in CATEGORIES[:-1]] + [len(PRIORITY)]
-    ends = region_ends(table) if has_links(table) else None
+    ends = instant_ends(table, steps, masks, PRIORITY) if has_links(table) else None
     per_step = partition(table, steps, masks, PRIORITY, ends)[:, order]
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
@@ -298,7 +298,7 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
               order: tuple[str, ...] = CATEGORIES[:-1], ends: I64 | None = None) -> I64:
     """Per step, the time given to each category of ``order`` (ns), first come first served,
     and in a last column the rest of the step; rows add up to the step time. ``ends``
-    overrides the events' end times (thread pool regions, see ``step_groups``)."""
+    overrides the events' end times (see ``instant_ends``)."""
     n_steps = len(steps)
     out = np.zeros((n_steps, len(order) + 1), dtype=np.int64)
     if n_steps == 0:
@@ -326,6 +326,69 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
         done = union
     out[:, -1] = np.maximum(steps.duration_ns - done, 0)
     return out
+
+
+def instant_ends(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+                 order: tuple[str, ...]) -> I64:
+    """Per event: its end, where zero-length events of a step last as XProf's sweep has them.
+
+    XProf settles overlaps by sweeping the start and end boundaries of a step's events, ends
+    before starts at equal times, keeping a count per category. A zero-length event's end
+    then comes before its start: when no event of its category is open, the count dips and
+    comes back to zero, yet the category becomes the step's current one and stays so until an
+    event of that category ends or one of a higher category starts. (A JAX step's
+    ``ThreadpoolListener::StartRegion`` is such an event: its host compute runs on to the
+    step's next host event.) Each such event is given that end here, so that the union-based
+    ``partition`` finds XProf's figures.
+    """
+    end = table.start_ns + table.duration_ns
+    n_steps = len(steps)
+    if n_steps == 0 or len(table) == 0:
+        return end
+    # Each event's category is the first of ``order`` it belongs to (its priority).
+    kind = np.full(len(table), -1, dtype=np.int64)
+    in_step = steps.event_step >= 0
+    for k, cat in enumerate(order):
+        kind[masks[cat] & in_step & (kind < 0)] = k
+    zero = np.flatnonzero((kind >= 0) & (table.duration_ns == 0))
+    if len(zero) == 0:
+        return end
+    rows = np.flatnonzero(kind >= 0)
+    rows = rows[np.argsort(steps.event_step[rows], kind="stable")]
+    bounds = np.searchsorted(steps.event_step[rows], np.arange(n_steps + 1))
+    end = end.copy()
+    zero = zero[np.lexsort((table.start_ns[zero], kind[zero], steps.event_step[zero]))]
+    z_step, z_kind = steps.event_step[zero].astype(np.int64), kind[zero]
+    first = np.flatnonzero(np.concatenate([[True], (z_step[1:] != z_step[:-1])
+                                           | (z_kind[1:] != z_kind[:-1])]))
+    for lo, hi in zip(first.tolist(), np.append(first[1:], len(zero)).tolist(), strict=True):
+        step, k = int(z_step[lo]), int(z_kind[lo])
+        mine = rows[bounds[step]:bounds[step + 1]]
+        t = table.start_ns[zero[lo:hi]]
+        higher = mine[kind[mine] < k]
+        h_start, h_end = table.start_ns[higher], end[higher]
+        # A higher category open at the instant keeps it; one starting later cuts it short.
+        stop = int(steps.end_ns[step])
+        cut = _next_after(np.sort(h_start), t, "left", stop)
+        same = mine[(kind[mine] == k) & (table.duration_ns[mine] > 0)]
+        cut = np.minimum(cut, _next_after(np.sort(end[same]), t, "right", stop))
+        open_higher = np.zeros(len(t), dtype=bool)
+        if len(higher):
+            # Whether a higher event spans the instant: its intervals merged, then searched.
+            _, m_start, m_end = intervals.merged(np.zeros(len(higher), np.int64), h_start, h_end)
+            at = np.searchsorted(m_start, t, side="left") - 1
+            ok = at >= 0
+            open_higher[ok] = m_end[at[ok]] > t[ok]
+        end[zero[lo:hi]] = np.where(open_higher, t, np.maximum(cut, t))
+    return end
+
+
+def _next_after(times: I64, t: I64, side: Literal["left", "right"], default: int) -> I64:
+    """Per instant of ``t``: the first of the sorted ``times`` at or after it (``side``
+    "left") or strictly after it ("right"); ``default`` where there is none."""
+    pos = np.searchsorted(times, t, side=side)
+    padded = np.append(times, default)
+    return padded[pos]
 
 
 def _devices(table: EventTable) -> tuple[str, int, list[str]]:

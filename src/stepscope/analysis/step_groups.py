@@ -4,13 +4,13 @@ XProf counts a host event towards a step only when the event is *grouped* into t
 nested under the step's marker on its thread, or reached from there through a
 producer → consumer context link (the ``_pt``/``_p`` stats of the producer matching the
 ``_ct``/``_c`` stats of the consumer: a ``tf.function`` call and the executor threads that
-run its ops, a JAX call and the XLA CPU client's thunks), or nested under such a consumer on
-its own thread. A thread pool's ``ThreadpoolListener::StartRegion`` marks the start of work
-scheduled from elsewhere (it is the consumer of the scheduling ``ThreadpoolListener::Record``)
-and holds every event until the next ``ThreadpoolListener::StopRegion`` on its thread, as XProf
-has it; the region counts as work of its own for that span. Work on other threads that
-nothing links to the step (a ``tf.data`` background thread filling a prefetch buffer) is not
-the step's, even when it runs at the same time.
+run its ops), or nested under such a consumer on its own thread. A thread pool's
+``ThreadpoolListener::StartRegion`` (the consumer of the scheduling
+``ThreadpoolListener::Record``) is grouped, but it lasts no time, so nothing on its thread
+nests under it: as in XProf, the pool's work (the XLA CPU client's thunks) is not the step's
+(the zero-length start itself still counts, see ``overview_page.instant_ends``). Work on
+other threads that nothing links to the step (a ``tf.data`` background thread filling a
+prefetch buffer) is not the step's, even when it runs at the same time.
 
 Grouping needs the context stats; profiles without them (Kineto traces, stepscope's own
 traces) have ``has_links`` false and callers keep their time-based grouping.
@@ -29,8 +29,6 @@ BoolArray = NDArray[np.bool_]
 
 PRODUCER_TYPE, PRODUCER_ID = "_pt", "_p"
 CONSUMER_TYPE, CONSUMER_ID = "_ct", "_c"
-START_REGION = "ThreadpoolListener::StartRegion"
-STOP_REGION = "ThreadpoolListener::StopRegion"
 _MAX_ROUNDS = 16  # chains of links are short (call → executor → nested call)
 
 
@@ -49,46 +47,6 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I6
     both = by_type[i_rows] != np.iinfo(np.int64).min
     rows = i_rows[both]
     return rows, by_type[rows], i_val[both]
-
-
-def region_ends(table: EventTable) -> I64:
-    """Per event: the end of the span it holds its descendants in (a thread pool region's
-    start holds them until the region's stop)."""
-    end = table.start_ns + table.duration_ns
-    start_code, stop_code = table.name_code(START_REGION), table.name_code(STOP_REGION)
-    if start_code is None or stop_code is None:
-        return end
-    starts = np.flatnonzero(table.name == start_code)
-    stops = np.flatnonzero(table.name == stop_code)
-    if len(starts) == 0 or len(stops) == 0:
-        return end
-    stops = stops[np.lexsort((table.start_ns[stops], table.line[stops]))]
-    key_line, key_time = table.line[stops].astype(np.int64), table.start_ns[stops]
-    # The first stop on the same line at or after each start (lexicographic search).
-    pos = _lex_search(key_line, key_time, table.line[starts].astype(np.int64),
-                      table.start_ns[starts])
-    ok = pos < len(stops)
-    ok[ok] &= key_line[pos[ok]] == table.line[starts[ok]]
-    # A region still open when the capture stopped runs to its thread's last event.
-    line_end = np.zeros(len(table.line_name), dtype=np.int64)
-    np.maximum.at(line_end, table.line, end)
-    region_end = np.where(ok, key_time[np.minimum(pos, len(stops) - 1)],
-                          line_end[table.line[starts]])
-    end = end.copy()
-    end[starts] = np.maximum(end[starts], region_end)
-    return end
-
-
-def _lex_search(key_a: I64, key_b: I64, a: I64, b: I64) -> I64:
-    """Left insertion points of (a, b) pairs into the (key_a, key_b)-sorted keys."""
-    lo = np.searchsorted(key_a, a, side="left")
-    hi = np.searchsorted(key_a, a, side="right")
-    out = lo.copy()
-    for value in np.unique(a):
-        pick = a == value
-        first, last = int(lo[pick][0]), int(hi[pick][0])
-        out[pick] = first + np.searchsorted(key_b[first:last], b[pick], side="left")
-    return out
 
 
 def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64,
@@ -146,7 +104,7 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     order = np.lexsort((table.start_ns, table.line)).astype(np.int64)
     line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
     line_start = line_start.astype(np.int64)
-    ends = region_ends(table)
+    ends = table.start_ns + table.duration_ns
     for _ in range(_MAX_ROUNDS):
         linked = out[p_rows] >= 0
         if not linked.any():
@@ -170,4 +128,4 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     return out
 
 
-__all__ = ["grouped_step", "has_links", "region_ends"]
+__all__ = ["grouped_step", "has_links"]
