@@ -3,6 +3,7 @@ problem, cites the numbers, and stays silent on one that does not."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ RESNET_NO_WORKERS = (FIXTURES / "kineto/tb_plugin/samples/resnet50_num_workers_0
 V100_EAGER = (FIXTURES / "HolisticTraceAnalysis/tests/data/ns_resolution_trace/"
               "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 MI210_GPU_ONLY = FIXTURES / "TraceLens/tests/traces/mi210/gpu_only_trace/gpu_only_trace.json.gz"
+# A PyTorch step whose host-to-device copies are 11 % of its time (HTA's trace-diff control).
+H2D_CONTROL = FIXTURES / "HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz"
 H100_QWEN = FIXTURES / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 
 TOOLS = {"overview_page", "input_pipeline_analyzer", "framework_op_stats", "kernel_stats",
@@ -88,6 +91,11 @@ def mi210() -> RunModel:
 
 
 @pytest.fixture(scope="module")
+def h2d_control() -> RunModel:
+    return build_run_model(load(H2D_CONTROL, use_cache=False))
+
+
+@pytest.fixture(scope="module")
 def qwen() -> RunModel:
     return build_run_model(load(H100_QWEN, use_cache=False))
 
@@ -120,6 +128,7 @@ CASES = [
     ("kernel_launch", "v100_eager", "qwen"),
     ("device_idle", "v100_eager", "qwen"),
     ("layout", "mi210", "qwen"),
+    ("host_to_device_copies", "h2d_control", "qwen"),
 ]
 
 
@@ -148,6 +157,18 @@ def test_evidence_is_the_numbers_of_the_profile(bad: RunModel, outside: RunModel
     assert outside.overview_dict()["breakdown"]["input"] < 5.0
     assert gaps["median_gap_ms"] > gaps["median_step_ms"]
     assert _fired(outside)["profile_fewer_steps"].evidence["steps"] == 12
+
+
+def test_copy_evidence_is_the_traces_own_copies(h2d_control: RunModel) -> None:
+    # Read straight from the trace: every host-to-device memcpy the GPU ran.
+    trace = json.loads(gzip.decompress(H2D_CONTROL.read_bytes()))
+    copies_ms = sum(e["dur"] for e in trace["traceEvents"]
+                    if e.get("cat") == "gpu_memcpy" and "HtoD" in e.get("name", "")) / 1e3
+    evidence = _fired(h2d_control)["host_to_device_copies"].evidence
+    assert evidence["copy_ms"] == pytest.approx(copies_ms, abs=0.001)
+    step_ms = h2d_control.overview_dict()["steps"]["avg_ms"] * \
+        h2d_control.overview_dict()["steps"]["count"]
+    assert evidence["percent_of_step_time"] == pytest.approx(100 * copies_ms / step_ms, abs=0.01)
 
 
 def test_report_prints_and_json_lists_the_advice(tmp_path: Path, bad: RunModel,
