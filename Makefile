@@ -26,6 +26,10 @@ browser:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,reference]'
+	# Keras 2 for the Keras fit reference test: without its dependencies (it would pull the
+	# full tensorflow package over tensorflow-cpu), at the version of the TensorFlow installed.
+	$(BIN)/python -m pip install -q --no-deps "tf-keras==$$($(BIN)/python -c \
+	  'import importlib.metadata as m; print(m.version("tensorflow-cpu").rsplit(".", 1)[0])').*"
 	touch .make-setup
 
 # Profiles a sample workload, prints its report, then serves the web UI on it (Ctrl-C stops).

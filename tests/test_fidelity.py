@@ -33,6 +33,21 @@ model.fit(x, y, batch_size=32, epochs=1, verbose=0,
           callbacks=[keras.callbacks.TensorBoard(logdir, profile_batch=(3, 6))])
 """
 
+# Keras 2 (tf_keras) marks each training step with a root ``train`` Trace, so XProf finds
+# its steps; a tf.data map feeds it, run by the step's executor on tf.data's own thread.
+TF_KERAS_FIT = """
+import sys, numpy as np, tensorflow as tf, tf_keras as keras
+logdir = sys.argv[1]
+x = np.random.rand(1024, 16).astype("float32")
+y = np.random.rand(1024, 1).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a * 2, b)).batch(32)
+model = keras.Sequential([keras.layers.Dense(32, activation="relu", input_shape=(16,)),
+                          keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+model.fit(ds, epochs=1, verbose=0,
+          callbacks=[keras.callbacks.TensorBoard(logdir, profile_batch=(5, 14))])
+"""
+
 JAX_LOOP = """
 import sys, jax, jax.numpy as jnp
 logdir, steps = sys.argv[1], int(sys.argv[2])
@@ -229,6 +244,17 @@ def test_keras_fit_profiled_batches_are_found(tmp_path: Path) -> None:
     assert summary["steps"]["found_by"] == "step_num"
     # XProf finds none in the same file.
     assert _xprof_steps(_xspace_file(tmp_path)) == []
+
+
+def test_tf_keras_fit_breakdown_matches_xprof(tmp_path: Path) -> None:
+    run_script(TF_KERAS_FIT, str(tmp_path))
+    path = _xspace_file(tmp_path)
+    theirs = _assert_breakdown_matches_xprof(path)
+    # The batch comes through IteratorGetNext on tf.data's thread, linked to the step by the
+    # executor's step id: input, as XProf counts it.
+    assert theirs["input"] > 0 and theirs["host_compute"] > 0
+    assert len(_xprof_steps(path)) == overview(load(path, use_cache=False)).to_dict()[
+        "steps"]["count"]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,9 @@ XProf counts a host event towards a step only when the event is *grouped* into t
 nested under the step's marker on its thread, or reached from there through a
 producer → consumer context link (the ``_pt``/``_p`` stats of the producer matching the
 ``_ct``/``_c`` stats of the consumer: a ``tf.function`` call and the executor threads that
-run its ops), or nested under such a consumer on its own thread. A thread pool's
+run its ops; and, without a context stat, the executor and the ``IteratorGetNext`` op it
+runs on tf.data's thread, by the executor's step id and iteration), or nested under such a
+consumer on its own thread. A thread pool's
 ``ThreadpoolListener::StartRegion`` (the consumer of the scheduling
 ``ThreadpoolListener::Record``) is grouped, but it lasts no time, so nothing on its thread
 nests under it: as in XProf, the pool's work (the XLA CPU client's thunks) is not the step's
@@ -30,6 +32,12 @@ BoolArray = NDArray[np.bool_]
 PRODUCER_TYPE, PRODUCER_ID = "_pt", "_p"
 CONSUMER_TYPE, CONSUMER_ID = "_ct", "_c"
 _MAX_ROUNDS = 16  # chains of links are short (call → executor → nested call)
+# TensorFlow's executor reaches the ``IteratorGetNext`` op it runs on tf.data's own thread
+# through the executor's step id (the ``id`` stat) and loop iteration, not a context stat.
+EXECUTOR = "ExecutorState::Process"
+GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+STEP_ID, ITER_NUM = "id", "iter_num"
+_EXECUTOR_LINK = -1  # the context type given to those links (TensorFlow's types are >= 0)
 
 
 def has_links(table: EventTable) -> bool:
@@ -47,6 +55,28 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I6
     both = by_type[i_rows] != np.iinfo(np.int64).min
     rows = i_rows[both]
     return rows, by_type[rows], i_val[both]
+
+
+def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, I64, I64]]:
+    """Executor → ``IteratorGetNext`` links as (rows, type, id) of producers and consumers."""
+    none = np.zeros(0, np.int64)
+    parent = table.name_code(EXECUTOR)
+    children = [c for c in (table.name_code(n) for n in GET_NEXT_OPS) if c is not None]
+    if parent is None or not children or STEP_ID not in table.stats.stat_names \
+            or ITER_NUM not in table.stats.stat_names:
+        return (none, none, none), (none, none, none)
+    rows, step_id, iter_num = _keys(table, ITER_NUM, STEP_ID)
+    is_parent = table.name[rows] == parent
+    is_child = np.isin(table.name[rows], children)
+    keep = is_parent | is_child
+    rows, step_id, iter_num, is_parent = rows[keep], step_id[keep], iter_num[keep], is_parent[keep]
+    if len(rows) == 0:
+        return (none, none, none), (none, none, none)
+    _, key = np.unique(np.stack([step_id, iter_num], axis=1), axis=0, return_inverse=True)
+    key = key.reshape(-1).astype(np.int64)
+    kind = np.full(len(rows), _EXECUTOR_LINK, dtype=np.int64)
+    return ((rows[is_parent], kind[is_parent], key[is_parent]),
+            (rows[~is_parent], kind[~is_parent], key[~is_parent]))
 
 
 def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64,
@@ -88,8 +118,11 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     out = np.asarray(seed_step, dtype=np.int32).copy()
     if not has_links(table) or not (out >= 0).any():
         return out
-    p_rows, p_type, p_id = _keys(table, PRODUCER_TYPE, PRODUCER_ID)
-    c_rows, c_type, c_id = _keys(table, CONSUMER_TYPE, CONSUMER_ID)
+    (ep_rows, ep_type, ep_id), (ec_rows, ec_type, ec_id) = _executor_keys(table)
+    p_rows, p_type, p_id = (np.concatenate(pair) for pair in zip(
+        _keys(table, PRODUCER_TYPE, PRODUCER_ID), (ep_rows, ep_type, ep_id), strict=True))
+    c_rows, c_type, c_id = (np.concatenate(pair) for pair in zip(
+        _keys(table, CONSUMER_TYPE, CONSUMER_ID), (ec_rows, ec_type, ec_id), strict=True))
     if len(p_rows) == 0 or len(c_rows) == 0:
         return out
     # One code per (type, id) pair, shared by producers and consumers.
