@@ -12,6 +12,7 @@ from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, i
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
@@ -254,22 +255,6 @@ def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert rebuilt.skey.flags.writeable
 
 
-def _xprof_pids(path: Path, tmp: Path) -> dict[str, int]:
-    """Process name → pid in XProf's trace viewer JSON for one XSpace file (run on a copy:
-    XProf may write beside it)."""
-    import json
-    import shutil
-
-    from xprof.convert import raw_to_tool_data
-
-    copy = tmp / path.name
-    shutil.copy(path, copy)
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "trace_viewer", {})
-    events = json.loads(data.decode() if isinstance(data, bytes) else data)["traceEvents"]
-    return {e["args"]["name"]: e["pid"] for e in events
-            if e.get("ph") == "M" and e.get("name") == "process_name"}
-
-
 @pytest.mark.parametrize("path", [
     GPU_FIXTURE,
     FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb",
@@ -280,7 +265,7 @@ def test_section_pids_are_xprofs(path: Path | None, stepscope_profile: Path,
                                  tmp_path: Path) -> None:
     if path is None:
         (path,) = stepscope_profile.glob("*.xplane.pb")
-    theirs = _xprof_pids(path, tmp_path)
+    theirs = xprof_pids(path, tmp_path)
     table = next(iter(load(path, use_cache=False).hosts.values()))
     sections = build(table).meta()["sections"]
     ours = {("/host:CPU" if s["name"] == "Host Threads" else s["name"]): s["pid"]
