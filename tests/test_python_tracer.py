@@ -387,3 +387,58 @@ def test_compiled_hook_keeps_order_across_stop() -> None:
     (start, what), = hook.drain()
     assert what is code and start <= events[0][1]
     assert hook.depth == 0 and hook.drain() == []
+
+
+# --- stepscope's own threads -----------------------------------------------------------------
+
+def _python_tracer_lines(path: Any) -> list[str]:
+    """The thread names of a written profile's Python-tracer lines."""
+    from stepscope.formats.xplane_builder import read_space
+    from stepscope.model import schema
+
+    planes = [p for p in read_space(path).planes if p.name == schema.PYTHON_TRACER_PLANE]
+    return [line.name for p in planes for line in p.lines]
+
+
+def test_stepscope_own_threads_are_not_traced(tmp_path: Any) -> None:
+    """Recorded with the Python tracer and the system counters on, in a process that also runs
+    a profiler server and captures itself through it: the program's threads have Python-tracer
+    lines; the counter sampler, the server's threads and the capture client's have none."""
+    import stepscope
+
+    def user_work(stop: threading.Event) -> None:
+        while not stop.is_set():
+            leaf(200)
+            stop.wait(0.002)
+
+    before = set(threading.enumerate())
+    port = stepscope.server.start(0)
+    server_threads = {t.name for t in set(threading.enumerate()) - before}
+    stop = threading.Event()
+    worker = threading.Thread(target=user_work, args=(stop,), name="user-worker", daemon=True)
+    worker.start()
+    try:
+        options = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=2)
+        with stepscope.Profile(tmp_path / "local", options=options) as prof:
+            for _ in range(20):
+                workload()
+                time.sleep(0.003)
+        # The process captured through its own server (the server's worker thread runs the
+        # session there, the client's threads wait for it), sampling counters all along.
+        remote = stepscope.client.trace(f"127.0.0.1:{port}", tmp_path / "remote", 300,
+                                        options=options)
+        assert remote.ok
+    finally:
+        stop.set()
+        worker.join()
+        stepscope.server.stop()
+    assert prof.path is not None
+    (remote_file,) = remote.run_dir.glob("*.xplane.pb")
+    for path in (remote_file, prof.path):
+        lines = _python_tracer_lines(path)
+        assert "user-worker" in lines, lines
+        own = [name for name in lines if name in server_threads
+               or name.startswith(("stepscope-counters", "stepscope-profiler-server",
+                                   "stepscope-capture"))]
+        assert own == [], (path, lines)
+    assert "MainThread" in _python_tracer_lines(prof.path)

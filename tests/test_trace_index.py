@@ -12,6 +12,7 @@ from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, i
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
@@ -252,3 +253,29 @@ def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     entry.write_bytes(entry.read_bytes()[:100])
     rebuilt = index_for(table, GPU_FIXTURE)
     assert rebuilt.skey.flags.writeable
+
+
+@pytest.mark.parametrize("path", [
+    GPU_FIXTURE,
+    FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb",
+    FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb",
+    None,  # a profile stepscope records (Python tracer and counters: sections XProf lacks)
+], ids=["tf-gpu", "tpu", "jax-gpu", "stepscope"])
+def test_section_pids_are_xprofs(path: Path | None, stepscope_profile: Path,
+                                 tmp_path: Path) -> None:
+    if path is None:
+        (path,) = stepscope_profile.glob("*.xplane.pb")
+    theirs = xprof_pids(path, tmp_path)
+    table = next(iter(load(path, use_cache=False).hosts.values()))
+    sections = build(table).meta()["sections"]
+    ours = {("/host:CPU" if s["name"] == "Host Threads" else s["name"]): s["pid"]
+            for s in sections}
+    shown = {name: pid for name, pid in ours.items() if name in theirs}
+    assert shown == {name: theirs[name] for name in shown}
+    # Every device section and the host's threads are XProf processes, with XProf's pid.
+    assert set(shown) == {name for name in ours
+                          if name.startswith("/device:") or name == "/host:CPU"}
+    # Sections XProf does not show get pids of their own, after the host's.
+    pids = [s["pid"] for s in sections]
+    assert len(set(pids)) == len(pids)
+    assert all(pid > 701 for name, pid in ours.items() if name not in theirs)

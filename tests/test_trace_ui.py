@@ -74,7 +74,7 @@ def test_gpu_profile_sections_and_tracks(watched: Watched, server: Server) -> No
     _open(watched, server, "d_gpu_v100")
     page = watched.page
     _shot(watched, "gpu")
-    sections = [s.text_content()[2:] for s in page.query_selector_all(".trace-section")]
+    sections = [s.get_attribute("data-section") for s in page.query_selector_all(".trace-section")]
     assert sections[:3] == ["/device:GPU:1", "/device:GPU:4", "/device:GPU:6"]
     assert "Host Threads" in sections
     tracks = [t.text_content() for t in page.query_selector_all(".trace-track")]
@@ -191,7 +191,7 @@ def test_select_search_and_selection_table(watched: Watched, server: Server) -> 
 def test_timing_tool_keyboard_and_wheel(watched: Watched, server: Server) -> None:
     _open(watched, server, "c_pytorch")
     page = watched.page
-    sections = [s.text_content()[2:] for s in page.query_selector_all(".trace-section")]
+    sections = [s.get_attribute("data-section") for s in page.query_selector_all(".trace-section")]
     assert sections[0].startswith("/device:GPU:") and "Host Threads" in sections
     box = _canvas_box(watched)
     page.keyboard.press("4")

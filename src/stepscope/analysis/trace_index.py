@@ -8,7 +8,8 @@ samples with a ``value`` stat become *counter tracks* instead.
 
 Tracks are grouped in *sections*: one per device plane (``/device:GPU:0``: Steps, op lines,
 then its streams), ``Host Threads`` (a track per CPU thread), the Python tracer's threads,
-other planes under their own names, and ``Counters``.
+other planes under their own names, and ``Counters``; each with the process id XProf's
+trace viewer gives it (``section_pids``).
 
 The index holds, in one order (track, row, start), composite int64 keys
 ``segment << TB | time`` (a *segment* is one row of one track, TB the bits of the trace's
@@ -35,7 +36,7 @@ from numpy.typing import NDArray
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import cache, schema
 from stepscope.model import stat_kinds as sk
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, Plane
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -62,6 +63,11 @@ FLOW_KINDS = ("launch", "producer_consumer")
 _SKIP_PLANES = (schema.TASK_ENV_PLANE,)
 _KINETO_FLOW_NAME = re.compile(r"^flow:")
 _DEVICE_NUMBER = re.compile(r"^/device:[A-Za-z]+:(\d+)")
+# Process ids as XProf's trace viewer numbers its processes: a device plane is 1 + its plane
+# id, the host's threads are 701. The sections XProf does not show (the Python tracer's,
+# the counters, other planes) follow from 702 in display order.
+FIRST_DEVICE_PID = 1
+HOST_PID = 701
 
 
 class TraceQueryError(StepscopeError, ValueError):
@@ -133,6 +139,22 @@ def _section_rank(section: str) -> tuple[int, int, str]:
         return (0, int(match.group(1)), section)
     order = {HOST_THREADS: 1, PYTHON_SECTION: 2, COUNTERS_SECTION: 4}
     return (order.get(section, 3), 0, section)
+
+
+def section_pids(sections: list[str], planes: list[Plane]) -> list[int]:
+    """Each section's process id, as XProf's trace viewer numbers its processes."""
+    plane_ids = {p.name: p.id for p in planes}
+    after_host = HOST_PID + 1
+    pids = []
+    for name in sections:
+        if name == HOST_THREADS:
+            pids.append(HOST_PID)
+        elif name.startswith("/device:") and name in plane_ids:
+            pids.append(FIRST_DEVICE_PID + plane_ids[name])
+        else:
+            pids.append(after_host)
+            after_host += 1
+    return pids
 
 
 def _track_rank(section: str, name: str, line_id: int) -> tuple[int, int, str]:
@@ -292,10 +314,13 @@ class TraceIndex:
         return (np.int64(1) << np.int64(self.bits)) - np.int64(1)
 
     def meta(self) -> dict[str, Any]:
-        """Sections, tracks and the trace's time span, for the viewer's first request."""
+        """Sections (each with its process id), tracks and the trace's time span, for the
+        viewer's first request."""
+        pids = section_pids([s["name"] for s in self.sections], self.table.planes)
+        sections = [{**s, "pid": pid} for s, pid in zip(self.sections, pids, strict=True)]
         return {"origin_ns": self.origin_ns, "span_ns": self.span_ns, "events": len(self),
                 "counter_samples": len(self.counter_time), "flows": len(self.flow_src),
-                "sections": self.sections, "tracks": [asdict(t) for t in self.tracks]}
+                "sections": sections, "tracks": [asdict(t) for t in self.tracks]}
 
     def _start(self, pos: I64) -> I64:
         return np.asarray(self.skey[pos] & self.mask, np.int64)

@@ -6,6 +6,10 @@ only the calling thread) and on threads started later (``threading.setprofile``)
 named as TensorFlow's Python tracer names them: ``$<file>:<line> <function>`` for Python code
 and ``$<module>.<name>`` for C functions.
 
+stepscope's own threads (the counter sampler, the profiler server's, the capture client's, a
+delayed start's timer) are left out: their calls are the profiler's work, not the program's.
+Every thread's first hook event goes through ``_bootstrap``, which drops the hook there.
+
 The hook on each thread is the compiled ``_pyhook.ThreadHook`` where it was built, else the
 pure-Python hook below; both record the same events. ``STEPSCOPE_PURE_PYTHON`` forces the
 pure-Python one, as it does for ``Trace``. The compiled hook keeps finished events in C and
@@ -18,6 +22,7 @@ import itertools
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from time import time_ns
 from types import CodeType, FrameType
@@ -38,6 +43,23 @@ except ImportError:  # built without a C compiler
     _pyhook = None
 if os.environ.get("STEPSCOPE_PURE_PYTHON"):
     _pyhook = None
+
+
+# Threads stepscope starts for itself, never traced (see ``leave_out``).
+_left_out: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+# Thread pools of stepscope's that make their threads on demand: known by name instead.
+PROFILER_SERVER_POOL = "stepscope-profiler-server"
+LEFT_OUT_POOLS = (PROFILER_SERVER_POOL,)
+
+
+def leave_out(thread: threading.Thread) -> None:
+    """Never trace ``thread``: one of stepscope's own (register it before it starts)."""
+    _left_out.add(thread)
+
+
+def is_left_out(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is one of stepscope's own, which the tracer leaves out."""
+    return thread in _left_out or thread.name.startswith(LEFT_OUT_POOLS)
 
 
 class PythonTracer:
@@ -110,8 +132,9 @@ class PythonTracer:
         return hook, drain
 
     def _bootstrap(self, frame: FrameType, event: str, arg: Any) -> None:
-        """First hook of a thread: swap in a hook that owns this thread's buffer."""
-        if not self._active:
+        """First hook of a thread: swap in a hook that owns this thread's buffer (or none, on
+        a thread of stepscope's own)."""
+        if not self._active or is_left_out(threading.current_thread()):
             sys.setprofile(None)
             return
         hook = self._make_hook()

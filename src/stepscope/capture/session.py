@@ -14,7 +14,7 @@ from time import time_ns
 from types import TracebackType
 from typing import Any
 
-from stepscope.capture import bridges, input_pipeline, trace
+from stepscope.capture import bridges, input_pipeline, python_tracer, trace
 from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
@@ -84,7 +84,7 @@ class _Session:
         if level >= 2:
             input_pipeline.session_started(rec)  # PyTorch DataLoader, when torch is imported
         if self.counters is not None:
-            self.counters.start()  # before the Python tracer, so its thread is not traced
+            self.counters.start()
         if self.python_tracer is not None:
             self.python_tracer.start()
         if self.memory_tracer is not None:
@@ -183,6 +183,8 @@ def _begin(session: _Session) -> None:
         session.delay_timer = threading.Timer(options.delay_ms / 1000.0,
                                               _begin_if_current, args=(session,))
         session.delay_timer.daemon = True
+        session.delay_timer.name = "stepscope-delayed-start"
+        python_tracer.leave_out(session.delay_timer)  # it starts the tracers, then ends
         session.delay_timer.start()
     else:
         session.begin_recording()

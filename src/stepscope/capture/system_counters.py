@@ -4,7 +4,6 @@ utilisation and memory through NVML when a GPU and ``nvidia-ml-py`` are present.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from time import time_ns
@@ -12,6 +11,7 @@ from typing import Any
 
 import psutil
 
+from stepscope.capture import python_tracer
 from stepscope.capture.recorder import Recorder
 from stepscope.model import schema
 
@@ -52,6 +52,7 @@ class SystemCounters:
         self._interval_s = interval_ms / 1000.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stepscope-counters", daemon=True)
+        python_tracer.leave_out(self._thread)
         self._process = psutil.Process()
         self._gpus = _nvml_readers()
 
@@ -85,6 +86,5 @@ class SystemCounters:
                 log.debug("NVML read failed: %s", err)
 
     def _run(self) -> None:
-        sys.setprofile(None)  # never trace our own sampling thread
         while not self._stop.wait(self._interval_s):
             self.sample()

@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from stepscope.capture import python_tracer
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.session import check_writable
 from stepscope.errors import CaptureError, InvalidOptionError, LogdirError
@@ -166,6 +167,7 @@ def trace(service_addr: str | Sequence[str], logdir: str | os.PathLike[str], dur
     threads = [threading.Thread(target=run, args=(w,), name=f"stepscope-capture-{w.name}",
                                 daemon=True) for w in workers]
     for t in threads:
+        python_tracer.leave_out(t)
         t.start()
     for t in threads:
         t.join(max(0.0, job.deadline - monotonic()) + 1.0)

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import grpc
 
-from stepscope.capture import session
+from stepscope.capture import python_tracer, session
 from stepscope.errors import (
     InvalidOptionError,
     ProfilerAlreadyRunningError,
@@ -94,7 +94,7 @@ class ProfilerServer:
         self._stopping.clear()
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4,
-                                       thread_name_prefix="stepscope-profiler-server"),
+                                       thread_name_prefix=python_tracer.PROFILER_SERVER_POOL),
             handlers=[self._handlers()],
             maximum_concurrent_rpcs=8,
             options=[
@@ -119,7 +119,12 @@ class ProfilerServer:
             log.warning("stepscope profiler server listens on %s: anyone who can reach this port "
                         "can profile this process%s.", self.address,
                         "" if self._token else " (pass token= to require a shared token)")
+        before = set(threading.enumerate())
         server.start()
+        # gRPC's polling thread is the server's own too: the Python tracer leaves it out.
+        for thread in set(threading.enumerate()) - before:
+            if thread.daemon:
+                python_tracer.leave_out(thread)
         self._grpc = server
         log.info("stepscope profiler server listening on %s", self.address)
         return bound

@@ -23,6 +23,21 @@ function colourPixel(code: number): number {
 }
 const BLOCK_PIXEL = pixel(183, 185, 187); // merged sub-pixel events: grey
 
+/** ``text`` as it fits in ``room`` pixels: whole, else cut short with an ellipsis ("" when
+ * not even one character fits). */
+function fitted(g: CanvasRenderingContext2D, text: string, room: number): string {
+  const full = g.measureText(text).width;
+  if (full <= room) return text;
+  const fits = (n: number) => g.measureText(`${text.slice(0, n)}…`).width <= room;
+  // Guess from the average character's width, then step to the longest prefix that fits:
+  // a few measurements, not one per character.
+  let n = Math.max(Math.floor((text.length * room) / full) - 1, 0);
+  while (n > 0 && !fits(n)) n--;
+  while (n + 1 < text.length && fits(n + 1)) n++;
+  if (n > 0 && /[\uD800-\uDBFF]/.test(text[n - 1])) n--; // not half a surrogate pair
+  return n > 0 ? `${text.slice(0, n)}…` : "";
+}
+
 /** Size a canvas to ``w`` × ``hgt`` CSS pixels at the screen's pixel ratio. */
 function size(c: HTMLCanvasElement, w: number, hgt: number): CanvasRenderingContext2D {
   const dpr = window.devicePixelRatio || 1;
@@ -67,6 +82,7 @@ export class Painter {
   drawnFlows: Flow[] = [];
   drawnRects = 0;
   drawnBlocks = 0;
+  drawnLabels: { id: number; text: string; x: number; y: number; room: number }[] = [];
   drawMs = 0;
   private readonly raster = new RowRaster();
 
@@ -93,7 +109,7 @@ export class Painter {
                                        else s.collapsed.delete(item.name);
                                        this.buildGutter(); this.draw();
                                      } },
-          `${item.open ? "▾" : "▸"} ${item.name}`);
+          `${item.open ? "▾" : "▸"} ${item.name} (pid ${item.pid})`);
         header.style.height = `${SECTION_H}px`;
         return header;
       }
@@ -185,15 +201,15 @@ export class Painter {
     g.font = "11px system-ui, sans-serif";
     g.textBaseline = "middle";
     g.fillStyle = "#202124";
+    this.drawnLabels = [];
     for (let k = 0; k < labelled.length; k += 4) {
       const [i, x0, y, wd] = [labelled[k], labelled[k + 1], labelled[k + 2], labelled[k + 3]];
       const left = Math.max(x0, 0);
       const room = Math.min(x0 + wd, w) - left - 4;
-      if (room > 20) {
-        g.save();
-        g.beginPath(); g.rect(left, y, room + 2, ROW_H); g.clip();
-        g.fillText(data.names[ev.name[i]] ?? "", left + 2, y + ROW_H / 2);
-        g.restore();
+      const text = room > 20 ? fitted(g, data.names[ev.name[i]] ?? "", room) : "";
+      if (text) {
+        g.fillText(text, left + 2, y + ROW_H / 2);
+        this.drawnLabels.push({ id: ev.id[i], text, x: left + 2, y, room });
       }
     }
     this.drawnRects = drawn;
@@ -220,8 +236,11 @@ export class Painter {
     if (timing) {
       g.fillStyle = "rgba(26,115,232,.12)";
       g.fillRect(this.xOf(timing[0]), 0, this.xOf(timing[1]) - this.xOf(timing[0]), hgt);
+      g.fillStyle = "#1a73e8"; // its ends, which drag
+      for (const t of timing) g.fillRect(Math.round(this.xOf(t)) - 1, 0, 2, hgt);
     }
-    if (drag && drag.moved && (s.tool === "select" || s.tool === "zoom")) {
+    if (drag && drag.moved && (s.tool === "select" || s.tool === "zoom")
+        && drag.zoom !== "scale") {
       g.strokeStyle = "#1a73e8";
       g.strokeRect(Math.min(drag.x, drag.x1), Math.min(drag.y, drag.y1),
                    Math.abs(drag.x1 - drag.x), Math.abs(drag.y1 - drag.y));

@@ -42,8 +42,11 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     flows: () => painter.drawnFlows.map((f) => ({ kind: f.kind, from: f.from.id, to: f.to.id })),
     rects: () => painter.drawnRects,
     blocks: () => painter.drawnBlocks,
+    labels: () => painter.drawnLabels,
+    timing: () => s.timing,
     drawMs: () => painter.drawMs,
     pan: (share: number) => tools.pan(share),
+    setView: (t0: number, t1: number) => tools.setView({ t0, t1 }),
     names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
                   : []),
     ready: () => !data.fetching && s.data !== null,

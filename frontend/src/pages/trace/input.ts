@@ -1,7 +1,10 @@
 // Trace viewer input: the mouse (click, drag as the current tool says, wheel) and the
-// keyboard (W/S zoom, A/D pan, 1–4 pick a tool), wired to the tools.
+// keyboard (W/S zoom, A/D pan, 1–4 pick a tool), wired to the tools. The zoom tool zooms to
+// a span dragged across, or in and out around the pointer while dragged up or down (as
+// Catapult's does); the timing tool's drag makes an interval or moves one of its ends, and
+// its click clears the interval.
 import type { Painter } from "./draw";
-import type { TraceState } from "./state";
+import { Drag, dragZoomFactor, TraceState, zoomed } from "./state";
 import type { TraceTools } from "./tools";
 
 export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): void {
@@ -12,9 +15,19 @@ export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): v
   };
   canvas.addEventListener("mousedown", (e) => {
     const p = local(e);
-    s.drag = { x: p.x, y: p.y, t0: s.view.t0, t1: s.view.t1, scroll: scroller.scrollTop,
-               moved: false, x1: p.x, y1: p.y };
+    const drag: Drag = { x: p.x, y: p.y, t0: s.view.t0, t1: s.view.t1,
+                         scroll: scroller.scrollTop, moved: false, x1: p.x, y1: p.y, zoom: null,
+                         fixed: painter.tOf(p.x) };
+    // On one of the timing interval's ends: that end follows the pointer, the other stays.
+    const end = s.tool === "timing" ? tools.timingEndAt(p.x) : null;
+    if (end !== null && s.timing) drag.fixed = s.timing[1 - end];
+    s.drag = drag;
     canvas.focus();
+  });
+  canvas.addEventListener("mousemove", (e) => {
+    if (s.drag) return;
+    const grab = s.tool === "timing" && tools.timingEndAt(local(e).x) !== null;
+    canvas.style.cursor = grab ? "ew-resize" : "";
   });
   window.addEventListener("mousemove", (e) => {
     const drag = s.drag;
@@ -23,13 +36,21 @@ export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): v
     drag.x1 = p.x; drag.y1 = p.y;
     if (Math.abs(p.x - drag.x) + Math.abs(p.y - drag.y) > 3) drag.moved = true;
     if (!drag.moved) return;
+    if (s.tool === "zoom" && drag.zoom === null) {
+      drag.zoom = Math.abs(p.y - drag.y) > Math.abs(p.x - drag.x) ? "scale" : "range";
+    }
     if (s.tool === "pan") {
       const dt = ((p.x - drag.x) / painter.width()) * (drag.t1 - drag.t0);
       s.view = { t0: drag.t0 - dt, t1: drag.t1 - dt };
       scroller.scrollTop = drag.scroll - (p.y - drag.y);
       tools.changed();
     } else if (s.tool === "timing") {
-      tools.time(painter.tOf(Math.min(drag.x, p.x)), painter.tOf(Math.max(drag.x, p.x)));
+      const t = painter.tOf(p.x);
+      tools.time(Math.min(drag.fixed, t), Math.max(drag.fixed, t));
+    } else if (drag.zoom === "scale") {
+      // From the view the drag began with, so the time under the pointer stays put.
+      const at = drag.t0 + (drag.x / painter.width()) * (drag.t1 - drag.t0);
+      tools.setView(zoomed({ t0: drag.t0, t1: drag.t1 }, dragZoomFactor(p.y - drag.y), at));
     } else {
       painter.draw();
     }
@@ -47,7 +68,9 @@ export function bindInput(s: TraceState, painter: Painter, tools: TraceTools): v
         void tools.selectRange(painter.tOf(Math.min(d.x, p.x)), painter.tOf(Math.max(d.x, p.x)),
                                d.y, p.y).catch(tools.showError);
       }
-    } else if (s.tool === "zoom") {
+    } else if (s.tool === "timing") {
+      if (!d.moved) tools.clearTiming();
+    } else if (s.tool === "zoom" && d.zoom !== "scale") {
       if (d.moved && Math.abs(p.x - d.x) > 3) {
         const a = painter.tOf(Math.min(d.x, p.x)), b = painter.tOf(Math.max(d.x, p.x));
         tools.setView({ t0: a, t1: Math.max(b, a + 10) });

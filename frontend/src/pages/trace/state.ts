@@ -7,7 +7,7 @@ export interface TrackInfo { id: number; section: string; name: string; kind: st
 /** How a host's clock is lined up with the run's other hosts (add shift_ns to compare). */
 export interface Clock { shift_ns: number; method: string; reason: string; }
 export interface Meta { run: string; host: string; hosts: string[]; origin_ns: number; span_ns: number;
-  events: number; flows: number; sections: { name: string; tracks: number[] }[];
+  events: number; flows: number; sections: { name: string; pid: number; tracks: number[] }[];
   tracks: TrackInfo[]; clock: Clock; }
 export interface End { id: number; track: number; row: number; time: number; }
 export interface Flow { kind: string; from: End; to: End; }
@@ -44,7 +44,12 @@ export interface View { t0: number; t1: number; }
 
 /** A mouse drag in progress (canvas coordinates), with the view it started from. */
 export interface Drag { x: number; y: number; t0: number; t1: number; scroll: number;
-  moved: boolean; x1: number; y1: number; }
+  moved: boolean; x1: number; y1: number;
+  /** Zoom tool, once moved: "range" (across: zoom to the dragged span) or "scale" (up or
+   * down: zoom in or out around the pointer). */
+  zoom: "range" | "scale" | null;
+  /** Timing tool: the time that stays put while the other end follows the pointer. */
+  fixed: number; }
 
 export interface TraceState {
   readonly meta: Meta;
@@ -87,7 +92,7 @@ export function trackHeight(t: TrackInfo): number {
   return t.kind === "counter" ? COUNTER_H : Math.max(t.rows, 1) * ROW_H + TRACK_PAD;
 }
 
-export type GutterItem = { kind: "section"; name: string; open: boolean }
+export type GutterItem = { kind: "section"; name: string; pid: number; open: boolean }
   | { kind: "track"; id: number };
 
 /** The gutter's items top to bottom; fills ``trackY`` for the shown tracks. */
@@ -97,7 +102,7 @@ export function layout(s: TraceState): GutterItem[] {
   let y = 0;
   for (const section of s.meta.sections) {
     const open = !s.collapsed.has(section.name);
-    items.push({ kind: "section", name: section.name, open });
+    items.push({ kind: "section", name: section.name, pid: section.pid, open });
     y += SECTION_H;
     if (!open) continue;
     for (const id of section.tracks) {
@@ -107,6 +112,12 @@ export function layout(s: TraceState): GutterItem[] {
     }
   }
   return items;
+}
+
+/** How much a zoom drag of ``dy`` pixels scales the span: up (negative) zooms in, down
+ * zooms out, by e (2.7×) per 100 pixels, whatever the steps the pointer moved in. */
+export function dragZoomFactor(dy: number): number {
+  return Math.exp(dy / 100);
 }
 
 /** Zoom by ``factor`` keeping time ``at`` where it is (at least 10 ns shown). */

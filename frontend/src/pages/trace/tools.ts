@@ -6,6 +6,9 @@ import type { Painter } from "./draw";
 import { fullView, panned, ROW_H, Tool, TOOL_KEYS, TraceState, trackHeight, View,
          zoomed } from "./state";
 
+// How near (CSS pixels) the pointer must be to a timing interval's end to drag it.
+const END_REACH_PX = 6;
+
 function kv(rows: [string, string][]): HTMLElement {
   return h("dl", { className: "kv" }, ...rows.flatMap(([k, v]) => [h("dt", {}, k),
                                                                   h("dd", {}, v)]));
@@ -75,6 +78,22 @@ export class TraceTools {
     this.s.timing = [a, b];
     this.timingLabel.textContent = `Interval: ${duration(b - a)}`;
     this.painter.draw();
+  }
+
+  /** Clear the timing interval. */
+  clearTiming(): void {
+    this.s.timing = null;
+    this.timingLabel.textContent = "";
+    this.painter.draw();
+  }
+
+  /** Which end of the timing interval (0 start, 1 end) is within reach of canvas x. */
+  timingEndAt(x: number): 0 | 1 | null {
+    const timing = this.s.timing;
+    if (!timing) return null;
+    const [da, db] = timing.map((t) => Math.abs(this.painter.xOf(t) - x));
+    if (Math.min(da, db) > END_REACH_PX) return null;
+    return da <= db ? 0 : 1;
   }
 
   /** The smallest event of the last window under canvas point (x, y). */
