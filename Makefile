@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit bench clean browser
+.PHONY: setup demo test lint typecheck unit bench clean browser screenshots
 
 setup: .make-setup .make-frontend
 
@@ -39,7 +39,7 @@ demo: setup
 	$(BIN)/stepscope serve --logdir demo-logs
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/lint-imports  # the import contract of pyproject.toml [tool.importlinter]
 
 typecheck: setup
@@ -50,6 +50,11 @@ unit: setup browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# The README's pictures, from the browser tests' screenshots of the current pages.
+screenshots: setup browser
+	$(BIN)/pytest -q $(wildcard tests/test_*ui.py)
+	$(BIN)/python docs/screenshots.py
 
 bench: setup
 	$(BIN)/python benchmarks/trace_overhead.py
