@@ -517,10 +517,7 @@ class TraceIndex:
         row = self.check_event(event_id)
         t = self.table
         track, depth, start = (int(x[0]) for x in self.where(np.array([row], np.int64)))
-        stats: dict[str, Any] = {}
-        for stat, column in t.typed.items():
-            if int(column[row]) != MISSING:
-                stats[stat] = int(column[row])
+        stats: dict[str, Any] = dict(t.typed_at(row))
         st = t.stats
         if self._stat_order is None:
             ev = np.asarray(st.event)

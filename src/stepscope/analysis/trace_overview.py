@@ -22,9 +22,9 @@ from numpy.typing import NDArray
 
 from stepscope.analysis.trace_index import (
     INDEX_VERSION,
+    TraceQueryError,
     Track,
     TrackPlan,
-    TraceQueryError,
     by_track_and_start,
     counter_arrays,
     event_columns,
@@ -62,7 +62,11 @@ class TraceOverview:
         # The longest event of each track: how far back an event may start and still reach
         # into a window.
         self.longest = np.zeros(n_tracks, np.int64)
-        np.maximum.at(self.longest, track, lay_end - rel)
+        bounds = np.searchsorted(self.key, np.arange(n_tracks + 1, dtype=np.int64)
+                                 << np.int64(self.bits))
+        lengths = np.maximum(edur, 1)
+        for t in np.flatnonzero(np.diff(bounds)).tolist():
+            self.longest[t] = lengths[order[bounds[t]:bounds[t + 1]]].max()
         self.counters = counter_arrays(table, plan)
         per_track = np.bincount(track, minlength=n_tracks)
         per_track[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])

@@ -18,16 +18,16 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepscope.analysis.run_model import RunModel
+from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
-from stepscope.analysis.run_model import build_run_model
 from stepscope.run_loader import cached_model, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
 
@@ -48,6 +48,7 @@ class RunState:
     error: str = ""
     run: LoadedRun | None = None
     early: LoadedRun | None = None  # a one-host run before its run model (trace viewer only)
+    saves: list[Callable[[], None]] = field(default_factory=list)  # cache writes put off
     lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
 
     def progress(self) -> dict[str, Any]:
@@ -123,7 +124,10 @@ class RunStore:
             return None
         use_cache = self._use_cache
         sources = dict(zip(host_names(files), files, strict=True))
-        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache))
+        # The table's cache entry is written after the run model is built, not before the
+        # trace viewer's first answer.
+        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
+                                                            saved=state.saves.append))
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache)
@@ -133,7 +137,8 @@ class RunStore:
         return profile
 
     def _open(self, path: Path, progress: Progress,
-              early: RunTables | None = None) -> tuple[RunTables, RunModel]:
+              early: RunTables | None = None, state: RunState | None = None
+              ) -> tuple[RunTables, RunModel]:
         """The run's model (on the store's engine, or from the cache), and its host tables,
         each read only when a tool first needs it (``early``: a one-host run's tables, the
         model built from them)."""
@@ -143,6 +148,8 @@ class RunStore:
             model = build_run_model(early)  # waits for the table the index thread reads
             if self._use_cache:
                 save_model([file], model)
+            while state is not None and state.saves:
+                state.saves.pop()()
             progress(state_total(file), state_total(file), name)
             return early, model
         model = open_run_model(path, use_cache=self._use_cache, progress=progress,
@@ -161,7 +168,7 @@ class RunStore:
             state.done, state.total, state.file = done, total, file
 
         try:
-            profile, model = self._open(path, progress, self._early(path, state))
+            profile, model = self._open(path, progress, self._early(path, state), state)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
             log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)

@@ -41,6 +41,9 @@ _INT = re.compile(r"-?[0-9]{1,19}")
 _MAX_TIME = 1 << 62
 _MAX_TRACKS = 100_000
 WAIT_S = 0.5  # how long a request waits for an index being built before it answers 202
+# A trace with fewer events gets its index within WAIT_S of its overview, so its page waits
+# for it (one picture, not two); a larger one's overview is answered at once.
+WAIT_EVENTS = 1_000_000
 
 
 class TraceParamError(ValueError):
@@ -101,7 +104,8 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
     while not future.done():
         overview = run.partials.get(("trace_overview", name)) if coarse else None
         now = time.monotonic()
-        if overview is not None and now >= min(deadline, overview[1] + limit):
+        grace = limit if overview is not None and overview[0].events < WAIT_EVENTS else 0.0
+        if overview is not None and now >= min(deadline, overview[1] + grace):
             answer: TraceOverview = overview[0]
             return answer
         if now >= deadline:
