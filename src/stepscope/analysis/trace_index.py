@@ -675,18 +675,26 @@ def plan_tracks(table: EventTable) -> TrackPlan:
     device_plane = np.array([p.startswith("/device:") for p in planes] + [False], bool)
     flow_name = np.array([bool(_KINETO_FLOW_NAME.match(x)) for x in table.names] + [False],
                          bool)
-    included = ~skip_plane[table.plane] & ~flow_name[table.name]
+    # Usually nothing is left out: then no gathers over every event.
+    included = ~skip_plane[table.plane] if skip_plane.any() else np.ones(n, bool)
+    if flow_name.any():
+        included &= ~flow_name[table.name]
+    everything = bool(included.all())
     start = np.asarray(table.start_ns, np.int64)
-    origin = int(start[included].min()) if included.any() else 0
+    origin = (int(start.min()) if everything and n else
+              int(start[included].min()) if included.any() else 0)
 
     # Counter lines: every event a zero-length sample with a numeric value.
     value_rows, values = _float_stat(table, schema.VALUE)
     n_lines = len(table.line_name)
-    per_line = np.bincount(table.line[included], minlength=n_lines)
-    has_value = np.zeros(n, bool)
-    has_value[value_rows] = True
-    samples = np.bincount(table.line[included & has_value & (table.duration_ns <= 0)],
-                          minlength=n_lines)
+    per_line = np.bincount(table.line if everything else table.line[included],
+                           minlength=n_lines)
+    samples = np.zeros(n_lines, np.int64)
+    if len(value_rows):
+        has_value = np.zeros(n, bool)
+        has_value[value_rows] = True
+        samples = np.bincount(table.line[included & has_value & (table.duration_ns <= 0)],
+                              minlength=n_lines)
     counter_line = (per_line > 0) & (samples == per_line)
 
     # Tracks, in display order.
@@ -704,16 +712,21 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         track_of_line[li] = i
 
     # The span: every shown event's end (at least 1 ns long) and every counter sample.
-    on_line = counter_line[table.line]
     span = 1
-    events = included & ~on_line
-    if events.any():
-        ends = start[events] - origin + np.maximum(np.asarray(table.duration_ns[events],
-                                                              np.int64), 1)
-        span = max(span, int(ends.max()))
-    counters = included & on_line
-    if counters.any():
-        span = max(span, int(start[counters].max()) - origin + 1)
+    if not counter_line.any() and everything:
+        if n:
+            ends = start + np.maximum(np.asarray(table.duration_ns, np.int64), 1)
+            span = int(ends.max()) - origin
+    else:
+        on_line = counter_line[table.line]
+        events = included & ~on_line
+        if events.any():
+            ends = start[events] + np.maximum(np.asarray(table.duration_ns[events],
+                                                         np.int64), 1)
+            span = max(span, int(ends.max()) - origin)
+        counters = included & on_line
+        if counters.any():
+            span = max(span, int(start[counters].max()) - origin + 1)
     return TrackPlan(included, counter_line, track_of_line, [k[2] for k in keyed],
                      [k[3] for k in keyed], device_plane, origin, span, value_rows, values)
 
@@ -748,10 +761,16 @@ def sections_of(tracks: list[Track]) -> list[dict[str, Any]]:
 def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I64, I64]:
     """The events drawn as events (not counter samples), in table order: (table rows, track,
     start relative to the origin, duration, end as laid out: at least 1 ns after the start)."""
-    ev_rows = np.flatnonzero(plan.included & ~plan.counter_line[table.line])
-    track = plan.track_of_line[table.line[ev_rows]]
-    rel = np.asarray(table.start_ns[ev_rows], np.int64) - plan.origin
-    edur = np.maximum(np.asarray(table.duration_ns[ev_rows], np.int64), 0)
+    if not plan.counter_line.any() and bool(plan.included.all()):
+        ev_rows = np.arange(len(table), dtype=np.int64)  # every event: no gathers
+        track = plan.track_of_line[table.line]
+        rel = np.asarray(table.start_ns, np.int64) - plan.origin
+        edur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+    else:
+        ev_rows = np.flatnonzero(plan.included & ~plan.counter_line[table.line])
+        track = plan.track_of_line[table.line[ev_rows]]
+        rel = np.asarray(table.start_ns[ev_rows], np.int64) - plan.origin
+        edur = np.maximum(np.asarray(table.duration_ns[ev_rows], np.int64), 0)
     return ev_rows, track, rel, edur, rel + np.maximum(edur, 1)
 
 
