@@ -61,6 +61,17 @@ def _lookup(keys: I64, table: dict[int, int]) -> I32:
     return np.where(known[pos] == keys, codes[pos], -1).astype(np.int32)
 
 
+def _compact(array: Any, keep: Any, chunk: int = 1 << 20) -> Any:
+    """``array[keep]`` written over ``array``'s own memory a chunk at a time (a view of its
+    start): the columns of millions of stats are not held twice at the load's peak."""
+    w = 0
+    for lo in range(0, len(array), chunk):
+        part = array[lo:lo + chunk][keep[lo:lo + chunk]]
+        array[w:w + len(part)] = part  # w <= lo: only rows already read are overwritten
+        w += len(part)
+    return array[:w]
+
+
 def _plane_ranges(plane_of: I32, planes: int) -> list[tuple[int, int]]:
     """Each plane's rows as a [start, stop) range, when rows come plane by plane (as the
     decoder writes them); else an empty list."""
@@ -132,8 +143,9 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     if len(dropped):
         keep = np.ones(len(stat_name), dtype=bool)
         keep[dropped] = False
-        side = StatTable(stat_event[keep], stat_name[keep], st.kind[keep], stat_value[keep],
-                         st.length[keep], st.blob, stat_names)
+        side = StatTable(_compact(stat_event, keep), _compact(stat_name, keep),
+                         st.kind[keep], _compact(stat_value, keep), st.length[keep], st.blob,
+                         stat_names)
     else:  # nothing typed: the columns as they are (no copies)
         side = StatTable(stat_event, stat_name, st.kind, stat_value, st.length, st.blob,
                          stat_names)
