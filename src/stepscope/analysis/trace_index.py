@@ -150,10 +150,19 @@ def _too_wide() -> TraceQueryError:
 
 def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
     """Event order by (track, start), the longer first of events starting together."""
+    return sorted_by_track_and_start(track, start, lay_end, bits)[0]
+
+
+def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
+                              ) -> tuple[I64, I64]:
+    """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
+    order."""
     key = (track << np.int64(bits)) | start
-    # One int64 key sorts far faster than a multi-key lexsort, and events usually arrive
-    # sorted by line and time already, which a stable sort takes in one pass.
-    order = np.argsort(key, kind="stable")
+    # One int64 key sorts far faster than a multi-key lexsort, and an unstable sort (SIMD
+    # quicksort) faster than a stable one where events do not arrive sorted; the few events
+    # with equal keys are then put in a fixed order: the longer first, then by table row, as
+    # a stable sort would leave them.
+    order = np.argsort(key)
     sorted_key = key[order]
     same = sorted_key[1:] == sorted_key[:-1]
     if same.any():
@@ -161,8 +170,8 @@ def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
         tied[1:] |= same
         tied[:-1] |= same
         sub = order[tied]
-        order[tied] = sub[np.lexsort((-lay_end[sub], key[sub]))]
-    return np.asarray(order, np.int64)
+        order[tied] = sub[np.lexsort((sub, -lay_end[sub], key[sub]))]
+    return np.asarray(order, np.int64), sorted_key
 
 
 def _by_row(track: I64, depth: I64, by_start: I64) -> I64:

@@ -25,11 +25,11 @@ from stepscope.analysis.trace_index import (
     TraceQueryError,
     Track,
     TrackPlan,
-    by_track_and_start,
     counter_arrays,
     event_columns,
     plan_tracks,
     sections_of,
+    sorted_by_track_and_start,
     window_bounds,
     window_counters,
 )
@@ -55,9 +55,9 @@ class TraceOverview:
             raise TraceQueryError("This profile has too many tracks or too long a time span "
                                   "for the trace viewer's index.")
         #: The events' order by (track, start): the full index's layout starts from it.
-        self.by_start: I64 | None = by_track_and_start(track, rel, lay_end, self.bits)
+        self.by_start: I64 | None
+        self.by_start, self.key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
         order = self.by_start
-        self.key = ((track << np.int64(self.bits)) | rel)[order]
         self.cumdur = np.r_[0, np.cumsum(edur[order])].astype(np.int64)
         # The longest event of each track: how far back an event may start and still reach
         # into a window.
