@@ -1,12 +1,17 @@
 """Trace viewer: index build time, peak memory, window-query latency and payload, first paint
-in headless Chromium, on a synthetic 10M-event profile and a >= 100 MB real profile, with
-XProf's ``trace_viewer@`` conversion of the same real profile beside it.
+in headless Chromium, on a synthetic 10M-event profile and two >= 100 MB real profiles, with
+XProf's ``trace_viewer@`` conversion of the same real profiles beside them.
 
-The real profile is recorded once with stepscope's Python tracer (a recursive pure-Python
-workload) and kept under ``.bench-profiles/``. Each measurement that needs a clean process
-(build, XProf) runs in a child process, so peak RSS is that stage's own.
+The real profiles are made once and kept under ``.bench-profiles/``: a TensorFlow one (a small
+CNN trained with tf.data, captured remotely with host tracer level 3 and the Python tracer; see
+``tf_profile.py``) and one recorded with stepscope's Python tracer (a recursive pure-Python
+workload). On the TensorFlow profile, through the HTTP API of a fresh ``stepscope serve``:
+request → first full-width window (cold: empty cache), → the refined (full index) window, a
+warm window; the memory a load adds (peak and kept) ÷ the file's size; and every tool on a
+cached profile (table and run model cached, no result cache). Each measurement that needs a
+clean process (build, XProf, load) runs in a child process, so peak RSS is that stage's own.
 
-    .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200]
+    .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200] [--tf-only]
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +108,11 @@ def real_profile() -> Path:
         steps *= 2
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -130,14 +142,24 @@ def _queries(index: Any, n: int, width: int, seed: int) -> dict[str, float]:
 def child_synthetic(n_events: int, n_queries: int) -> dict[str, Any]:
     """Build and query the synthetic index in this (child) process."""
     from stepscope.analysis.trace_index import build
+    from stepscope.analysis.trace_overview import TraceOverview
 
     table = synthetic_table(n_events)
     before = _peak_rss_mb()
+    # First paint, cold: the coarse overview made and its full-width window answered, as
+    # the server does before the index is built.
+    t = time.perf_counter()
+    overview = TraceOverview(table)
+    first = overview.query(-overview.span_ns // 2, overview.span_ns * 3 // 2, 2800)
+    json.dumps(first, separators=(",", ":"))
+    first_s = time.perf_counter() - t
+    del overview, first
     t = time.perf_counter()
     index = build(table)
     build_s = time.perf_counter() - t
     index_mb = sum(a.nbytes for a in index.arrays.values()) / 2**20
-    return {"events": len(table), "build_s": build_s, "table_peak_rss_mb": before,
+    return {"events": len(table), "first_window_cold_s": first_s, "build_s": build_s,
+            "table_peak_rss_mb": before,
             "peak_rss_mb": _peak_rss_mb(), "index_mb": index_mb,
             **_queries(index, n_queries, 2000, 1)}
 
@@ -164,17 +186,42 @@ def child_xprof(path: str) -> dict[str, Any]:
     """XProf's trace viewer conversion of the real profile."""
     from xprof.convert import raw_to_tool_data
 
+    base = _rss_mb()
     t = time.perf_counter()
     data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer@",
                                                    {"use_saved_result": False})
     seconds = time.perf_counter() - t
     return {"seconds": seconds, "bytes": len(data) if data else 0,
-            "peak_rss_mb": _peak_rss_mb()}
+            "peak_rss_mb": _peak_rss_mb(), "added_peak_mb": _peak_rss_mb() - base}
 
 
-def _in_child(name: str, *args: str) -> dict[str, Any]:
+def child_load(path: str) -> dict[str, Any]:
+    """The memory one load of the file adds to this (child) process: at its peak, and kept
+    once loaded (the host table), with no cache."""
+    from stepscope.formats.run_reader import load_file
+
+    base = _rss_mb()
+    t = time.perf_counter()
+    table = load_file(Path(path), use_cache=False)
+    seconds = time.perf_counter() - t
+    return {"events": len(table), "load_s": seconds, "added_peak_mb": _peak_rss_mb() - base,
+            "kept_mb": _rss_mb() - base}
+
+
+def child_fill_cache(path: str) -> dict[str, Any]:
+    """Open the run once, so that the cache (``STEPSCOPE_CACHE_DIR``) holds its table and run
+    model."""
+    from stepscope.run_loader import open_run_model
+
+    t = time.perf_counter()
+    open_run_model(Path(path).parent)
+    return {"seconds": time.perf_counter() - t}
+
+
+def _in_child(name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     done = subprocess.run([sys.executable, __file__, "--child", name, *args],
-                          capture_output=True, text=True, check=False, timeout=3600)
+                          capture_output=True, text=True, check=False, timeout=3600,
+                          env={**os.environ, **(env or {})})
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -197,6 +244,38 @@ class _Server:
                                       str(logdir), "--port", str(self.port)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def get(self, route: str, **params: Any) -> tuple[int, Any]:
+        """GET /api/<route>: (status, JSON body)."""
+        query = urllib.parse.urlencode({"run": "real", **params})
+        url = f"http://127.0.0.1:{self.port}/api/{route}?{query}"
+        with urllib.request.urlopen(url, timeout=600) as reply:
+            return reply.status, json.loads(reply.read())
+
+    def poll(self, route: str, **params: Any) -> Any:
+        """GET until the answer is 200 (not 202: still loading or indexing)."""
+        while True:
+            status, body = self.get(route, **params)
+            if status == 200:
+                return body
+            time.sleep(0.05)
+
+    def wait_up(self) -> None:
+        """Wait until the server answers (its start is not what is measured)."""
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/runs", timeout=5)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the server never started")
+
+    def rss_mb(self, field: str = "VmRSS") -> float:
+        """The server's resident memory (``VmHWM``: its peak so far)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
     def url(self, tool: str) -> str:
         return f"http://127.0.0.1:{self.port}/#run=real&tool={tool}"
 
@@ -205,8 +284,14 @@ class _Server:
         self.proc.wait(timeout=30)
 
 
+# Something drawn: events, or the coarse overview's blocks while the index builds.
 _DRAWN = ("() => document.querySelector('#trace-canvas') "
-          "&& Number(document.querySelector('#trace-canvas').dataset.drawn || 0) > 0")
+          "&& Number(document.querySelector('#trace-canvas').dataset.drawn || 0) "
+          "+ Number(document.querySelector('#trace-canvas').dataset.blocks || 0) > 0")
+# Events drawn from the full index.
+_REFINED = ("() => document.querySelector('#trace-canvas') "
+            "&& Number(document.querySelector('#trace-canvas').dataset.drawn || 0) > 0 "
+            "&& !document.querySelector('#trace-canvas').dataset.coarse")
 
 
 def _open(browser: Any, url: str, height: int = 1000) -> Any:
@@ -222,14 +307,17 @@ def _open(browser: Any, url: str, height: int = 1000) -> Any:
     raise RuntimeError(f"the server never answered {url}")
 
 
-def _paint(browser: Any, url: str) -> float:
-    """Seconds from opening ``url`` (the trace viewer) to events drawn on its canvas."""
+def _paint(browser: Any, url: str) -> tuple[float, float]:
+    """Seconds from opening ``url`` (the trace viewer) to the first picture on its canvas (the
+    overview's, while the index builds), and to events drawn from the index."""
     page = _open(browser, url)
     t = time.perf_counter()
     page.wait_for_function(_DRAWN, polling=50)
-    seconds = time.perf_counter() - t
+    first = time.perf_counter() - t
+    page.wait_for_function(_REFINED, polling=50)
+    refined = time.perf_counter() - t
     page.close()
-    return seconds
+    return first, refined
 
 
 _PAN = """async (frames) => {
@@ -324,13 +412,13 @@ def first_paint(path: Path) -> dict[str, Any]:
                                     args=["--no-sandbox", "--disable-gpu"])
         server = _Server(path, Path(tmp) / "a")
         try:
-            out["cold_s"] = _paint(browser, server.url("trace_viewer"))
-            out["warm_s"] = _paint(browser, server.url("trace_viewer"))
+            out["cold_s"], out["cold_events_s"] = _paint(browser, server.url("trace_viewer"))
+            out["warm_s"] = _paint(browser, server.url("trace_viewer"))[1]
         finally:
             server.close()
         server = _Server(path, Path(tmp) / "a")
         try:
-            out["restart_s"] = _paint(browser, server.url("trace_viewer"))
+            out["restart_s"] = _paint(browser, server.url("trace_viewer"))[1]
         finally:
             server.close()
         server = _Server(path, Path(tmp) / "b")
@@ -342,7 +430,7 @@ def first_paint(path: Path) -> dict[str, Any]:
             t = time.perf_counter()
             page.evaluate("() => { location.hash = location.hash.replace("
                           "'overview_page', 'trace_viewer'); }")
-            page.wait_for_function(_DRAWN, polling=50)
+            page.wait_for_function(_REFINED, polling=50)
             out["via_overview_s"] = time.perf_counter() - t
             page.close()
         finally:
@@ -351,19 +439,122 @@ def first_paint(path: Path) -> dict[str, Any]:
     return out
 
 
+def http_window(path: Path) -> dict[str, Any]:
+    """Through the HTTP API of a fresh server with an empty cache: request (the trace viewer's
+    tool data, then the full-width window at 2,000 px, as the page asks) → first window
+    answered; → the window answered from the full index; a warm full window; and the memory
+    the server holds once the index is built, less what it held before the request."""
+    size_mb = path.stat().st_size / 2**20
+    with tempfile.TemporaryDirectory(prefix="stepscope-bench-http-") as tmp:
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            before = server.rss_mb()
+            t = time.perf_counter()
+            meta = server.poll("data", tool="trace_viewer")
+            span = str(meta["span_ns"])
+            first = server.poll("trace/window", start_ns="0", end_ns=span, width="2000")
+            out: dict[str, Any] = {"first_window_s": time.perf_counter() - t,
+                                   "first_window_coarse": bool(first.get("coarse"))}
+            window = first
+            while window.get("coarse"):
+                time.sleep(0.05)
+                window = server.poll("trace/window", start_ns="0", end_ns=span, width="2000")
+            out["full_index_window_s"] = time.perf_counter() - t
+            times = []
+            for _ in range(5):
+                t = time.perf_counter()
+                server.poll("trace/window", start_ns="0", end_ns=span, width="2000")
+                times.append(time.perf_counter() - t)
+            out["warm_window_ms"] = statistics.median(times) * 1000
+            out["server_added_mb"] = server.rss_mb() - before
+            out["server_added_per_file_mb"] = out["server_added_mb"] / size_mb
+            out["server_peak_added_mb"] = server.rss_mb("VmHWM") - before
+        finally:
+            server.close()
+    return out
+
+
+def tools_cached(path: Path) -> dict[str, Any]:
+    """Each tool's data through a fresh server whose cache holds the run's table and run model
+    (no result cache): the run's open, then each tool's first answer."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="stepscope-bench-tools-") as tmp:
+        filled = _in_child("fill_cache", str(path), env={"STEPSCOPE_CACHE_DIR":
+                                                         str(Path(tmp) / "cache")})
+        if "error" in filled:
+            return filled
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            t = time.perf_counter()
+            while server.get("status")[1].get("status") != "ready":
+                time.sleep(0.01)
+            out["open_run_ms"] = (time.perf_counter() - t) * 1000
+            tools = [x["name"] for x in server.get("tools")[1]["tools"]]
+            for tool in tools:
+                t = time.perf_counter()
+                server.poll("data", tool=tool)
+                out[f"{tool}_ms"] = (time.perf_counter() - t) * 1000
+        finally:
+            server.close()
+    slowest = max((v for k, v in out.items() if k.endswith("_ms") and k != "open_run_ms"),
+                  default=0.0)
+    out["slowest_tool_ms"] = slowest
+    return out
+
+
+def tf_report(path: Path) -> dict[str, Any]:
+    """Every figure of the TensorFlow profile, XProf's beside stepscope's."""
+    size_mb = path.stat().st_size / 2**20
+    print(f"\nReal TensorFlow profile: {path.relative_to(ROOT)} ({size_mb:.0f} MB, a CNN "
+          "with tf.data, host tracer level 3 + Python tracer):")
+    load = _in_child("load", str(path))
+    load["added_peak_per_file"] = load.get("added_peak_mb", 0.0) / size_mb
+    load["kept_per_file"] = load.get("kept_mb", 0.0) / size_mb
+    print("  one load of the file, no cache (memory added ÷ file size):")
+    _print(load, indent="    ")
+    print("  through the HTTP API, a fresh server and an empty cache:")
+    http = http_window(path)
+    _print(http, indent="    ")
+    print("  every tool, the table and run model cached (no result cache):")
+    tools = tools_cached(path)
+    _print(tools, indent="    ")
+    print("  XProf trace_viewer@ on the same file (xspace_to_tool_data, cold):")
+    xprof = _in_child("xprof", str(path))
+    xprof["added_peak_per_file"] = xprof.get("added_peak_mb", 0.0) / size_mb
+    _print(xprof, indent="    ")
+    if "seconds" in xprof and "first_window_s" in http:
+        print("  ratios (stepscope ÷ XProf; goal: first window <= 0.1x, load memory <= 2x the "
+              "file):")
+        _print({"first_window": http["first_window_s"] / xprof["seconds"],
+                "full_index_window": http["full_index_window_s"] / xprof["seconds"],
+                "load_peak_memory": load.get("added_peak_mb", 0.0)
+                / max(xprof["added_peak_mb"], 1e-9)}, indent="    ")
+    return {"load": load, "http": http, "tools": tools, "xprof": xprof}
+
+
 def main() -> None:
     """Run every measurement and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--tf-only", action="store_true",
+                        help="only the TensorFlow profile's figures")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
         name, *rest = args.child
         fn = {"synthetic": lambda: child_synthetic(int(rest[0]), int(rest[1])),
               "real": lambda: child_real(rest[0], int(rest[1])),
-              "xprof": lambda: child_xprof(rest[0])}[name]
+              "xprof": lambda: child_xprof(rest[0]), "load": lambda: child_load(rest[0]),
+              "fill_cache": lambda: child_fill_cache(rest[0])}[name]
         print(json.dumps(fn()))
+        return
+    from tf_profile import tf_profile
+
+    tf_report(tf_profile())
+    if args.tf_only:
         return
     print(f"Synthetic profile, {args.events:,} events (16 threads, nested 3 deep):")
     syn = _in_child("synthetic", str(args.events), str(args.queries))

@@ -207,14 +207,20 @@ def test_a_bad_only_file_fails_once_and_is_remembered(
     run.mkdir(parents=True)
     bad = run / "worker.xplane.pb"
     bad.write_bytes(_truncated_profile(size))
-    reads: list[Path] = []
+    reads: list[Any] = []
     real_open = store_module.open_run_model
+    real_build = store_module.build_run_model
 
     def counted_open(path: Path, **kwargs: Any) -> Any:
         reads.append(path)
         return real_open(path, **kwargs)
 
+    def counted_build(profile: Any) -> Any:  # a one-host run: its table read first
+        reads.append(profile)
+        return real_build(profile)
+
     monkeypatch.setattr(store_module, "open_run_model", counted_open)
+    monkeypatch.setattr(store_module, "build_run_model", counted_build)
     with TestClient(create_app(tmp_path / "logs"), base_url="http://127.0.0.1") as client:
         def poll() -> Any:
             return client.get("/api/data", params={"run": "bad_run", "tool": "overview_page"})

@@ -80,3 +80,21 @@ def test_our_profile_steps_and_side_stats(tmp_path: Path) -> None:
 def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(stepscope.ProfileFormatError, match="missing.xplane.pb"):
         x2t.load_xspace(tmp_path / "missing.xplane.pb")
+
+
+def test_typed_stats_are_kept_sparse() -> None:
+    """A file's typed stats are held as (rows, values) and give the dense columns back."""
+    path = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+    table = x2t.load_xspace(path)
+    assert isinstance(table.typed, me.TypedStats)
+    dense = {k: table.typed[k] for k in table.typed}
+    corr = dense[schema.CORRELATION_ID]
+    carried = np.flatnonzero(corr != me.MISSING)
+    assert len(carried) > 1000 and table.typed.nbytes < sum(c.nbytes
+                                                                 for c in dense.values())
+    again = me.TypedStats.of(dense)
+    for k, column in dense.items():
+        assert np.array_equal(again[k], column)
+    for row in (int(carried[0]), int(carried[-1]), 0, len(table) - 1):
+        expected = {k: int(c[row]) for k, c in dense.items() if c[row] != me.MISSING}
+        assert table.typed_at(row) == expected == again.at(row)

@@ -414,8 +414,10 @@ def test_capture_status_errors(client: TestClient) -> None:
 
 def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The index starts building once the run loads; until it is built the trace viewer is
-    told how far it has got (202), and the run's other tools answer meanwhile."""
+    """The index starts building once the run loads; until it is built the trace viewer
+    answers from the coarse overview (its tool data and windows, marked ``coarse``), its other
+    views are told how far the build has got (202), and the run's other tools answer
+    meanwhile."""
     import threading
 
     from stepscope.analysis import trace_index as ti
@@ -442,17 +444,21 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
             break
         time.sleep(0.02)
     assert calls and calls[0].startswith("stepscope-trace_index")
-    code, progress = api.data("copy", None, "trace_viewer", {})
+    code, coarse = api.data("copy", None, "trace_viewer", {})
+    assert code == 200 and coarse["coarse"] and coarse["host"] == "worker_a"
+    code, window = api.trace("window", {"run": "copy", "start_ns": "0", "end_ns": "10",
+                                        "width": "10"})
+    assert code == 200 and window["coarse"]
+    code, progress = api.trace("search", {"run": "copy", "q": "a"})
     assert code == 202 and progress["status"] == "indexing" and progress["share"] == 0.4
     assert progress["events"] == len(state.run.profile.hosts["worker_a"])  # the first host
-    assert api.trace("window", {"run": "copy", "start_ns": "0", "end_ns": "10",
-                                "width": "10"})[0] == 202
     assert api.data("copy", None, "overview_page", {})[0] == 200  # not held up
     gate.set()
     for _ in range(500):
         code, body = api.data("copy", None, "trace_viewer", {})
-        if code == 200:
+        if code == 200 and "coarse" not in body:
             break
         time.sleep(0.02)
-    assert code == 200 and body["host"] == "worker_a" and body["tracks"]
+    assert code == 200 and body["host"] == "worker_a" and "coarse" not in body
+    assert [t["id"] for t in body["tracks"]] == [t["id"] for t in coarse["tracks"]]
     assert len(calls) == 1  # built once

@@ -103,6 +103,11 @@ def save_model(files: list[Path], model: RunModel) -> None:
         for i, text in enumerate(hosts.values())})
 
 
+def cached_model(files: list[Path]) -> RunModel | None:
+    """The run model of ``files`` from the cache, when fresh."""
+    return _cached(files)
+
+
 def _cached(files: list[Path]) -> RunModel | None:
     hit = cache.load_arrays(files, RUN_MODEL_NAME)
     if hit is None:

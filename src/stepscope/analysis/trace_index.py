@@ -141,6 +141,12 @@ def _section_rank(section: str) -> tuple[int, int, str]:
     return (order.get(section, 3), 0, section)
 
 
+def with_pids(sections: list[dict[str, Any]], planes: list[Plane]) -> list[dict[str, Any]]:
+    """The sections of ``meta``, each with its process id (``section_pids``)."""
+    pids = section_pids([s["name"] for s in sections], planes)
+    return [{**s, "pid": pid} for s, pid in zip(sections, pids, strict=True)]
+
+
 def section_pids(sections: list[str], planes: list[Plane]) -> list[int]:
     """Each section's process id, as XProf's trace viewer numbers its processes."""
     plane_ids = {p.name: p.id for p in planes}
@@ -170,12 +176,21 @@ def _too_wide() -> TraceQueryError:
                            "trace viewer's index.")
 
 
-def _by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
+def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
     """Event order by (track, start), the longer first of events starting together."""
+    return sorted_by_track_and_start(track, start, lay_end, bits)[0]
+
+
+def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
+                              ) -> tuple[I64, I64]:
+    """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
+    order."""
     key = (track << np.int64(bits)) | start
-    # One int64 key sorts far faster than a multi-key lexsort, and events usually arrive
-    # sorted by line and time already, which a stable sort takes in one pass.
-    order = np.argsort(key, kind="stable")
+    # One int64 key sorts far faster than a multi-key lexsort, and an unstable sort (SIMD
+    # quicksort) faster than a stable one where events do not arrive sorted; the few events
+    # with equal keys are then put in a fixed order: the longer first, then by table row, as
+    # a stable sort would leave them.
+    order = np.argsort(key)
     sorted_key = key[order]
     same = sorted_key[1:] == sorted_key[:-1]
     if same.any():
@@ -183,8 +198,8 @@ def _by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
         tied[1:] |= same
         tied[:-1] |= same
         sub = order[tied]
-        order[tied] = sub[np.lexsort((-lay_end[sub], key[sub]))]
-    return np.asarray(order, np.int64)
+        order[tied] = sub[np.lexsort((sub, -lay_end[sub], key[sub]))]
+    return np.asarray(order, np.int64), sorted_key
 
 
 def _by_row(track: I64, depth: I64, by_start: I64) -> I64:
@@ -196,12 +211,14 @@ def _by_row(track: I64, depth: I64, by_start: I64) -> I64:
     return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
 
 
-def _layout(track: I64, start: I64, lay_end: I64) -> tuple[I64, I64]:
+def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
+            ) -> tuple[I64, I64]:
     """A row per event such that no two events of one track and row overlap, and the
     event order by (track, row, start).
 
     Nested events get their nesting depth (counted, not walked); events that overlap
-    without nesting are pushed one row down at a time until their row is free.
+    without nesting are pushed one row down at a time until their row is free. ``by_start``:
+    the events' order by (track, start), when already made (``by_track_and_start``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
@@ -211,7 +228,8 @@ def _layout(track: I64, start: I64, lay_end: I64) -> tuple[I64, I64]:
     if int(track.max()).bit_length() + bits > 62:
         raise _too_wide()
     tshift = np.int64(bits)
-    by_start = _by_track_and_start(track, start, lay_end, bits)
+    if by_start is None:
+        by_start = by_track_and_start(track, start, lay_end, bits)
     skeys = ((track << tshift) | start)[by_start]
     ekeys = np.sort((track << tshift) | lay_end, kind="stable")
     # Events of the same track still running when this one starts (and started before it).
@@ -267,6 +285,46 @@ def _greedy(by_start: I64, track: I64, depth: I64, start: I64, lay_end: I64,
             heapq.heappush(busy, (e, r))
 
 
+def window_counters(arrays: dict[str, NDArray[Any]], t0: int, t1: int, bnd: I64,
+                    tracks: list[int] | None) -> list[dict[str, Any]]:
+    """Per counter track (``arrays``: ``counter_arrays``): its samples in the window (and the
+    one before), at most two per pixel column (the column's minimum and maximum) where there
+    are more."""
+    out = []
+    w = len(bnd) - 1
+    counter_off, counter_time = arrays["counter_off"], arrays["counter_time"]
+    counter_value = arrays["counter_value"]
+    for i, track in enumerate(arrays["counter_track"].tolist()):
+        if tracks is not None and track not in tracks:
+            continue
+        lo, hi = int(counter_off[i]), int(counter_off[i + 1])
+        times = counter_time[lo:hi]
+        first = max(int(np.searchsorted(times, t0, side="right")) - 1, 0)
+        last = int(np.searchsorted(times, t1, side="left"))
+        t = times[first:last + 1]
+        v = counter_value[lo + first:lo + last + 1]
+        if len(t) > 2 * w:
+            col = np.clip(np.searchsorted(bnd, t, side="right") - 1, 0, w - 1)
+            cut = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+            lows, highs = np.minimum.reduceat(v, cut), np.maximum.reduceat(v, cut)
+            starts = t[cut]
+            t = np.repeat(starts, 2)
+            v = np.stack([lows, highs], axis=1).reshape(-1)
+        out.append({"track": track, "time": t.tolist(),
+                    "value": [float(x) for x in v.tolist()]})
+    return out
+
+
+def window_bounds(start_ns: int, end_ns: int, width: int) -> I64:
+    """The pixel columns' boundaries of a window query (checked: TraceQueryError)."""
+    if not (isinstance(width, int) and 1 <= width <= MAX_WIDTH):
+        raise TraceQueryError(f"The width must be 1 to {MAX_WIDTH} pixels, not {width}.")
+    if end_ns <= start_ns:
+        raise TraceQueryError("The window's end must be after its start.")
+    span = end_ns - start_ns
+    return start_ns + (np.arange(width + 1, dtype=np.int64) * span + width - 1) // width
+
+
 class TraceIndex:
     """The level-of-detail index of one host's events (see the module docstring)."""
 
@@ -316,11 +374,10 @@ class TraceIndex:
     def meta(self) -> dict[str, Any]:
         """Sections (each with its process id), tracks and the trace's time span, for the
         viewer's first request."""
-        pids = section_pids([s["name"] for s in self.sections], self.table.planes)
-        sections = [{**s, "pid": pid} for s, pid in zip(self.sections, pids, strict=True)]
         return {"origin_ns": self.origin_ns, "span_ns": self.span_ns, "events": len(self),
                 "counter_samples": len(self.counter_time), "flows": len(self.flow_src),
-                "sections": sections, "tracks": [asdict(t) for t in self.tracks]}
+                "sections": with_pids(self.sections, self.table.planes),
+                "tracks": [asdict(t) for t in self.tracks]}
 
     def _start(self, pos: I64) -> I64:
         return np.asarray(self.skey[pos] & self.mask, np.int64)
@@ -341,14 +398,10 @@ class TraceIndex:
         """Per track, the events of ``[start_ns, end_ns)`` (relative to the origin) at
         ``width`` pixels: each event at least one pixel wide exactly, every narrower one
         counted in an aggregate block of the pixel columns it starts in."""
-        if not (isinstance(width, int) and 1 <= width <= MAX_WIDTH):
-            raise TraceQueryError(f"The width must be 1 to {MAX_WIDTH} pixels, not {width}.")
-        if end_ns <= start_ns:
-            raise TraceQueryError("The window's end must be after its start.")
+        bnd = window_bounds(start_ns, end_ns, width)
         span, w = end_ns - start_ns, width
         limit = int(self.mask)
         t0, t1 = max(start_ns, 0), min(end_ns, limit)
-        bnd = start_ns + (np.arange(w + 1, dtype=np.int64) * span + w - 1) // w
         segs = np.arange(len(self.seg_track), dtype=np.int64)
         if tracks is not None:
             segs = segs[np.isin(self.seg_track, np.asarray(tracks, np.int64))]
@@ -464,29 +517,7 @@ class TraceIndex:
 
     def _counters(self, t0: int, t1: int, bnd: I64, tracks: list[int] | None
                   ) -> list[dict[str, Any]]:
-        """Per counter track: its samples in the window (and the one before), at most two
-        per pixel column (the column's minimum and maximum) where there are more."""
-        out = []
-        w = len(bnd) - 1
-        for i, track in enumerate(self.counter_track.tolist()):
-            if tracks is not None and track not in tracks:
-                continue
-            lo, hi = int(self.counter_off[i]), int(self.counter_off[i + 1])
-            times = self.counter_time[lo:hi]
-            first = max(int(np.searchsorted(times, t0, side="right")) - 1, 0)
-            last = int(np.searchsorted(times, t1, side="left"))
-            t = times[first:last + 1]
-            v = self.counter_value[lo + first:lo + last + 1]
-            if len(t) > 2 * w:
-                col = np.clip(np.searchsorted(bnd, t, side="right") - 1, 0, w - 1)
-                cut = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
-                lows, highs = np.minimum.reduceat(v, cut), np.maximum.reduceat(v, cut)
-                starts = t[cut]
-                t = np.repeat(starts, 2)
-                v = np.stack([lows, highs], axis=1).reshape(-1)
-            out.append({"track": track, "time": t.tolist(),
-                        "value": [float(x) for x in v.tolist()]})
-        return out
+        return window_counters(self.arrays, t0, t1, bnd, tracks)
 
     def _window_flows(self, start_ns: int, end_ns: int) -> tuple[list[dict[str, Any]], int]:
         """Flows with an end in the window (none, only their count, when too many)."""
@@ -525,10 +556,7 @@ class TraceIndex:
         row = self.check_event(event_id)
         t = self.table
         track, depth, start = (int(x[0]) for x in self.where(np.array([row], np.int64)))
-        stats: dict[str, Any] = {}
-        for stat, column in t.typed.items():
-            if int(column[row]) != MISSING:
-                stats[stat] = int(column[row])
+        stats: dict[str, Any] = dict(t.typed_at(row))
         st = t.stats
         if self._stat_order is None:
             ev = np.asarray(st.event)
@@ -656,34 +684,61 @@ def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
     return out
 
 
-def build(table: EventTable, progress: Callable[[float], None] | None = None) -> TraceIndex:
-    """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
-    far the build has got."""
-    report = progress or (lambda share: None)
+@dataclass
+class TrackPlan:
+    """Which events a host's timeline shows and on which track, before any layout: what the
+    full index and the coarse overview (``trace_overview``) share."""
+
+    included: Bools  # per event: on the timeline (not a skipped plane, not a flow marker)
+    counter_line: Bools  # per line: a counter track
+    track_of_line: I64  # per line (and one more, -1): its track, -1 for none
+    track_line: list[int]  # per track: its line
+    track_section: list[str]  # per track: its section
+    device_plane: Bools  # per plane (and one more): a device plane
+    origin: int  # the earliest included event's start (ns): time 0 of the index
+    span: int  # the time bits' span: every event's end (at least 1 ns long) and sample
+    value_rows: I64  # events with a numeric ``value`` stat, and the values
+    values: F64
+
+    @property
+    def bits(self) -> int:
+        """Bits of a composite key's time part."""
+        return max(self.span, 1).bit_length()
+
+
+def plan_tracks(table: EventTable) -> TrackPlan:
+    """The tracks of a host's timeline, in display order, and the time span they cover."""
     n = len(table)
     planes = [p.name for p in table.planes]
     skip_plane = np.array([p in _SKIP_PLANES for p in planes] + [False], bool)
     device_plane = np.array([p.startswith("/device:") for p in planes] + [False], bool)
     flow_name = np.array([bool(_KINETO_FLOW_NAME.match(x)) for x in table.names] + [False],
                          bool)
-    included = ~skip_plane[table.plane] & ~flow_name[table.name]
+    # Usually nothing is left out: then no gathers over every event.
+    included = ~skip_plane[table.plane] if skip_plane.any() else np.ones(n, bool)
+    if flow_name.any():
+        included &= ~flow_name[table.name]
+    everything = bool(included.all())
     start = np.asarray(table.start_ns, np.int64)
-    dur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
-    origin = int(start[included].min()) if included.any() else 0
+    origin = (int(start.min()) if everything and n else
+              int(start[included].min()) if included.any() else 0)
 
     # Counter lines: every event a zero-length sample with a numeric value.
     value_rows, values = _float_stat(table, schema.VALUE)
     n_lines = len(table.line_name)
-    per_line = np.bincount(table.line[included], minlength=n_lines)
-    has_value = np.zeros(n, bool)
-    has_value[value_rows] = True
-    samples = np.bincount(table.line[included & has_value & (dur == 0)], minlength=n_lines)
+    per_line = np.bincount(table.line if everything else table.line[included],
+                           minlength=n_lines)
+    samples = np.zeros(n_lines, np.int64)
+    if len(value_rows):
+        has_value = np.zeros(n, bool)
+        has_value[value_rows] = True
+        samples = np.bincount(table.line[included & has_value & (table.duration_ns <= 0)],
+                              minlength=n_lines)
     counter_line = (per_line > 0) & (samples == per_line)
 
     # Tracks, in display order.
-    lines = [li for li in range(n_lines) if per_line[li] > 0]
     keyed = []
-    for li in lines:
+    for li in (li for li in range(n_lines) if per_line[li] > 0):
         section = _section_of(planes[int(table.line_plane[li])])
         if counter_line[li] and section != COUNTERS_SECTION:
             section = COUNTERS_SECTION
@@ -692,18 +747,86 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None) ->
                       section))
     keyed.sort()
     track_of_line = np.full(n_lines + 1, -1, np.int64)
-    track_section = []
-    for i, (_, _, li, section) in enumerate(keyed):
+    for i, (_, _, li, _) in enumerate(keyed):
         track_of_line[li] = i
-        track_section.append(section)
 
-    ev_rows = np.flatnonzero(included & ~counter_line[table.line])
-    track = track_of_line[table.line[ev_rows]]
-    rel = start[ev_rows] - origin
-    edur = dur[ev_rows]
-    lay_end = rel + np.maximum(edur, 1)
+    # The span: every shown event's end (at least 1 ns long) and every counter sample.
+    span = 1
+    if not counter_line.any() and everything:
+        if n:
+            ends = start + np.maximum(np.asarray(table.duration_ns, np.int64), 1)
+            span = int(ends.max()) - origin
+    else:
+        on_line = counter_line[table.line]
+        events = included & ~on_line
+        if events.any():
+            ends = start[events] + np.maximum(np.asarray(table.duration_ns[events],
+                                                         np.int64), 1)
+            span = max(span, int(ends.max()) - origin)
+        counters = included & on_line
+        if counters.any():
+            span = max(span, int(start[counters].max()) - origin + 1)
+    return TrackPlan(included, counter_line, track_of_line, [k[2] for k in keyed],
+                     [k[3] for k in keyed], device_plane, origin, span, value_rows, values)
+
+
+def counter_arrays(table: EventTable, plan: TrackPlan) -> dict[str, NDArray[Any]]:
+    """The counter tracks' samples, by track and time (the index's ``counter_*`` arrays)."""
+    counter_rows = plan.included & plan.counter_line[table.line]
+    crow = np.flatnonzero(counter_rows)
+    value_of = np.zeros(len(table), np.float64)
+    value_of[plan.value_rows] = plan.values
+    start = np.asarray(table.start_ns, np.int64)
+    ctrack = plan.track_of_line[table.line[crow]]
+    corder = np.lexsort((start[crow], ctrack))
+    crow, ctrack = crow[corder], ctrack[corder]
+    counter_tracks, coff = np.unique(ctrack, return_index=True)
+    return {"counter_track": counter_tracks.astype(np.int64),
+            "counter_off": np.r_[coff, len(crow)].astype(np.int64),
+            "counter_time": (start[crow] - plan.origin).astype(np.int64),
+            "counter_value": value_of[crow], "counter_row": crow.astype(np.int64)}
+
+
+def sections_of(tracks: list[Track]) -> list[dict[str, Any]]:
+    """The sections of some tracks (in track order), each with its tracks' ids."""
+    sections: list[dict[str, Any]] = []
+    for t in tracks:
+        if not sections or sections[-1]["name"] != t.section:
+            sections.append({"name": t.section, "tracks": []})
+        sections[-1]["tracks"].append(t.id)
+    return sections
+
+
+def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I64, I64]:
+    """The events drawn as events (not counter samples), in table order: (table rows, track,
+    start relative to the origin, duration, end as laid out: at least 1 ns after the start)."""
+    if not plan.counter_line.any() and bool(plan.included.all()):
+        ev_rows = np.arange(len(table), dtype=np.int64)  # every event: no gathers
+        track = plan.track_of_line[table.line]
+        rel = np.asarray(table.start_ns, np.int64) - plan.origin
+        edur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+    else:
+        ev_rows = np.flatnonzero(plan.included & ~plan.counter_line[table.line])
+        track = plan.track_of_line[table.line[ev_rows]]
+        rel = np.asarray(table.start_ns[ev_rows], np.int64) - plan.origin
+        edur = np.maximum(np.asarray(table.duration_ns[ev_rows], np.int64), 0)
+    return ev_rows, track, rel, edur, rel + np.maximum(edur, 1)
+
+
+def build(table: EventTable, progress: Callable[[float], None] | None = None,
+          plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
+    """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
+    far the build has got (``plan``: the table's ``plan_tracks``, and ``by_start``: its
+    events' ``by_track_and_start`` order, when already made)."""
+    report = progress or (lambda share: None)
+    n = len(table)
+    plan = plan or plan_tracks(table)
+    counter_line, device_plane, origin = plan.counter_line, plan.device_plane, plan.origin
+    n_tracks = len(plan.track_line)
+
+    ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
     report(0.15)
-    depth, order = _layout(track, rel, lay_end)
+    depth, order = _layout(track, rel, lay_end, by_start)
     report(0.6)
     ev_row = ev_rows[order]
     track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],
@@ -713,10 +836,8 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None) ->
     seg = np.cumsum(new_seg) - 1
     first = np.flatnonzero(new_seg)
     n_segs = len(first)
-    counter_rows = included & counter_line[table.line]
-    span = max(int(lay_end.max()) if len(lay_end) else 1,
-               int(start[counter_rows].max()) - origin + 1 if counter_rows.any() else 1)
-    bits = max(span, 1).bit_length()
+    span = plan.span
+    bits = plan.bits
     if max(n_segs, 1).bit_length() + _LEVEL_BITS + bits > 62:
         raise _too_wide()
     shift = np.int64(bits)
@@ -725,62 +846,58 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None) ->
     lpos = np.argsort(lkey_unsorted, kind="stable")
     pos_of_row = np.full(n, -1, np.int64)
     pos_of_row[ev_row] = np.arange(len(ev_row))
-
-    # Counter samples, by track and time.
-    crow = np.flatnonzero(counter_rows)
-    value_of = np.zeros(n, np.float64)
-    value_of[value_rows] = values
-    ctrack = track_of_line[table.line[crow]]
-    corder = np.lexsort((start[crow], ctrack))
-    crow, ctrack = crow[corder], ctrack[corder]
-    counter_tracks, coff = np.unique(ctrack, return_index=True)
+    counters = counter_arrays(table, plan)
 
     report(0.85)
     src, dst, kind = _flows(table, pos_of_row >= 0, device_plane)
 
-    rows_per_track = np.zeros(len(keyed), np.int64)
+    rows_per_track = np.zeros(n_tracks, np.int64)
     np.maximum.at(rows_per_track, track, depth + 1)
-    count_per_track = np.bincount(track, minlength=len(keyed))
-    count_per_track[counter_tracks] = np.diff(np.r_[coff, len(crow)])
-    tracks = [Track(i, track_section[i], table.line_name[li],
+    count_per_track = np.bincount(track, minlength=n_tracks)
+    count_per_track[counters["counter_track"]] = np.diff(counters["counter_off"])
+    tracks = [Track(i, plan.track_section[i], table.line_name[li],
                     "counter" if counter_line[li] else "events", int(rows_per_track[i]),
-                    int(count_per_track[i])) for i, (_, _, li, _) in enumerate(keyed)]
-    sections: list[dict[str, Any]] = []
-    for t in tracks:
-        if not sections or sections[-1]["name"] != t.section:
-            sections.append({"name": t.section, "tracks": []})
-        sections[-1]["tracks"].append(t.id)
+                    int(count_per_track[i])) for i, li in enumerate(plan.track_line)]
     header = {"version": INDEX_VERSION, "origin_ns": origin, "span_ns": span, "bits": bits,
               "max_level": int(level.max()) if len(level) else 0,
-              "tracks": [asdict(t) for t in tracks], "sections": sections}
+              "tracks": [asdict(t) for t in tracks], "sections": sections_of(tracks)}
     arrays: dict[str, NDArray[Any]] = {
         "seg_track": track[first], "seg_depth": depth[first],
         "seg_off": np.r_[first, len(order)].astype(np.int64), "ev_row": ev_row,
         "skey": (seg << shift) | rel, "ekey": (seg << shift) | lay_end,
         "cumdur": np.r_[0, np.cumsum(edur)].astype(np.int64),
         "lkey": lkey_unsorted[lpos], "lpos": lpos.astype(np.int64), "pos_of_row": pos_of_row,
-        "counter_track": counter_tracks.astype(np.int64),
-        "counter_off": np.r_[coff, len(crow)].astype(np.int64),
-        "counter_time": (start[crow] - origin).astype(np.int64),
-        "counter_value": value_of[crow], "counter_row": crow.astype(np.int64),
+        **counters,
         "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
     }
     return TraceIndex(table, header, arrays)
 
 
+def _cache_name() -> str:
+    return f"trace_index.{INDEX_VERSION}"
+
+
+def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
+    """The index of a host's table from the on-disk cache, when ``source`` is unchanged."""
+    hit = cache.load_arrays([source], _cache_name())
+    if hit is not None:
+        header, arrays = hit
+        if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
+            return TraceIndex(table, header, arrays)
+    return None
+
+
 def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
-              progress: Callable[[float], None] | None = None) -> TraceIndex:
+              progress: Callable[[float], None] | None = None,
+              plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
     """The index of a host's table, from the on-disk cache when ``source`` is unchanged
-    (``progress`` as for ``build``)."""
-    name = f"trace_index.{INDEX_VERSION}"
+    (``progress``, ``plan`` and ``by_start`` as for ``build``)."""
     if use_cache and source is not None:
-        hit = cache.load_arrays([source], name)
+        hit = cached_index(table, source)
         if hit is not None:
-            header, arrays = hit
-            if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
-                return TraceIndex(table, header, arrays)
-    index = build(table, progress)
+            return hit
+    index = build(table, progress, plan, by_start)
     if use_cache and source is not None:
-        cache.save_arrays([source], name, {**index.header, "events": len(table)},
-                                index.arrays)
+        cache.save_arrays([source], _cache_name(), {**index.header, "events": len(table)},
+                          index.arrays)
     return index

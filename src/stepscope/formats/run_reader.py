@@ -9,6 +9,7 @@ by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Ki
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
@@ -21,8 +22,11 @@ from stepscope.model.logdir import host_name, is_step_stats_path, resolve
 from stepscope.model.run_tables import Progress, RunTables
 
 
-def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
-    """Load one profile file into an event table, through the cache when allowed."""
+def load_file(path: Path, *, use_cache: bool = True,
+              saved: Callable[[Callable[[], None]], None] | None = None) -> EventTable:
+    """Load one profile file into an event table, through the cache when allowed; a table
+    just parsed is saved to the cache at once, or by whoever ``saved`` hands the save to
+    (the web server: after its first answers)."""
     _check_readable(path)
     if use_cache:
         cached = cache.load_table(path)
@@ -38,7 +42,10 @@ def load_file(path: Path, *, use_cache: bool = True) -> EventTable:
         if not table.hostnames:
             table.hostnames = [host_name(path)]
     if use_cache:
-        cache.save_table(path, table)
+        if saved is None:
+            cache.save_table(path, table)
+        else:
+            saved(lambda: cache.save_table(path, table))
     return table
 
 

@@ -68,10 +68,10 @@ from numpy.typing import NDArray
 from stepscope import version
 from stepscope.errors import StepscopeWarning
 from stepscope.model import locations
-from stepscope.model.events import EventTable, Plane, StatTable
+from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: typed stats kept sparse
 
 TABLE_NAME = "table"
 DEFAULT_MAX_GB = 20.0
@@ -180,7 +180,9 @@ def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
         ("line_plane", table.line_plane), ("line_id", table.line_id),
         ("plane", table.plane), ("line", table.line), ("name", table.name),
         ("start_ns", table.start_ns), ("duration_ns", table.duration_ns),
-        *((f"typed.{k}", v) for k, v in table.typed.items()),
+        *((f"typed.{k}.{part}", array)
+          for k, pair in TypedStats.of(table.typed).sparse.items()
+          for part, array in zip(("rows", "values"), pair, strict=True)),
         ("stats.event", st.event), ("stats.name", st.name), ("stats.kind", st.kind),
         ("stats.value", st.value), ("stats.length", st.length),
         ("stats.text", np.frombuffer(st.text, dtype=np.uint8)),
@@ -222,11 +224,24 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
         name=take("name", np.int32, n_events),
         start_ns=take("start_ns", np.int64, n_events),
         duration_ns=take("duration_ns", np.int64, n_events),
-        typed={str(k): take(f"typed.{k}", np.int64, n_events) for k in meta["typed"]},
+        typed=TypedStats(n_events, {str(k): _typed(cols, str(k), n_events)
+                                    for k in meta["typed"]}),
         names=_strings(meta["names"]),
         stats=stats,
         hostnames=_strings(meta["hostnames"]),
     )
+
+
+def _typed(cols: Arrays, stat: str, n_events: int) -> tuple[NDArray[np.int64],
+                                                             NDArray[np.int64]]:
+    """A typed stat's sparse columns; ValueError when they do not fit the table."""
+    rows, values = cols[f"typed.{stat}.rows"], cols[f"typed.{stat}.values"]
+    if rows.dtype != np.int64 or values.dtype != np.int64 or rows.shape != values.shape \
+            or rows.ndim != 1:
+        raise ValueError(f"bad typed stat {stat}")
+    if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= n_events):
+        raise ValueError(f"typed stat {stat} names rows outside the table")
+    return rows, values
 
 
 def _strings(value: Any) -> list[str]:

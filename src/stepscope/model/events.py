@@ -2,11 +2,13 @@
 
 Names are dictionary-encoded (one list of distinct names, an int32 code per event); the
 well-known stats that analyses join on (step_num, _r, group_id, correlation_id) get typed
-columns; every other event stat lives in a side table keyed by event row.
+columns (kept sparse where read from a file: most events carry none of them); every other
+event stat lives in a side table keyed by event row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,54 @@ MISSING = np.iinfo(np.int64).min
 
 # Stats that get a typed int64 column of their own.
 TYPED_STATS = (schema.STEP_NUM, schema.ROOT_LEVEL, schema.GROUP_ID, schema.CORRELATION_ID)
+
+
+class TypedStats(Mapping[str, "I64"]):
+    """The typed stat columns kept sparse: per stat, the rows that carry it (ascending) and
+    their values. Asking for a stat gives its dense column (MISSING where absent), made anew
+    each time: hold on to it rather than ask again in a loop."""
+
+    def __init__(self, events: int, sparse: Mapping[str, tuple[I64, I64]]) -> None:
+        self.events = events
+        self.sparse = dict(sparse)
+
+    @classmethod
+    def of(cls, columns: Mapping[str, I64]) -> TypedStats:
+        """The sparse form of dense columns."""
+        if isinstance(columns, TypedStats):
+            return columns
+        n = len(next(iter(columns.values()))) if columns else 0
+        out = {}
+        for stat, column in columns.items():
+            rows = np.flatnonzero(column != MISSING)
+            out[stat] = (rows.astype(np.int64), np.asarray(column[rows], np.int64))
+        return cls(n, out)
+
+    def __getitem__(self, stat: str) -> I64:
+        rows, values = self.sparse[stat]
+        column = np.full(self.events, MISSING, dtype=np.int64)
+        column[rows] = values
+        return column
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.sparse)
+
+    def __len__(self) -> int:
+        return len(self.sparse)
+
+    def at(self, row: int) -> dict[str, int]:
+        """The typed stats event ``row`` carries."""
+        out = {}
+        for stat, (rows, values) in self.sparse.items():
+            i = int(np.searchsorted(rows, row, side="right")) - 1
+            if i >= 0 and int(rows[i]) == row:
+                out[stat] = int(values[i])
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its arrays hold."""
+        return sum(r.nbytes + v.nbytes for r, v in self.sparse.values())
 
 
 @dataclass
@@ -84,7 +134,8 @@ class EventTable:
     name: I32  # per event: index into names
     start_ns: I64
     duration_ns: I64
-    typed: dict[str, I64]  # TYPED_STATS → column (MISSING where absent)
+    typed: Mapping[str, I64]  # TYPED_STATS → column (MISSING where absent); TypedStats
+    # when read from a file or the cache
     names: list[str]
     stats: StatTable
     hostnames: list[str]
@@ -121,6 +172,13 @@ class EventTable:
         rows = np.flatnonzero((st.name == code)
                               & np.isin(st.kind, (KIND_INT64, KIND_UINT64)))
         return np.asarray(st.event[rows], np.int64), np.asarray(st.value[rows], np.int64)
+
+    def typed_at(self, row: int) -> dict[str, int]:
+        """The typed stats event ``row`` carries."""
+        if isinstance(self.typed, TypedStats):
+            return self.typed.at(row)
+        return {stat: int(column[row]) for stat, column in self.typed.items()
+                if int(column[row]) != MISSING}
 
     def plane_index(self, name: str) -> int | None:
         """Index of the plane called ``name``, or None."""

@@ -223,13 +223,15 @@ class Api:
              query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """A tool's data as JSON: (200, data), or (202, progress) while the run loads."""
         state, chosen, host_name_, params = self._ready(run, host, tool, query)
-        if state.run is None:
+        # The trace viewer of a one-host run answers before the run model is built.
+        loaded = state.run or (state.early if chosen.name == "trace_viewer" else None)
+        if loaded is None:
             return 202, state.progress()
         from stepscope.web.trace import IndexPending
 
         try:
             with state.lock:
-                return 200, chosen.data(state.run, host_name_, params)
+                return 200, chosen.data(loaded, host_name_, params)
         except IndexPending as pending:
             return 202, pending.progress
 
@@ -241,10 +243,12 @@ class Api:
         check_name(view, "trace view")
         state, _, host_name_, _ = self._ready(query.get("run"), query.get("host"),
                                               "trace_viewer", {})
-        if state.run is None:
+        run = state.run or state.early  # a one-host run: before its run model
+        if run is None:
             return 202, state.progress()
         try:
-            index = trace_index(state.run, host_name_)  # built outside the run's lock
+            # Built outside the run's lock; a window is answered coarsely meanwhile.
+            index = trace_index(run, host_name_, coarse=view == "window")
             with state.lock:
                 return 200, answer(index, view, query)
         except IndexPending as pending:

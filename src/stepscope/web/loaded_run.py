@@ -20,6 +20,9 @@ class LoadedRun:
         self._background: dict[tuple[Any, ...], Future[Any]] = {}
         self._background_lock = threading.Lock()
         self._shares: dict[tuple[Any, ...], float] = {}
+        # What a background computation offers before it is done (the trace viewer's coarse
+        # overview while its index builds); written by that computation's thread only.
+        self.partials: dict[tuple[Any, ...], Any] = {}
 
     def result(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         """``compute()``, once per key for this run (callers serialise access per run)."""

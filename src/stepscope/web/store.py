@@ -5,6 +5,11 @@ requests get the loaded run (and the results computed from it), or the error tha
 ended with, until its files change.
 Only the few most recently used runs stay in memory. Once a run is loaded, the trace
 viewer's index of its first host starts building in the background.
+
+A run of one host is opened the other way round: its table is read first, and the trace
+viewer's coarse overview and index start from it at once (``RunState.early``: the trace
+viewer answers from it before the run model is built); the run model is then built from the
+same table in memory, not read again.
 """
 
 from __future__ import annotations
@@ -13,16 +18,17 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepscope.analysis.run_model import RunModel
+from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
-from stepscope.run_loader import open_run_model
+from stepscope.run_loader import cached_model, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
 
 log = logging.getLogger("stepscope.web")
@@ -41,6 +47,8 @@ class RunState:
     file: str = ""  # file being read
     error: str = ""
     run: LoadedRun | None = None
+    early: LoadedRun | None = None  # a one-host run before its run model (trace viewer only)
+    saves: list[Callable[[], None]] = field(default_factory=list)  # cache writes put off
     lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
 
     def progress(self) -> dict[str, Any]:
@@ -105,9 +113,45 @@ class RunStore:
             time.sleep(0.02)
         return state
 
-    def _open(self, path: Path, progress: Progress) -> tuple[RunTables, RunModel]:
+    def _early(self, path: Path, state: RunState) -> RunTables | None:
+        """A one-host run's tables, published in ``state.early`` with the trace viewer's
+        index (and overview) started; None for other runs, or when the run model is cached
+        (then the usual way in is as fast)."""
+        if not self._index_traces or self._engine not in ("auto", "local", "pool"):
+            return None
+        run, where, files, others = resolve(path)
+        if len(files) != 1 or (self._use_cache and cached_model(files) is not None):
+            return None
+        use_cache = self._use_cache
+        sources = dict(zip(host_names(files), files, strict=True))
+        # The table's cache entry is written after the run model is built, not before the
+        # trace viewer's first answer.
+        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
+                                                            saved=state.saves.append))
+        profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
+                            other_runs=others)
+        state.early = LoadedRun(profile, use_cache=self._use_cache)
+        from stepscope.web.trace import start_index
+
+        start_index(state.early, None)
+        return profile
+
+    def _open(self, path: Path, progress: Progress,
+              early: RunTables | None = None, state: RunState | None = None
+              ) -> tuple[RunTables, RunModel]:
         """The run's model (on the store's engine, or from the cache), and its host tables,
-        each read only when a tool first needs it."""
+        each read only when a tool first needs it (``early``: a one-host run's tables, the
+        model built from them)."""
+        if early is not None:
+            name, file = next(iter(early.sources.items()))
+            progress(0, state_total(file), name)
+            model = build_run_model(early)  # waits for the table the index thread reads
+            if self._use_cache:
+                save_model([file], model)
+            while state is not None and state.saves:
+                state.saves.pop()()
+            progress(state_total(file), state_total(file), name)
+            return early, model
         model = open_run_model(path, use_cache=self._use_cache, progress=progress,
                                engine=self._engine)
         run, where, files, others = resolve(path)
@@ -124,7 +168,7 @@ class RunStore:
             state.done, state.total, state.file = done, total, file
 
         try:
-            profile, model = self._open(path, progress)
+            profile, model = self._open(path, progress, self._early(path, state), state)
         except StepscopeError as err:
             state.error, state.state = str(err), "failed"
             log.warning("stepscope serve: %s", err)  # once: the failure is kept (see get)
@@ -132,12 +176,21 @@ class RunStore:
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
-        state.run = LoadedRun(profile, use_cache=self._use_cache)
-        state.run.result(("run_model",), lambda: model)
+        run = state.early or LoadedRun(profile, use_cache=self._use_cache)
+        run.result(("run_model",), lambda: model)
+        state.run = run
         state.state = "ready"
-        if self._index_traces and profile.hosts:
+        if self._index_traces and profile.hosts and state.early is None:
             # The trace viewer's index of a large trace takes seconds to build: start it now,
             # so that it is ready by the time the user has read the overview and opens it.
             from stepscope.web.trace import start_index
 
             start_index(state.run, None)
+
+
+def state_total(file: Path) -> int:
+    """A file's size for the progress report (0 where it cannot be read)."""
+    try:
+        return file.stat().st_size
+    except OSError:
+        return 0

@@ -9,17 +9,30 @@
 ``selection``  ``start_ns``, ``end_ns``, ``tracks``: the events there, summed by name.
 
 Every number is checked strictly (digits only, within bounds); anything else is a 400.
+
+A large host's index takes seconds to build. Meanwhile (once the host's table is loaded) the
+tool data and ``window`` answer from the coarse overview (``analysis.trace_overview``, marked
+``"coarse": true``: every track's events counted per pixel column); the page asks again until
+the answers come from the full index. The other views answer 202 until then.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex, index_for
+from stepscope.analysis.trace_index import (
+    MAX_WIDTH,
+    TraceIndex,
+    cached_index,
+    index_for,
+)
+from stepscope.analysis.trace_overview import TraceOverview
 from stepscope.errors import NotFoundError
+from stepscope.model.run_tables import LazyTables
 from stepscope.web.loaded_run import LoadedRun
 from stepscope.web.tools import Params
 
@@ -28,6 +41,9 @@ _INT = re.compile(r"-?[0-9]{1,19}")
 _MAX_TIME = 1 << 62
 _MAX_TRACKS = 100_000
 WAIT_S = 0.5  # how long a request waits for an index being built before it answers 202
+# A trace with fewer events gets its index within WAIT_S of its overview, so its page waits
+# for it (one picture, not two); a larger one's overview is answered at once.
+WAIT_EVENTS = 1_000_000
 
 
 class TraceParamError(ValueError):
@@ -49,30 +65,57 @@ class IndexPending(Exception):
 
 def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     """Start building one host's index in the background (once per run; a cached index on
-    disk is only read)."""
+    disk is only read). The host's table is loaded in that thread too, and its coarse
+    overview made first (kept in ``run.partials``) unless the index is cached."""
     name = host_of(run, host)
-    table = run.profile.hosts[name]
-    source = run.profile.sources.get(name)
 
     def build(report: Callable[[float], None]) -> TraceIndex:
-        return index_for(table, source, use_cache=run.use_cache, progress=report)
+        table = run.profile.hosts[name]
+        source = run.profile.sources.get(name)
+        if run.use_cache and source is not None:
+            hit = cached_index(table, source)
+            if hit is not None:
+                return hit
+        overview = TraceOverview(table)
+        run.partials[("trace_overview", name)] = (overview, time.monotonic())
+        by_start, overview.by_start = overview.by_start, None
+        try:
+            return index_for(table, source, use_cache=run.use_cache, progress=report,
+                             plan=overview.plan, by_start=by_start)
+        finally:
+            del by_start
+            run.partials.pop(("trace_overview", name), None)  # the index answers from now
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
 
 
-def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None) -> TraceIndex:
-    """The index of one host of a loaded run; IndexPending if it is not built within
-    ``wait_s`` (default WAIT_S: a large trace's first build takes seconds, and is reported,
-    not waited on).
+def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
+                coarse: bool = False) -> TraceIndex | TraceOverview:
+    """The index of one host of a loaded run; with ``coarse``, its coarse overview while the
+    index is built (once it has been building for ``wait_s``); else IndexPending if it is not
+    built within ``wait_s`` (default WAIT_S: a large trace's first build takes seconds, and is
+    reported, not waited on).
     """
     future = start_index(run, host)
-    if not wait([future], timeout=WAIT_S if wait_s is None else wait_s).done:
-        name = host_of(run, host)
-        events = len(run.profile.hosts[name])
-        raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
-                            "file": "", "events": events,
-                            "share": run.share(("trace_index", name))})
+    name = host_of(run, host)
+    limit = WAIT_S if wait_s is None else wait_s
+    deadline = time.monotonic() + limit
+    while not future.done():
+        overview = run.partials.get(("trace_overview", name)) if coarse else None
+        now = time.monotonic()
+        grace = limit if overview is not None and overview[0].events < WAIT_EVENTS else 0.0
+        if overview is not None and now >= min(deadline, overview[1] + grace):
+            answer: TraceOverview = overview[0]
+            return answer
+        if now >= deadline:
+            hosts = run.profile.hosts
+            loaded = hosts.loaded() if isinstance(hosts, LazyTables) else list(hosts)
+            events = len(hosts[name]) if name in loaded else 0
+            raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
+                                "file": "", "events": events,
+                                "share": run.share(("trace_index", name))})
+        wait([future], timeout=min(0.02, deadline - now))
     return future.result()
 
 
@@ -80,7 +123,7 @@ def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[
     """The trace viewer's tool data: the host, its sections and tracks, its time span."""
     name = host_of(run, host)
     return {"run": run.profile.run, "host": name, "hosts": list(run.profile.hosts),
-            "clock": clock_of(run, name), **trace_index(run, host).meta()}
+            "clock": clock_of(run, name), **trace_index(run, host, coarse=True).meta()}
 
 
 def clock_of(run: LoadedRun, host: str) -> dict[str, Any]:
@@ -88,9 +131,12 @@ def clock_of(run: LoadedRun, host: str) -> dict[str, Any]:
     alignment): add ``shift_ns`` to its times to compare them with another host's."""
     from stepscope.web.tools import run_model
 
+    one = {"shift_ns": 0, "method": "none", "reason": "One host: nothing to line up."}
+    if len(run.profile.hosts) <= 1:
+        return one  # without the run model, which may still be being built
     alignment = run_model(run).pod_dict().get("alignment", {}).get(host)
     if not alignment:
-        return {"shift_ns": 0, "method": "none", "reason": "One host: nothing to line up."}
+        return one
     return {"shift_ns": int(alignment["shift_ns"]), "method": str(alignment["method"]),
             "reason": str(alignment["reason"])}
 
@@ -121,14 +167,21 @@ def track_list(query: Mapping[str, str], required: bool) -> list[int] | None:
     return [int(p) for p in parts]
 
 
-def answer(index: TraceIndex, view: str, query: Mapping[str, str]) -> dict[str, Any]:
+def answer(index: TraceIndex | TraceOverview, view: str, query: Mapping[str, str]
+           ) -> dict[str, Any]:
     """The answer to one trace query (TraceParamError or TraceQueryError when bad,
-    NotFoundError for an unknown view or event)."""
+    NotFoundError for an unknown view or event); IndexPending for a view other than
+    ``window`` while only the coarse overview is ready."""
     if view == "window":
         start = integer(query, "start_ns", -_MAX_TIME, _MAX_TIME)
         end = integer(query, "end_ns", -_MAX_TIME, _MAX_TIME)
         width = integer(query, "width", 1, MAX_WIDTH)
         return index.query(start, end, width, track_list(query, False))
+    if isinstance(index, TraceOverview):
+        if view not in VIEWS:
+            raise NotFoundError(f"No trace view {view!r}; views are {', '.join(VIEWS)}.")
+        raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
+                            "file": "", "events": index.events, "share": 0.0})
     if view == "event":
         return index.event(integer(query, "id", 0, _MAX_TIME))
     if view == "search":

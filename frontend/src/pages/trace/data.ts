@@ -1,6 +1,7 @@
 // Trace viewer data: the /api/trace/* routes (asked again while the server answers 202, the
 // index still being built), the window with a margin either side so that panning draws at
-// once, and the last search's matches kept for stepping through them.
+// once (asked again while it comes from the coarse overview, until the index answers), and
+// the last search's matches kept for stepping through them.
 import { apiUrl, ApiError } from "../../api";
 import type { PageContext } from "../registry";
 import type { EventDetail, Matches, Selection, TimeWindow, View } from "./state";
@@ -19,6 +20,10 @@ async function fetchTrace<T>(view: string, params: Record<string, string>): Prom
 export class TraceData {
   /** A window request is under way. */
   fetching = false;
+  /** The last window came from the server's coarse overview (its index still building). */
+  coarse = false;
+  /** Told of a failed window request made to refine the coarse one. */
+  onError: (err: unknown) => void = () => {};
   private wanted = false;
   private pending = 0;
   private matches: Matches | null = null;
@@ -30,7 +35,8 @@ export class TraceData {
    */
   constructor(private readonly ctx: PageContext, host: string,
               private readonly view: () => View, private readonly width: () => number,
-              private readonly onWindow: (w: TimeWindow) => void) {
+              private readonly onWindow: (w: TimeWindow) => void,
+              private readonly onRefined: () => Promise<void> = async () => {}) {
     this.base = { run: ctx.run, host };
   }
 
@@ -49,17 +55,22 @@ export class TraceData {
         const answer = await fetchTrace<TimeWindow>("window", { ...this.base,
           start_ns: String(start), end_ns: String(Math.max(end, start + 1)), width: String(w) });
         if (this.ctx.stale()) return;
+        // The first answer from the index: its tracks' rows replace the overview's first.
+        if (this.coarse && !answer.coarse) await this.onRefined();
+        if (this.ctx.stale()) return;
+        this.coarse = answer.coarse === true;
         this.onWindow(answer);
       } while (this.wanted);
     } finally {
       this.fetching = false;
     }
+    if (this.coarse && !this.ctx.stale()) this.refreshSoon(this.onError, 300);
   }
 
-  /** ``refresh`` once the view has stopped moving for 40 ms. */
-  refreshSoon(onError: (err: unknown) => void): void {
+  /** ``refresh`` once the view has stopped moving for ``ms`` (40) ms. */
+  refreshSoon(onError: (err: unknown) => void, ms = 40): void {
     window.clearTimeout(this.pending);
-    this.pending = window.setTimeout(() => void this.refresh().catch(onError), 40);
+    this.pending = window.setTimeout(() => void this.refresh().catch(onError), ms);
   }
 
   event(id: number): Promise<EventDetail> {

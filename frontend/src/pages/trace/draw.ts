@@ -278,8 +278,12 @@ export class Painter {
         g.lineWidth = 1;
       }
     }
-    this.el.drawnLabel.textContent = `${int(drawn)} events, ${int(blocks)} merged blocks`;
+    this.el.drawnLabel.textContent = data.coarse
+      ? `overview: ${int(blocks)} blocks (the index is being built)`
+      : `${int(drawn)} events, ${int(blocks)} merged blocks`;
     canvas.dataset.drawn = String(drawn);
+    canvas.dataset.blocks = String(blocks);
+    canvas.dataset.coarse = data.coarse ? "1" : "";
     this.drawMs = performance.now() - began;
   }
 

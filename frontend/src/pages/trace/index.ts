@@ -31,8 +31,16 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     surface.canvas.dataset.window = `${w.start_ns},${w.end_ns}`;
     remember();
     painter.draw();
+  }, async () => {
+    // The index is built: its tracks have their rows, the overview's had one each.
+    const full = await toolData<Meta>({ run: ctx.run, host: ctx.host, tool: "trace_viewer" },
+                                      ctx.progress);
+    s.meta = full;
+    s.tracks = full.tracks;
+    painter.buildGutter();
   });
   const tools = new TraceTools(s, painter, data);
+  data.onError = tools.showError;
   bindInput(s, painter, tools);
 
   // Hooks for tests and scripting: where an event is drawn, what the view is.
@@ -49,7 +57,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     setView: (t0: number, t1: number) => tools.setView({ t0, t1 }),
     names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
                   : []),
-    ready: () => !data.fetching && s.data !== null,
+    ready: () => !data.fetching && s.data !== null && !data.coarse,
   };
 
   painter.buildGutter();

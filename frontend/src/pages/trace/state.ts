@@ -6,14 +6,16 @@ export interface TrackInfo { id: number; section: string; name: string; kind: st
   events: number; }
 /** How a host's clock is lined up with the run's other hosts (add shift_ns to compare). */
 export interface Clock { shift_ns: number; method: string; reason: string; }
+/** ``coarse``: from the overview the server answers with while it builds the index (each
+ * events track one row); the page asks again once the windows come from the index. */
 export interface Meta { run: string; host: string; hosts: string[]; origin_ns: number; span_ns: number;
   events: number; flows: number; sections: { name: string; pid: number; tracks: number[] }[];
-  tracks: TrackInfo[]; clock: Clock; }
+  tracks: TrackInfo[]; clock: Clock; coarse?: boolean; }
 export interface End { id: number; track: number; row: number; time: number; }
 export interface Flow { kind: string; from: End; to: End; }
 /** One answer of the window route: what to draw between two times at one width. */
 export interface TimeWindow {
-  start_ns: number; end_ns: number; width: number;
+  start_ns: number; end_ns: number; width: number; coarse?: boolean;
   events: { track: number[]; row: number[]; start: number[]; dur: number[]; name: number[];
             id: number[] };
   aggregates: { track: number[]; row: number[]; start: number[]; end: number[];
@@ -52,8 +54,8 @@ export interface Drag { x: number; y: number; t0: number; t1: number; scroll: nu
   fixed: number; }
 
 export interface TraceState {
-  readonly meta: Meta;
-  readonly tracks: TrackInfo[];
+  meta: Meta; // replaced once when the coarse overview's meta gives way to the index's
+  tracks: TrackInfo[];
   readonly collapsed: Set<string>; // section names
   view: View;
   tool: Tool;

@@ -1,0 +1,131 @@
+"""The trace viewer's coarse overview of one host: every track's events counted per pixel
+column, answered straight from the event table while the full index (``trace_index``) builds.
+
+It needs no layout: only the events' order by (track, start), which the index's layout starts
+from and is handed on to it, and a running sum of durations in that order; a window query is
+then a few binary searches per track and pixel column, so the first picture of a large trace
+comes seconds before the index that can answer everything. Its tracks, sections,
+time origin and span are the full index's; each events track has one row, and every event
+overlapping the window is counted (with its duration summed) in the block of the column it
+starts in, as the full index counts the narrow ones: per track and column, the coarse count is
+the number of events the full index shows there, on all of the track's rows together.
+Counters are the full index's. Events, flows, search and selection wait for the full index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis.trace_index import (
+    INDEX_VERSION,
+    TraceQueryError,
+    Track,
+    TrackPlan,
+    counter_arrays,
+    event_columns,
+    plan_tracks,
+    sections_of,
+    sorted_by_track_and_start,
+    window_bounds,
+    window_counters,
+    with_pids,
+)
+from stepscope.model.events import EventTable
+
+I64 = NDArray[np.int64]
+
+
+class TraceOverview:
+    """The coarse per-track density of one host's events (see the module docstring)."""
+
+    coarse = True
+
+    def __init__(self, table: EventTable, plan: TrackPlan | None = None) -> None:
+        self.plan = plan or plan_tracks(table)
+        plan = self.plan
+        self.origin_ns = plan.origin
+        self.span_ns = plan.span
+        self.bits = plan.bits
+        n_tracks = len(plan.track_line)
+        _, track, rel, edur, lay_end = event_columns(table, plan)
+        if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
+            raise TraceQueryError("This profile has too many tracks or too long a time span "
+                                  "for the trace viewer's index.")
+        #: The events' order by (track, start): the full index's layout starts from it.
+        self.by_start: I64 | None
+        self.by_start, self.key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
+        order = self.by_start
+        self.cumdur = np.r_[0, np.cumsum(edur[order])].astype(np.int64)
+        # The longest event of each track: how far back an event may start and still reach
+        # into a window.
+        self.longest = np.zeros(n_tracks, np.int64)
+        bounds = np.searchsorted(self.key, np.arange(n_tracks + 1, dtype=np.int64)
+                                 << np.int64(self.bits))
+        lengths = np.maximum(edur, 1)
+        for t in np.flatnonzero(np.diff(bounds)).tolist():
+            self.longest[t] = lengths[order[bounds[t]:bounds[t + 1]]].max()
+        self.counters = counter_arrays(table, plan)
+        per_track = np.bincount(track, minlength=n_tracks)
+        per_track[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])
+        self.tracks = [Track(i, plan.track_section[i], table.line_name[li],
+                             "counter" if plan.counter_line[li] else "events",
+                             0 if plan.counter_line[li] else 1, int(per_track[i]))
+                       for i, li in enumerate(plan.track_line)]
+        self.events = len(track)
+        self.table = table
+
+    def meta(self) -> dict[str, Any]:
+        """Sections, tracks and the time span, as ``TraceIndex.meta`` gives them (``coarse``:
+        true; every events track one row)."""
+        return {"origin_ns": self.origin_ns, "span_ns": self.span_ns, "events": self.events,
+                "counter_samples": len(self.counters["counter_time"]), "flows": 0,
+                "sections": with_pids(sections_of(self.tracks), self.table.planes),
+                "tracks": [asdict(t) for t in self.tracks], "coarse": True,
+                "index_version": INDEX_VERSION}
+
+    def query(self, start_ns: int, end_ns: int, width: int,
+              tracks: list[int] | None = None) -> dict[str, Any]:
+        """The window query's answer in the full index's form (``coarse``: true): no single
+        events, one block per track and pixel column holding events, on row 0."""
+        bnd = window_bounds(start_ns, end_ns, width)
+        w = width
+        t0, t1 = max(start_ns, 0), min(end_ns, (1 << self.bits) - 1)
+        ids = np.array([t.id for t in self.tracks if t.kind == "events"], np.int64)
+        if tracks is not None:
+            ids = ids[np.isin(ids, np.asarray(tracks, np.int64))]
+        if t0 >= t1:
+            ids = ids[:0]
+        shift = np.int64(self.bits)
+        base = ids << shift
+        # Events starting inside the window, counted per column from the sorted starts.
+        inner = np.clip(bnd[1:w], t0, t1)
+        edges = np.searchsorted(self.key, np.concatenate(
+            [(base | t0)[:, None], base[:, None] | inner[None, :], (base | t1)[:, None]],
+            axis=1), side="left")
+        count = np.diff(edges, axis=1)
+        covered = np.diff(self.cumdur[edges], axis=1)
+        # Events starting before the window that reach into it: the first column's.
+        back = np.searchsorted(self.key, base | np.maximum(t0 - self.longest[ids], 0))
+        for i in np.flatnonzero(back < edges[:, 0]).tolist():
+            pos = np.arange(back[i], edges[i, 0])
+            dur = np.diff(self.cumdur[pos[0]:pos[-1] + 2])
+            start = self.key[pos] & ((np.int64(1) << shift) - 1)
+            reach = start + np.maximum(dur, 1) > t0
+            count[i, 0] += int(reach.sum())
+            covered[i, 0] += int(dur[reach].sum())
+        li, cell_col = np.nonzero(count)
+        cell_track = ids[li]
+        return {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w, "coarse": True,
+            "events": {"track": [], "row": [], "start": [], "dur": [], "name": [], "id": []},
+            "aggregates": {"track": cell_track.tolist(), "row": [0] * len(li),
+                           "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
+                           "count": count[li, cell_col].tolist(),
+                           "covered": covered[li, cell_col].tolist()},
+            "names": {}, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+            "flows": [], "flows_in_window": 0,
+        }

@@ -1,0 +1,167 @@
+"""The trace viewer's coarse overview against the full index on real profiles: the same
+tracks, and per track and pixel column the same events counted; and the index built from the
+overview's event order is the index built without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, window_bounds
+from stepscope.analysis.trace_overview import TraceOverview
+from stepscope.model.events import EventTable
+from test_trace_index import _profiles
+
+from workloads import make_stepscope_run
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> list[EventTable]:
+    return _profiles(make_stepscope_run(tmp_path_factory.mktemp("trace_overview")))
+
+
+def _windows(span: int, seed: int) -> list[tuple[int, int, int]]:
+    """The whole trace (as the page asks: half a span of margin either side), and zooms."""
+    rng = np.random.default_rng(seed)
+    out = [(0, span, 1000), (-span // 2, span + span // 2, 2800), (0, span, 1)]
+    for _ in range(12):
+        length = max(int(span * 10 ** rng.uniform(-4, 0)), 1)
+        a = int(rng.integers(-length // 4, max(span - length, 1)))
+        out.append((a, a + length, int(rng.integers(1, 3000))))
+    return out
+
+
+def _cells(answer: dict[str, Any]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(track, first column) → (count, covered) of an answer's blocks."""
+    agg, bnd = answer["aggregates"], window_bounds(answer["start_ns"], answer["end_ns"],
+                                                   answer["width"])
+    cols = np.searchsorted(bnd, np.asarray(agg["start"], np.int64), side="right") - 1
+    return {(t, int(c)): (n, cov) for t, c, n, cov in
+            zip(agg["track"], cols.tolist(), agg["count"], agg["covered"], strict=True)}
+
+
+def _from_index(ix: TraceIndex, start_ns: int, end_ns: int, width: int
+                ) -> dict[tuple[int, int], tuple[int, int]]:
+    """Per (track, column), the events the full index places on that track overlapping the
+    window, by the column they start in (before the window: the first), and their time."""
+    rows = np.flatnonzero(ix.pos_of_row >= 0)
+    track, _, start = ix.where(rows)
+    dur = ix.table.duration_ns[rows].astype(np.int64)
+    t0, t1 = max(start_ns, 0), min(end_ns, int(ix.mask))
+    live = (start < t1) & (start + np.maximum(dur, 1) > t0)
+    bnd = window_bounds(start_ns, end_ns, width)
+    col = np.clip(np.searchsorted(bnd, start[live], side="right") - 1, 0, width - 1)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for t, c, d in zip(track[live].tolist(), col.tolist(), dur[live].tolist(), strict=True):
+        n, cov = out.get((t, c), (0, 0))
+        out[(t, c)] = (n + 1, cov + d)
+    return out
+
+
+def test_overview_counts_what_the_index_shows(tables: list[EventTable]) -> None:
+    for k, table in enumerate(tables):
+        ix, ov = build(table), TraceOverview(table)
+        full, coarse = ix.meta(), ov.meta()
+        assert coarse["coarse"] and "coarse" not in full
+        for key in ("origin_ns", "span_ns", "events", "counter_samples", "sections"):
+            assert coarse[key] == full[key], key
+        for a, b in zip(coarse["tracks"], full["tracks"], strict=True):
+            assert {**a, "rows": b["rows"]} == b
+            assert a["rows"] == (0 if a["kind"] == "counter" else 1)
+        for start, end, width in _windows(ix.span_ns, k):
+            answer = ov.query(start, end, width)
+            assert answer["coarse"] and not answer["events"]["id"]
+            assert set(answer["aggregates"]["row"]) <= {0}
+            expected = _from_index(ix, start, end, width)
+            assert _cells(answer) == expected
+            # The full answer: its events and blocks on every row of a track, together.
+            shown = ix.query(start, end, width)
+            per_track: dict[int, int] = {}
+            for t in shown["events"]["track"]:
+                per_track[t] = per_track.get(t, 0) + 1
+            for t, n in zip(shown["aggregates"]["track"], shown["aggregates"]["count"],
+                            strict=True):
+                per_track[t] = per_track.get(t, 0) + n
+            coarse_track: dict[int, int] = {}
+            for (t, _), (n, _) in expected.items():
+                coarse_track[t] = coarse_track.get(t, 0) + n
+            assert per_track == coarse_track
+            assert answer["counters"] == shown["counters"]
+
+
+def test_only_some_tracks_and_bad_windows(tables: list[EventTable]) -> None:
+    table = tables[0]
+    ov = TraceOverview(table)
+    some = [t.id for t in ov.tracks if t.kind == "events"][:3]
+    answer = ov.query(0, ov.span_ns, 500, some)
+    assert set(answer["aggregates"]["track"]) <= set(some) and answer["aggregates"]["track"]
+    assert ov.query(ov.span_ns + 10, ov.span_ns + 20, 5)["aggregates"]["count"] == []
+    with pytest.raises(TraceQueryError):
+        ov.query(10, 10, 100)
+    with pytest.raises(TraceQueryError):
+        ov.query(0, 10, 0)
+
+
+def test_index_from_the_overview_order_is_the_same_index(tables: list[EventTable]) -> None:
+    """The refined answers (the index built from the overview's plan and event order) are the
+    answers of the index built on its own."""
+    for table in tables:
+        alone = build(table)
+        ov = TraceOverview(table)
+        handed = build(table, plan=ov.plan, by_start=ov.by_start)
+        assert handed.header == alone.header
+        assert handed.arrays.keys() == alone.arrays.keys()
+        for name, array in alone.arrays.items():
+            assert np.array_equal(handed.arrays[name], array), name
+        for start, end, width in _windows(alone.span_ns, 3)[:5]:
+            assert handed.query(start, end, width) == alone.query(start, end, width)
+
+
+def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """While the index builds, the tool data and windows come from the overview (a large
+    trace's at once); the event view waits (202); then everything comes from the index."""
+    import threading
+    import time
+
+    from stepscope.analysis import trace_index as ti
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import trace
+    from stepscope.web.api import Api
+
+    gate = threading.Event()
+
+    def slow_index(table: Any, source: Any, **kwargs: Any) -> ti.TraceIndex:
+        assert gate.wait(60)
+        return ti.index_for(table, source, **kwargs)
+
+    monkeypatch.setattr(trace, "index_for", slow_index)
+    monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
+    make_stepscope_run(tmp_path)
+    api = Api(tmp_path, use_cache=False)
+    run = next(iter(list_runs(tmp_path)))
+    began = time.monotonic()
+    for _ in range(600):
+        code, meta = api.data(run, None, "trace_viewer", {})
+        if code == 200:
+            break
+        time.sleep(0.02)
+    assert code == 200 and meta["coarse"]
+    query = {"run": run, "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "300"}
+    code, window = api.trace("window", query)
+    assert code == 200 and window["coarse"] and sum(window["aggregates"]["count"]) == \
+        meta["events"]
+    assert time.monotonic() - began < 30
+    assert api.trace("event", {"run": run, "id": "0"})[0] == 202
+    gate.set()
+    for _ in range(600):
+        code, window = api.trace("window", query)
+        if code == 200 and "coarse" not in window:
+            break
+        time.sleep(0.02)
+    assert "coarse" not in window and window["events"]["id"]
+    assert "coarse" not in api.data(run, None, "trace_viewer", {})[1]
