@@ -51,10 +51,6 @@ CATEGORY_LABELS = {"read_on_demand": "Reading data on demand",
                    "read_in_advance": "Reading data in advance (cache, prefetch, interleave)",
                    "preprocessing": "Preprocessing", "enqueue": "Enqueuing / transfer to device",
                    "other": "Other data reading or processing"}
-# tf.data sources that read nothing: they make elements in memory (XProf counts them as
-# preprocessing, as it does every stage that is not a file reader).
-MEMORY_SOURCES = frozenset({"Range", "TensorSlice", "Tensor", "SparseTensorSlice", "Counter",
-                            "Random"})
 # The second iterator of a pipeline that feeds a device (prefetch_to_device).
 DEVICE_PIPELINE_SECOND = PREFIX + SEP + "Prefetch" + SEP + "Generator"
 _INDEX = re.compile(r"\[\d+\]$")
@@ -162,28 +158,45 @@ def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
             i = id_of.get(r)
             if i is not None:
                 stage_of_id.setdefault(i, n)
-        memo: dict[int, int] = {}
+        memo: dict[int, int | None] = {}
 
-        def root_id(i: int) -> int:
-            """The id that names the pipeline of iterator ``i``: its Root's, or its root's."""
+        def root_id(i: int) -> int | None:
+            """The id naming iterator ``i``'s pipeline (its Root's, or its output stage's);
+            None where the chain of parents breaks before an output stage (events of
+            DataLoader worker processes: their ids come from another process)."""
             seen = []
-            while i not in memo and len(seen) < 100:
+            found: int | None = None
+            while len(seen) < 100:
+                if i in memo:
+                    found = memo[i]
+                    break
                 seen.append(i)
                 n = stage_of_id.get(i)
                 if n is not None and parent_of(nodes[n]) is None:
-                    break  # a pipeline's output stage: its consumer is the Root wrapper
+                    found = parent.get(i, i)  # TF: the Root wrapper's id
+                    break
                 if i not in parent:
                     break
                 i = parent[i]
-            found = memo.get(i, parent.get(i, i) if i in stage_of_id else i)
             for each in seen:
                 memo[each] = found
             return found
 
         for k, r in enumerate(rows.tolist()):
             i = id_of.get(r)
-            if i is not None:
-                keys[k] = f"{keys[k]}#{root_id(i)}"
+            found = root_id(i) if i is not None else None
+            if found is not None:
+                keys[k] = f"{keys[k]}#{found}"
+        # Events whose chain broke join the busiest pipeline of their output stage's name.
+        named_keys, counts = np.unique(keys.astype(str), return_counts=True)
+        best: dict[str, tuple[int, str]] = {}
+        for key, count in zip(named_keys.tolist(), counts.tolist(), strict=True):
+            name, sep, _ = key.partition("#")
+            if sep and count > best.get(name, (-1, ""))[0]:
+                best[name] = (count, key)
+        for k in range(len(keys)):
+            if "#" not in keys[k] and keys[k] in best:
+                keys[k] = best[keys[k]][1]
     if not len(rows):
         return np.zeros(0, np.int64), []
     distinct, inverse = np.unique(keys.astype(str), return_inverse=True)
@@ -270,7 +283,7 @@ def category_of(node: str, kids: list[str], asynchronous: set[str]) -> str:
         return "enqueue"
     if kind == "Cache":
         return "read_in_advance"
-    if kids or kind in MEMORY_SOURCES:
+    if kids:
         return "preprocessing"
     # A source: read in advance when an ancestor buffers or parallelises it.
     parent = parent_of(node)
@@ -414,7 +427,9 @@ def _run_bottleneck(host: str, table: EventTable, ev: IteratorEvents,
     slowest = int(root_rows[np.argmax(ev.end_ns[root_rows] - ev.start_ns[root_rows])])
     lo, hi = int(ev.start_ns[slowest]), int(ev.end_ns[slowest])
     root = ev.nodes[int(ev.node[slowest])]
-    members = [n for n in ev.nodes if n == root or n.startswith(root + SEP)]
+    present = set(np.unique(ev.node).tolist())
+    members = [n for i, n in enumerate(ev.nodes)
+               if i in present and (n == root or n.startswith(root + SEP))]
     totals = node_totals(ev, lo, hi)
     index = {n: i for i, n in enumerate(ev.nodes)}
     asynchronous = async_nodes(ev)
