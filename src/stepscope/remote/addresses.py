@@ -128,13 +128,15 @@ def resolve_tpu(name: str) -> list[Worker]:
             "hyphens, a letter first, at most 63); pass a TPU name, or host:port without "
             "--tpu.")
     try:
-        from tensorflow.distribute.cluster_resolver import TPUClusterResolver
-    except ImportError as err:
+        import tensorflow as tf
+
+        resolver_class = tf.distribute.cluster_resolver.TPUClusterResolver
+    except (ImportError, AttributeError) as err:
         raise InvalidOptionError(
             f"Resolving the TPU name {_shown(text)} needs TensorFlow's TPU cluster resolver: "
             f"pip install tensorflow ({err}). Or pass the TPU workers' host:port.") from None
     try:
-        spec = TPUClusterResolver(tpu=text).cluster_spec()
+        spec = resolver_class(tpu=text).cluster_spec()
         found = [spec.task_address("worker", i) for i in spec.task_indices("worker")]
     except Exception as err:  # the resolver's errors: no API access, no such TPU, no auth
         raise InvalidOptionError(
