@@ -439,8 +439,6 @@ def test_host_side_categories_match_xprof(two_pipelines: Path,
 
 def test_input_wait_without_recorded_stages_is_other_reading(tmp_path: Path) -> None:
     """A PyTorch loop whose DataLoader no stage records: its input time is all 'other'."""
-    from stepscope.analysis.input_pipeline import input_pipeline
-    from stepscope.formats.run_reader import load
     from workloads import TORCH_LOOP
 
     trace = tmp_path / "trace.json"

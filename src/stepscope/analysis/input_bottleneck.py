@@ -164,7 +164,7 @@ def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
             """The id naming iterator ``i``'s pipeline (its Root's, or its output stage's);
             None where the chain of parents breaks before an output stage (events of
             DataLoader worker processes: their ids come from another process)."""
-            seen = []
+            seen: list[int] = []
             found: int | None = None
             while len(seen) < 100:
                 if i in memo:
@@ -550,5 +550,5 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) ->
 
 __all__ = ["ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "Bottleneck", "GraphNode",
            "IteratorEvents", "NodeTotals", "Pipeline", "SLOW_CALL_NS", "async_nodes",
-           "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events", "kind_of", "node_totals",
-           "normalize", "parent_of", "recommend", "work_ns"]
+           "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events",
+           "kind_of", "node_totals", "normalize", "parent_of", "recommend", "work_ns"]
