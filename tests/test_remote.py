@@ -384,7 +384,7 @@ def test_client_refuses_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="listed twice"):
         stepscope.client.trace("127.0.0.1:1,grpc://127.0.0.1:1", tmp_path, 100)
     with pytest.raises(InvalidOptionError, match="not host:port"):
-        stepscope.client.trace("grpc://127.0.0.1", tmp_path, 100)
+        stepscope.client.trace("grpc://127.0.0.1:0", tmp_path, 100)  # no port: 6009
     with pytest.raises(InvalidOptionError, match="unknown scheme"):
         stepscope.client.trace("http://127.0.0.1:80", tmp_path, 100)
 
