@@ -465,3 +465,19 @@ def test_bridge_events_count_against_max_events(tmp_path: Path) -> None:
     assert stats[schema.ENV_RECORDED_EVENTS] == 300
     assert stats[schema.ENV_DROPPED_EVENTS] > 0
     assert stats[schema.ENV_RECORDED_EVENTS] + stats[schema.ENV_DROPPED_EVENTS] >= offered
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    # As the dynamic loader and cupti-python word them.
+    (OSError("libcupti.so.12: cannot open shared object file: No such file or directory"),
+     ["LD_LIBRARY_PATH", "extras/CUPTI/lib64", "nvidia-cuda-cupti"]),
+    (RuntimeError("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: the user does not have permission"),
+     ["NVreg_RestrictProfilingToAdminUsers=0", "--privileged", "SYS_ADMIN", "root"]),
+])
+def test_a_device_tracer_that_cannot_start_says_what_to_do(error: Exception,
+                                                           says: list[str]) -> None:
+    from stepscope.capture.bridges.cuda import cupti_advice
+
+    advice = cupti_advice(error)
+    assert all(word in advice for word in says), advice
+    assert str(error) in advice  # the cause, as the library gave it

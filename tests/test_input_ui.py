@@ -19,7 +19,7 @@ import pytest
 import stepscope
 from browser import Server, Watched, shot, values
 from stepscope import data
-from test_input_pipeline import TF_PIPELINE
+from test_input_pipeline import TF_PIPELINE, TWO_PIPELINES
 
 from workloads import run_script
 
@@ -47,6 +47,12 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tf_dir = tmp_path_factory.mktemp("tf")
     run_script(TF_PIPELINE, str(tf_dir), "tf")
     shutil.move(str(next(tf_dir.glob("plugins/profile/*"))), runs / "b_tf_data")
+    # Two hosts: TensorFlow's with two pipelines, and the Python run's as a second host.
+    two_dir = tmp_path_factory.mktemp("two")
+    run_script(TWO_PIPELINES, str(two_dir))
+    shutil.move(str(next(two_dir.glob("plugins/profile/*"))), runs / "c_pipelines")
+    shutil.copy(next((runs / "a_python").glob("*.xplane.pb")),
+                runs / "c_pipelines" / "worker-2.xplane.pb")
     return root
 
 
@@ -137,3 +143,49 @@ def test_tf_data_graph_has_the_long_names(watched: Watched, server: Server) -> N
     assert "Iterator::Batch::Repeat::Map::Range" in names
     assert watched.page.text_content("#bottleneck-stage") == "Iterator::Batch::Repeat::Map"
     shot(watched, "input-b_tf_data")
+
+
+def test_pipeline_summary_and_the_host_and_pipeline_selectors(
+        watched: Watched, server: Server) -> None:
+    _open(watched, server, "c_pipelines")
+    page = watched.page
+    api = server.data(run="c_pipelines", tool=TOOL)
+    pipes = api["pipelines"]
+    assert len({p["host"] for p in pipes}) == 2 and len(pipes) == 3
+    rows = page.eval_on_selector_all(
+        "#pipeline-table tbody tr",
+        "rs => rs.map(r => [r.dataset.host, r.dataset.pipeline,"
+        " Number(r.children[4].dataset.value), r.children[5].textContent])")
+    assert rows == [[p["host"], p["name"], pytest.approx(p["bottleneck"]["run_ms"]),
+                     p["bottleneck"]["stage"] or "none"] for p in pipes]
+    runs = [r[2] for r in rows]
+    assert runs == sorted(runs, reverse=True)  # slowest run first, as XProf sorts them
+    # The page opens on the run's bottleneck: the slowest host pipeline's.
+    b = api["bottleneck"]
+    assert page.input_value("#pipeline-host") == b["host"]
+    assert page.input_value("#pipeline-select") == b["pipeline"]
+    assert page.text_content("#bottleneck-stage") == b["stage"]
+    # Another pipeline of the same host, by the pipeline selector.
+    tf_host = b["host"]
+    other = next(p for p in pipes if p["host"] == tf_host and p["name"] != b["pipeline"])
+    options = page.eval_on_selector_all("#pipeline-select option", "os => os.map(o => o.value)")
+    assert sorted(options) == sorted(p["name"] for p in pipes if p["host"] == tf_host)
+    page.select_option("#pipeline-select", other["name"])
+    assert page.text_content("#bottleneck-stage") == (other["bottleneck"]["stage"] or "none")
+    assert other["name"] in page.text_content("#bottleneck-run")
+    names = page.eval_on_selector_all("#pipeline-graph g.node", "gs => gs.map(g => g.dataset.name)")
+    assert sorted(names) == sorted(n["name"] for n in other["bottleneck"]["graph"])
+    assert "Iterator::MapAndBatch::FlatMap::TFRecord" in names
+    shot(watched, "input-pipelines")
+    # The other host, by the host selector: its only pipeline is shown.
+    python_host = next(p for p in pipes if p["host"] != tf_host)
+    page.select_option("#pipeline-host", python_host["host"])
+    assert page.input_value("#pipeline-select") == python_host["name"]
+    assert page.text_content("#bottleneck-stage") == python_host["bottleneck"]["stage"]
+    assert f"on host {python_host['host']}" in page.text_content("#bottleneck-run")
+    # A click on a summary row selects that pipeline too.
+    page.click(f"#pipeline-table tr[data-host='{tf_host}'][data-pipeline='{other['name']}']")
+    assert page.input_value("#pipeline-host") == tf_host
+    assert page.input_value("#pipeline-select") == other["name"]
+    # The fifth host-side category is on the page.
+    assert page.query_selector("#host-breakdown tr[data-category=other]") is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import socket
 import subprocess
@@ -383,7 +384,7 @@ def test_client_refuses_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="listed twice"):
         stepscope.client.trace("127.0.0.1:1,grpc://127.0.0.1:1", tmp_path, 100)
     with pytest.raises(InvalidOptionError, match="not host:port"):
-        stepscope.client.trace("grpc://127.0.0.1", tmp_path, 100)
+        stepscope.client.trace("grpc://127.0.0.1:0", tmp_path, 100)  # no port: 6009
     with pytest.raises(InvalidOptionError, match="unknown scheme"):
         stepscope.client.trace("http://127.0.0.1:80", tmp_path, 100)
 
@@ -558,9 +559,64 @@ def test_addresses_parse_as_tensorflow_writes_them() -> None:
     assert [w.target for w in workers] == ["10.0.0.1:6009", "worker-2:6010", "[::1]:6011"]
     assert [w.file_name for w in workers][:2] == ["10.0.0.1_6009.xplane.pb",
                                                   "worker-2_6010.xplane.pb"]
-    for bad in ("", "grpc://", "host", "host:0", "host:99999", "host:port", "[::1]"):
+    for bad in ("", "grpc://", "host:0", "host:99999", "host:port", "[::1", "-host", "a..b",
+                "has space", "host/path", "x" * 300, "host:", "grpc://:6009", "ho$t"):
         with pytest.raises(InvalidOptionError):
             addresses.parse(bad)
+
+
+def test_a_bare_host_means_the_default_port() -> None:
+    """Changed on purpose (issue 21): a host without a port was refused; it now means 6009,
+    the port TensorFlow's guides start the profiler server on, as TensorBoard's dialog does."""
+    assert addresses.DEFAULT_PORT == 6009
+    workers = addresses.parse("localhost, myhost ,10.0.0.7,grpc://worker-3,[::1]")
+    assert [(w.host, w.port) for w in workers] == [
+        ("localhost", 6009), ("myhost", 6009), ("10.0.0.7", 6009), ("worker-3", 6009),
+        ("::1", 6009)]
+    assert [w.name for w in workers][:2] == ["localhost_6009", "myhost_6009"]
+    with pytest.raises(InvalidOptionError, match="listed twice"):
+        addresses.parse("localhost,localhost:6009")
+
+
+def test_capture_cli_names_a_bare_host_with_the_default_port(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _capture_cli(["capture", "localhost", "--logdir", str(tmp_path), "--duration-ms",
+                         "10", "--retries", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    # Whatever listens there (nothing, here), the worker asked was localhost:6009.
+    assert [w["worker"] for w in out["workers"]] == ["localhost_6009"]
+    assert code in (0, 1, 2)  # 2: no worker gave a profile
+
+
+@pytest.mark.parametrize("bad", ["My_TPU", "tpu name", "-tpu", "1tpu", "t" * 64,
+                                 "grpc://10.0.0.1:8470", "../etc"])
+def test_tpu_names_are_validated_before_anything_is_asked(bad: str) -> None:
+    with pytest.raises(InvalidOptionError, match="not a Cloud TPU name"):
+        addresses.resolve_tpu(bad)
+
+
+def test_an_unresolvable_tpu_name_is_one_clear_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TensorFlow's real TPU cluster resolver, here without the Cloud TPU API to reach."""
+    code = _capture_cli(["capture", "my-tpu", "--tpu", "--logdir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "Could not resolve the TPU name 'my-tpu'" in err
+    assert "Cloud TPU API" in err and "host:port" in err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_tpu_name_without_tensorflow_says_what_to_install(tmp_path: Path) -> None:
+    """In a process where TensorFlow cannot be imported (blocked at the import boundary)."""
+    script = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None  # import tensorflow now raises ImportError\n"
+        "from stepscope.cli import main\n"
+        f"sys.exit(main(['capture', 'my-tpu', '--tpu', '--logdir', {str(tmp_path)!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "pip install tensorflow" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("root", ["/etc", "/tmp/x/plugins/profile/../../../etc",

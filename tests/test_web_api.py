@@ -462,3 +462,11 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
     assert code == 200 and body["host"] == "worker_a" and "coarse" not in body
     assert [t["id"] for t in body["tracks"]] == [t["id"] for t in coarse["tracks"]]
     assert len(calls) == 1  # built once
+
+
+def test_capture_takes_a_tpu_name_validated_like_the_cli(client: TestClient) -> None:
+    """The capture dialog's "TPU name" choice: a bad name is refused before any lookup."""
+    bad = client.post("/api/capture", json={"service_addr": "Not_A_TPU", "is_tpu_name": True})
+    assert bad.status_code == 400 and "not a Cloud TPU name" in bad.json()["error"]
+    odd = client.post("/api/capture", json={"service_addr": "my-tpu", "is_tpu_name": "yes"})
+    assert odd.status_code == 400 and "is_tpu_name" in odd.json()["error"]

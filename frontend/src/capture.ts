@@ -35,6 +35,15 @@ function levelSelect(id: string, levels: [number, string][], chosen: number): HT
 export function captureDialog(opened: (run: string) => Promise<void>): HTMLDialogElement {
   const addr = h("input", { id: "capture-addr", type: "text", size: 48, required: true,
                             placeholder: "grpc://127.0.0.1:6009,grpc://127.0.0.1:6010" });
+  // As TensorBoard's dialog: the field holds worker addresses, or a Cloud TPU name.
+  const byAddress = h("input", { type: "radio", name: "capture-addr-type", value: "ip",
+                                 id: "capture-type-ip", checked: true });
+  const byTpu = h("input", { type: "radio", name: "capture-addr-type", value: "tpu",
+                             id: "capture-type-tpu" });
+  byTpu.addEventListener("change", () => { addr.placeholder = "my-tpu-name"; });
+  byAddress.addEventListener("change", () => {
+    addr.placeholder = "grpc://127.0.0.1:6009,grpc://127.0.0.1:6010";
+  });
   const duration = h("input", { id: "capture-duration", type: "number", min: 1, max: 3600000,
                                 value: 2000, required: true });
   const attempts = h("input", { id: "capture-attempts", type: "number", min: 1, max: 100,
@@ -51,8 +60,12 @@ export function captureDialog(opened: (run: string) => Promise<void>): HTMLDialo
   const form = h("form", { method: "dialog" },
     h("h2", {}, "Capture profile"),
     h("p", { className: "muted" }, "Workers that run stepscope.server.start(port) or ",
-      "tf.profiler.experimental.server.start(port); separate several with commas."),
-    row("Profile service URL(s)", addr), row("Profiling duration (ms)", duration),
+      "tf.profiler.experimental.server.start(port); separate several with commas. A host ",
+      "without a port means port 6009; a TPU name captures the TPU's workers."),
+    row("Profile service URL(s) or TPU name", addr),
+    h("div", { className: "field", role: "radiogroup", "aria-label": "Address type" },
+      h("label", {}, byAddress, " Host address(es)"), h("label", {}, byTpu, " TPU name")),
+    row("Profiling duration (ms)", duration),
     row("Host trace level", host), row("Python trace level", python),
     row("Device trace level", device), row("Tracing attempts", attempts),
     status, h("div", { className: "buttons" }, go, close));
@@ -73,7 +86,8 @@ export function captureDialog(opened: (run: string) => Promise<void>): HTMLDialo
     status.replaceChildren(h("p", { className: "muted" }, "Starting…"));
     try {
       let job = await post({
-        service_addr: addr.value, duration_ms: Number(duration.value),
+        service_addr: addr.value, is_tpu_name: byTpu.checked,
+        duration_ms: Number(duration.value),
         num_tracing_attempts: Number(attempts.value), host_tracer_level: Number(host.value),
         python_tracer_level: Number(python.value), device_tracer_level: Number(device.value),
       });

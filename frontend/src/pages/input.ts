@@ -1,6 +1,8 @@
 // The input pipeline analyzer: is the run input-bound, step time with its input part, the
-// host-side split of input time, the input-op table (sortable, CSV) and the bottleneck with
-// the slowest run's pipeline graph (critical path bold, bottleneck red).
+// host-side split of input time, the input-op table (sortable, CSV), every input pipeline
+// with its slowest run and bottleneck (XProf's tf.data bottleneck analysis), and one
+// pipeline's bottleneck in detail, chosen by host and pipeline, with its slowest run's graph
+// (critical path bold, bottleneck red).
 import { apiUrl, toolData } from "../api";
 import { stackedColumns } from "../charts";
 import { h, int, ms, pct, svg } from "../dom";
@@ -12,6 +14,12 @@ interface OpRow { name: string; count: number; total_ms: number; total_percent: 
 interface GraphNode { name: string; kind: string; parent: string | null; start_us: number;
   total_ms: number; self_ms: number; calls: number; asynchronous: boolean; critical: boolean;
   bottleneck: boolean; }
+interface BottleneckData { host: string | null; pipeline: string | null; stage: string | null;
+  stage_ms: number | null; recommendation: string; run_ms: number | null;
+  critical_path: string[]; slow_call_us: number; graph: GraphNode[]; }
+interface PipelineData { host: string; name: string; kind: string; root: string; calls: number;
+  avg_ms: number; min_ms: number; max_ms: number; slow_calls: number;
+  bottleneck: BottleneckData; }
 interface InputAnalysis {
   run: string; host: string | null;
   input: { percent: number | null; verdict: string; statement: string };
@@ -23,9 +31,8 @@ interface InputAnalysis {
   host_breakdown_percent: Record<string, number>;
   host_breakdown_labels: Record<string, string>;
   ops: OpRow[];
-  bottleneck: { host: string | null; stage: string | null; recommendation: string;
-                run_ms: number | null; critical_path: string[]; slow_call_us: number;
-                graph: GraphNode[] };
+  bottleneck: BottleneckData;
+  pipelines: PipelineData[];
 }
 
 const RED = "#d93025";
@@ -155,21 +162,86 @@ function graph(nodes: GraphNode[]): SVGElement {
   return out;
 }
 
-function bottleneck(d: InputAnalysis): HTMLElement {
-  const b = d.bottleneck;
-  return h("section", { className: "card wide", id: "bottleneck" },
-    h("h2", {}, "Bottleneck analysis"),
+/** One run's bottleneck: the stage, the recommendation and the run's pipeline graph. */
+function bottleneckDetail(b: BottleneckData): HTMLElement {
+  return h("div", { id: "bottleneck-detail" },
     h("p", {}, "Bottleneck stage: ",
       h("strong", { id: "bottleneck-stage", style: b.stage ? `color:${RED}` : undefined },
         b.stage ?? "none")),
     h("p", { id: "bottleneck-recommendation" }, b.recommendation),
     b.run_ms !== null
-      ? h("p", { className: "muted" }, `Slowest pipeline run on host ${b.host ?? ""}: ` +
+      ? h("p", { className: "muted", id: "bottleneck-run" },
+          `Slowest run of pipeline ${b.pipeline ?? ""} on host ${b.host ?? ""}: ` +
           `${ms(b.run_ms)} ms. Critical path in bold, the bottleneck in red; a call slower ` +
           `than ${b.slow_call_us} µs counts as slow.`)
       : null,
     b.graph.length ? h("div", { className: "graph-wrap", style: "overflow-x:auto" }, graph(b.graph))
       : null);
+}
+
+/** Every pipeline, slowest run first: XProf's summary of the tf.data bottleneck analysis. */
+function pipelineTable(d: InputAnalysis, pick: (p: PipelineData) => void): HTMLElement {
+  if (!d.pipelines.length) {
+    return h("p", { className: "muted" }, "No input-pipeline iterator events in this profile.");
+  }
+  return h("table", { id: "pipeline-table" },
+    h("thead", {}, h("tr", {}, ...["Host", "Pipeline", "Output stage", "Calls",
+                                   "Slowest run (ms)", "Bottleneck stage",
+                                   "Its time in that run (ms)"].map((t, i) =>
+      h("th", { className: i === 3 || i === 4 || i === 6 ? "num" : "" }, t)))),
+    h("tbody", {}, ...d.pipelines.map((p) => {
+      const b = p.bottleneck;
+      const row = h("tr", { "data-host": p.host, "data-pipeline": p.name, tabIndex: 0,
+                            style: "cursor:pointer" },
+        h("td", {}, p.host), h("td", {}, p.name), h("td", { className: "name" }, p.root),
+        h("td", { className: "num" }, int(p.calls)),
+        h("td", { className: "num", "data-value": String(b.run_ms ?? "") }, ms(b.run_ms)),
+        h("td", { className: "name" }, b.stage ?? "none"),
+        h("td", { className: "num", "data-value": String(b.stage_ms ?? "") }, ms(b.stage_ms)));
+      row.addEventListener("click", () => pick(p));
+      return row;
+    })));
+}
+
+function bottleneck(d: InputAnalysis): HTMLElement {
+  const hosts = [...new Set(d.pipelines.map((p) => p.host))];
+  const hostSelect = h("select", { id: "pipeline-host", "aria-label": "Host" },
+    ...hosts.map((n) => h("option", { value: n }, n)));
+  const pipeSelect = h("select", { id: "pipeline-select", "aria-label": "Pipeline" });
+  const detail = h("div", {}, bottleneckDetail(d.bottleneck));
+  const show = (p: PipelineData) => {
+    hostSelect.value = p.host;
+    pipeSelect.replaceChildren(...d.pipelines.filter((q) => q.host === p.host).map((q) =>
+      h("option", { value: q.name }, `${q.name} (${q.root})`)));
+    pipeSelect.value = p.name;
+    detail.replaceChildren(bottleneckDetail(p.bottleneck));
+  };
+  hostSelect.addEventListener("change", () => {
+    const first = d.pipelines.find((q) => q.host === hostSelect.value);
+    if (first) show(first);
+  });
+  pipeSelect.addEventListener("change", () => {
+    const p = d.pipelines.find((q) => q.host === hostSelect.value && q.name === pipeSelect.value);
+    if (p) show(p);
+  });
+  const start = d.pipelines.find((p) => p.host === d.bottleneck.host &&
+                                        p.name === d.bottleneck.pipeline);
+  if (start) {
+    show(start);
+    // The run's own analysis may have been overruled (not input-bound): keep the verdict.
+    detail.replaceChildren(bottleneckDetail(d.bottleneck));
+  }
+  return h("section", { className: "card wide", id: "bottleneck" },
+    h("h2", {}, "Bottleneck analysis"),
+    h("h3", {}, "Input pipelines"),
+    h("p", { className: "muted" }, "Each pipeline's slowest run and the stage that took most " +
+      "of it; click a row, or choose a host and a pipeline, to see it below."),
+    pipelineTable(d, show),
+    d.pipelines.length
+      ? h("div", { className: "controls" }, h("label", {}, "Host ", hostSelect),
+          h("label", {}, " Pipeline ", pipeSelect))
+      : null,
+    detail);
 }
 
 export async function renderInput(ctx: PageContext): Promise<HTMLElement> {

@@ -6,7 +6,15 @@ part, so the pipeline graph is rebuilt from names alone. TensorFlow's decoration
 normalised away so that one stage is one node: the ``Root`` wrapper, version suffixes
 (``BatchV2``), repetition indices (``FiniteRepeat[0]``) and ``Finite``/``Forever`` prefixes.
 
-The bottleneck is looked for in the slowest run (the longest call of the pipeline's output
+A host may run several pipelines (a training and an evaluation iterator, say). TensorFlow
+gives every iterator an ``id`` and its consumer's ``parent_id``: the pipeline of an event is
+the root iterator its chain of parents ends at, so two iterators over pipelines of the same
+shape stay apart. Events without ids (stepscope.data, the DataLoader) belong to the pipeline
+of their output stage's name. Pipelines are named as XProf names them, ``Host:0``,
+``Host:1``… in order of their first call, and ``Device:0``… for those that feed a device
+(``prefetch_to_device``: their second iterator is ``Prefetch::Generator``).
+
+Each pipeline's bottleneck is looked for in its slowest run (the longest call of its output
 stage) on the given host. A synchronous stage's producers are all on the critical path; an
 asynchronous stage's (prefetch, parallel map or interleave, DataLoader workers: its producers
 run on other threads) only when its call in that run was slow (``SLOW_CALL_NS``): otherwise
@@ -38,10 +46,13 @@ ASYNC_KINDS = frozenset({"Prefetch", "ParallelMap", "ParallelInterleave", "Paral
                          "MapAndBatch", "ParallelFilter", "DataService", "PrefetchToDevice",
                          "LegacyParallelInterleave"})
 ENQUEUE_KIND = re.compile(r"Enqueue|ToDevice|PinMemory|Transfer|Infeed|Send")
-CATEGORIES = ("read_on_demand", "read_in_advance", "preprocessing", "enqueue")
+CATEGORIES = ("read_on_demand", "read_in_advance", "preprocessing", "enqueue", "other")
 CATEGORY_LABELS = {"read_on_demand": "Reading data on demand",
                    "read_in_advance": "Reading data in advance (cache, prefetch, interleave)",
-                   "preprocessing": "Preprocessing", "enqueue": "Enqueuing / transfer to device"}
+                   "preprocessing": "Preprocessing", "enqueue": "Enqueuing / transfer to device",
+                   "other": "Other data reading or processing"}
+# The second iterator of a pipeline that feeds a device (prefetch_to_device).
+DEVICE_PIPELINE_SECOND = PREFIX + SEP + "Prefetch" + SEP + "Generator"
 _INDEX = re.compile(r"\[\d+\]$")
 _VERSION = re.compile(r"(?<=[a-z])V\d+$")
 _BOUND = re.compile(r"^(Finite|Forever)(?=[A-Z])")
@@ -83,9 +94,18 @@ class IteratorEvents:
     start_ns: I64
     end_ns: I64
     self_ns: I64
+    # per row: index into pipelines (keys: "<root stage>" or "<root stage>#<root id>")
+    pipeline: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    pipelines: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def subset(self, keep: NDArray[np.bool_]) -> IteratorEvents:
+        """The events where ``keep`` is true (the stage names stay the same)."""
+        return IteratorEvents(self.nodes, self.rows[keep], self.node[keep], self.line[keep],
+                              self.start_ns[keep], self.end_ns[keep], self.self_ns[keep],
+                              self.pipeline[keep], self.pipelines)
 
 
 def iterator_events(table: EventTable) -> IteratorEvents:
@@ -105,8 +125,87 @@ def iterator_events(table: EventTable) -> IteratorEvents:
     start = table.start_ns[rows]
     end = start + table.duration_ns[rows]
     line = table.line[rows].astype(np.int64)
+    pipeline, pipelines = _pipelines_of(table, nodes, rows, node[rows], start)
     return IteratorEvents(nodes, rows, node[rows], line, start, end,
-                          intervals.self_times(line, start, end))
+                          intervals.self_times(line, start, end), pipeline, pipelines)
+
+
+def _root_of(node: str) -> str:
+    """The output stage of the pipeline a stage belongs to."""
+    return SEP.join(node.split(SEP)[:2])
+
+
+def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
+                  start: I64) -> tuple[I64, list[str]]:
+    """Per iterator event, its pipeline (index), and the pipelines' keys by first call."""
+    roots = [_root_of(n) for n in nodes]
+    keys = np.array(roots, dtype=object)[node] if len(rows) else np.zeros(0, dtype=object)
+    id_rows, ids = table.int_stat("id")
+    if len(id_rows) and len(rows):
+        parent_rows, parent_ids = table.int_stat("parent_id")
+        # TensorFlow's ids, for every iterator-named event (the Root wrapper included).
+        named = np.array([n.startswith(PREFIX + SEP) for n in table.names] + [False], bool)
+        on = named[table.name[id_rows]]
+        id_rows, ids = id_rows[on], ids[on]
+        parent: dict[int, int] = {}
+        pairs_p = dict(zip(parent_rows.tolist(), parent_ids.tolist(), strict=True))
+        for r, i in zip(id_rows.tolist(), ids.tolist(), strict=True):
+            if r in pairs_p:
+                parent.setdefault(i, pairs_p[r])
+        id_of = dict(zip(id_rows.tolist(), ids.tolist(), strict=True))
+        stage_of_id: dict[int, int] = {}
+        for r, n in zip(rows.tolist(), node.tolist(), strict=True):
+            i = id_of.get(r)
+            if i is not None:
+                stage_of_id.setdefault(i, n)
+        memo: dict[int, int | None] = {}
+
+        def root_id(i: int) -> int | None:
+            """The id naming iterator ``i``'s pipeline (its Root's, or its output stage's);
+            None where the chain of parents breaks before an output stage (events of
+            DataLoader worker processes: their ids come from another process)."""
+            seen: list[int] = []
+            found: int | None = None
+            while len(seen) < 100:
+                if i in memo:
+                    found = memo[i]
+                    break
+                seen.append(i)
+                n = stage_of_id.get(i)
+                if n is not None and parent_of(nodes[n]) is None:
+                    found = parent.get(i, i)  # TF: the Root wrapper's id
+                    break
+                if i not in parent:
+                    break
+                i = parent[i]
+            for each in seen:
+                memo[each] = found
+            return found
+
+        for k, r in enumerate(rows.tolist()):
+            i = id_of.get(r)
+            found = root_id(i) if i is not None else None
+            if found is not None:
+                keys[k] = f"{keys[k]}#{found}"
+        # Events whose chain broke join the busiest pipeline of their output stage's name.
+        named_keys, counts = np.unique(keys.astype(str), return_counts=True)
+        best: dict[str, tuple[int, str]] = {}
+        for key, count in zip(named_keys.tolist(), counts.tolist(), strict=True):
+            name, sep, _ = key.partition("#")
+            if sep and count > best.get(name, (-1, ""))[0]:
+                best[name] = (count, key)
+        for k in range(len(keys)):
+            if "#" not in keys[k] and keys[k] in best:
+                keys[k] = best[keys[k]][1]
+    if not len(rows):
+        return np.zeros(0, np.int64), []
+    distinct, inverse = np.unique(keys.astype(str), return_inverse=True)
+    first = np.full(len(distinct), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, start)
+    order = np.lexsort((distinct, first))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse].astype(np.int64), [str(distinct[i]) for i in order]
 
 
 @dataclass
@@ -226,10 +325,13 @@ class Bottleneck:
     run_ms: float | None = None
     critical_path: list[str] = field(default_factory=list)
     graph: list[GraphNode] = field(default_factory=list)
+    pipeline: str | None = None  # "Host:0"…: the pipeline whose run this is
+    stage_ms: float | None = None  # the bottleneck stage's own work in that run
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"host": self.host, "stage": self.stage, "recommendation": self.recommendation,
+        return {"host": self.host, "pipeline": self.pipeline, "stage": self.stage,
+                "stage_ms": self.stage_ms, "recommendation": self.recommendation,
                 "run_start_ns": self.run_start_ns, "run_ms": self.run_ms,
                 "critical_path": list(self.critical_path),
                 "slow_call_us": SLOW_CALL_NS / 1000,
@@ -240,7 +342,39 @@ class Bottleneck:
         """The inverse of ``to_dict``."""
         return cls(d["host"], d["stage"], str(d["recommendation"]), d["run_start_ns"],
                    d["run_ms"], [str(n) for n in d["critical_path"]],
-                   [GraphNode(**node) for node in d["graph"]])
+                   [GraphNode(**node) for node in d["graph"]], d.get("pipeline"),
+                   d.get("stage_ms"))
+
+
+@dataclass
+class Pipeline:
+    """One input pipeline of a host: its calls and its slowest run's bottleneck."""
+
+    host: str
+    name: str  # "Host:0", "Device:0", as XProf names them
+    kind: str  # "host" or "device"
+    root: str  # its output stage's long name
+    calls: int
+    avg_ms: float
+    min_ms: float
+    max_ms: float  # the slowest call, the first (start-up) one included
+    slow_calls: int  # calls slower than SLOW_CALL_NS
+    bottleneck: Bottleneck  # of its slowest run (start-up call left out, see below)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"host": self.host, "name": self.name, "kind": self.kind, "root": self.root,
+                "calls": self.calls, "avg_ms": self.avg_ms, "min_ms": self.min_ms,
+                "max_ms": self.max_ms, "slow_calls": self.slow_calls,
+                "bottleneck": self.bottleneck.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Pipeline:
+        """The inverse of ``to_dict``."""
+        return cls(str(d["host"]), str(d["name"]), str(d["kind"]), str(d["root"]),
+                   int(d["calls"]), float(d["avg_ms"]), float(d["min_ms"]),
+                   float(d["max_ms"]), int(d["slow_calls"]),
+                   Bottleneck.from_dict(d["bottleneck"]))
 
 
 NO_EVENTS = ("No input-pipeline iterator events were recorded: use tf.data, PyTorch's "
@@ -248,17 +382,54 @@ NO_EVENTS = ("No input-pipeline iterator events were recorded: use tf.data, PyTo
              "bottleneck analysis.")
 
 
-def find_bottleneck(host: str, table: EventTable, ev: IteratorEvents | None = None) -> Bottleneck:
-    """The bottleneck stage of ``host``'s slowest pipeline run, with its recommendation."""
+def find_pipelines(host: str, table: EventTable,
+                   ev: IteratorEvents | None = None) -> list[Pipeline]:
+    """Every input pipeline of ``host``, each with its slowest run's bottleneck."""
     ev = ev if ev is not None else iterator_events(table)
     roots = [i for i, n in enumerate(ev.nodes) if parent_of(n) is None]
-    if not len(ev) or not roots:
+    out: list[Pipeline] = []
+    counts = {"host": 0, "device": 0}
+    for p in range(len(ev.pipelines)):
+        mine = ev.subset(ev.pipeline == p)
+        calls = np.flatnonzero(np.isin(mine.node, roots))
+        if not len(calls):
+            continue  # producers whose consumer was not recorded
+        root = mine.nodes[int(mine.node[calls[0]])]
+        device = any(n == DEVICE_PIPELINE_SECOND or n.startswith(DEVICE_PIPELINE_SECOND + SEP)
+                     for n in (mine.nodes[i] for i in np.unique(mine.node).tolist()))
+        kind = "device" if device else "host"
+        name = f"{kind.capitalize()}:{counts[kind]}"
+        counts[kind] += 1
+        took = (mine.end_ns[calls] - mine.start_ns[calls]).astype(np.float64)
+        found = _run_bottleneck(host, table, mine, roots)
+        found.pipeline = name
+        out.append(Pipeline(host, name, kind, root, len(calls), float(took.mean()) / 1e6,
+                            float(took.min()) / 1e6, float(took.max()) / 1e6,
+                            int((took > SLOW_CALL_NS).sum()), found))
+    return out
+
+
+def find_bottleneck(host: str, table: EventTable, ev: IteratorEvents | None = None,
+                    pipelines: list[Pipeline] | None = None) -> Bottleneck:
+    """The bottleneck of ``host``'s slowest host pipeline run, with its recommendation."""
+    ev = ev if ev is not None else iterator_events(table)
+    found = pipelines if pipelines is not None else find_pipelines(host, table, ev)
+    ranked = [p for p in found if p.kind == "host"] or found
+    if not ranked:
         return Bottleneck(host, None, NO_EVENTS)
+    return max(ranked, key=lambda p: (p.bottleneck.run_ms or 0.0, p.name)).bottleneck
+
+
+def _run_bottleneck(host: str, table: EventTable, ev: IteratorEvents,
+                    roots: list[int]) -> Bottleneck:
+    """The bottleneck of the slowest run among ``ev``'s (one pipeline's events)."""
     root_rows = _steady_root_rows(ev, roots)
     slowest = int(root_rows[np.argmax(ev.end_ns[root_rows] - ev.start_ns[root_rows])])
     lo, hi = int(ev.start_ns[slowest]), int(ev.end_ns[slowest])
     root = ev.nodes[int(ev.node[slowest])]
-    members = [n for n in ev.nodes if n == root or n.startswith(root + SEP)]
+    present = set(np.unique(ev.node).tolist())
+    members = [n for i, n in enumerate(ev.nodes)
+               if i in present and (n == root or n.startswith(root + SEP))]
     totals = node_totals(ev, lo, hi)
     index = {n: i for i, n in enumerate(ev.nodes)}
     asynchronous = async_nodes(ev)
@@ -290,7 +461,8 @@ def find_bottleneck(host: str, table: EventTable, ev: IteratorEvents | None = No
         critical=n in path, bottleneck=n == stage) for n in members]
     workers = _dataloader_workers(table, ev, slowest)
     return Bottleneck(host, stage, recommend(stage, run_ns, workers), lo, run_ns / 1e6,
-                      path, graph)
+                      path, graph,
+                      stage_ms=int(work[index[stage]]) / 1e6 if stage is not None else None)
 
 
 def _steady_root_rows(ev: IteratorEvents, roots: list[int]) -> I64:
@@ -377,6 +549,6 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) ->
 
 
 __all__ = ["ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "Bottleneck", "GraphNode",
-           "IteratorEvents", "NodeTotals", "SLOW_CALL_NS", "async_nodes", "category_of",
-           "children_of", "find_bottleneck", "iterator_events", "kind_of", "node_totals",
-           "normalize", "parent_of", "recommend", "work_ns"]
+           "IteratorEvents", "NodeTotals", "Pipeline", "SLOW_CALL_NS", "async_nodes",
+           "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events",
+           "kind_of", "node_totals", "normalize", "parent_of", "recommend", "work_ns"]

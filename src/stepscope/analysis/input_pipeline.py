@@ -6,10 +6,14 @@ host, and which pipeline stage is the bottleneck.
 2. Training-loop (device) side: per step, its time and the part waiting for input; step-time
    and input-time statistics.
 3. Host side: input time split into reading data on demand, reading in advance (cache,
-   prefetch, interleave), preprocessing and enqueuing/transfer, and the input-op table (one row
-   per pipeline stage: calls, total and self time, category).
-4. Bottleneck: on the most input-bound host, the slowest run's critical path and its slowest
-   stage, with a recommendation (``input_bottleneck``).
+   prefetch, interleave), preprocessing, enqueuing/transfer, and other data reading or
+   processing (XProf's fifth category: input time that no recorded pipeline stage explains,
+   all of the steps' input time where no stage was recorded), and the input-op table (one
+   row per pipeline stage: calls, total and self time, category).
+4. Pipelines: every input pipeline of every host with its slowest run and that run's
+   bottleneck stage, slowest first (XProf's tf.data bottleneck analysis); and the bottleneck
+   of the slowest host pipeline on the most input-bound host, with its critical path and a
+   recommendation (``input_bottleneck``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck
+from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck, Pipeline
 from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.model.run_tables import RunTables
@@ -55,6 +59,7 @@ class InputPipelineAnalysis:
     host_breakdown_ns: dict[str, int]
     bottleneck: Bottleneck
     hosts_input_percent: dict[str, float | None] = field(default_factory=dict)
+    pipelines: list[Pipeline] = field(default_factory=list)  # slowest run first
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``stepscope input --json``; keys documented in the README)."""
@@ -87,6 +92,7 @@ class InputPipelineAnalysis:
             "ops": [r.to_dict() for r in self.rows],
             "bottleneck": self.bottleneck.to_dict(),
             "hosts_input_percent": dict(self.hosts_input_percent),
+            "pipelines": [p.to_dict() for p in self.pipelines],
         }
 
 
@@ -132,6 +138,15 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
         bottleneck = Bottleneck(None, None, "This run has no hosts.")
     else:
         bottleneck = model.host_input(target).bottleneck
+    # XProf's fifth category: input time no recorded stage explains. Where stages were
+    # recorded they share all of it (XProf scales them to the whole); where none were, the
+    # steps' input wait on the host is all "other" (less what enqueue stages took).
+    if not any(breakdown[c] for c in CATEGORIES if c not in ("enqueue", "other")):
+        waited_ns = sum(int(s["breakdown_ms"]["input"] * 1e6)
+                        for s in summary["steps"]["per_step"])
+        breakdown["other"] = max(0, waited_ns - breakdown["enqueue"])
+    pipelines = sorted((p for n in names for p in model.host_input(n).pipelines),
+                       key=lambda p: (-(p.bottleneck.run_ms or 0.0), p.host, p.name))
     percent = summary["input"].get("percent")
     if (summary["input"].get("verdict") == "not" and percent is not None
             and bottleneck.stage is not None):
@@ -143,7 +158,7 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
                             "of step time waits for input. Look at the rest of the step."),
             graph=[replace(node, bottleneck=False) for node in bottleneck.graph])
     return InputPipelineAnalysis(model.run, model.path, host, summary, rows, breakdown,
-                                 bottleneck, per_host)
+                                 bottleneck, per_host, pipelines)
 
 
 CSV_COLUMNS = ("input_op", "count", "total_ms", "total_percent", "self_ms", "self_percent",

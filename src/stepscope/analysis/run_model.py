@@ -27,10 +27,12 @@ from numpy.typing import NDArray
 from stepscope.analysis.framework_op_stats import OpStats, merge
 from stepscope.analysis.input_bottleneck import (
     Bottleneck,
+    Pipeline,
     async_nodes,
     category_of,
     children_of,
     find_bottleneck,
+    find_pipelines,
     iterator_events,
     node_totals,
     work_ns,
@@ -83,17 +85,20 @@ class HostInput:
     work_ns: list[int]
     categories: list[str]
     bottleneck: Bottleneck
+    pipelines: list[Pipeline] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
                 "work_ns": self.work_ns, "categories": self.categories,
-                "bottleneck": self.bottleneck.to_dict()}
+                "bottleneck": self.bottleneck.to_dict(),
+                "pipelines": [p.to_dict() for p in self.pipelines]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostInput:
         return cls(list(d["nodes"]), [int(x) for x in d["calls"]],
                    [int(x) for x in d["total_ns"]], [int(x) for x in d["work_ns"]],
-                   list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]))
+                   list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]),
+                   [Pipeline.from_dict(p) for p in d.get("pipelines", [])])
 
 
 @dataclass
@@ -331,10 +336,11 @@ def _host_input(name: str, table: EventTable) -> HostInput:
     asynchronous = async_nodes(ev)
     work = work_ns(ev.nodes, totals, asynchronous)
     kids = children_of(ev.nodes)
+    pipelines = find_pipelines(name, table, ev)
     return HostInput(list(ev.nodes), [int(x) for x in totals.calls],
                      [int(x) for x in totals.total_ns], [int(x) for x in work],
                      [category_of(n, kids[n], asynchronous) for n in ev.nodes],
-                     find_bottleneck(name, table, ev))
+                     find_bottleneck(name, table, ev, pipelines), pipelines)
 
 
 def _profile_start(table: EventTable) -> int | None:

@@ -21,7 +21,11 @@ def add_parser(subparsers: Any) -> None:
         "Workers run stepscope.server.start(port) or tf.profiler.experimental.server.start"
         "(port).")
     cap.add_argument("addresses", metavar="ADDRS",
-                     help="grpc://host:port of each worker, comma-separated")
+                     help="grpc://host:port of each worker, comma-separated (a host without "
+                     "a port means port 6009); with --tpu, a Cloud TPU name")
+    cap.add_argument("--tpu", action="store_true",
+                     help="ADDRS is a Cloud TPU name: capture its workers (resolved through "
+                     "the Cloud TPU API with TensorFlow's TPU cluster resolver)")
     cap.add_argument("--logdir", required=True, help="where to write the run")
     cap.add_argument("--duration-ms", type=int, default=2000,
                      help="how long to record (default 2000)")
@@ -57,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
     from stepscope.model.locations import as_path
     from stepscope.remote import addresses, client
 
-    workers = addresses.parse(args.addresses)
+    if args.tpu:
+        workers = addresses.resolve_tpu(args.addresses)
+        args.addresses = ",".join(w.target for w in workers)
+    else:
+        workers = addresses.parse(args.addresses)
     options = ProfilerOptions(host_tracer_level=args.host_tracer_level,
                               python_tracer_level=args.python_tracer_level,
                               device_tracer_level=args.device_tracer_level,

@@ -48,10 +48,23 @@ def render_input(result: dict[str, Any], console: Console, limit: int | None = N
                     r["category"])
     console.print(ops)
 
+    pipes = Table(title="Input pipelines (slowest run first)", title_justify="left")
+    for col in ("host", "pipeline", "output stage", "calls", "slowest run ms",
+                "bottleneck stage", "its ms"):
+        pipes.add_column(col, justify="right" if col in ("calls", "slowest run ms", "its ms")
+                         else "left")
+    for p in result["pipelines"]:
+        pb = p["bottleneck"]
+        pipes.add_row(Text(p["host"]), p["name"], Text(p["root"]), str(p["calls"]),
+                      _ms(pb["run_ms"]), Text(pb["stage"] or "none"), _ms(pb["stage_ms"]))
+    if result["pipelines"]:
+        console.print(pipes)
+
     b = result["bottleneck"]
     console.print(Text("Bottleneck: ", style="bold") + Text(b["stage"] or "none"))
     if b["run_ms"] is not None:
         path = " → ".join(n.rpartition("::")[2] for n in b["critical_path"])
-        console.print(Text(f"(slowest pipeline run on host {b['host']}: {b['run_ms']:.3f} ms; "
+        console.print(Text(f"(slowest run of pipeline {b['pipeline']} on host {b['host']}: "
+                           f"{b['run_ms']:.3f} ms; "
                            f"critical path {path})"))
     console.print(Text(b["recommendation"]))

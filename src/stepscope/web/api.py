@@ -282,10 +282,13 @@ class Api:
         if not isinstance(addr, str) or not addr.strip() or len(addr) > 4096:
             raise ApiError(400, "service_addr must name one or more workers, e.g. "
                                 "grpc://127.0.0.1:6009,grpc://127.0.0.1:6010.")
+        is_tpu = body.get("is_tpu_name", False)
+        if not isinstance(is_tpu, bool):
+            raise ApiError(400, "is_tpu_name must be true or false.")
         try:
             options = ProfilerOptions(**{k: body[k] for k in _CAPTURE_LEVELS if k in body})
             job = self.captures.start(addr.strip(), body.get("duration_ms", 2000), options,
-                                      body.get("num_tracing_attempts", 3))
+                                      body.get("num_tracing_attempts", 3), is_tpu=is_tpu)
         except CaptureBusyError as err:
             raise ApiError(409, str(err)) from err
         except (StepscopeError, TypeError, ValueError) as err:

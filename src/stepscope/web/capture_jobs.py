@@ -47,11 +47,18 @@ class CaptureJobs:
         self._jobs: dict[str, CaptureJob] = {}
 
     def start(self, service_addr: str, duration_ms: int, options: Any,
-              attempts: int) -> CaptureJob:
-        """Start a capture; StepscopeError when the request is invalid or one is running."""
+              attempts: int, is_tpu: bool = False) -> CaptureJob:
+        """Start a capture; StepscopeError when the request is invalid or one is running.
+
+        With ``is_tpu``, ``service_addr`` is a Cloud TPU name, resolved to its workers here.
+        """
         from stepscope.remote import addresses, client
 
-        workers = addresses.parse(service_addr)  # invalid addresses are refused here
+        if is_tpu:
+            workers = addresses.resolve_tpu(service_addr)
+            service_addr = ",".join(w.target for w in workers)
+        else:
+            workers = addresses.parse(service_addr)  # invalid addresses are refused here
         client.check_arguments(duration_ms, options, attempts)
         with self._lock:
             if any(j.state == "running" for j in self._jobs.values()):

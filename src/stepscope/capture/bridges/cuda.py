@@ -116,6 +116,23 @@ class CudaBridge:
         return data
 
 
+def cupti_advice(err: BaseException) -> str:
+    """What to do when CUPTI cannot start, as the TensorFlow Profiler guides' troubleshooting
+    sections say it: the library is not found, or profiling needs privileges."""
+    text = f"{type(err).__name__}: {err}"
+    if "INSUFFICIENT_PRIVILEGES" in text or "ERR_NVGPUCTRPERM" in text:
+        return (f"the GPU refuses profiling to this user ({text}). Run as root, or in Docker "
+                "with --privileged (or --cap-add=SYS_ADMIN), or let every user profile: add "
+                "'options nvidia NVreg_RestrictProfilingToAdminUsers=0' to a file in "
+                "/etc/modprobe.d/ and reboot")
+    if "cupti" in text.lower() and ("cannot open" in text or "not found" in text.lower()
+                                    or "No such file" in text):
+        return (f"the CUPTI library was not found ({text}). Put its folder on the library "
+                "path, e.g. export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:"
+                "$LD_LIBRARY_PATH, or pip install nvidia-cuda-cupti-cu12")
+    return f"CUPTI could not start ({text})"
+
+
 def start(options: ProfilerOptions) -> CudaBridge | None:
     """Start CUPTI activity tracing, or None where a framework traces CUDA or none can."""
     if any(name in sys.modules for name in SELF_TRACING):
@@ -127,11 +144,12 @@ def start(options: ProfilerOptions) -> CudaBridge | None:
               "(pip install cupti-python); the profile has no GPU activity.")
         return None
     except OSError as err:  # the wheel is there but no CUDA driver or CUPTI library is
-        _note(f"stepscope: no CUDA GPU here ({err}); the profile has no GPU activity.")
+        _note(f"stepscope: GPU tracing is off: {cupti_advice(err)}; the profile has no GPU "
+              "activity.")
         return None
     try:
         return CudaBridge(cupti)
     except Exception as err:  # CUPTI refuses without a device (or with another client)
-        _note(f"stepscope: CUDA kernel tracing could not start ({type(err).__name__}: {err}); "
-              "the profile has no GPU activity.")
+        _note(f"stepscope: GPU tracing is off: {cupti_advice(err)}; the profile has no GPU "
+              "activity.")
         return None
