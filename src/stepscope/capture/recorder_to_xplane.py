@@ -121,5 +121,5 @@ def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: li
         metadata_id=metadata_id,
         offset_ps=(cols.start - timestamp_ns) * 1000,
         duration_ps=(cols.end - cols.start) * 1000,
-        nstats=cols.nstats.astype(np.int64),
+        nstats=cols.nstats.astype(np.int32, copy=False),
         stat_metadata_id=stat_md, stat_field=field, stat_value=value, blobs=blobs)

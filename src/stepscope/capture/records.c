@@ -6,6 +6,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "records.h"
@@ -559,6 +560,59 @@ Records_dump(RecordsObject *self, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(NN)", events, stats);
 }
 
+/* One field of every item: `width` bytes at `offset` in each `itemsize`-byte item. */
+static PyObject *
+chunks_field(Chunks *c, size_t itemsize, Py_ssize_t per_chunk, size_t offset, size_t width)
+{
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)width * c->n);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *dst = PyBytes_AS_STRING(out);
+    Py_ssize_t left = c->n;
+    for (Py_ssize_t i = 0; left > 0; i++) {
+        Py_ssize_t take = left < per_chunk ? left : per_chunk;
+        const char *src = c->chunks[i] + offset;
+        if (width == 8) {
+            for (Py_ssize_t j = 0; j < take; j++, dst += 8, src += itemsize) {
+                memcpy(dst, src, 8);
+            }
+        } else {
+            for (Py_ssize_t j = 0; j < take; j++, dst += 4, src += itemsize) {
+                memcpy(dst, src, 4);
+            }
+        }
+        left -= take;
+    }
+    return out;
+}
+
+static PyObject *
+Records_columns(RecordsObject *self, PyObject *Py_UNUSED(ignored))
+{
+    Chunks *ev = &self->events, *st = &self->stats;
+    const size_t es = sizeof(EventRecord), ss = sizeof(StatRecord);
+    PyObject *cols[7] = {
+        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, name), 4),
+        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, start), 8),
+        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, end), 8),
+        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, nstats), 4),
+        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, key), 4),
+        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, kind), 4),
+        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, value), 8),
+    };
+    for (int i = 0; i < 7; i++) {
+        if (cols[i] == NULL) {
+            for (int j = 0; j < 7; j++) {
+                Py_XDECREF(cols[j]);
+            }
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NNNNNNN)", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
+                         cols[6]);
+}
+
 static PyObject *
 Records_clear(RecordsObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -593,6 +647,9 @@ static PyMethodDef Records_methods[] = {
      "add(name, start_ns, end_ns, stats=None): append one event."},
     {"dump", (PyCFunction)Records_dump, METH_NOARGS,
      "(events, stats): the records as bytes, EventRecords then StatRecords, in order."},
+    {"columns", (PyCFunction)Records_columns, METH_NOARGS,
+     "(name, start, end, nstats, stat key, stat kind, stat value): each field of every "
+     "record as the bytes of a contiguous array (int32 or int64)."},
     {"clear", (PyCFunction)Records_clear, METH_NOARGS, "Forget every record."},
     {NULL, NULL, 0, NULL},
 };

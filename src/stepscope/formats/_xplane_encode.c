@@ -87,7 +87,7 @@ encode_events(PyObject *module, PyObject *args)
     static const char *names[10] = {"metadata_id", "offset_ps", "duration_ps", "nstats",
                                     "stat_metadata_id", "stat_field", "stat_value",
                                     "blob_begin", "blobs", "line_begin"};
-    static const Py_ssize_t sizes[10] = {8, 8, 8, 8, 8, 1, 8, 8, 1, 8};
+    static const Py_ssize_t sizes[10] = {8, 8, 8, 4, 8, 1, 8, 8, 1, 8};
     Column cols[10];
     int got = 0;
     PyObject *result = NULL;
@@ -97,7 +97,8 @@ encode_events(PyObject *module, PyObject *args)
         }
     }
     const int64_t *mid = cols[0].view.buf, *off = cols[1].view.buf, *dur = cols[2].view.buf;
-    const int64_t *nstats = cols[3].view.buf, *smid = cols[4].view.buf;
+    const int32_t *nstats = cols[3].view.buf;
+    const int64_t *smid = cols[4].view.buf;
     const int8_t *sfield = cols[5].view.buf;
     const int64_t *svalue = cols[6].view.buf, *blob_begin = cols[7].view.buf;
     const char *blobs = cols[8].view.buf;
@@ -141,7 +142,7 @@ encode_events(PyObject *module, PyObject *args)
             size_t body = (mid[i] != 0 ? 1 + varint_size((uint64_t)mid[i]) : 0) +
                           1 + varint_size((uint64_t)off[i]) +
                           (dur[i] != 0 ? 1 + varint_size((uint64_t)dur[i]) : 0);
-            for (int64_t s = 0; s < nstats[i]; s++, row++) {
+            for (int32_t s = 0; s < nstats[i]; s++, row++) {
                 size_t st = stat_size(smid[row], sfield[row], svalue[row], blob_begin, nblobs,
                                       &ok);
                 body += 1 + varint_size(st) + st;
@@ -166,7 +167,7 @@ encode_events(PyObject *module, PyObject *args)
             size_t body = (mid[i] != 0 ? 1 + varint_size((uint64_t)mid[i]) : 0) +
                           1 + varint_size((uint64_t)off[i]) +
                           (dur[i] != 0 ? 1 + varint_size((uint64_t)dur[i]) : 0);
-            for (int64_t s = 0; s < nstats[i]; s++) {
+            for (int32_t s = 0; s < nstats[i]; s++) {
                 size_t st = stat_size(smid[row + s], sfield[row + s], svalue[row + s],
                                       blob_begin, nblobs, &ok);
                 body += 1 + varint_size(st) + st;
@@ -183,7 +184,7 @@ encode_events(PyObject *module, PyObject *args)
                 *out++ = (3 << 3) | 0; /* duration_ps */
                 out = put_varint(out, (uint64_t)dur[i]);
             }
-            for (int64_t s = 0; s < nstats[i]; s++, row++) {
+            for (int32_t s = 0; s < nstats[i]; s++, row++) {
                 int8_t field = sfield[row];
                 int64_t value = svalue[row];
                 size_t st = stat_size(smid[row], field, value, blob_begin, nblobs, &ok);
@@ -220,7 +221,7 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"encode_events", encode_events, METH_VARARGS,
-     "encode_events(metadata_id, offset_ps, duration_ps, nstats, stat_metadata_id, "
+     "encode_events(metadata_id, offset_ps, duration_ps, nstats (int32), stat_metadata_id, "
      "stat_field, stat_value, blob_begin, blobs, line_begin) -> [bytes per line]: each "
      "line's XLine.events fields."},
     {NULL, NULL, 0, NULL},

@@ -67,7 +67,7 @@ class PlaneColumns:
     metadata_id: _I64
     offset_ps: _I64
     duration_ps: _I64
-    nstats: _I64
+    nstats: NDArray[np.int32]
     stat_metadata_id: _I64
     stat_field: NDArray[np.int8]
     stat_value: _I64
@@ -103,7 +103,7 @@ def _as_u64(values: _I64) -> _U64:
     return np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
 
 
-def _exclusive_cumsum(sizes: _I64) -> _I64:
+def _exclusive_cumsum(sizes: NDArray[np.integer[Any]]) -> _I64:
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
     return out
@@ -214,7 +214,7 @@ def line_events(p: PlaneColumns, compiled: bool | None = None) -> list[bytes | m
         as64 = np.ascontiguousarray
         return _xplane_encode.encode_events(  # type: ignore[no-any-return]
             as64(p.metadata_id, np.int64), as64(p.offset_ps, np.int64),
-            as64(p.duration_ps, np.int64), as64(p.nstats, np.int64),
+            as64(p.duration_ps, np.int64), as64(p.nstats, np.int32),
             as64(p.stat_metadata_id, np.int64), as64(p.stat_field, np.int8),
             as64(p.stat_value, np.int64), blob_begin, b"".join(p.blobs),
             as64(p.line_begin, np.int64))
