@@ -16,9 +16,6 @@ from numpy.typing import NDArray
 
 from stepscope.capture.recorder import ThreadBuffer
 
-# The layouts of records.h's EventRecord and StatRecord.
-RECORD_DTYPE = np.dtype([("name", "<i4"), ("nstats", "<i4"), ("start", "<i8"), ("end", "<i8")])
-STAT_DTYPE = np.dtype([("key", "<i4"), ("kind", "<i4"), ("value", "<i8")])
 # Stat kinds, as records.h numbers them.
 STAT_INT, STAT_UINT, STAT_DOUBLE, STAT_BOOL, STAT_STR, STAT_OBJ = range(1, 7)
 

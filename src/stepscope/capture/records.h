@@ -6,7 +6,7 @@
  * - Records: one thread's events, in chunks that are never moved or copied while recording:
  *   an EventRecord per event and, for the few events with stats, their StatRecords in event
  *   order (an event's stats are the next `nstats` stat records). Read back as NumPy columns
- *   at stop (`dump`).
+ *   at stop (`columns`).
  * - Sink: what a session's Trace events go to: the event cap's counter and, per thread, the
  *   Records that thread writes to (found through a thread-local cache).
  *
@@ -19,7 +19,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* One event: 24 bytes. The layout is read by recorder.py (RECORD_DTYPE): keep them equal. */
+/* One event: 24 bytes (read back field by field by Records.columns). */
 typedef struct {
     int32_t name;   /* Names id */
     int32_t nstats; /* how many stat records follow for this event */
@@ -27,14 +27,14 @@ typedef struct {
     int64_t end;
 } EventRecord;
 
-/* One stat of an event: 16 bytes (recorder.py: STAT_DTYPE). */
+/* One stat of an event: 16 bytes. */
 typedef struct {
     int32_t key;   /* Names id of the stat's name */
     int32_t kind;  /* STAT_* below */
     int64_t value; /* the integer, the double's bits, or a Names id */
 } StatRecord;
 
-/* Stat kinds; recorder.py has the same numbers. */
+/* Stat kinds; recorder_columns.py has the same numbers. */
 enum {
     STAT_INT = 1,    /* int64 */
     STAT_UINT = 2,   /* an int above INT64_MAX, as uint64 bits */
