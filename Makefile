@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python benchmarks/trace_overhead.py
 	$(BIN)/python benchmarks/load_and_overview.py
 	$(BIN)/python benchmarks/capture.py
+	$(BIN)/python benchmarks/capture_stop.py
 	$(BIN)/python benchmarks/input_instrumentation.py
 	$(BIN)/python benchmarks/bridge_overhead.py
 	$(BIN)/python benchmarks/trace_viewer.py

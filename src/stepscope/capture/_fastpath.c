@@ -1,8 +1,12 @@
-/* stepscope's compiled fast path for capture.
+/* stepscope's compiled fast path for capture (with records.c).
  *
  * - Trace: the user annotation type. With no session recording, creating, entering and
  *   leaving one must cost about as little as a Python function call; a pure-Python class
- *   costs several times that. The recording itself is delegated to the Python Recorder.
+ *   costs several times that. A finished Trace is written straight into its thread's
+ *   Records (below) through the session's Sink: no Python call, no Python object per event.
+ * - Names, Records, Sink: the recorder's storage (see records.h). Records hold fixed-size
+ *   binary events; the Python tracer's hook (_pyhook) writes into them too, through the
+ *   capsule `_records_api`.
  * - set_profile_all_threads: install a Python profile function on every thread of the
  *   interpreter, including threads started before the session (sys.setprofile only reaches
  *   the calling thread on Python < 3.12).
@@ -14,10 +18,14 @@
 #include <frameobject.h>
 #include <time.h>
 
+#include "records.h"
+
 /* Keyword metadata up to this many items is held inline: no allocation besides the object. */
 #define MAX_INLINE_STATS 4
 
-/* Recorder.add bound method while user annotations are recorded, else NULL. */
+/* The session's Sink while user annotations are recorded, else NULL. */
+static PyObject *g_sink = NULL;
+/* Or a callable add(name, start_ns, end_ns, stats) given instead of a Sink, else NULL. */
 static PyObject *g_add = NULL;
 /* Python function (name, stats, func) -> wrapper, used when a Trace decorates a function. */
 static PyObject *g_decorate = NULL;
@@ -204,7 +212,7 @@ Trace_dealloc(TraceObject *self)
 static PyObject *
 Trace_enter(TraceObject *self, PyObject *Py_UNUSED(ignored))
 {
-    if (g_add != NULL) {
+    if (g_sink != NULL || g_add != NULL) {
         self->start = now_ns();
     }
     Py_INCREF(self);
@@ -219,6 +227,32 @@ Trace_exit(TraceObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     self->start = 0;
+    PyObject *sink = g_sink;
+    if (sink != NULL) {
+        long long end = now_ns();
+        /* Held: admitting runs the counter, which may let set_recorder() run elsewhere. */
+        Py_INCREF(sink);
+        int kept = sink_admit((SinkObject *)sink);
+        int rc = kept;
+        if (kept > 0) {
+            PyObject *records = sink_thread_records((SinkObject *)sink);
+            if (records == NULL) {
+                rc = -1;
+            } else if (self->kwnames != NULL) { /* the keywords as given, no dict built */
+                rc = records_append(records, self->name, start, end,
+                                    &PyTuple_GET_ITEM(self->kwnames, 0), self->kwvalues,
+                                    PyTuple_GET_SIZE(self->kwnames), NULL);
+            } else {
+                rc = records_append(records, self->name, start, end, NULL, NULL, 0,
+                                    self->stats);
+            }
+        }
+        Py_DECREF(sink);
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE; /* never swallow the block's exception */
+    }
     PyObject *add = g_add;
     if (add == NULL) {
         Py_RETURN_NONE;
@@ -328,16 +362,20 @@ static PyTypeObject TraceType = {
 /* ---- module functions ------------------------------------------------------------------ */
 
 static PyObject *
-set_recorder(PyObject *module, PyObject *add)
+set_recorder(PyObject *module, PyObject *target)
 {
-    PyObject *old = g_add;
-    if (add == Py_None) {
-        g_add = NULL;
-    } else {
-        Py_INCREF(add);
-        g_add = add;
+    PyObject *old_sink = g_sink, *old_add = g_add;
+    g_sink = g_add = NULL;
+    if (target != Py_None) {
+        Py_INCREF(target);
+        if (sink_check(target)) {
+            g_sink = target;
+        } else {
+            g_add = target;
+        }
     }
-    Py_XDECREF(old);
+    Py_XDECREF(old_sink);
+    Py_XDECREF(old_add);
     Py_RETURN_NONE;
 }
 
@@ -387,7 +425,8 @@ set_profile_all_threads(PyObject *module, PyObject *func)
 
 static PyMethodDef module_methods[] = {
     {"set_recorder", set_recorder, METH_O,
-     "Route Trace events to this Recorder.add (None stops recording)."},
+     "Route Trace events to a Sink (or a callable add(name, start, end, stats)); None "
+     "stops recording."},
     {"set_decorator", set_decorator, METH_O,
      "Register the function that wraps functions decorated with a Trace."},
     {"set_profile_all_threads", set_profile_all_threads, METH_O,
@@ -421,6 +460,10 @@ PyInit__fastpath(void)
     Py_INCREF(&TraceType);
     if (PyModule_AddObject(module, "Trace", (PyObject *)&TraceType) < 0) {
         Py_DECREF(&TraceType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (records_add_types(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

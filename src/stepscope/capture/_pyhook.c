@@ -6,13 +6,14 @@
  *
  * - HookState: what the hooks of one tracer share: the recorder's event counter and cap,
  *   the `active` flag the tracer clears on stop, and a cache of C-function names.
- * - ThreadHook: one thread's hook: its event list (the ThreadBuffer's) and a stack of the
- *   calls still open. It records exactly the tuples the pure-Python hook in
- *   python_tracer.py records: (code, start_ns, end_ns) for Python functions and
- *   (name, start_ns, end_ns) for C functions, named by python_tracer._c_name. While the
- *   tracer is active, finished calls are held in a compact C array and become those tuples
- *   in the list on flush(): building three Python objects per call, and touching the fresh
- *   memory they need, would cost the traced program more than the rest of the hook.
+ * - ThreadHook: one thread's hook: where its events go and a stack of the calls still open.
+ *   It records what the pure-Python hook in python_tracer.py records: (code, start_ns,
+ *   end_ns) for Python functions and (name, start_ns, end_ns) for C functions, named by
+ *   python_tracer._c_name. Given the thread's Records (records.h, from _fastpath), each
+ *   finished call becomes one 24-byte record there at once, its code object or name interned.
+ *   Given a list instead, finished calls are held in a compact C array while the tracer is
+ *   active and become tuples in the list on flush(): building three Python objects per
+ *   call would cost the traced program more than the rest of the hook.
  * - install(hook): make a ThreadHook the calling thread's profile function.
  *
  * This module is optional: python_tracer.py falls back to its pure-Python hook.
@@ -23,10 +24,16 @@
 #include <stdint.h>
 #include <time.h>
 
+#define STEPSCOPE_RECORDS_CLIENT
+#include "records.h"
+
 /* Slots in each tracer's C-function name cache; a power of two. */
 #define NAME_CACHE_SIZE 1024
 /* Open calls a new thread's stack has room for before it first grows. */
 #define INITIAL_STACK 64
+/* _fastpath's Records API, or NULL where _fastpath was not built (then only lists). */
+static RecordsAPI *g_records = NULL;
+
 /* Recorded events per block of a thread's held events (blocks are chained, never moved). */
 #define CHUNK_EVENTS 4096
 
@@ -268,7 +275,8 @@ typedef struct DoneChunk {
 typedef struct {
     PyObject_HEAD
     HookState *state;
-    PyObject *events; /* the thread's ThreadBuffer.events list */
+    PyObject *events;  /* the thread's ThreadBuffer.events list, or NULL */
+    PyObject *records; /* or the thread's Records: events are appended there at once */
     OpenCall *stack;
     Py_ssize_t depth;
     Py_ssize_t capacity;
@@ -283,8 +291,14 @@ ThreadHook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"state", "events", NULL};
     PyObject *state, *events;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!:ThreadHook", keywords,
-                                     &HookStateType, &state, &PyList_Type, &events)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O:ThreadHook", keywords,
+                                     &HookStateType, &state, &events)) {
+        return NULL;
+    }
+    int is_records = g_records != NULL && PyObject_TypeCheck(events, g_records->records_type);
+    if (!is_records && !PyList_Check(events)) {
+        PyErr_Format(PyExc_TypeError, "ThreadHook events must be a list or Records, not %.100s",
+                     Py_TYPE(events)->tp_name);
         return NULL;
     }
     ThreadHook *self = (ThreadHook *)type->tp_alloc(type, 0);
@@ -294,7 +308,13 @@ ThreadHook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_INCREF(state);
     self->state = (HookState *)state;
     Py_INCREF(events);
-    self->events = events;
+    if (is_records) {
+        self->events = NULL;
+        self->records = events;
+    } else {
+        self->events = events;
+        self->records = NULL;
+    }
     self->stack = NULL;
     self->depth = 0;
     self->capacity = 0;
@@ -363,6 +383,10 @@ flush_done(ThreadHook *self)
      * functions, recorded by this very hook, or let other threads run and flush it. */
     DoneChunk *chunk = self->first;
     self->first = self->last = NULL;
+    if (self->events == NULL) { /* cleared, or Records (which hold nothing back) */
+        free_chunks(chunk, 0);
+        return 0;
+    }
     while (chunk != NULL) {
         for (Py_ssize_t i = 0; i < chunk->n; i++) {
             DoneCall *call = &chunk->calls[i];
@@ -386,6 +410,7 @@ ThreadHook_traverse(ThreadHook *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->state);
     Py_VISIT(self->events);
+    Py_VISIT(self->records);
     for (Py_ssize_t i = 0; i < self->depth; i++) {
         Py_VISIT(self->stack[i].what);
     }
@@ -410,6 +435,7 @@ ThreadHook_clear(ThreadHook *self)
     free_chunks(chunks, 0);
     Py_CLEAR(self->state);
     Py_CLEAR(self->events);
+    Py_CLEAR(self->records);
     return 0;
 }
 
@@ -496,6 +522,15 @@ pop_call(ThreadHook *self, int is_c)
         }
     }
     long long end = now_ns();
+    if (self->records != NULL) {
+        int rc = g_records->append(self->records, name, call.start, end);
+        Py_DECREF(name);
+        return rc;
+    }
+    if (self->events == NULL) {
+        Py_DECREF(name);
+        return 0;
+    }
     if (!state->active) {
         /* Stopped: the tracer's flush may be over, so go straight to the list, in order. */
         if (flush_done(self) < 0) {
@@ -723,6 +758,10 @@ PyInit__pyhook(void)
     }
     if (PyType_Ready(&HookStateType) < 0 || PyType_Ready(&ThreadHookType) < 0) {
         return NULL;
+    }
+    g_records = PyCapsule_Import(RECORDS_API_CAPSULE, 0);
+    if (g_records == NULL) {
+        PyErr_Clear(); /* _fastpath not built: hooks append to lists only */
     }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {

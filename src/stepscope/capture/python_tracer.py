@@ -12,8 +12,10 @@ Every thread's first hook event goes through ``_bootstrap``, which drops the hoo
 
 The hook on each thread is the compiled ``_pyhook.ThreadHook`` where it was built, else the
 pure-Python hook below; both record the same events. ``STEPSCOPE_PURE_PYTHON`` forces the
-pure-Python one, as it does for ``Trace``. The compiled hook keeps finished events in C and
-hands them to the thread buffers on ``stop`` (or ``flush``), in the order they happened.
+pure-Python one, as it does for ``Trace``. The compiled hook writes each finished call into
+its thread buffer's binary records at once (24 bytes, the code object or C-function name
+interned), where the recorder has them; else it keeps them in C and hands them to the
+buffer's list as tuples on ``stop`` (or ``flush``), in the order they happened.
 """
 
 from __future__ import annotations
@@ -88,11 +90,12 @@ class PythonTracer:
         """A profile function bound to the calling thread's own buffer and stack."""
         buf = self._recorder.python_buffer()
         if self._native is not None:
-            hook = self._native.ThreadHook(self._state, buf.events)
+            hook = self._native.ThreadHook(
+                self._state, buf.records if buf.records is not None else buf.events)
             flush: Flush = hook.flush
             drain: Drain = hook.drain
         else:
-            hook, drain = self._make_python_hook(buf.events)
+            hook, drain = self._make_python_hook(buf.listed)
             flush = _nothing_to_flush
         with self._lock:
             self._threads.append((buf, flush, drain))
@@ -174,8 +177,8 @@ class PythonTracer:
                 flush()
                 for start, what in drain():
                     if admit():
-                        name = what if isinstance(what, CodeType) else _c_name(what)
-                        buf.events.append((name, start, now))
+                        buf.add(what if isinstance(what, CodeType) else _c_name(what),
+                                start, now)
 
     def flush(self) -> None:
         """Bring every thread's buffer up to date while tracing (``stop`` does it too)."""

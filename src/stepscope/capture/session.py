@@ -7,6 +7,7 @@ import os
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +49,11 @@ class _Session:
     """
 
     def __init__(self, logdir: Path | None, options: ProfilerOptions) -> None:
+        # What stop needs (NumPy among it), imported now so that stop does not wait for it
+        # (but not when the profiled program imports stepscope), and before the memory
+        # tracer hooks NumPy's allocator.
+        import stepscope.capture.recorder_to_xplane  # noqa: F401
+
         self.logdir = logdir
         self.options = options
         self.recorder = Recorder(options.max_events)
@@ -214,16 +220,16 @@ def stop(save: bool = True) -> Path | None:
     if not save:
         return None
     host = layout.local_hostname()
-    space = build_space(session, stop_ns, host)
+    data = build_space(session, stop_ns, host)
     path = layout.new_run_dir(session.logdir, session.started_at) / layout.host_file_name(host)
     try:
-        xb.write_space(space, path)
+        xb.write_atomic(path, data)
     except OSError as err:
         if not locations.is_remote(path):
             raise LogdirError(f"Cannot write the profile to {path} "
                               f"({err.strerror or err}).") from err
         # A bucket that cannot be reached at the end of a long run must not cost the profile.
-        kept = _keep_locally(space, path)
+        kept = _keep_locally(data, path)
         raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}); it "
                           f"was saved to {kept} instead: copy it there once the storage can "
                           "be reached.") from err
@@ -231,11 +237,11 @@ def stop(save: bool = True) -> Path | None:
     return path
 
 
-def _keep_locally(space: Any, path: Path) -> Path:
+def _keep_locally(data: bytes, path: Path) -> Path:
     """Where a profile that could not reach its bucket is kept: the temporary directory,
     under the run and file names it was meant to have."""
     local = Path(tempfile.gettempdir()) / "stepscope-unsent" / path.parent.name / path.name
-    xb.write_space(space, local)
+    xb.write_atomic(local, data)
     return local
 
 
@@ -259,9 +265,9 @@ def _warn_if_dropped(rec: Recorder) -> None:
 
 @dataclass(frozen=True)
 class Captured:
-    """What a server-side capture recorded: the ``XSpace`` and its event counts."""
+    """What a server-side capture recorded: the serialised ``XSpace`` and its event counts."""
 
-    space: Any
+    data: bytes
     recorded: int
     dropped: int
 
@@ -300,35 +306,42 @@ def is_running() -> bool:
     return _session is not None
 
 
-def build_space(session: _Session, stop_ns: int, host: str) -> Any:
-    """Turn what the session recorded into an ``XSpace``."""
+def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
+    """Turn what the session recorded into a serialised ``XSpace``.
+
+    The host and Python-tracer planes, where nearly all events are, are encoded from
+    columns (``recorder_to_xplane``, ``xplane_encoder``); the small ones (counters, task
+    environment) and the bridges' planes go through protobuf messages.
+    """
+    from stepscope.capture import recorder_columns as rc
+    from stepscope.capture.recorder_to_xplane import plane_columns
+    from stepscope.formats import xplane_encoder as enc
+
     rec = session.recorder
     rec.refresh_thread_names()
-    space = xb.new_space(host)
     start_ns = max(session.start_ns, session.keep_from_ns)
+    keep_from = session.keep_from_ns
+    planes: list[bytes] = []
 
-    host_plane = xb.add_plane(space, schema.HOST_PLANE_ID, schema.HOST_PLANE)
-    for line_id, (line_name, events) in _host_lines(session).items():
-        line = host_plane.add_line(line_id, line_name, start_ns)
-        # Parents before children, so nesting reads in order.
-        for name, begin, end, stats in sorted(events, key=lambda e: (e[1], -e[2])):
-            if begin >= session.keep_from_ns:
-                host_plane.add_event(line, name, begin, end - begin, stats)
+    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
+                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
+    # Names of tuples just turned into columns are in `names.objects` by now.
+    planes.append(enc.encode_plane(plane_columns(
+        schema.HOST_PLANE_ID, schema.HOST_PLANE, host_lines, rec.names.objects, start_ns,
+        keep_from, _host_event_name)))
 
     if session.python_tracer is not None:
-        py_plane = xb.add_plane(space, schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE)
-        names: dict[Any, str] = {}
-        for buf in rec.python_buffers:
-            if not buf.events:
-                continue
-            line = py_plane.add_line(buf.thread_id, buf.thread_name, start_ns)
-            for what, begin, end in sorted(buf.events, key=lambda e: (e[1], -e[2])):
-                if begin < session.keep_from_ns:
-                    continue
-                py_plane.add_event(line, PythonTracer.event_name(what, names), begin, end - begin)
+        cache: dict[Any, str] = {}
+        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
+                    for buf in rec.python_buffers if len(buf)]
+        planes.append(enc.encode_plane(plane_columns(
+            schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, py_lines,
+            rec.names.objects, start_ns, keep_from,
+            lambda what: PythonTracer.event_name(what, cache))))
 
+    small = xb.new_space(host)
     if rec.samples:
-        counters = xb.add_plane(space, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
+        counters = xb.add_plane(small, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
         lines: dict[str, Any] = {}
         for counter, when, value in rec.samples:
             if when < session.keep_from_ns:
@@ -338,9 +351,12 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
                 line = lines[counter] = counters.add_line(len(lines) + 1, counter, start_ns)
             counters.add_event(line, counter, when, 0, {schema.VALUE: value})
 
-    _add_bridge_planes(space, session.bridge_data, session.keep_from_ns)
+    used = {schema.HOST_PLANE_ID}
+    if session.python_tracer is not None:
+        used.add(schema.PYTHON_TRACER_PLANE_ID)
+    _add_bridge_planes(small, session.bridge_data, session.keep_from_ns, used)
 
-    env = xb.add_plane(space, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
+    env = xb.add_plane(small, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
     env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
     env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
@@ -351,32 +367,50 @@ def build_space(session: _Session, stop_ns: int, host: str) -> Any:
     for key, value in session.options.to_dict().items():
         env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
     if rec.dropped:
-        space.warnings.append(
+        small.warnings.append(
             f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
-    return space
+    # Planes first (field 1), in the order above; then the space's other fields.
+    planes += [plane.SerializeToString() for plane in small.planes]
+    del small.planes[:]
+    tail: bytes = small.SerializeToString()
+    return enc.encode_space_planes(planes) + tail
 
 
-def _host_lines(session: _Session) -> dict[int, tuple[str, list[Any]]]:
-    """Host events by line id: ours by thread, with the framework bridges' lines merged in."""
+def _host_event_name(what: Any) -> str:
+    return what if isinstance(what, str) else str(what)
+
+
+def _host_lines(session: _Session,
+                columns: Callable[[Any, Any], Any]) -> dict[int, tuple[str, list[Any]]]:
+    """Host events by line id, as columns: ours by thread (a thread id the system reused
+    shares its line), with the framework bridges' lines merged in."""
+    from stepscope.capture.recorder_columns import tuples_to_columns
+
+    rec = session.recorder
     lines: dict[int, tuple[str, list[Any]]] = {}
-    for buf in session.recorder.host_buffers:
-        lines[buf.thread_id] = (buf.thread_name, list(buf.events))
+    for buf in rec.host_buffers:
+        if buf.thread_id in lines:
+            lines[buf.thread_id][1].append(columns(buf, rec.names))
+        else:
+            lines[buf.thread_id] = (buf.thread_name, [columns(buf, rec.names)])
     for data in session.bridge_data:
         for bridged in data.host_lines:
+            cols = tuples_to_columns(bridged.events, rec.names)
             if bridged.line_id in lines:
-                lines[bridged.line_id][1].extend(bridged.events)
+                lines[bridged.line_id][1].append(cols)
             else:
-                lines[bridged.line_id] = (bridged.name, list(bridged.events))
+                lines[bridged.line_id] = (bridged.name, [cols])
     return lines
 
 
 def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData],
-                       keep_from_ns: int) -> None:
-    """Append the bridges' whole planes (devices), renumbering ids that ours already use.
+                       keep_from_ns: int, used: set[int]) -> None:
+    """Append the bridges' whole planes (devices), renumbering ids that ours (``used``,
+    and those of ``space``) already use.
 
     Their events that began before ``keep_from_ns`` (a warm-up left out), if set, are dropped.
     """
-    used = {plane.id for plane in space.planes}
+    used = used | {plane.id for plane in space.planes}
     used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
                  schema.COUNTERS_PLANE_ID))
     for data in bridge_data:

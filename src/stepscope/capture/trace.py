@@ -32,7 +32,10 @@ def set_recorders(annotations: Recorder | None, instrumentation: Recorder | None
     global _annotations, _instrumentation, _verbose
     _annotations, _instrumentation, _verbose = annotations, instrumentation, verbose
     if _fastpath is not None:
-        _fastpath.set_recorder(annotations.add if annotations is not None else None)
+        # The recorder's Sink takes Trace events without a Python call; else its add.
+        _fastpath.set_recorder(None if annotations is None else
+                               annotations.sink if annotations.sink is not None else
+                               annotations.add)
 
 
 class PyTrace:

@@ -232,7 +232,7 @@ class ProfilerServer:
         return captured
 
     def _answer(self, plan: CapturePlan, captured: session.Captured) -> Any:
-        data = captured.space.SerializeToString()
+        data = captured.data
         if plan.out_path is not None:
             try:
                 check_out_path(plan.out_path)  # again: the capture took a while

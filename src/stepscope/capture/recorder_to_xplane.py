@@ -1,0 +1,125 @@
+"""A recorder's event columns → the columns of an XPlane (``xplane_encoder.PlaneColumns``).
+
+Per line: events that began before ``keep_from_ns`` are left out, the rest sorted by start
+(parents before children: the longer first), times made offsets in picoseconds from the
+line's timestamp. Event and stat metadata ids are given in order of first use, names merged
+by text, as ``xplane_builder`` gives them. Python work is per line and per distinct name or
+string value, never per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from stepscope.capture.recorder_columns import (
+    I64,
+    STAT_BOOL,
+    STAT_DOUBLE,
+    STAT_INT,
+    STAT_OBJ,
+    STAT_STR,
+    STAT_UINT,
+    EventColumns,
+)
+from stepscope.formats import xplane_encoder as enc
+
+# (line id, line name, its events).
+Line = tuple[int, str, EventColumns]
+
+# The XStat value field of each stat kind (strings' and objects' are settled per value).
+_FIELD_OF_KIND = {STAT_INT: enc.INT64_VALUE, STAT_BOOL: enc.INT64_VALUE,
+                  STAT_UINT: enc.UINT64_VALUE, STAT_DOUBLE: enc.DOUBLE_VALUE,
+                  STAT_STR: enc.STR_VALUE, STAT_OBJ: enc.STR_VALUE}
+
+
+def _exclusive_cumsum(sizes: Any) -> I64:
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+def _ordered(cols: EventColumns, keep_from_ns: int) -> EventColumns:
+    """The events kept, sorted by (start, longest first), with their stats in that order."""
+    rows = np.flatnonzero(cols.start >= keep_from_ns) if keep_from_ns else None
+    start = cols.start if rows is None else cols.start[rows]
+    end = cols.end if rows is None else cols.end[rows]
+    order = np.lexsort((-end, start))
+    if rows is not None:
+        order = rows[order]
+    nstats = cols.nstats[order]
+    stat_rows: Any = slice(0, 0)
+    if len(cols.stat_key):
+        first = _exclusive_cumsum(cols.nstats)[:-1][order]
+        within = np.arange(int(nstats.sum()), dtype=np.int64) - np.repeat(
+            _exclusive_cumsum(nstats)[:-1], nstats)
+        stat_rows = np.repeat(first, nstats) + within
+    return EventColumns(cols.name[order], cols.start[order], cols.end[order], nstats,
+                        cols.stat_key[stat_rows], cols.stat_kind[stat_rows],
+                        cols.stat_value[stat_rows])
+
+
+def _first_use_ids(ids: Any, text_of: Callable[[int], str],
+                   size: int) -> tuple[I64, list[str]]:
+    """Metadata ids (from 1) for name ids, in order of first use, equal texts merged."""
+    if not len(ids):
+        return np.zeros(0, dtype=np.int64), []
+    first = np.full(size, len(ids), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
+    used = np.flatnonzero(first < len(ids))
+    md_of = np.zeros(size, dtype=np.int64)
+    by_text: dict[str, int] = {}
+    for name_id in used[np.argsort(first[used], kind="stable")].tolist():
+        md_of[name_id] = by_text.setdefault(text_of(name_id), len(by_text) + 1)
+    return md_of[ids], list(by_text)
+
+
+def _stat_values(kind: Any, value: Any, objects: list[Any]) -> tuple[Any, I64, list[bytes]]:
+    """XStat value fields, values (blob indices for strings and bytes), and the blobs."""
+    field_of_kind = np.zeros(max(_FIELD_OF_KIND) + 1, dtype=np.int8)
+    for k, f in _FIELD_OF_KIND.items():
+        field_of_kind[k] = f
+    field = field_of_kind[kind]
+    value = value.copy()
+    blobs: list[bytes] = []
+    rows = np.flatnonzero((kind == STAT_STR) | (kind == STAT_OBJ))
+    if len(rows):
+        uniq, inverse = np.unique(value[rows], return_inverse=True)
+        fields = np.empty(len(uniq), dtype=np.int8)
+        for j, obj_id in enumerate(uniq.tolist()):
+            obj = objects[obj_id]
+            if isinstance(obj, bytes):
+                fields[j] = enc.BYTES_VALUE
+                blobs.append(obj)
+            else:
+                fields[j] = enc.STR_VALUE
+                blobs.append(str(obj).encode("utf-8", "surrogatepass"))
+        field[rows] = fields[inverse]
+        value[rows] = inverse
+    return field, value, blobs
+
+
+def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: list[Any],
+                  timestamp_ns: int, keep_from_ns: int,
+                  name_of: Callable[[Any], str]) -> enc.PlaneColumns:
+    """The plane holding ``lines``; ``objects`` are the recorder's names by id, and
+    ``name_of`` gives an event's name from its object."""
+    ordered = [_ordered(cols, keep_from_ns) for _, _, cols in lines]
+    cols = EventColumns.concat(ordered)
+    size = len(objects)
+    metadata_id, event_names = _first_use_ids(cols.name, lambda i: name_of(objects[i]), size)
+    stat_md, stat_names = _first_use_ids(cols.stat_key, lambda i: str(objects[i]), size)
+    field, value, blobs = _stat_values(cols.stat_kind, cols.stat_value, objects)
+    return enc.PlaneColumns(
+        id=plane_id, name=plane_name, event_names=event_names, stat_names=stat_names,
+        line_id=[line_id for line_id, _, _ in lines],
+        line_name=[name for _, name, _ in lines],
+        line_timestamp_ns=[timestamp_ns] * len(lines),
+        line_begin=_exclusive_cumsum([len(c) for c in ordered]),
+        metadata_id=metadata_id,
+        offset_ps=(cols.start - timestamp_ns) * 1000,
+        duration_ps=(cols.end - cols.start) * 1000,
+        nstats=cols.nstats.astype(np.int32, copy=False),
+        stat_metadata_id=stat_md, stat_field=field, stat_value=value, blobs=blobs)
