@@ -42,7 +42,7 @@ MIN_REAL_BYTES = 100 * 1024 * 1024
 
 def synthetic_table(n_events: int) -> Any:
     """A host table of ``n_events`` nested events (1 + 4 + 20 per unit) on 16 threads."""
-    from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+    from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 
     units = n_events // 25
     threads = 16
@@ -60,12 +60,11 @@ def synthetic_table(n_events: int) -> Any:
     line = np.concatenate([line0, np.repeat(line0, 4), np.repeat(line0, 20)]).astype(np.int32)
     n = len(start)
     names = [f"op_{i}" for i in range(1000)]
-    empty = StatTable(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8),
-                      np.zeros(0, np.int64), np.zeros(0, np.int32), b"", [])
+    empty = no_stats()
     return EventTable(
         planes=[Plane(0, "/host:CPU")], line_plane=np.zeros(threads, np.int32),
         line_id=np.arange(threads, dtype=np.int64),
-        line_name=[f"thread {i}" for i in range(threads)], plane=np.zeros(n, np.int32),
+        line_name=[f"thread {i}" for i in range(threads)],
         line=line, name=(np.arange(n) % 1000).astype(np.int32), start_ns=start,
         duration_ns=dur, typed={k: np.full(n, MISSING, np.int64) for k in TYPED_STATS},
         names=names, stats=empty, hostnames=["synthetic"])
