@@ -8,8 +8,9 @@ CNN trained with tf.data, captured remotely with host tracer level 3 and the Pyt
 workload). On the TensorFlow profile, through the HTTP API of a fresh ``stepscope serve``:
 request → first full-width window (cold: empty cache), → the refined (full index) window, a
 warm window; the memory a load adds (peak and kept) ÷ the file's size; and every tool on a
-profile opened before (a fresh server on the cache a first one left; no result cache). Each measurement that needs a
-clean process (build, XProf, load) runs in a child process, so peak RSS is that stage's own.
+profile opened before (a fresh server on the cache a first one left; no result cache). Each
+measurement that needs a clean process (build, XProf, load) runs in a child process, so peak
+RSS is that stage's own.
 
     .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200] [--tf-only]
 """
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -257,6 +259,17 @@ class _Server:
             if status == 200:
                 return body
             time.sleep(0.05)
+
+    def wait_ready(self) -> None:
+        """Wait until the run is open (the server may not have listed it yet: 404)."""
+        while True:
+            try:
+                if self.get("status")[1].get("status") == "ready":
+                    return
+            except urllib.error.HTTPError as err:
+                if err.code != 404:
+                    raise
+            time.sleep(0.01)
 
     def wait_up(self) -> None:
         """Wait until the server answers (its start is not what is measured)."""
@@ -491,8 +504,7 @@ def tools_cached(path: Path) -> dict[str, Any]:
         server = _Server(path, Path(tmp))
         try:
             server.wait_up()
-            while server.get("status")[1].get("status") != "ready":
-                time.sleep(0.01)
+            server.wait_ready()
             t = time.perf_counter()
             meta = server.poll("data", tool="trace_viewer")
             server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]), width="2000")
@@ -510,8 +522,7 @@ def tools_cached(path: Path) -> dict[str, Any]:
         try:
             server.wait_up()
             t = time.perf_counter()
-            while server.get("status")[1].get("status") != "ready":
-                time.sleep(0.01)
+            server.wait_ready()
             out["open_run_ms"] = (time.perf_counter() - t) * 1000
             for tool in tools:
                 t = time.perf_counter()
