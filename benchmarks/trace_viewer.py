@@ -8,8 +8,9 @@ CNN trained with tf.data, captured remotely with host tracer level 3 and the Pyt
 workload). On the TensorFlow profile, through the HTTP API of a fresh ``stepscope serve``:
 request → first full-width window (cold: empty cache), → the refined (full index) window, a
 warm window; the memory a load adds (peak and kept) ÷ the file's size; and every tool on a
-cached profile (table and run model cached, no result cache). Each measurement that needs a
-clean process (build, XProf, load) runs in a child process, so peak RSS is that stage's own.
+profile opened before (a fresh server on the cache a first one left; no result cache). Each
+measurement that needs a clean process (build, XProf, load) runs in a child process, so peak
+RSS is that stage's own.
 
     .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200] [--tf-only]
 """
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -42,7 +44,7 @@ MIN_REAL_BYTES = 100 * 1024 * 1024
 
 def synthetic_table(n_events: int) -> Any:
     """A host table of ``n_events`` nested events (1 + 4 + 20 per unit) on 16 threads."""
-    from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+    from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 
     units = n_events // 25
     threads = 16
@@ -60,12 +62,11 @@ def synthetic_table(n_events: int) -> Any:
     line = np.concatenate([line0, np.repeat(line0, 4), np.repeat(line0, 20)]).astype(np.int32)
     n = len(start)
     names = [f"op_{i}" for i in range(1000)]
-    empty = StatTable(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8),
-                      np.zeros(0, np.int64), np.zeros(0, np.int32), b"", [])
+    empty = no_stats()
     return EventTable(
         planes=[Plane(0, "/host:CPU")], line_plane=np.zeros(threads, np.int32),
         line_id=np.arange(threads, dtype=np.int64),
-        line_name=[f"thread {i}" for i in range(threads)], plane=np.zeros(n, np.int32),
+        line_name=[f"thread {i}" for i in range(threads)],
         line=line, name=(np.arange(n) % 1000).astype(np.int32), start_ns=start,
         duration_ns=dur, typed={k: np.full(n, MISSING, np.int64) for k in TYPED_STATS},
         names=names, stats=empty, hostnames=["synthetic"])
@@ -258,6 +259,17 @@ class _Server:
             if status == 200:
                 return body
             time.sleep(0.05)
+
+    def wait_ready(self) -> None:
+        """Wait until the run is open (the server may not have listed it yet: 404)."""
+        while True:
+            try:
+                if self.get("status")[1].get("status") == "ready":
+                    return
+            except urllib.error.HTTPError as err:
+                if err.code != 404:
+                    raise
+            time.sleep(0.01)
 
     def wait_up(self) -> None:
         """Wait until the server answers (its start is not what is measured)."""
@@ -477,7 +489,12 @@ def http_window(path: Path) -> dict[str, Any]:
 
 def tools_cached(path: Path) -> dict[str, Any]:
     """Each tool's data through a fresh server whose cache holds the run's table and run model
-    (no result cache): the run's open, then each tool's first answer."""
+    (no result cache): the run's open, then each tool's first answer; the trace viewer's
+    answer is its tool data and then its full-width window (from the cached preview, coarse).
+    The cache is filled as a person leaves it: a first server opened the run and every tool,
+    the trace viewer until its index was built. ``trace_viewer_unopened_ms``: the trace
+    viewer on a cache that only the run model filled (never opened before: table read,
+    overview made)."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="stepscope-bench-tools-") as tmp:
         filled = _in_child("fill_cache", str(path), env={"STEPSCOPE_CACHE_DIR":
@@ -487,19 +504,38 @@ def tools_cached(path: Path) -> dict[str, Any]:
         server = _Server(path, Path(tmp))
         try:
             server.wait_up()
+            server.wait_ready()
             t = time.perf_counter()
-            while server.get("status")[1].get("status") != "ready":
-                time.sleep(0.01)
-            out["open_run_ms"] = (time.perf_counter() - t) * 1000
+            meta = server.poll("data", tool="trace_viewer")
+            server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]), width="2000")
+            out["trace_viewer_unopened_ms"] = (time.perf_counter() - t) * 1000
             tools = [x["name"] for x in server.get("tools")[1]["tools"]]
             for tool in tools:
-                t = time.perf_counter()
                 server.poll("data", tool=tool)
+            window: dict[str, Any] = {"coarse": True}
+            while window.get("coarse"):
+                window = server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]),
+                                     width="2000")
+        finally:
+            server.close()
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            t = time.perf_counter()
+            server.wait_ready()
+            out["open_run_ms"] = (time.perf_counter() - t) * 1000
+            for tool in tools:
+                t = time.perf_counter()
+                meta = server.poll("data", tool=tool)
+                if tool == "trace_viewer":
+                    first = server.poll("trace/window", start_ns="0",
+                                        end_ns=str(meta["span_ns"]), width="2000")
+                    out["trace_viewer_first_window_coarse"] = bool(first.get("coarse"))
                 out[f"{tool}_ms"] = (time.perf_counter() - t) * 1000
         finally:
             server.close()
-    slowest = max((v for k, v in out.items() if k.endswith("_ms") and k != "open_run_ms"),
-                  default=0.0)
+    slowest = max((v for k, v in out.items() if k.endswith("_ms") and k != "open_run_ms"
+                   and k != "trace_viewer_unopened_ms"), default=0.0)
     out["slowest_tool_ms"] = slowest
     return out
 
@@ -517,7 +553,9 @@ def tf_report(path: Path) -> dict[str, Any]:
     print("  through the HTTP API, a fresh server and an empty cache:")
     http = http_window(path)
     _print(http, indent="    ")
-    print("  every tool, the table and run model cached (no result cache):")
+    print("  every tool on a profile opened before (table, run model, trace preview and index "
+          "cached; no result cache),\n  a fresh server; trace_viewer: tool data + first "
+          "window:")
     tools = tools_cached(path)
     _print(tools, indent="    ")
     print("  XProf trace_viewer@ on the same file (xspace_to_tool_data, cold):")

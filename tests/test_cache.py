@@ -89,10 +89,10 @@ def table_files(directory: Path) -> list[str]:
 def test_the_format_knows_every_field() -> None:
     # A new field must be stored by cache.py (and FORMAT_VERSION bumped) before this passes.
     assert [f.name for f in dataclasses.fields(EventTable)] == [
-        "planes", "line_plane", "line_id", "line_name", "plane", "line", "name", "start_ns",
+        "planes", "line_plane", "line_id", "line_name", "line", "name", "start_ns",
         "duration_ns", "typed", "names", "stats", "hostnames"]
     assert [f.name for f in dataclasses.fields(StatTable)] == [
-        "event", "name", "kind", "value", "length", "text", "stat_names"]
+        "event", "name", "kind", "value", "text", "text_offsets", "stat_names"]
     assert [f.name for f in dataclasses.fields(Plane)] == ["id", "name", "stats"]
 
 
@@ -463,19 +463,22 @@ def _repeat(table: EventTable, times: int) -> EventTable:
     span = int((table.start_ns + table.duration_ns).max() - table.start_ns.min()) + 1
     shift = np.repeat(np.arange(times, dtype=np.int64), n) * span
     textual = np.isin(st.kind, (sk.KIND_STR, sk.KIND_BYTES))
-    text_shift = np.repeat(np.arange(times, dtype=np.int64), len(st.event)) * len(st.text)
+    n_texts = len(st.text_offsets) - 1
+    text_shift = np.repeat(np.arange(times, dtype=np.int64), len(st.event)) * n_texts
+    offsets = np.concatenate([[0], *(st.text_offsets[1:] + k * len(st.text)
+                                     for k in range(times))]).astype(np.int64)
     return dataclasses.replace(
         table,
-        plane=np.tile(table.plane, times), line=np.tile(table.line, times),
+        line=np.tile(table.line, times),
         name=np.tile(table.name, times), start_ns=np.tile(table.start_ns, times) + shift,
         duration_ns=np.tile(table.duration_ns, times),
         typed={k: np.tile(v, times) for k, v in table.typed.items()},
         stats=dataclasses.replace(
-            st, event=np.repeat(np.arange(times, dtype=np.int64), len(st.event)) * n
-            + np.tile(st.event, times),
+            st, event=(np.repeat(np.arange(times, dtype=np.int64), len(st.event)) * n
+                       + np.tile(st.event, times)).astype(np.int32),
             name=np.tile(st.name, times), kind=np.tile(st.kind, times),
             value=np.tile(st.value, times) + np.where(np.tile(textual, times), text_shift, 0),
-            length=np.tile(st.length, times), text=st.text * times))
+            text=bytes(st.text) * times, text_offsets=offsets))
 
 
 def test_load_time_of_a_five_million_event_table(tmp_path: Path, cache_home: Path) -> None:

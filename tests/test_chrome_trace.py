@@ -49,9 +49,8 @@ def categories(table: EventTable) -> np.ndarray:
     code = st.stat_names.index(schema.KINETO_CATEGORY)
     rows = np.flatnonzero(st.name == code)
     assert (st.kind[rows] == sk.KIND_STR).all()
-    # Categories are few: decode each distinct (offset, length) once.
-    pairs = np.stack([st.value[rows], st.length[rows].astype(np.int64)], axis=1)
-    _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    # Categories are few: decode each distinct text once.
+    _, first, inverse = np.unique(st.value[rows], return_index=True, return_inverse=True)
     texts = np.array([st.value_of(int(rows[i])) for i in first], dtype=object)
     out = np.empty(len(table), dtype=object)
     out[st.event[rows]] = texts[inverse.reshape(-1)]

@@ -664,3 +664,40 @@ def test_api_memory_data_and_params(api: Api) -> None:
         api.data("mem", None, "memory_profile", {"allocator": "9999"})
     name, text = api.csv("mem", None, "memory_profile", {})
     assert name.endswith("memory_profile.csv") and text.startswith("host,allocator,op")
+
+
+def test_memory_events_kept_with_the_run_model(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the run model keeps each host's memory events in the cache, so that a later
+    server draws the memory timeline without reading the host's table; they are the ones the
+    table gives."""
+    import dataclasses
+    import time
+
+    from stepscope.analysis.memory_events import cached_memory_events
+
+    monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "logs" / "plugins" / "profile" / "r"
+    run.mkdir(parents=True)
+    source = run / "host.xplane.pb"
+    shutil.copy(FIXTURES / XSPACE_WITH_MEMORY[0], source)
+    model = open_run_model(run, engine="local")
+    kept = cached_memory_events(source)
+    assert kept is not None and len(kept)
+    steps = model.hosts["host"].steps
+    fresh = memory_events(load_file(source, use_cache=False), steps.step_num, steps.start_ns,
+                          steps.end_ns)
+    for f in dataclasses.fields(fresh):
+        a, b = getattr(kept, f.name), getattr(fresh, f.name)
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype, f.name
+            np.testing.assert_array_equal(a, b, err_msg=f.name)
+        else:
+            assert a == b, f.name
+    api = Api(tmp_path / "logs")
+    for _ in range(1500):  # 202 while the run opens
+        code, data = api.data("r", None, "memory_profile", {"width": "100"})
+        if code != 202:
+            break
+        time.sleep(0.02)
+    assert code == 200 and data["timeline"]["points"] > 0

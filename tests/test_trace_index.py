@@ -11,7 +11,7 @@ import pytest
 from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, index_for
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
-from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
@@ -26,13 +26,12 @@ def synthetic_table(start: np.ndarray, dur: np.ndarray, line: np.ndarray) -> Eve
     """A host table with one plane, ``line.max() + 1`` lines and the given events."""
     n = len(start)
     n_lines = int(line.max()) + 1
-    empty = StatTable(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8),
-                      np.zeros(0, np.int64), np.zeros(0, np.int32), b"", [])
+    empty = no_stats()
     return EventTable(
         planes=[Plane(0, "/host:CPU")], line_plane=np.zeros(n_lines, np.int32),
         line_id=np.arange(n_lines, dtype=np.int64),
         line_name=[f"thread {i}" for i in range(n_lines)],
-        plane=np.zeros(n, np.int32), line=line.astype(np.int32),
+        line=line.astype(np.int32),
         name=(np.arange(n) % 3).astype(np.int32), start_ns=start.astype(np.int64),
         duration_ns=dur.astype(np.int64),
         typed={k: np.full(n, MISSING, np.int64) for k in TYPED_STATS},

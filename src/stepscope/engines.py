@@ -67,7 +67,7 @@ def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
         table = load_file(as_path(task.file), use_cache=use_cache)
     except ProfileFormatError as err:
         return HostResult(task.name, None, str(err), _peak_rss())
-    model = build_host(task.name, table)
+    model = build_host(task.name, table, as_path(task.file) if use_cache else None)
     del table
     return HostResult(task.name, json.dumps(host_to_dict(model), separators=(",", ":")), None,
                       _peak_rss())

@@ -84,7 +84,7 @@ def run_model_of(profile: RunTables, *, use_cache: bool = True) -> RunModel:
         cached = _cached(files) if files else None
         if cached is not None and set(cached.hosts) == set(profile.hosts):
             return cached
-    model = build_run_model(profile)
+    model = build_run_model(profile, use_cache=use_cache)
     if files and not model.failed:
         save_model(files, model)
     return model

@@ -20,14 +20,15 @@ negative or beyond ``MAX_BYTES`` count as 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import cast
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.intervals import parents
-from stepscope.model import schema
+from stepscope.model import cache, schema
 from stepscope.model.events import MISSING, EventTable
 from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 
@@ -35,6 +36,9 @@ I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
+
+# Bump when MemoryEvents or how it is computed changes: cached entries are then not read.
+MEMORY_EVENTS_VERSION = 1
 
 # Larger sizes are taken for corrupt data (8 PiB; sums of them stay exact in a double).
 MAX_BYTES = 1 << 53
@@ -159,14 +163,14 @@ class _RowStats:
         out = np.full(self.n, -1, dtype=np.int32)
         sel, pos = self._of(stat, (KIND_STR, KIND_REF))
         st = self.table.stats
-        kind, value, length = st.kind[sel], st.value[sel], st.length[sel]
+        kind, value = st.kind[sel], st.value[sel]
         refs = kind == KIND_REF
         ref_values, ref_code = np.unique(value[refs], return_inverse=True)
         values = [st.stat_names[int(v)] for v in ref_values.tolist()]
         out[pos[refs]] = ref_code.reshape(-1)
         # Strings repeat (an op name per allocation): find the distinct ones by their bytes,
         # a length at a time, and decode each once.
-        starts, lengths, where = value[~refs], length[~refs].astype(np.int64), pos[~refs]
+        (starts, lengths), where = st.text_spans(sel[~refs]), pos[~refs]
         buf = self.buffer
         for size in np.unique(lengths).tolist():
             these = np.flatnonzero(lengths == size)
@@ -458,3 +462,37 @@ def _device_memory(table: EventTable, allocator: str) -> int | None:
     value = table.planes[plane].stats.get("memory_size")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
         else None
+
+
+def _cache_name() -> str:
+    return f"memory_events.{MEMORY_EVENTS_VERSION}"
+
+
+_LISTS = ("allocators", "source", "capacity", "texts", "problems")
+
+
+def save_memory_events(source: Path, ev: MemoryEvents) -> None:
+    """Keep a host's memory events in the on-disk cache (for ``source`` as it is now), so
+    that the memory profile's timeline is drawn without reading the host's table again."""
+    header = {name: getattr(ev, name) for name in _LISTS}
+    arrays = {f.name: getattr(ev, f.name) for f in fields(ev) if f.name not in _LISTS}
+    cache.save_arrays([source], _cache_name(), header, arrays)
+
+
+def cached_memory_events(source: Path) -> MemoryEvents | None:
+    """A host's memory events from the on-disk cache, when ``source`` is unchanged."""
+    hit = cache.load_arrays([source], _cache_name())
+    if hit is None:
+        return None
+    header, arrays = hit
+    try:
+        parts: dict[str, Any] = {name: header[name] for name in _LISTS}
+        parts.update(arrays)
+        ev = MemoryEvents(**parts)
+        n = len(ev.time_ns)
+        if any(len(a) != n for a in arrays.values()) or set(arrays) != \
+                {f.name for f in fields(ev)} - set(_LISTS):
+            return None
+        return ev
+    except (KeyError, TypeError):
+        return None  # a foreign or damaged entry: computed again

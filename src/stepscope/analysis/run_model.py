@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from stepscope.analysis.kernel_stats import (
     merge_groups,
     merged_groups,
 )
-from stepscope.analysis.memory_events import memory_events
+from stepscope.analysis.memory_events import memory_events, save_memory_events
 from stepscope.analysis.memory_profile import host_memory, run_memory
 from stepscope.analysis.overview_page import (
     CATEGORIES,
@@ -261,9 +262,11 @@ class RunModel:
                    {str(k): str(v) for k, v in d["failed"].items()}, dict(d["combined"]))
 
 
-def build_run_model(profile: RunTables) -> RunModel:
-    """Compute the run model of every host of ``profile``, and combine them."""
-    hosts = {name: build_host(name, table) for name, table in profile.hosts.items()}
+def build_run_model(profile: RunTables, *, use_cache: bool = False) -> RunModel:
+    """Compute the run model of every host of ``profile``, and combine them (with
+    ``use_cache``, what the tools read later from a host's events is kept in the cache)."""
+    hosts = {name: build_host(name, table, profile.sources.get(name) if use_cache else None)
+             for name, table in profile.hosts.items()}
     model = RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))
     model.combined = combine(model)
     return model
@@ -286,8 +289,9 @@ def combine(model: RunModel) -> dict[str, Any]:
     }
 
 
-def build_host(name: str, table: EventTable) -> HostModel:
-    """The model of one host's events."""
+def build_host(name: str, table: EventTable, source: Path | None = None) -> HostModel:
+    """The model of one host's events; with ``source`` (the file the table was read from),
+    its memory events are kept in the on-disk cache for the memory profile's timeline."""
     ov, events, masks = host_facts(name, table)
     steps = ov.steps
     host_work = masks["output"] | masks["compilation"] | masks["kernel_launch"] \
@@ -317,14 +321,17 @@ def build_host(name: str, table: EventTable) -> HostModel:
         np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
     start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
-                     devices, collective_end, start, _host_memory(name, table, steps, start))
+                     devices, collective_end, start,
+                     _host_memory(name, table, steps, start, source))
 
 
-def _host_memory(name: str, table: EventTable, steps: Steps,
-                 start: int | None) -> dict[str, Any] | None:
+def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
+                 source: Path | None) -> dict[str, Any] | None:
     ev = memory_events(table, steps.step_num, steps.start_ns, steps.end_ns)
     if not len(ev):
         return None
+    if source is not None:
+        save_memory_events(source, ev)
     return host_memory(name, table, ev, start).to_dict()
 
 

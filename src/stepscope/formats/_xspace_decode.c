@@ -79,7 +79,7 @@ Column_getbuffer(ColumnObject *self, Py_buffer *view, int flags)
 {
     static char empty[1];
     return PyBuffer_FillInfo(view, (PyObject *)self, self->buf.data ? self->buf.data : empty,
-                             (Py_ssize_t)self->buf.len, 1, flags);
+                             (Py_ssize_t)self->buf.len, 0, flags);
 }
 
 static PyBufferProcs Column_as_buffer = {(getbufferproc)Column_getbuffer, NULL};
@@ -503,9 +503,658 @@ done:
     return result;
 }
 
+/* ---- the table decoder: final columns, read from a file in pieces ---------------------
+ *
+ * `decode` above hands back the wire's columns as they are (picoseconds, metadata ids, an
+ * int64 event row per stat); turning them into a host's table takes as much memory again,
+ * and the file's bytes are held meanwhile. `scan` and `decode_table` instead read the file
+ * through a window of a few MB (or a buffer in memory) and write the table's own columns:
+ * event names and stat names as the table's codes (the planes' metadata, which `scan` hands
+ * to Python first, mapped to codes there), start and duration in ns, typed stats apart, the
+ * other stats with an int32 event row, str/bytes values as indices of texts kept one after
+ * another. Field by field it does what xspace_to_tables.py's
+ * `from_columns` does with `decode`'s columns; tests hold the two to the same tables.
+ */
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WINDOW (4u << 20)
+
+typedef struct {
+    const uint8_t *mem;  /* the whole data, when decoding a buffer; else NULL */
+    int fd;              /* else the file, read with pread */
+    uint8_t *win;
+    size_t win_cap, win_len;
+    int64_t win_off;     /* file offset of win[0] */
+    int64_t size;
+} Source;
+
+/* Bytes [off, off + n) of the source (the caller checked that they lie inside it). */
+static const uint8_t *
+source_need(Source *s, int64_t off, size_t n)
+{
+    if (s->mem != NULL) {
+        return s->mem + off;
+    }
+    if (off >= s->win_off && (uint64_t)(off - s->win_off) + n <= s->win_len) {
+        return s->win + (off - s->win_off);
+    }
+    size_t want = n > WINDOW ? n : WINDOW;
+    if ((int64_t)want > s->size - off) {
+        want = (size_t)(s->size - off);
+    }
+    if (want > s->win_cap) {
+        uint8_t *win = PyMem_RawRealloc(s->win, want);
+        if (win == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        s->win = win;
+        s->win_cap = want;
+    }
+    size_t got = 0;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (got < want) {
+        ssize_t r = pread(s->fd, s->win + got, want - got, (off_t)(off + (int64_t)got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { err = errno; break; }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    s->win_off = off;
+    s->win_len = got;
+    if (got < n) {
+        bad("truncated: the file is shorter than when it was opened");
+        return NULL;
+    }
+    return s->win;
+}
+
+/* A varint at *off (before end); *off moves past it. */
+static int
+src_varint(Source *s, int64_t *off, int64_t end, uint64_t *out)
+{
+    size_t avail = end - *off < 10 ? (size_t)(end - *off) : 10;
+    const uint8_t *p = source_need(s, *off, avail);
+    if (p == NULL) return -1;
+    Reader r = {p, p + avail};
+    if (read_varint(&r, out) < 0) return -1;
+    *off += r.p - p;
+    return 0;
+}
+
+/* A field key at *off: 0 at the end of the message, 1 with a key, -1 on error. */
+static int
+src_key(Source *s, int64_t *off, int64_t end, uint32_t *field, uint32_t *wire)
+{
+    if (*off >= end) return 0;
+    uint64_t key;
+    if (src_varint(s, off, end, &key) < 0) return -1;
+    *field = (uint32_t)(key >> 3);
+    *wire = (uint32_t)(key & 7);
+    return 1;
+}
+
+/* A length-delimited field's payload as [*sub, *sub_end); *off moves past it. */
+static int
+src_len(Source *s, int64_t *off, int64_t end, int64_t *sub, int64_t *sub_end)
+{
+    uint64_t n;
+    if (src_varint(s, off, end, &n) < 0) return -1;
+    if (n > (uint64_t)(end - *off)) return bad("length past the end of the data");
+    *sub = *off;
+    *sub_end = *off + (int64_t)n;
+    *off += (int64_t)n;
+    return 0;
+}
+
+static int
+src_skip(Source *s, int64_t *off, int64_t end, uint32_t wire)
+{
+    uint64_t v;
+    int64_t a, b;
+    switch (wire) {
+    case 0:
+        return src_varint(s, off, end, &v);
+    case 1:
+        if (end - *off < 8) return bad("truncated fixed64");
+        *off += 8;
+        return 0;
+    case 2:
+        return src_len(s, off, end, &a, &b);
+    case 5:
+        if (end - *off < 4) return bad("truncated fixed32");
+        *off += 4;
+        return 0;
+    default:
+        return bad("unsupported wire type");
+    }
+}
+
+/* Copy the field at *off (its key re-encoded, then its payload) to `out`. */
+static int
+src_copy_field(Source *s, int64_t *off, int64_t end, uint32_t field, uint32_t wire, Buf *out)
+{
+    int64_t start = *off;
+    if (src_skip(s, off, end, wire) < 0) return -1;
+    const uint8_t *p = source_need(s, start, (size_t)(*off - start));
+    if (p == NULL) return -1;
+    Reader r = {p, p + (*off - start)};
+    return copy_field(&r, field, wire, out);
+}
+
+/* `source` is an int (a file descriptor, read from offset 0 to its size) or a buffer. */
+static int
+source_open(Source *s, PyObject *arg, Py_buffer *view)
+{
+    memset(s, 0, sizeof *s);
+    view->obj = NULL;
+    if (PyLong_Check(arg)) {
+        s->fd = (int)PyLong_AsLong(arg);
+        if (s->fd == -1 && PyErr_Occurred()) return -1;
+        struct stat st;
+        if (fstat(s->fd, &st) < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        s->size = (int64_t)st.st_size;
+        s->win_off = -1;
+        return 0;
+    }
+    if (PyObject_GetBuffer(arg, view, PyBUF_SIMPLE) < 0) return -1;
+    s->mem = (const uint8_t *)view->buf;
+    s->size = (int64_t)view->len;
+    return 0;
+}
+
+static void
+source_close(Source *s, Py_buffer *view)
+{
+    PyMem_RawFree(s->win);
+    s->win = NULL;
+    if (view->obj != NULL) PyBuffer_Release(view);
+}
+
+/* scan(source) -> (space_rest: bytes, planes: list of bytes): every field but the planes'
+ * lines, which are skipped unread. */
+static PyObject *
+scan(PyObject *module, PyObject *arg)
+{
+    Source s;
+    Py_buffer view;
+    Buf space_rest = {NULL, 0, 0}, rest = {NULL, 0, 0};
+    PyObject *planes = NULL, *result = NULL;
+    if (source_open(&s, arg, &view) < 0) return NULL;
+    planes = PyList_New(0);
+    if (planes == NULL) goto done;
+    int64_t off = 0;
+    uint32_t field, wire;
+    int more;
+    while ((more = src_key(&s, &off, s.size, &field, &wire)) == 1) {
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(&s, &off, s.size, &p, &pend) < 0) goto done;
+            int more2;
+            rest.len = 0;
+            while ((more2 = src_key(&s, &p, pend, &field, &wire)) == 1) {
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(&s, &p, pend, &a, &b) < 0) goto done;
+                } else if (src_copy_field(&s, &p, pend, field, wire, &rest) < 0) {
+                    goto done;
+                }
+            }
+            if (more2 < 0) goto done;
+            PyObject *bytes = PyBytes_FromStringAndSize(rest.data ? rest.data : "", rest.len);
+            if (bytes == NULL) goto done;
+            int rc = PyList_Append(planes, bytes);
+            Py_DECREF(bytes);
+            if (rc < 0) goto done;
+        } else if (src_copy_field(&s, &off, s.size, field, wire, &space_rest) < 0) {
+            goto done;
+        }
+    }
+    if (more < 0) goto done;
+    PyObject *head = PyBytes_FromStringAndSize(space_rest.data ? space_rest.data : "",
+                                               space_rest.len);
+    if (head == NULL) goto done;
+    result = PyTuple_Pack(2, head, planes);
+    Py_DECREF(head);
+done:
+    Py_XDECREF(planes);
+    PyMem_RawFree(space_rest.data);
+    PyMem_RawFree(rest.data);
+    source_close(&s, &view);
+    return result;
+}
+
+/* A plane's metadata ids → the table's codes: a direct table when the ids are small and
+ * dense (they usually are), else a binary search over the sorted ids. */
+typedef struct {
+    int32_t *direct;
+    int64_t ndirect;
+    const int64_t *keys;
+    const int32_t *codes;
+    int64_t nkeys;
+} Map;
+
+static inline int32_t
+map_lookup(const Map *m, int64_t id)
+{
+    if (m->direct != NULL) {
+        return (uint64_t)id < (uint64_t)m->ndirect ? m->direct[id] : -1;
+    }
+    int64_t lo = 0, hi = m->nkeys;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (m->keys[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->nkeys && m->keys[lo] == id ? m->codes[lo] : -1;
+}
+
+/* Map from (keys: int64 buffer sorted ascending, codes: int32 buffer); views are kept in
+ * `views` (released by the caller). */
+static int
+map_init(Map *m, PyObject *keys, PyObject *codes, Py_buffer *kv, Py_buffer *cv)
+{
+    memset(m, 0, sizeof *m);
+    if (PyObject_GetBuffer(keys, kv, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(codes, cv, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(kv);
+        kv->obj = NULL;
+        return -1;
+    }
+    m->nkeys = kv->len / (Py_ssize_t)sizeof(int64_t);
+    if (cv->len / (Py_ssize_t)sizeof(int32_t) != m->nkeys) {
+        PyErr_SetString(PyExc_TypeError, "a map's keys and codes differ in length");
+        return -1;
+    }
+    m->keys = kv->buf;
+    m->codes = cv->buf;
+    if (m->nkeys == 0) return 0;
+    int64_t low = m->keys[0], high = m->keys[m->nkeys - 1];
+    if (low >= 0 && high < 4 * m->nkeys + 4096) {
+        m->ndirect = high + 1;
+        m->direct = PyMem_RawMalloc((size_t)m->ndirect * sizeof(int32_t));
+        if (m->direct == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int64_t i = 0; i < m->ndirect; i++) m->direct[i] = -1;
+        for (int64_t i = 0; i < m->nkeys; i++) m->direct[m->keys[i]] = m->codes[i];
+    }
+    return 0;
+}
+
+#define N_TYPED 4
+
+typedef struct {
+    Source src;
+    /* events */
+    Buf ev_line;      /* int32 */
+    Buf ev_name;      /* int32: the table's name code, -1 for an id without metadata */
+    Buf ev_start;     /* int64 ns: offset, then (at the line's end) plus its timestamp */
+    Buf ev_dur;       /* int64 ns, negative ones made 0 */
+    /* lines */
+    Buf ln_plane;     /* int32 */
+    Buf ln_id;        /* int64 */
+    /* typed stats, per slot: rows (int64), values (int64) */
+    Buf ty_rows[N_TYPED], ty_values[N_TYPED];
+    /* the other stats */
+    Buf st_event;     /* int32 */
+    Buf st_name;      /* int32 */
+    Buf st_kind;      /* int8 */
+    Buf st_value;     /* int64; a str/bytes stat's: its text's index */
+    Buf st_text_end;  /* int64 per text: where it ends in blob */
+    Buf blob;         /* the texts, one after another */
+    int64_t n_texts;
+    PyObject *line_names, *line_display_names, *negative;
+    const int8_t *slot;  /* per stat code: typed slot or -1 */
+    int64_t nslot;
+    int64_t n_events, unknown;
+    Map *ev_map, *st_map; /* the current plane's */
+} Table;
+
+/* ps → ns rounded half up, as Python's (ps + 500) // 1000 on int64 (wrapping, flooring). */
+static inline int64_t
+ps_to_ns(int64_t ps)
+{
+    int64_t x = (int64_t)((uint64_t)ps + 500u);
+    int64_t q = x / 1000;
+    if (x % 1000 != 0 && x < 0) q -= 1;
+    return q;
+}
+
+static int
+table_stat(Table *t, Reader *r, int32_t row)
+{
+    uint32_t field, wire;
+    int64_t metadata_id = 0, value = 0;
+    int8_t kind = 0;
+    Reader text = {NULL, NULL};
+    int more;
+    while ((more = read_key(r, &field, &wire)) == 1) {
+        uint64_t v;
+        if (field == 1 && wire == 0) {
+            if (read_varint(r, &v) < 0) return -1;
+            metadata_id = (int64_t)v;
+        } else if (field == 2 && wire == 1) {
+            if (r->end - r->p < 8) return bad("truncated double");
+            memcpy(&value, r->p, 8);
+            r->p += 8;
+            kind = KIND_DOUBLE;
+        } else if ((field == 3 || field == 4 || field == 7) && wire == 0) {
+            if (read_varint(r, &v) < 0) return -1;
+            value = (int64_t)v;
+            kind = field == 3 ? KIND_UINT64 : field == 4 ? KIND_INT64 : KIND_REF;
+        } else if ((field == 5 || field == 6) && wire == 2) {
+            if (read_len(r, &text) < 0) return -1;
+            kind = field == 5 ? KIND_STR : KIND_BYTES;
+        } else if (skip_field(r, wire) < 0) {
+            return -1;
+        }
+    }
+    if (more < 0) return -1;
+    int32_t code = map_lookup(t->st_map, metadata_id);
+    if (kind == KIND_REF) {
+        value = map_lookup(t->st_map, value);
+    } else if (kind == KIND_STR || kind == KIND_BYTES) {
+        /* Only the value the stat ends with is kept: texts lie one after another. */
+        if (buf_put(&t->blob, text.p, (size_t)(text.end - text.p)) < 0) return -1;
+        value = t->n_texts++;
+        PUT(&t->st_text_end, int64_t, t->blob.len);
+    }
+    if ((kind == KIND_INT64 || kind == KIND_UINT64) && code >= 0 && code < t->nslot &&
+        t->slot[code] >= 0) {
+        int s = t->slot[code];
+        PUT(&t->ty_rows[s], int64_t, row);
+        PUT(&t->ty_values[s], int64_t, value);
+        return 0;
+    }
+    PUT(&t->st_event, int32_t, row);
+    PUT(&t->st_name, int32_t, code);
+    PUT(&t->st_kind, int8_t, kind);
+    PUT(&t->st_value, int64_t, value);
+    return 0;
+fail:
+    return -1;
+}
+
+static int
+table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
+{
+    uint32_t field, wire;
+    int64_t metadata_id = 0, offset = 0, duration = 0;
+    int more;
+    if (t->n_events >= INT32_MAX) return bad("more than 2**31 events");
+    int32_t row = (int32_t)t->n_events;
+    while ((more = read_key(r, &field, &wire)) == 1) {
+        uint64_t v;
+        if (wire == 0 && (field == 1 || field == 2 || field == 3)) {
+            if (read_varint(r, &v) < 0) return -1;
+            if (field == 1) metadata_id = (int64_t)v;
+            else if (field == 2) offset = (int64_t)v;
+            else duration = (int64_t)v;
+        } else if (field == 4 && wire == 2) {
+            Reader sub;
+            if (read_len(r, &sub) < 0 || table_stat(t, &sub, row) < 0) return -1;
+        } else if (skip_field(r, wire) < 0) {
+            return -1;
+        }
+    }
+    if (more < 0) return -1;
+    int32_t name = map_lookup(t->ev_map, metadata_id);
+    if (name < 0) t->unknown++;
+    int64_t dur = ps_to_ns(duration);
+    if (dur < 0) {
+        dur = 0;
+        (*negative)++;
+    }
+    PUT(&t->ev_line, int32_t, line_index);
+    PUT(&t->ev_name, int32_t, name);
+    PUT(&t->ev_start, int64_t, ps_to_ns(offset));
+    PUT(&t->ev_dur, int64_t, dur);
+    t->n_events++;
+    return 0;
+fail:
+    return -1;
+}
+
+static PyObject *
+src_str(Source *s, int64_t a, int64_t b)
+{
+    const uint8_t *p = source_need(s, a, (size_t)(b - a));
+    if (p == NULL) return NULL;
+    return PyUnicode_DecodeUTF8((const char *)p, b - a, "replace");
+}
+
+static int
+table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative)
+{
+    uint32_t field, wire;
+    int64_t id = 0, timestamp = 0;
+    PyObject *name = NULL, *display_name = NULL;
+    int32_t line_index = (int32_t)(t->ln_plane.len / sizeof(int32_t));
+    int64_t first = t->n_events;
+    int more;
+    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
+        uint64_t v;
+        if (wire == 0 && (field == 1 || field == 3)) {
+            if (src_varint(&t->src, &off, end, &v) < 0) goto fail;
+            if (field == 1) id = (int64_t)v;
+            else timestamp = (int64_t)v;
+        } else if (wire == 2 && (field == 2 || field == 11)) {
+            int64_t a, b;
+            if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
+            PyObject *str = src_str(&t->src, a, b);
+            if (str == NULL) goto fail;
+            PyObject **slot = field == 2 ? &name : &display_name;
+            Py_XSETREF(*slot, str);
+        } else if (wire == 2 && field == 4) {
+            int64_t a, b;
+            if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
+            const uint8_t *p = source_need(&t->src, a, (size_t)(b - a));
+            if (p == NULL) goto fail;
+            Reader sub = {p, p + (b - a)};
+            if (table_event(t, &sub, line_index, negative) < 0) goto fail;
+        } else if (src_skip(&t->src, &off, end, wire) < 0) {
+            goto fail;
+        }
+    }
+    if (more < 0) goto fail;
+    /* Times are relative to the line's timestamp, which may come after its events. */
+    int64_t *start = (int64_t *)t->ev_start.data;
+    for (int64_t i = first; i < t->n_events; i++) {
+        start[i] = (int64_t)((uint64_t)start[i] + (uint64_t)timestamp);
+    }
+    PUT(&t->ln_plane, int32_t, plane_index);
+    PUT(&t->ln_id, int64_t, id);
+    if (name == NULL && (name = PyUnicode_FromString("")) == NULL) goto fail;
+    if (display_name == NULL && (display_name = PyUnicode_FromString("")) == NULL) goto fail;
+    if (PyList_Append(t->line_names, name) < 0 ||
+        PyList_Append(t->line_display_names, display_name) < 0) goto fail;
+    Py_DECREF(name);
+    Py_DECREF(display_name);
+    return 0;
+fail:
+    Py_XDECREF(name);
+    Py_XDECREF(display_name);
+    return -1;
+}
+
+static void
+table_free(Table *t)
+{
+    Buf *bufs[] = {&t->ev_line, &t->ev_name, &t->ev_start, &t->ev_dur, &t->ln_plane,
+                   &t->ln_id, &t->st_event, &t->st_name, &t->st_kind, &t->st_value,
+                   &t->st_text_end, &t->blob};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        PyMem_RawFree(bufs[i]->data);
+        bufs[i]->data = NULL;
+    }
+    for (int i = 0; i < N_TYPED; i++) {
+        PyMem_RawFree(t->ty_rows[i].data);
+        PyMem_RawFree(t->ty_values[i].data);
+        t->ty_rows[i].data = t->ty_values[i].data = NULL;
+    }
+    Py_XDECREF(t->line_names);
+    Py_XDECREF(t->line_display_names);
+    Py_XDECREF(t->negative);
+}
+
+/* decode_table(source, maps, slots) -> dict of columns (see xspace_to_tables.py).
+ * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
+ * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1. */
+static PyObject *
+decode_table(PyObject *module, PyObject *args)
+{
+    PyObject *source, *maps_arg, *slots_arg;
+    if (!PyArg_ParseTuple(args, "OO!O", &source, &PyList_Type, &maps_arg, &slots_arg)) {
+        return NULL;
+    }
+    Table t;
+    memset(&t, 0, sizeof t);
+    Py_buffer view, slots_view;
+    view.obj = NULL;
+    slots_view.obj = NULL;
+    Py_ssize_t n_maps = PyList_GET_SIZE(maps_arg);
+    Map *maps = PyMem_RawCalloc((size_t)(2 * n_maps + 1), sizeof(Map));
+    Py_buffer *views = PyMem_RawCalloc((size_t)(4 * n_maps + 1), sizeof(Py_buffer));
+    PyObject *result = NULL;
+    if (maps == NULL || views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_maps; i++) {
+        PyObject *item = PyList_GET_ITEM(maps_arg, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+            PyErr_SetString(PyExc_TypeError, "each map is (event keys, codes, stat keys, codes)");
+            goto done;
+        }
+        if (map_init(&maps[2 * i], PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1),
+                     &views[4 * i], &views[4 * i + 1]) < 0 ||
+            map_init(&maps[2 * i + 1], PyTuple_GET_ITEM(item, 2), PyTuple_GET_ITEM(item, 3),
+                     &views[4 * i + 2], &views[4 * i + 3]) < 0) {
+            goto done;
+        }
+    }
+    if (PyObject_GetBuffer(slots_arg, &slots_view, PyBUF_SIMPLE) < 0) goto done;
+    t.slot = slots_view.buf;
+    t.nslot = slots_view.len;
+    if (source_open(&t.src, source, &view) < 0) goto done;
+    t.line_names = PyList_New(0);
+    t.line_display_names = PyList_New(0);
+    t.negative = PyList_New(0);
+    if (t.line_names == NULL || t.line_display_names == NULL || t.negative == NULL) goto done;
+
+    int64_t off = 0, end = t.src.size;
+    uint32_t field, wire;
+    int more;
+    int32_t plane_index = 0;
+    while ((more = src_key(&t.src, &off, end, &field, &wire)) == 1) {
+        if (field == 1 && wire == 2) {
+            int64_t p, pend, negative = 0;
+            if (src_len(&t.src, &off, end, &p, &pend) < 0) goto done;
+            if (plane_index >= n_maps) {
+                bad("the file changed while it was read");
+                goto done;
+            }
+            t.ev_map = &maps[2 * plane_index];
+            t.st_map = &maps[2 * plane_index + 1];
+            int more2;
+            while ((more2 = src_key(&t.src, &p, pend, &field, &wire)) == 1) {
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(&t.src, &p, pend, &a, &b) < 0 ||
+                        table_line(&t, a, b, plane_index, &negative) < 0) goto done;
+                } else if (src_skip(&t.src, &p, pend, wire) < 0) {
+                    goto done;
+                }
+            }
+            if (more2 < 0) goto done;
+            PyObject *count = PyLong_FromLongLong(negative);
+            if (count == NULL) goto done;
+            int rc = PyList_Append(t.negative, count);
+            Py_DECREF(count);
+            if (rc < 0) goto done;
+            plane_index++;
+        } else if (src_skip(&t.src, &off, end, wire) < 0) {
+            goto done;
+        }
+    }
+    if (more < 0) goto done;
+    if (plane_index != n_maps) {
+        bad("the file changed while it was read");
+        goto done;
+    }
+    /* Hand the columns over; from here on nothing is freed twice. */
+    PyObject *out = PyDict_New();
+    if (out == NULL) goto done;
+    PyObject *counts = Py_BuildValue("(LL)", (long long)t.n_events, (long long)t.unknown);
+    int failed = counts == NULL || PyDict_SetItemString(out, "counts", counts) < 0;
+    Py_XDECREF(counts);
+    failed = failed ||
+        PyDict_SetItemString(out, "line_name", t.line_names) < 0 ||
+        PyDict_SetItemString(out, "line_display_name", t.line_display_names) < 0 ||
+        PyDict_SetItemString(out, "negative", t.negative) < 0 ||
+        add_column(out, "ev_line", &t.ev_line) < 0 ||
+        add_column(out, "ev_name", &t.ev_name) < 0 ||
+        add_column(out, "ev_start", &t.ev_start) < 0 ||
+        add_column(out, "ev_dur", &t.ev_dur) < 0 ||
+        add_column(out, "ln_plane", &t.ln_plane) < 0 ||
+        add_column(out, "ln_id", &t.ln_id) < 0 ||
+        add_column(out, "st_event", &t.st_event) < 0 ||
+        add_column(out, "st_name", &t.st_name) < 0 ||
+        add_column(out, "st_kind", &t.st_kind) < 0 ||
+        add_column(out, "st_value", &t.st_value) < 0 ||
+        add_column(out, "st_text_end", &t.st_text_end) < 0 ||
+        add_column(out, "blob", &t.blob) < 0;
+    for (int i = 0; i < N_TYPED && !failed; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ty_rows%d", i);
+        failed = add_column(out, name, &t.ty_rows[i]) < 0;
+        snprintf(name, sizeof name, "ty_values%d", i);
+        failed = failed || add_column(out, name, &t.ty_values[i]) < 0;
+    }
+    if (failed) {
+        Py_DECREF(out);
+        goto done;
+    }
+    result = out;
+done:
+    if (maps != NULL) {
+        for (Py_ssize_t i = 0; i < 2 * n_maps; i++) PyMem_RawFree(maps[i].direct);
+    }
+    if (views != NULL) {
+        for (Py_ssize_t i = 0; i < 4 * n_maps; i++) {
+            if (views[i].obj != NULL) PyBuffer_Release(&views[i]);
+        }
+    }
+    PyMem_RawFree(maps);
+    PyMem_RawFree(views);
+    if (slots_view.obj != NULL) PyBuffer_Release(&slots_view);
+    source_close(&t.src, &view);
+    table_free(&t);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"decode", decode, METH_O,
      "Decode XSpace bytes into flat columns (see formats/xspace_columns.py)."},
+    {"scan", scan, METH_O,
+     "An XSpace's fields but its planes' lines, as bytes: (rest of the space, planes)."},
+    {"decode_table", decode_table, METH_VARARGS,
+     "Decode an XSpace (a file descriptor or bytes) into a host table's columns."},
     {NULL, NULL, 0, NULL},
 };
 

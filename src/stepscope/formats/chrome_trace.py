@@ -447,14 +447,8 @@ class _Stats:
             kind = np.zeros(0, dtype=np.int8)
         encoded = [s.encode("utf-8", "replace") for s in self.texts]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        offsets = np.zeros(len(encoded), dtype=np.int64)
-        if len(encoded) > 1:
-            np.cumsum(lengths[:-1], out=offsets[1:])
-        length = np.zeros(len(event), dtype=np.int32)
-        is_text = kind == sk.KIND_STR
-        length[is_text] = lengths[value[is_text]]
-        value = value.copy()
-        value[is_text] = offsets[value[is_text]]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
 
         names = [""] * len(self.names)
         for text, index in self.names.items():
@@ -470,10 +464,11 @@ class _Stats:
             keep[rows] = False
         order = np.argsort(event[keep], kind="stable")
         event, name = event[keep][order], name[keep][order]
-        kind, value, length = kind[keep][order], value[keep][order], length[keep][order]
+        kind, value = kind[keep][order], value[keep][order]
         used, name = np.unique(name, return_inverse=True)
-        side = StatTable(event=event, name=name.astype(np.int32).reshape(-1), kind=kind,
-                         value=value, length=length, text=b"".join(encoded),
+        side = StatTable(event=event.astype(np.int32),
+                         name=name.astype(np.int32).reshape(-1), kind=kind, value=value,
+                         text=b"".join(encoded), text_offsets=offsets,
                          stat_names=[names[c] for c in used.tolist()])
         return side, taken
 
@@ -829,7 +824,7 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     host = doc.get("host_name")
     return EventTable(
         planes=planes, line_plane=line_plane, line_id=line_id, line_name=line_name,
-        plane=row_plane, line=row_line.astype(np.int32), name=name_code.astype(np.int32),
+        line=row_line.astype(np.int32), name=name_code.astype(np.int32),
         start_ns=start_ns, duration_ns=duration_ns, typed=typed, names=names, stats=side,
         hostnames=[host] if isinstance(host, str) and host else [],
     )

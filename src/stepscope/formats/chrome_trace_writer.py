@@ -139,7 +139,7 @@ def _subset(table: EventTable, rows: NDArray[np.int64]) -> EventTable:
     """The events ``rows`` of ``table`` (lines, names and planes shared)."""
     return EventTable(
         planes=table.planes, line_plane=table.line_plane, line_id=table.line_id,
-        line_name=table.line_name, plane=table.plane[rows], line=table.line[rows],
+        line_name=table.line_name, line=table.line[rows],
         name=table.name[rows], start_ns=table.start_ns[rows],
         duration_ns=table.duration_ns[rows],
         typed={k: v[rows] for k, v in table.typed.items()}, names=table.names,

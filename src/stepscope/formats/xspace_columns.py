@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
@@ -107,16 +108,31 @@ def ps_to_ns(ps: I64) -> I64:
     return (ps + 500) // 1000
 
 
+def compiled() -> bool:
+    """Whether the compiled decoder is built and not turned off (``STEPSCOPE_PURE_PYTHON``)."""
+    return _xspace_decode is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON")
+
+
+def compiled_decoder() -> Any:
+    """The compiled decoder module (None where it was not built)."""
+    return _xspace_decode
+
+
+def format_error(source: str, err: Exception) -> ProfileFormatError:
+    """The one error for data that does not parse as an XSpace."""
+    return ProfileFormatError(
+        f"{source} is not a readable XSpace profile ({err}); it may be truncated or not "
+        "an .xplane.pb file.")
+
+
 def decode_columns(data: bytes, source: str = "<bytes>") -> XSpaceColumns:
     """Decode XSpace bytes; ``source`` names the file in errors."""
     try:
-        if _xspace_decode is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON"):
+        if compiled():
             return _from_compiled(_xspace_decode.decode(data))
         return decode_columns_protobuf(data)
-    except (ValueError, RuntimeError) as err:  # the decoders' and protobuf's parse errors
-        raise ProfileFormatError(
-            f"{source} is not a readable XSpace profile ({err}); it may be truncated or not "
-            "an .xplane.pb file.") from err
+    except (ValueError, RuntimeError, DecodeError) as err:  # the decoders' and protobuf's
+        raise format_error(source, err) from err
 
 
 def _from_compiled(raw: dict[str, Any]) -> XSpaceColumns:

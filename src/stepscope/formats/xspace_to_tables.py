@@ -6,8 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
+from numpy.typing import NDArray
 
+from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
+from stepscope.formats.xplane_proto import XPlane, XSpace
 from stepscope.model.events import (
     I32,
     I64,
@@ -17,9 +21,15 @@ from stepscope.model.events import (
     StatTable,
     TypedStats,
 )
-from stepscope.model.locations import as_path, read_bytes
+from stepscope.model.locations import as_path, is_remote, read_bytes
 from stepscope.model.schema import NEGATIVE_DURATIONS
-from stepscope.model.stat_kinds import KIND_INT64, KIND_REF, KIND_UINT64
+from stepscope.model.stat_kinds import (
+    KIND_BYTES,
+    KIND_INT64,
+    KIND_REF,
+    KIND_STR,
+    KIND_UINT64,
+)
 
 
 def text(value: str | bytes) -> str:
@@ -81,33 +91,68 @@ def _plane_ranges(plane_of: I32, planes: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
 
+class _Dictionaries:
+    """The table's name dictionaries over all planes, and each plane's metadata ids → codes."""
+
+    def __init__(self, planes: list[Any]) -> None:
+        self.names: list[str] = []
+        self.stat_names: list[str] = []
+        name_codes: dict[str, int] = {}
+        self.stat_codes: dict[str, int] = {}
+        self.event_maps: list[dict[int, int]] = []
+        self.stat_maps: list[dict[int, int]] = []
+        for plane in planes:
+            event_map = {}
+            for mid, md in plane.event_metadata.items():
+                event_name = text(md.name or md.display_name)
+                event_map[mid] = name_codes.setdefault(event_name, len(name_codes))
+                if event_map[mid] == len(self.names):
+                    self.names.append(event_name)
+            stat_map = {}
+            for mid, md in plane.stat_metadata.items():
+                stat_name_text = text(md.name)
+                stat_map[mid] = self.stat_codes.setdefault(stat_name_text,
+                                                           len(self.stat_codes))
+                if stat_map[mid] == len(self.stat_names):
+                    self.stat_names.append(stat_name_text)
+            self.event_maps.append(event_map)
+            self.stat_maps.append(stat_map)
+        self._name_codes = name_codes
+
+    def unknown_event(self) -> int:
+        """The code of the name given to events whose metadata id has no entry."""
+        unknown = self._name_codes.setdefault("<unknown event>", len(self._name_codes))
+        if unknown == len(self.names):
+            self.names.append("<unknown event>")
+        return unknown
+
+    def typed_slots(self) -> NDArray[np.int8]:
+        """Per stat code: the index in TYPED_STATS of the typed stat it is, else -1."""
+        slots = np.full(len(self.stat_names), -1, np.int8)
+        for i, stat in enumerate(TYPED_STATS):
+            code = self.stat_codes.get(stat)
+            if code is not None:
+                slots[code] = i
+        return slots
+
+
+def _planes(planes: list[Any]) -> list[Plane]:
+    return [Plane(p.id, text(p.name), _plane_stats(p)) for p in planes]
+
+
 def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     """Build a host's event table from decoded XSpace columns."""
     ev, st = cols.events, cols.stats
     plane_of_event = cols.lines.plane[ev.line]
-    names: list[str] = []
-    name_codes: dict[str, int] = {}
-    stat_names: list[str] = []
-    stat_codes: dict[str, int] = {}
+    dicts = _Dictionaries(cols.planes)
     name = np.full(len(ev), -1, dtype=np.int32)
-    stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
+    stat_event = np.repeat(np.arange(len(ev), dtype=np.int32), ev.nstats)
     stat_name = np.full(len(st.metadata_id), -1, dtype=np.int32)
     stat_value = np.array(st.value, dtype=np.int64)  # a copy: refs are rewritten below
     ranges = _plane_ranges(plane_of_event, len(cols.planes))
     stat_begin = ev.stat_begin()
-    for index, plane in enumerate(cols.planes):
-        event_map = {}
-        for mid, md in plane.event_metadata.items():
-            event_name = text(md.name or md.display_name)
-            event_map[mid] = name_codes.setdefault(event_name, len(name_codes))
-            if event_map[mid] == len(names):
-                names.append(event_name)
-        stat_map = {}
-        for mid, md in plane.stat_metadata.items():
-            stat_name_text = text(md.name)
-            stat_map[mid] = stat_codes.setdefault(stat_name_text, len(stat_codes))
-            if stat_map[mid] == len(stat_names):
-                stat_names.append(stat_name_text)
+    for index, (event_map, stat_map) in enumerate(zip(dicts.event_maps, dicts.stat_maps,
+                                                      strict=True)):
         if ranges:  # the plane's events and stats are slices: no masks over every row
             lo, hi = ranges[index]
             slo, shi = int(stat_begin[lo]), int(stat_begin[hi])
@@ -124,35 +169,31 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         stat_value[refs] = _lookup(stat_value[refs], stat_map)
     if len(name) and name.min() < 0:
         # An event whose metadata id has no entry: keep it, under an explicit name.
-        unknown = name_codes.setdefault("<unknown event>", len(name_codes))
-        if unknown == len(names):
-            names.append("<unknown event>")
-        name[name < 0] = unknown
+        name[name < 0] = dicts.unknown_event()
 
     typed: dict[str, tuple[I64, I64]] = {}
     typed_rows = []
     is_int = (st.kind == KIND_INT64) | (st.kind == KIND_UINT64)
     for stat in TYPED_STATS:
-        code = stat_codes.get(stat)
+        code = dicts.stat_codes.get(stat)
         rows = np.zeros(0, np.int64) if code is None else \
             np.flatnonzero((stat_name == code) & is_int)
-        typed[stat] = (stat_event[rows], stat_value[rows])
+        typed[stat] = (stat_event[rows].astype(np.int64), stat_value[rows])
         typed_rows.append(rows)
     del is_int
     dropped = np.concatenate(typed_rows)
+    kind, length = st.kind, st.length
     if len(dropped):
         keep = np.ones(len(stat_name), dtype=bool)
         keep[dropped] = False
-        side = StatTable(_compact(stat_event, keep), _compact(stat_name, keep),
-                         st.kind[keep], _compact(stat_value, keep), st.length[keep], st.blob,
-                         stat_names)
-    else:  # nothing typed: the columns as they are (no copies)
-        side = StatTable(stat_event, stat_name, st.kind, stat_value, st.length, st.blob,
-                         stat_names)
+        stat_event, stat_name = _compact(stat_event, keep), _compact(stat_name, keep)
+        stat_value, kind, length = _compact(stat_value, keep), kind[keep], length[keep]
+    texts, offsets = _texts(kind, stat_value, length, st.blob)
+    side = StatTable(stat_event, stat_name, kind, stat_value, texts, offsets, dicts.stat_names)
 
     start_ns = cols.event_start_ns()
     duration_ns = xc.ps_to_ns(ev.duration_ps)
-    planes = [Plane(p.id, text(p.name), _plane_stats(p)) for p in cols.planes]
+    planes = _planes(cols.planes)
     negative = duration_ns < 0
     if negative.any():  # bad data: an event cannot end before it starts
         duration_ns = np.where(negative, 0, duration_ns)
@@ -165,15 +206,90 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         line_plane=cols.lines.plane, line_id=cols.lines.id,
         line_name=[text(d or n) for n, d in zip(cols.lines.name, cols.lines.display_name,
                                                 strict=True)],
-        plane=plane_of_event, line=ev.line, name=name, start_ns=start_ns,
-        duration_ns=duration_ns, typed=TypedStats(len(ev), typed), names=names, stats=side,
-        hostnames=[text(h) for h in cols.hostnames],
+        line=ev.line, name=name, start_ns=start_ns,
+        duration_ns=duration_ns, typed=TypedStats(len(ev), typed), names=dicts.names,
+        stats=side, hostnames=[text(h) for h in cols.hostnames],
+    )
+
+
+def _texts(kind: NDArray[np.int8], value: I64, length: I32, blob: bytes
+           ) -> tuple[bytes, I64]:
+    """Str/bytes stats as indices into their texts: ``value`` (a blob offset) rewritten in
+    place to the text's index; the texts, one after another, and their offsets."""
+    rows = np.flatnonzero((kind == KIND_STR) | (kind == KIND_BYTES))
+    starts, lengths = value[rows], length[rows].astype(np.int64)
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if not np.array_equal(starts, offsets[:-1]):
+        # Bytes between the texts (a stat that set its value twice): keep only the texts.
+        blob = b"".join(blob[a:a + n] for a, n in zip(starts.tolist(), lengths.tolist(),
+                                                      strict=True))
+    elif len(blob) != int(offsets[-1]):
+        blob = blob[:int(offsets[-1])]
+    value[rows] = np.arange(len(rows), dtype=np.int64)
+    return blob, offsets
+
+
+def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
+    """A metadata map as (ids ascending, codes) for the compiled decoder."""
+    keys = np.array(sorted(mapping), dtype=np.int64)
+    return keys, np.array([mapping[k] for k in keys.tolist()], dtype=np.int32)
+
+
+def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
+    """A host's event table straight from XSpace data (an open file's descriptor, read
+    through a small window, or bytes) by the compiled decoder: no copy of the file and no
+    intermediate columns are held. ``name`` names the data in errors."""
+    decoder = xc.compiled_decoder()
+    try:
+        head, raw_planes = decoder.scan(source)
+        space = XSpace.FromString(head)
+        messages = [XPlane.FromString(b) for b in raw_planes]
+        dicts = _Dictionaries(messages)
+        maps = [(*_map_arrays(e), *_map_arrays(s))
+                for e, s in zip(dicts.event_maps, dicts.stat_maps, strict=True)]
+        raw = decoder.decode_table(source, maps, dicts.typed_slots())
+    except (ValueError, RuntimeError, DecodeError) as err:
+        raise xc.format_error(name, err) from err
+
+    def col(key: str, dtype: type) -> Any:
+        return np.frombuffer(raw[key], dtype=dtype)
+
+    n_events, unknown = raw["counts"]
+    name_col = col("ev_name", np.int32)
+    if unknown:  # an event whose metadata id has no entry: kept, under an explicit name
+        name_col[name_col < 0] = dicts.unknown_event()
+    planes = _planes(messages)
+    for index, count in enumerate(raw["negative"]):
+        if count:  # bad data: an event cannot end before it starts
+            planes[index].stats[NEGATIVE_DURATIONS] = count
+    typed = {stat: (col(f"ty_rows{i}", np.int64), col(f"ty_values{i}", np.int64))
+             for i, stat in enumerate(TYPED_STATS)}
+    stats = StatTable(col("st_event", np.int32), col("st_name", np.int32),
+                      col("st_kind", np.int8), col("st_value", np.int64),
+                      memoryview(raw["blob"]).cast("B"),
+                      np.r_[np.int64(0), col("st_text_end", np.int64)], dicts.stat_names)
+    return EventTable(
+        planes=planes, line_plane=col("ln_plane", np.int32), line_id=col("ln_id", np.int64),
+        line_name=[d or n for n, d in zip(raw["line_name"], raw["line_display_name"],
+                                          strict=True)],
+        line=col("ev_line", np.int32), name=name_col, start_ns=col("ev_start", np.int64),
+        duration_ns=col("ev_dur", np.int64), typed=TypedStats(n_events, typed),
+        names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],
     )
 
 
 def load_xspace(path: str | Path) -> EventTable:
     """Load one ``.xplane.pb`` file into an event table."""
     path = as_path(path)
+    if xc.compiled():
+        if is_remote(path):
+            return from_source(read_bytes(path), str(path))
+        try:
+            with open(path, "rb") as f:
+                return from_source(f.fileno(), str(path))
+        except OSError as err:
+            raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
     data = read_bytes(path)
     cols = xc.decode_columns(data, str(path))
     del data  # the columns hold what is needed; free the file's bytes before building

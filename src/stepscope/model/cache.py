@@ -71,7 +71,8 @@ from stepscope.model import locations
 from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
-FORMAT_VERSION = 3  # 3: typed stats kept sparse
+FORMAT_VERSION = 4  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
+# texts by index
 
 TABLE_NAME = "table"
 DEFAULT_MAX_GB = 20.0
@@ -178,13 +179,13 @@ def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
     st = table.stats
     return [
         ("line_plane", table.line_plane), ("line_id", table.line_id),
-        ("plane", table.plane), ("line", table.line), ("name", table.name),
+        ("line", table.line), ("name", table.name),
         ("start_ns", table.start_ns), ("duration_ns", table.duration_ns),
         *((f"typed.{k}.{part}", array)
           for k, pair in TypedStats.of(table.typed).sparse.items()
           for part, array in zip(("rows", "values"), pair, strict=True)),
         ("stats.event", st.event), ("stats.name", st.name), ("stats.kind", st.kind),
-        ("stats.value", st.value), ("stats.length", st.length),
+        ("stats.value", st.value), ("stats.text_offsets", st.text_offsets),
         ("stats.text", np.frombuffer(st.text, dtype=np.uint8)),
     ]
 
@@ -201,13 +202,17 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
 
     n_lines, n_events = len(cols["line_id"]), len(cols["name"])
     n_stats = len(cols["stats.event"])
+    text, offsets = take("stats.text", np.uint8, None), take("stats.text_offsets", np.int64, None)
+    if not len(offsets) or int(offsets[0]) != 0 or int(offsets[-1]) > len(text) \
+            or bool(np.any(np.diff(offsets) < 0)):
+        raise ValueError("bad text offsets")
     stats = StatTable(
-        event=take("stats.event", np.int64, n_stats),
+        event=take("stats.event", np.int32, n_stats),
         name=take("stats.name", np.int32, n_stats),
         kind=take("stats.kind", np.int8, n_stats),
         value=take("stats.value", np.int64, n_stats),
-        length=take("stats.length", np.int32, n_stats),
-        text=take("stats.text", np.uint8, None).data,  # a view: the text blob is not copied
+        text=text.data,  # a view: the text blob is not copied
+        text_offsets=offsets,
         stat_names=_strings(meta["stat_names"]),
     )
     line_name = _strings(meta["line_name"])
@@ -219,7 +224,6 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
         line_plane=take("line_plane", np.int32, n_lines),
         line_id=take("line_id", np.int64, n_lines),
         line_name=line_name,
-        plane=take("plane", np.int32, n_events),
         line=take("line", np.int32, n_events),
         name=take("name", np.int32, n_events),
         start_ns=take("start_ns", np.int64, n_events),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -96,14 +97,21 @@ class Plane:
 class StatTable:
     """Event stats other than the typed ones: one row per (event, stat)."""
 
-    event: I64  # row in the EventTable
+    event: I32  # row in the EventTable
     name: I32  # index into stat_names
     kind: NDArray[np.int8]  # stat_kinds.KIND_*
-    value: I64  # ints as they are, doubles as their bits, str offsets into text, refs as
-    # indices into stat_names (the interned string a ref stat stands for)
-    length: I32
+    value: I64  # ints as they are, doubles as their bits, refs as indices into stat_names
+    # (the interned string a ref stat stands for), str/bytes as the index i of their text,
+    # text[text_offsets[i]:text_offsets[i + 1]]
     text: bytes | memoryview  # a memoryview when read from the cache (no copy)
+    text_offsets: I64  # one more than there are texts, from 0
     stat_names: list[str]
+
+    def text_spans(self, rows: NDArray[Any]) -> tuple[I64, I64]:
+        """(start in ``text``, length) of the str/bytes stats ``rows``."""
+        items = np.asarray(self.value[rows], np.int64)
+        start = np.asarray(self.text_offsets[items], np.int64)
+        return start, np.asarray(self.text_offsets[items + 1], np.int64) - start
 
     def value_of(self, row: int) -> Any:
         """The Python value of stat ``row``."""
@@ -116,9 +124,15 @@ class StatTable:
         if kind == KIND_REF:
             return self.stat_names[raw]
         if kind in (KIND_STR, KIND_BYTES):
-            data = bytes(self.text[raw:raw + int(self.length[row])])
+            data = bytes(self.text[int(self.text_offsets[raw]):int(self.text_offsets[raw + 1])])
             return data.decode("utf-8", "replace") if kind == KIND_STR else data
         return raw
+
+
+def no_stats() -> StatTable:
+    """A stat table without rows."""
+    return StatTable(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int8),
+                     np.zeros(0, np.int64), b"", np.zeros(1, np.int64), [])
 
 
 @dataclass
@@ -129,7 +143,6 @@ class EventTable:
     line_plane: I32  # per line: index into planes
     line_id: I64
     line_name: list[str]
-    plane: I32  # per event: index into planes
     line: I32  # per event: index into the line_* columns
     name: I32  # per event: index into names
     start_ns: I64
@@ -143,6 +156,12 @@ class EventTable:
     def __len__(self) -> int:
         return len(self.name)
 
+    @cached_property
+    def plane(self) -> I32:
+        """Per event: index into planes (its line's), made from ``line`` on first use: a load
+        does not hold a column that the lines give."""
+        return np.asarray(self.line_plane[self.line], np.int32)
+
     def text_stat(self, stat: str) -> tuple[I64, I32, list[str]]:
         """A string (or ref) stat as columns: (event rows, value codes, distinct values)."""
         st = self.stats
@@ -151,16 +170,16 @@ class EventTable:
         except ValueError:
             return np.zeros(0, np.int64), np.zeros(0, np.int32), []
         rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (KIND_STR, KIND_REF)))
-        # Decode each distinct (kind, value, length) once: values repeat (refs, shared text).
-        keys = np.stack([st.kind[rows].astype(np.int64), st.value[rows],
-                         st.length[rows].astype(np.int64)], axis=1)
+        # Decode each distinct (kind, value) once: values repeat (refs, shared text).
+        keys = np.stack([st.kind[rows].astype(np.int64), st.value[rows]], axis=1)
         distinct, first, inverse = np.unique(keys, axis=0, return_index=True,
                                              return_inverse=True)
         texts = [str(st.value_of(int(rows[i]))) for i in first]
         values = sorted(set(texts))
         code_of = {text: i for i, text in enumerate(values)}
         codes = np.array([code_of[t] for t in texts], dtype=np.int32)
-        return st.event[rows], codes[inverse.reshape(-1)] if len(rows) else codes, values
+        return (np.asarray(st.event[rows], np.int64),
+                codes[inverse.reshape(-1)] if len(rows) else codes, values)
 
     def int_stat(self, stat: str) -> tuple[I64, I64]:
         """An integer stat as columns: (event rows, values)."""

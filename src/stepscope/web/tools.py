@@ -174,12 +174,24 @@ def _memory(run: LoadedRun, host: str | None) -> dict[str, Any]:
 
 def _memory_events(run: LoadedRun, host: str) -> Any:
     """A host's allocations and frees at full detail, for the timeline."""
-    from stepscope.analysis.memory_events import memory_events
+    from stepscope.analysis.memory_events import (
+        cached_memory_events,
+        memory_events,
+        save_memory_events,
+    )
 
     def compute() -> Any:
+        # Kept in the cache when the run model was built: the host's table is not read.
+        source = run.profile.sources.get(host) if run.use_cache else None
+        hit = cached_memory_events(source) if source is not None else None
+        if hit is not None:
+            return hit
         steps = _model(run).hosts[host].steps
-        return memory_events(run.profile.hosts[host], steps.step_num, steps.start_ns,
-                             steps.end_ns)
+        ev = memory_events(run.profile.hosts[host], steps.step_num, steps.start_ns,
+                           steps.end_ns)
+        if source is not None and len(ev):
+            save_memory_events(source, ev)
+        return ev
 
     return run.result(("memory_events", host), compute)
 

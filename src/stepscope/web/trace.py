@@ -13,7 +13,9 @@ Every number is checked strictly (digits only, within bounds); anything else is 
 A large host's index takes seconds to build. Meanwhile (once the host's table is loaded) the
 tool data and ``window`` answer from the coarse overview (``analysis.trace_overview``, marked
 ``"coarse": true``: every track's events counted per pixel column); the page asks again until
-the answers come from the full index. The other views answer 202 until then.
+the answers come from the full index. The other views answer 202 until then. A profile
+opened before answers its tool data and first windows at once from its cached preview
+(``analysis.trace_preview``), until the table and index are read.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ from stepscope.analysis.trace_index import (
     index_for,
 )
 from stepscope.analysis.trace_overview import TraceOverview
+from stepscope.analysis.trace_preview import (
+    PreviewTooCoarse,
+    TracePreview,
+    cached_preview,
+    save_preview,
+)
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
 from stepscope.web.loaded_run import LoadedRun
@@ -66,32 +74,42 @@ class IndexPending(Exception):
 def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     """Start building one host's index in the background (once per run; a cached index on
     disk is only read). The host's table is loaded in that thread too, and its coarse
-    overview made first (kept in ``run.partials``) unless the index is cached."""
+    overview made first (kept in ``run.partials``) unless the index is cached; meanwhile a
+    cached preview (``analysis.trace_preview``) answers in the overview's place."""
     name = host_of(run, host)
+    key = ("trace_overview", name)
 
     def build(report: Callable[[float], None]) -> TraceIndex:
-        table = run.profile.hosts[name]
         source = run.profile.sources.get(name)
-        if run.use_cache and source is not None:
-            hit = cached_index(table, source)
-            if hit is not None:
-                return hit
-        overview = TraceOverview(table)
-        run.partials[("trace_overview", name)] = (overview, time.monotonic())
-        by_start, overview.by_start = overview.by_start, None
+        kept = source if run.use_cache else None
         try:
-            return index_for(table, source, use_cache=run.use_cache, progress=report,
-                             plan=overview.plan, by_start=by_start)
+            preview = cached_preview(kept) if kept is not None else None
+            if preview is not None:
+                run.partials[key] = (preview, time.monotonic())
+            table = run.profile.hosts[name]
+            if kept is not None:
+                hit = cached_index(table, kept)
+                if hit is not None:
+                    return hit
+            overview = TraceOverview(table)
+            run.partials[key] = (overview, time.monotonic())
+            if kept is not None and preview is None:
+                save_preview(kept, TracePreview.of(overview))
+            by_start, overview.by_start = overview.by_start, None
+            try:
+                return index_for(table, source, use_cache=run.use_cache, progress=report,
+                                 plan=overview.plan, by_start=by_start)
+            finally:
+                del by_start
         finally:
-            del by_start
-            run.partials.pop(("trace_overview", name), None)  # the index answers from now
+            run.partials.pop(key, None)  # the index answers from now
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
 
 
 def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
-                coarse: bool = False) -> TraceIndex | TraceOverview:
+                coarse: bool = False) -> TraceIndex | TraceOverview | TracePreview:
     """The index of one host of a loaded run; with ``coarse``, its coarse overview while the
     index is built (once it has been building for ``wait_s``); else IndexPending if it is not
     built within ``wait_s`` (default WAIT_S: a large trace's first build takes seconds, and is
@@ -106,7 +124,7 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
         now = time.monotonic()
         grace = limit if overview is not None and overview[0].events < WAIT_EVENTS else 0.0
         if overview is not None and now >= min(deadline, overview[1] + grace):
-            answer: TraceOverview = overview[0]
+            answer: TraceOverview | TracePreview = overview[0]
             return answer
         if now >= deadline:
             hosts = run.profile.hosts
@@ -167,8 +185,8 @@ def track_list(query: Mapping[str, str], required: bool) -> list[int] | None:
     return [int(p) for p in parts]
 
 
-def answer(index: TraceIndex | TraceOverview, view: str, query: Mapping[str, str]
-           ) -> dict[str, Any]:
+def answer(index: TraceIndex | TraceOverview | TracePreview, view: str,
+           query: Mapping[str, str]) -> dict[str, Any]:
     """The answer to one trace query (TraceParamError or TraceQueryError when bad,
     NotFoundError for an unknown view or event); IndexPending for a view other than
     ``window`` while only the coarse overview is ready."""
@@ -176,8 +194,13 @@ def answer(index: TraceIndex | TraceOverview, view: str, query: Mapping[str, str
         start = integer(query, "start_ns", -_MAX_TIME, _MAX_TIME)
         end = integer(query, "end_ns", -_MAX_TIME, _MAX_TIME)
         width = integer(query, "width", 1, MAX_WIDTH)
-        return index.query(start, end, width, track_list(query, False))
-    if isinstance(index, TraceOverview):
+        try:
+            return index.query(start, end, width, track_list(query, False))
+        except PreviewTooCoarse:  # too fine a window for the preview: wait for the index
+            events = index.events if isinstance(index, TracePreview) else 0
+            raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
+                                "file": "", "events": events, "share": 0.0}) from None
+    if isinstance(index, TraceOverview | TracePreview):
         if view not in VIEWS:
             raise NotFoundError(f"No trace view {view!r}; views are {', '.join(VIEWS)}.")
         raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,

@@ -1,0 +1,156 @@
+"""The compiled table decoder (``xspace_to_tables.from_source``): the same host tables as the
+protobuf twin (``from_columns`` over the protobuf runtime's columns), read from a file through
+its window or from bytes, and one clear error for data that is not a whole XSpace."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stepscope
+from stepscope.formats import xspace_columns as xc
+from stepscope.formats import xspace_to_tables as x2t
+from stepscope.formats.xplane_builder import read_space
+from stepscope.model.events import EventTable, TypedStats
+
+from conftest import FIXTURES
+
+XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
+
+
+def assert_same_table(a: EventTable, b: EventTable) -> None:
+    """Every column, dictionary and plane of two tables equal, dtypes included."""
+    for f in dataclasses.fields(EventTable):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "typed":
+            sx, sy = TypedStats.of(x).sparse, TypedStats.of(y).sparse
+            assert list(sx) == list(sy)
+            for stat in sx:
+                for px, py in zip(sx[stat], sy[stat], strict=True):
+                    assert px.dtype == py.dtype == np.int64, stat
+                    np.testing.assert_array_equal(px, py, err_msg=stat)
+        elif f.name == "stats":
+            for g in dataclasses.fields(x):
+                u, v = getattr(x, g.name), getattr(y, g.name)
+                if isinstance(u, np.ndarray):
+                    assert u.dtype == v.dtype, g.name
+                    np.testing.assert_array_equal(u, v, err_msg=g.name)
+                elif g.name == "text":
+                    assert bytes(u) == bytes(v)
+                else:
+                    assert u == v, g.name
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype, f.name
+            np.testing.assert_array_equal(x, y, err_msg=f.name)
+        else:
+            assert x == y, f.name
+    np.testing.assert_array_equal(a.plane, b.plane)
+
+
+def _twin(data: bytes) -> EventTable:
+    return x2t.from_columns(xc.decode_columns_protobuf(data))
+
+
+@pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
+def test_table_decoder_matches_the_protobuf_twin(path: Path) -> None:
+    assert xc._xspace_decode is not None, "the compiled decoder was not built"
+    data = path.read_bytes()
+    twin = _twin(data)
+    from_file = x2t.load_xspace(path)
+    assert len(from_file) > 0
+    assert_same_table(from_file, twin)
+    assert_same_table(x2t.from_source(data), twin)
+
+
+def test_a_window_smaller_than_the_file_reads_the_same(tmp_path: Path) -> None:
+    # The largest fixture is read through several windows (4 MB each) when copied 3 times
+    # over: the planes are repeated, so events straddle window edges.
+    path = max(XPLANE_FIXTURES, key=lambda p: p.stat().st_size)
+    space = read_space(path)
+    while space.ByteSize() < 9 << 20:
+        space.planes.extend(list(space.planes))
+    big = tmp_path / "big.xplane.pb"
+    big.write_bytes(space.SerializeToString())
+    assert_same_table(x2t.load_xspace(big), _twin(big.read_bytes()))
+
+
+def test_odd_but_valid_data_matches_the_twin() -> None:
+    # Lines whose timestamp comes after their events, unknown metadata ids, a negative
+    # duration, a ref to a stat id without metadata, typed stats of both int kinds.
+    from stepscope.formats.xplane_proto import XSpace
+
+    space = XSpace()
+    plane = space.planes.add(id=3, name="/host:CPU")
+    plane.event_metadata[1].name = "known"
+    plane.stat_metadata[7].name = "step_num"
+    plane.stat_metadata[8].name = "note"
+    line = plane.lines.add(id=5, name="main")
+    for i, mid in enumerate((1, 99, 1)):
+        ev = line.events.add(metadata_id=mid, offset_ps=1_499 + i * 1000,
+                             duration_ps=-2_000 if i == 1 else 2_501)
+        ev.stats.add(metadata_id=7, uint64_value=i) if i else ev.stats.add(metadata_id=7,
+                                                                          int64_value=-4)
+        ev.stats.add(metadata_id=8, ref_value=12345)
+        ev.stats.add(metadata_id=8, str_value="é")
+    line.timestamp_ns = 1_000_000
+    wire = bytearray()
+    # Re-serialise the line with its timestamp last: protobuf readers accept any order.
+    data = space.SerializeToString()
+    line_bytes = line.SerializeToString()
+    ts_field = bytes([3 << 3]) + _varint(1_000_000)
+    assert line_bytes.startswith(bytes([1 << 3, 5, 2 << 3 | 2, 4]) + b"main" + ts_field)
+    moved = line_bytes.replace(ts_field, b"", 1) + ts_field
+    wire += data.replace(line_bytes, moved, 1)
+    table = x2t.from_source(bytes(wire))
+    assert_same_table(table, _twin(bytes(wire)))
+    assert table.names[table.name[1]] == "<unknown event>"
+    assert table.start_ns.tolist() == [1_000_001, 1_000_002, 1_000_003]
+    assert table.duration_ns.tolist() == [3, 0, 3]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 100, 5000, -3])
+def test_truncated_files_are_one_clear_error(tmp_path: Path, cut: int) -> None:
+    data = XPLANE_FIXTURES[0].read_bytes()
+    path = tmp_path / "truncated.xplane.pb"
+    path.write_bytes(data[:cut])
+    with pytest.raises(stepscope.ProfileFormatError, match="truncated.xplane.pb is not a "
+                       "readable XSpace profile"):
+        x2t.load_xspace(path)
+
+
+def test_garbage_is_one_clear_error(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    for i in range(50):
+        path = tmp_path / f"garbage{i}.xplane.pb"
+        path.write_bytes(rng.integers(0, 256, int(rng.integers(1, 4000)), np.uint8).tobytes())
+        try:
+            x2t.load_xspace(path)
+        except stepscope.ProfileFormatError as err:
+            assert "is not a readable XSpace profile" in str(err)
+
+
+def test_a_directory_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(stepscope.ProfileFormatError, match="Cannot read"):
+        x2t.load_xspace(tmp_path)
+
+
+def test_pure_python_twin_is_used_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    assert not xc.compiled()
+    path = XPLANE_FIXTURES[0]
+    assert_same_table(x2t.load_xspace(path), _twin(path.read_bytes()))
+    assert os.environ["STEPSCOPE_PURE_PYTHON"] == "1"
