@@ -236,7 +236,7 @@ class _Server:
         run = logdir / "plugins" / "profile" / "real"
         if not run.exists():
             run.mkdir(parents=True)
-            (run / path.name).symlink_to(path)
+            (run / path.name).symlink_to(path.resolve())
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

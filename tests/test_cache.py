@@ -611,3 +611,24 @@ def test_a_bad_cache_bound_falls_back_to_the_default(
     monkeypatch.setenv("STEPSCOPE_CACHE_MAX_GB", value)
     expected = cache.DEFAULT_MAX_GB * 1e9 if value != "inf" else 1e18
     assert cache.max_bytes() == int(expected)
+
+
+def test_the_xla_byte_probe_is_kept_in_the_cache(tmp_path: Path) -> None:
+    # The probe reads the whole file; a tool on a cached run must find its answer on disk.
+    from stepscope.formats.xspace_to_xla import XLA_OPS_LINE
+    from stepscope.run_loader import _probe, has_xla_data
+
+    with_xla = tmp_path / "a.xplane.pb"
+    with_xla.write_bytes(b"\x00" * 100 + XLA_OPS_LINE.encode() + b"\x00" * 100)
+    without = tmp_path / "b.xplane.pb"
+    without.write_bytes(b"\x01" * 300)
+    assert has_xla_data([without, with_xla]) and not has_xla_data([without])
+    assert cache.load_result([with_xla], "probe_xla") == {"found": True}
+    assert cache.load_result([without], "probe_xla") == {"found": False}
+    # A later process (no answer in memory) takes the cached one: a file truncated in place
+    # with its size and time kept would read differently, the cache answers as before.
+    _probe.cache_clear()
+    stat = with_xla.stat()
+    with_xla.write_bytes(b"\x02" * stat.st_size)
+    os.utime(with_xla, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert has_xla_data([with_xla])

@@ -208,14 +208,22 @@ def _any_file(files: list[Path], what: str) -> bool:
             st = f.stat()
         except Exception:  # unreadable, or a bucket that cannot be reached: no data here
             continue
-        if _probe(what, str(f), st.st_size, st.st_mtime_ns):
+        if _probe(what, f, str(f), st.st_size, st.st_mtime_ns):
             return True
     return False
 
 
 @functools.lru_cache(maxsize=1024)
-def _probe(what: str, path: str, size: int, mtime_ns: int) -> bool:
-    return may_hold_xla(path) if what == "xla" else may_hold_hlo(path)
+def _probe(what: str, file: Path, path: str, size: int, mtime_ns: int) -> bool:
+    """The byte probe's answer, kept in memory and in the on-disk cache: it reads the whole
+    file (a third of a second for 150 MB), which a tool opened on a cached run must not."""
+    name = f"probe_{what}"
+    kept = cache.load_result([file], name) if cache.enabled() else None
+    if kept is not None and isinstance(kept.get("found"), bool):
+        return bool(kept["found"])
+    found = may_hold_xla(path) if what == "xla" else may_hold_hlo(path)
+    cache.save_result([file], name, {"found": found})  # an unwritable cache only warns
+    return found
 
 
 def _cached_xla(files: list[Path]) -> XlaModel | None:
