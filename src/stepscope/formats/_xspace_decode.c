@@ -249,40 +249,54 @@ typedef struct {
     int64_t n_events;
 } State;
 
+/* One XStat's fields: its metadata id, kind and value (a text's bytes in ``text``; where a
+ * field comes twice, the last wins, as protobuf has it). 0, or -1 with an exception. */
 static int
-decode_stat(State *s, Reader *r)
+parse_stat(Reader *r, int64_t *metadata_id, int8_t *kind, int64_t *value, Reader *text)
 {
     uint32_t field, wire;
-    int64_t metadata_id = 0, value = 0;
-    int8_t kind = 0;
-    int32_t len = 0;
     int more;
+    *metadata_id = 0;
+    *value = 0;
+    *kind = 0;
+    text->p = text->end = NULL;
     while ((more = read_key(r, &field, &wire)) == 1) {
         uint64_t v;
         if (field == 1 && wire == 0) {
             if (read_varint(r, &v) < 0) return -1;
-            metadata_id = (int64_t)v;
+            *metadata_id = (int64_t)v;
         } else if (field == 2 && wire == 1) {
             if (r->end - r->p < 8) return bad("truncated double");
-            memcpy(&value, r->p, 8);
+            memcpy(value, r->p, 8);
             r->p += 8;
-            kind = KIND_DOUBLE;
+            *kind = KIND_DOUBLE;
         } else if ((field == 3 || field == 4 || field == 7) && wire == 0) {
             if (read_varint(r, &v) < 0) return -1;
-            value = (int64_t)v;
-            kind = field == 3 ? KIND_UINT64 : field == 4 ? KIND_INT64 : KIND_REF;
+            *value = (int64_t)v;
+            *kind = field == 3 ? KIND_UINT64 : field == 4 ? KIND_INT64 : KIND_REF;
         } else if ((field == 5 || field == 6) && wire == 2) {
-            Reader sub;
-            if (read_len(r, &sub) < 0) return -1;
-            value = (int64_t)s->blob.len;
-            len = (int32_t)(sub.end - sub.p);
-            if (buf_put(&s->blob, sub.p, (size_t)len) < 0) return -1;
-            kind = field == 5 ? KIND_STR : KIND_BYTES;
+            if (read_len(r, text) < 0) return -1;
+            *kind = field == 5 ? KIND_STR : KIND_BYTES;
         } else if (skip_field(r, wire) < 0) {
             return -1;
         }
     }
-    if (more < 0) return -1;
+    return more < 0 ? -1 : 0;
+}
+
+static int
+decode_stat(State *s, Reader *r)
+{
+    int64_t metadata_id, value;
+    int8_t kind;
+    int32_t len = 0;
+    Reader text;
+    if (parse_stat(r, &metadata_id, &kind, &value, &text) < 0) return -1;
+    if (kind == KIND_STR || kind == KIND_BYTES) {
+        value = (int64_t)s->blob.len;
+        len = (int32_t)(text.end - text.p);
+        if (buf_put(&s->blob, text.p, (size_t)len) < 0) return -1;
+    }
     PUT(&s->st_metadata, int64_t, metadata_id);
     PUT(&s->st_kind, int8_t, kind);
     PUT(&s->st_value, int64_t, value);
@@ -838,33 +852,10 @@ ps_to_ns(int64_t ps)
 static int
 table_stat(Table *t, Reader *r, int32_t row)
 {
-    uint32_t field, wire;
-    int64_t metadata_id = 0, value = 0;
-    int8_t kind = 0;
-    Reader text = {NULL, NULL};
-    int more;
-    while ((more = read_key(r, &field, &wire)) == 1) {
-        uint64_t v;
-        if (field == 1 && wire == 0) {
-            if (read_varint(r, &v) < 0) return -1;
-            metadata_id = (int64_t)v;
-        } else if (field == 2 && wire == 1) {
-            if (r->end - r->p < 8) return bad("truncated double");
-            memcpy(&value, r->p, 8);
-            r->p += 8;
-            kind = KIND_DOUBLE;
-        } else if ((field == 3 || field == 4 || field == 7) && wire == 0) {
-            if (read_varint(r, &v) < 0) return -1;
-            value = (int64_t)v;
-            kind = field == 3 ? KIND_UINT64 : field == 4 ? KIND_INT64 : KIND_REF;
-        } else if ((field == 5 || field == 6) && wire == 2) {
-            if (read_len(r, &text) < 0) return -1;
-            kind = field == 5 ? KIND_STR : KIND_BYTES;
-        } else if (skip_field(r, wire) < 0) {
-            return -1;
-        }
-    }
-    if (more < 0) return -1;
+    int64_t metadata_id, value;
+    int8_t kind;
+    Reader text;
+    if (parse_stat(r, &metadata_id, &kind, &value, &text) < 0) return -1;
     int32_t code = map_lookup(t->st_map, metadata_id);
     if (kind == KIND_REF) {
         value = map_lookup(t->st_map, value);
