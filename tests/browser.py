@@ -161,3 +161,17 @@ def values(w: Watched, selector: str) -> list[float]:
     """The ``data-value`` numbers of the cells ``selector`` matches."""
     return [float(v) for v in w.page.eval_on_selector_all(
         selector, "cells => cells.map(c => c.dataset.value)")]
+
+
+def open_trace(w: Watched, server: Server, run: str) -> None:
+    """The trace viewer of ``run``, once the run is loaded and indexed and the page drawn."""
+    server.data(run=run, tool="trace_viewer")
+    w.page.goto(server.base + "#" + urlencode({"run": run, "tool": "trace_viewer"}))
+    w.page.wait_for_selector("#trace-page")
+    settle_trace(w)
+
+
+def settle_trace(w: Watched) -> None:
+    """Wait until the trace page has answered and drawn what it last asked for."""
+    w.page.wait_for_timeout(150)
+    w.page.wait_for_function("() => window.stepscopeTrace && window.stepscopeTrace.ready()")

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched
+from browser import Server, Watched, settle_trace
 
 from conftest import FIXTURES
 
@@ -32,11 +32,6 @@ def _view(w: Watched) -> dict[str, float]:
     return view
 
 
-def _settle(w: Watched) -> None:
-    w.page.wait_for_timeout(150)
-    w.page.wait_for_function("() => window.stepscopeTrace && window.stepscopeTrace.ready()")
-
-
 def test_switching_hosts_keeps_the_aligned_moment(watched: Watched, server: Server) -> None:
     hosts = server.data(run="dlrm", tool="trace_viewer")["hosts"]
     assert len(hosts) == 3
@@ -50,11 +45,11 @@ def test_switching_hosts_keeps_the_aligned_moment(watched: Watched, server: Serv
     page.goto(server.base + "#" + urlencode({"run": "dlrm", "tool": "trace_viewer",
                                              "host": hosts[0]}))
     page.wait_for_selector("#trace-page")
-    _settle(watched)
+    settle_trace(watched)
     page.click("#trace-canvas")
     for key in ("w", "w", "w", "d"):  # zoom in, then pan: a moment inside the trace
         page.keyboard.press(key)
-    _settle(watched)
+    settle_trace(watched)
     before = _view(watched)
 
     other = hosts[1]
@@ -62,7 +57,7 @@ def test_switching_hosts_keeps_the_aligned_moment(watched: Watched, server: Serv
     page.wait_for_function(f"() => document.querySelector('#trace-clock') && "
                            f"document.querySelector('#trace-clock').textContent.includes("
                            f"'{clocks[other]['method']}')")
-    _settle(watched)
+    settle_trace(watched)
     after = _view(watched)
 
     def at(host: str) -> int:

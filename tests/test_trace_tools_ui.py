@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
+from browser import Server, Watched, open_trace, settle_trace, shot
 from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
@@ -30,18 +29,6 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (runs / "b_gpu").mkdir()
     (runs / "b_gpu" / GPU_FIXTURE.name).symlink_to(GPU_FIXTURE)
     return root
-
-
-def _open(w: Watched, server: Server, run: str) -> None:
-    server.data(run=run, tool="trace_viewer")  # the run is loaded and indexed
-    w.page.goto(server.base + "#" + urlencode({"run": run, "tool": "trace_viewer"}))
-    w.page.wait_for_selector("#trace-page")
-    _settle(w)
-
-
-def _settle(w: Watched) -> None:
-    w.page.wait_for_timeout(150)
-    w.page.wait_for_function(f"() => {TRACE} && {TRACE}.ready()")
 
 
 def _js(w: Watched, expr: str, arg: Any = None) -> Any:
@@ -64,7 +51,7 @@ def _time_at(view: dict[str, float], box: dict[str, float], page_x: float) -> fl
 
 def test_section_headers_name_the_process_with_xprofs_pid(watched: Watched, server: Server,
                                                           tmp_path: Path) -> None:
-    _open(watched, server, "b_gpu")
+    open_trace(watched, server, "b_gpu")
     shot(watched, "trace-section-pids", settle_ms=0)
     headers = {h.get_attribute("data-section"): h.text_content()
                for h in watched.page.query_selector_all(".trace-section")}
@@ -81,7 +68,7 @@ def test_section_headers_name_the_process_with_xprofs_pid(watched: Watched, serv
 
 def test_zoom_tool_drag_up_zooms_in_and_down_zooms_out_at_the_pointer(
         watched: Watched, server: Server) -> None:
-    _open(watched, server, "a_stepscope")
+    open_trace(watched, server, "a_stepscope")
     page = watched.page
     page.click("#trace-tool-zoom")
     box = _canvas_box(watched)
@@ -104,7 +91,7 @@ def test_zoom_tool_drag_up_zooms_in_and_down_zooms_out_at_the_pointer(
     assert _time_at(zoomed_out, box, x) == pytest.approx(at, abs=span * 1e-6)
     page.mouse.up()  # the drag was the zoom: no click zoom on top
     assert _view(watched) == zoomed_out
-    _settle(watched)
+    settle_trace(watched)
     shot(watched, "trace-zoom-drag", settle_ms=0)
     # A drag across still zooms to the dragged span, and a click still halves the span.
     page.mouse.move(box["x"] + 100, y)
@@ -117,12 +104,12 @@ def test_zoom_tool_drag_up_zooms_in_and_down_zooms_out_at_the_pointer(
     page.mouse.click(x, y)
     clicked = _view(watched)
     assert clicked["t1"] - clicked["t0"] == pytest.approx((ranged["t1"] - ranged["t0"]) / 2)
-    _settle(watched)
+    settle_trace(watched)
 
 
 def test_timing_interval_ends_drag_and_a_click_clears_it(watched: Watched,
                                                          server: Server) -> None:
-    _open(watched, server, "a_stepscope")
+    open_trace(watched, server, "a_stepscope")
     page = watched.page
     page.keyboard.press("4")
     box = _canvas_box(watched)
@@ -167,11 +154,11 @@ def test_timing_interval_ends_drag_and_a_click_clears_it(watched: Watched,
     assert page.text_content("#trace-timing") == ""
     drag(300, 420)  # and a drag away from the ends makes a new one
     assert interval() == pytest.approx([at(300), at(420)])
-    _settle(watched)
+    settle_trace(watched)
 
 
 def test_event_names_are_drawn_inside_wide_bars(watched: Watched, server: Server) -> None:
-    _open(watched, server, "a_stepscope")
+    open_trace(watched, server, "a_stepscope")
     status, body = server.get("trace/search", run="a_stepscope", q="load_batch")
     assert status == 200
     match = json.loads(body)["matches"]
@@ -187,7 +174,7 @@ def test_event_names_are_drawn_inside_wide_bars(watched: Watched, server: Server
         span = dur * box["width"] / bar_px
         t0 = start - span / 3
         _js(watched, f"([a, b]) => {TRACE}.setView(a, b)", [t0, t0 + span])
-        _settle(watched)
+        settle_trace(watched)
         labels = _js(watched, f"{TRACE}.labels()")
         assert labels
         mine = [lab for lab in labels if lab["id"] == match["id"][3]]

@@ -10,12 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
 
-from browser import Server, Watched, shot
+from browser import Server, Watched, open_trace, settle_trace, shot
 from stepscope.web.app import create_app
 
 from conftest import FIXTURES
@@ -44,18 +43,6 @@ def _trace(server: Server, view: str, **params: str) -> Any:
     return json.loads(body)
 
 
-def _open(w: Watched, server: Server, run: str) -> None:
-    server.data(run=run, tool="trace_viewer")  # the run is loaded and indexed
-    w.page.goto(server.base + "#" + urlencode({"run": run, "tool": "trace_viewer"}))
-    w.page.wait_for_selector("#trace-page")
-    _settle(w)
-
-
-def _settle(w: Watched) -> None:
-    w.page.wait_for_timeout(150)
-    w.page.wait_for_function("() => window.stepscopeTrace && window.stepscopeTrace.ready()")
-
-
 def _shot(w: Watched, name: str) -> None:
     shot(w, f"trace-{name}", settle_ms=0)
 
@@ -71,7 +58,7 @@ def _canvas_box(w: Watched) -> dict[str, float]:
 
 
 def test_gpu_profile_sections_and_tracks(watched: Watched, server: Server) -> None:
-    _open(watched, server, "d_gpu_v100")
+    open_trace(watched, server, "d_gpu_v100")
     page = watched.page
     _shot(watched, "gpu")
     sections = [s.get_attribute("data-section") for s in page.query_selector_all(".trace-section")]
@@ -93,12 +80,12 @@ def test_gpu_profile_sections_and_tracks(watched: Watched, server: Server) -> No
 
 
 def test_flow_arrow_joins_a_launch_to_its_kernel(watched: Watched, server: Server) -> None:
-    _open(watched, server, "d_gpu_v100")
+    open_trace(watched, server, "d_gpu_v100")
     page = watched.page
     page.fill("#trace-search", "EigenMetaKernel")
     page.press("#trace-search", "Enter")
     page.wait_for_selector("#trace-flows li")
-    _settle(watched)
+    settle_trace(watched)
     _shot(watched, "gpu-flow")
     name = page.text_content("#trace-detail-name")
     assert "EigenMetaKernel" in name
@@ -115,7 +102,7 @@ def test_flow_arrow_joins_a_launch_to_its_kernel(watched: Watched, server: Serve
 
 
 def test_zoom_into_a_step_shows_its_ops(watched: Watched, server: Server) -> None:
-    _open(watched, server, "a_stepscope")
+    open_trace(watched, server, "a_stepscope")
     found = _trace(server, "search", run="a_stepscope", q="train")["matches"]
     start, dur = found["start"][3], found["dur"][3]
     view = _js(watched, "window.stepscopeTrace.view()")
@@ -130,7 +117,7 @@ def test_zoom_into_a_step_shows_its_ops(watched: Watched, server: Server) -> Non
     page.mouse.move((x0 + x1) / 2, box["y"] + 8, steps=3)
     page.mouse.move(x1, box["y"] + 10, steps=3)
     page.mouse.up()
-    _settle(watched)
+    settle_trace(watched)
     _shot(watched, "zoomed-step")
     after = _js(watched, "window.stepscopeTrace.view()")
     assert after["t1"] - after["t0"] < (view["t1"] - view["t0"]) / 4
@@ -140,7 +127,7 @@ def test_zoom_into_a_step_shows_its_ops(watched: Watched, server: Server) -> Non
 
 
 def test_select_search_and_selection_table(watched: Watched, server: Server) -> None:
-    _open(watched, server, "a_stepscope")
+    open_trace(watched, server, "a_stepscope")
     page = watched.page
     found = _trace(server, "search", run="a_stepscope", q="load_batch")["matches"]
     spot = _js(watched, "id => window.stepscopeTrace.locate(id)", found["id"][2])
@@ -173,7 +160,7 @@ def test_select_search_and_selection_table(watched: Watched, server: Server) -> 
         "t => document.querySelector('#trace-detail-name')?.textContent === t", arg=EVIL_OP)
     # Drag to select many: a table summed by name.
     page.click("#trace-reset")
-    _settle(watched)
+    settle_trace(watched)
     page.click("#trace-tool-select")
     box = _canvas_box(watched)
     page.mouse.move(box["x"] + 2, box["y"] + 2)
@@ -189,7 +176,7 @@ def test_select_search_and_selection_table(watched: Watched, server: Server) -> 
 
 
 def test_timing_tool_keyboard_and_wheel(watched: Watched, server: Server) -> None:
-    _open(watched, server, "c_pytorch")
+    open_trace(watched, server, "c_pytorch")
     page = watched.page
     sections = [s.get_attribute("data-section") for s in page.query_selector_all(".trace-section")]
     assert sections[0].startswith("/device:GPU:") and "Host Threads" in sections
@@ -223,7 +210,7 @@ def test_timing_tool_keyboard_and_wheel(watched: Watched, server: Server) -> Non
     page.wait_for_timeout(200)
     wheeled = _js(watched, "window.stepscopeTrace.view()")
     assert wheeled["t1"] - wheeled["t0"] < out["t1"] - out["t0"]
-    _settle(watched)
+    settle_trace(watched)
 
 
 # -- HTTP routes ----------------------------------------------------------------------------
