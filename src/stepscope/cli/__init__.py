@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import warnings
@@ -554,10 +555,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="flows from each tensor's producer to its consumers (default: on)")
     tl.set_defaults(func=_cmd_timeline)
 
-    from stepscope.remote import cli as remote_cli
-
-    remote_cli.add_parser(sub)
+    for module in _COMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return parser
+
+
+# Commands that live in a module of their own: each has ``add_parser(sub)``, which adds its
+# subparser and sets ``func`` (a function of the parsed arguments returning the exit code).
+_COMMAND_MODULES: tuple[str, ...] = (
+    "stepscope.remote.cli",
+)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
