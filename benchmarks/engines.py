@@ -42,7 +42,7 @@ print(stepscope.stop())
 
 CHILD = """
 import json, resource, sys, time
-from stepscope.engines import run_tasks, tasks_for
+from stepscope.run.engines import run_tasks, tasks_for
 from stepscope.formats.run_reader import host_names
 from stepscope.model.logdir import resolve
 run, engine = sys.argv[1], sys.argv[2]
@@ -64,7 +64,7 @@ print(json.dumps({"wall_s": wall, "hosts": len(results), "returned_bytes": retur
 COMBINE = """
 import json, resource, sys, time
 from stepscope.analysis.run_model import LazyHosts, RunModel, combine
-from stepscope.engines import run_tasks, tasks_for
+from stepscope.run.engines import run_tasks, tasks_for
 from stepscope.formats.run_reader import host_names
 from stepscope.model.logdir import resolve
 run, hosts = sys.argv[1], int(sys.argv[2])

@@ -176,7 +176,7 @@ def _child_xprof(path: str) -> dict[str, Any]:
 
 def _timed_overview(path: str, use_cache: bool) -> dict[str, Any]:
     """One ``overview_dict`` call, timed, with the memory it took."""
-    from stepscope.run_loader import overview_dict
+    from stepscope.run.loader import overview_dict
 
     baseline = _maxrss_mb()
     started = time.perf_counter()
@@ -200,7 +200,7 @@ def _child_warm(path: str) -> dict[str, Any]:
     """The cached second open (result cache), then the overview from the cached tables."""
     from stepscope.analysis import overview
     from stepscope.formats.run_reader import load
-    from stepscope.run_loader import overview_dict
+    from stepscope.run.loader import overview_dict
 
     baseline = _maxrss_mb()
     started = time.perf_counter()

@@ -73,7 +73,7 @@ def _record(layers: int, where: Path) -> Path:
 def _stepscope(path: Path) -> tuple[float, int, int]:
     """(ms of the analysis alone, programs, heap events) after reading the file."""
     from stepscope.analysis.memory_viewer import memory_viewer
-    from stepscope.run_loader import open_hlo_programs
+    from stepscope.run.loader import open_hlo_programs
 
     spent, count, events = 0.0, 0, 0
     for p in open_hlo_programs(path).values():
@@ -108,7 +108,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from stepscope.run_loader import open_hlo_programs
+    from stepscope.run.loader import open_hlo_programs
 
     with tempfile.TemporaryDirectory() as tmp:
         profiles = [("tpu-v6e", TPU), ("mi300", MI300), ("mi355", MI355),
@@ -139,7 +139,7 @@ def _scaling(path: Path, repeats: int) -> None:
 
     from stepscope.analysis.memory_viewer import memory_viewer
     from stepscope.model.hlo import HeapTrace
-    from stepscope.run_loader import open_hlo_programs
+    from stepscope.run.loader import open_hlo_programs
 
     module = max((p.module for p in open_hlo_programs(path).values()
                   if p.module is not None and p.module.buffer_assignment is not None),

@@ -68,7 +68,7 @@ def _clear_models(cache_dir: Path) -> None:
 def measure(name: str, run: Path, cache_dir: Path, repeats: int) -> dict[str, Any]:
     """Every figure of one run (see the module docstring)."""
     from stepscope.analysis.input_pipeline import input_pipeline_of
-    from stepscope.run_loader import open_run_model
+    from stepscope.run.loader import open_run_model, pod_dict
 
     def cold() -> Any:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -89,7 +89,7 @@ def measure(name: str, run: Path, cache_dir: Path, repeats: int) -> dict[str, An
         "op stats + idle": lambda: model.op_stats(include_idle=True).to_dict(),
         "kernel stats": lambda: model.kernel_stats().to_dict(),
         "input pipeline": lambda: input_pipeline_of(model).to_dict(),
-        "pod viewer": lambda: model.pod_dict(),  # what pod and the web page ask
+        "pod viewer": lambda: pod_dict(model),  # what pod and the web page ask
     }
     # A tool as a fresh process would answer it: open the cached model, then compute.
     out["tools_ms"] = {tool: _timed(lambda f=fn: (open_run_model(run), f()), repeats)[0]

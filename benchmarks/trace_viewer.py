@@ -212,7 +212,7 @@ def child_load(path: str) -> dict[str, Any]:
 def child_fill_cache(path: str) -> dict[str, Any]:
     """Open the run once, so that the cache (``STEPSCOPE_CACHE_DIR``) holds its table and run
     model."""
-    from stepscope.run_loader import open_run_model
+    from stepscope.run.loader import open_run_model
 
     t = time.perf_counter()
     open_run_model(Path(path).parent)

@@ -88,7 +88,7 @@ def _ours_cold(path: Path) -> Any:
 def _ours_cached(path: Path) -> Any:
     from stepscope.analysis.hlo_op_stats import hlo_op_stats
     from stepscope.analysis.op_profile import op_profile
-    from stepscope.run_loader import open_xla_model
+    from stepscope.run.loader import open_xla_model
 
     model = open_xla_model(path)
     return op_profile(model).to_dict(), hlo_op_stats(model).to_dict()

@@ -616,7 +616,7 @@ def test_a_bad_cache_bound_falls_back_to_the_default(
 def test_the_xla_byte_probe_is_kept_in_the_cache(tmp_path: Path) -> None:
     # The probe reads the whole file; a tool on a cached run must find its answer on disk.
     from stepscope.formats.xspace_to_xla import XLA_OPS_LINE
-    from stepscope.run_loader import _probe, has_xla_data
+    from stepscope.run.loader import _probe, has_xla_data
 
     with_xla = tmp_path / "a.xplane.pb"
     with_xla.write_bytes(b"\x00" * 100 + XLA_OPS_LINE.encode() + b"\x00" * 100)

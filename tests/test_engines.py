@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from stepscope.cli import main
-from stepscope.engines import HostTask, choose, run_tasks
 from stepscope.errors import InvalidOptionError
-from stepscope.run_loader import open_run_model
+from stepscope.run.engines import HostTask, choose, run_tasks
+from stepscope.run.loader import open_run_model
 
 from conftest import FIXTURES
 

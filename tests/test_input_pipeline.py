@@ -26,7 +26,7 @@ from stepscope.analysis.input_bottleneck import normalize
 from stepscope.analysis.input_pipeline import input_pipeline
 from stepscope.cli import main
 from stepscope.formats.run_reader import load
-from stepscope.run_loader import overview_dict
+from stepscope.run.loader import overview_dict
 
 from workloads import run_script
 

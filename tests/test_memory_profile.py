@@ -21,7 +21,7 @@ from stepscope.cli import main
 from stepscope.formats import xplane_builder as xb
 from stepscope.formats.run_reader import load_file
 from stepscope.model import schema
-from stepscope.run_loader import open_run_model
+from stepscope.run.loader import open_run_model
 from stepscope.web.api import Api, ApiError
 
 from conftest import FIXTURES
@@ -406,7 +406,7 @@ import gc, sys
 import numpy as np
 import stepscope
 from stepscope.capture import session
-from stepscope.run_loader import open_run_model
+from stepscope.run.loader import open_run_model
 opts = stepscope.ProfilerOptions(counter_interval_ms=0, memory_tracer_level=1,
                                  memory_threshold_bytes=0)
 stepscope.start(sys.argv[1], opts)
@@ -674,7 +674,7 @@ def test_memory_events_kept_with_the_run_model(tmp_path: Path,
     import dataclasses
     import time
 
-    from stepscope.analysis.memory_events import cached_memory_events
+    from stepscope.run.storage import cached_memory_events
 
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     run = tmp_path / "logs" / "plugins" / "profile" / "r"

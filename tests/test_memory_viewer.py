@@ -19,7 +19,7 @@ from stepscope.analysis.memory_viewer import MemoryViewerError, memory_spaces, m
 from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
-from stepscope.run_loader import open_hlo_programs
+from stepscope.run.loader import open_hlo_programs
 
 from conftest import FIXTURES
 from workloads import run_script

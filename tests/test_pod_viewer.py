@@ -28,7 +28,7 @@ from stepscope.cli import main
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model import cache
-from stepscope.run_loader import open_run_model
+from stepscope.run.loader import open_run_model, pod_dict
 
 from conftest import FIXTURES
 
@@ -111,7 +111,7 @@ def test_run_model_round_trips_and_answers_every_tool_as_the_tables_do(path: Pat
     model = RunModel.from_dict(json.loads(json.dumps(build_run_model(profile).to_dict())))
     assert model.overview().to_dict() == overview(profile).to_dict()
     assert model.overview_dict() == overview(profile).to_dict()
-    assert model.pod_dict() == pod_viewer(model).to_dict()
+    assert pod_dict(model) == pod_viewer(model).to_dict()
     for host in [None, *profile.hosts]:
         for idle in (False, True):
             assert model.op_stats(host, include_idle=idle).to_dict() == \

@@ -23,7 +23,7 @@ from stepscope.analysis.framework_op_stats import DEVICE, HOST
 from stepscope.analysis.overview_page import CATEGORIES, VERDICTS
 from stepscope.analysis.run_model import RUN_MODEL_NAME
 from stepscope.cli import main
-from stepscope.run_loader import overview_dict
+from stepscope.run.loader import overview_dict
 
 from conftest import FIXTURES
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, index_for
+from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
+from stepscope.run.storage import index_for
 from xprof_reference import xprof_pids
 
 from conftest import FIXTURES

@@ -130,6 +130,7 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
 
     from stepscope.analysis import trace_index as ti
     from stepscope.model.logdir import list_runs
+    from stepscope.run import storage
     from stepscope.web import trace
     from stepscope.web.api import Api
 
@@ -137,7 +138,7 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
 
     def slow_index(table: Any, source: Any, **kwargs: Any) -> ti.TraceIndex:
         assert gate.wait(60)
-        return ti.index_for(table, source, **kwargs)
+        return storage.index_for(table, source, **kwargs)
 
     monkeypatch.setattr(trace, "index_for", slow_index)
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large

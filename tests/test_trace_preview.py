@@ -13,13 +13,9 @@ from typing import Any
 import pytest
 
 from stepscope.analysis.trace_overview import TraceOverview
-from stepscope.analysis.trace_preview import (
-    PreviewTooCoarse,
-    TracePreview,
-    cached_preview,
-    save_preview,
-)
+from stepscope.analysis.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.model.events import EventTable
+from stepscope.run.storage import cached_preview, save_preview
 from test_trace_index import _profiles
 
 from workloads import make_stepscope_run

@@ -18,8 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from stepscope.analysis import op_stats, overview
+from stepscope.analysis.framework_op_stats import ops_csv
 from stepscope.formats.run_reader import load
-from stepscope.views.report import ops_csv
 from stepscope.web.app import create_app
 
 from workloads import EVIL_OP, make_stepscope_run
@@ -422,6 +422,7 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
 
     from stepscope.analysis import trace_index as ti
     from stepscope.model.logdir import list_runs
+    from stepscope.run import storage
     from stepscope.web import trace
     from stepscope.web.api import Api
 
@@ -431,7 +432,7 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
         calls.append(threading.current_thread().name)
         kwargs["progress"](0.4)
         assert gate.wait(60)
-        return ti.index_for(table, source, **kwargs)
+        return storage.index_for(table, source, **kwargs)
 
     monkeypatch.setattr(trace, "index_for", slow_index)
     monkeypatch.setattr(trace, "WAIT_S", 0.05)

@@ -26,7 +26,7 @@ from stepscope.formats.hlo_proto import decode_hlo_proto
 from stepscope.formats.xplane_proto import XSpace
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
-from stepscope.run_loader import open_xla_model
+from stepscope.run.loader import open_xla_model
 
 from conftest import FIXTURES
 from workloads import run_script

@@ -8,7 +8,8 @@ The capture API mirrors ``tf.profiler.experimental``::
         ...
     prof.stop()
 
-and ``stepscope.load(path)`` reads a profile back for ``stepscope.analysis``.
+and ``stepscope.open(path)`` opens a run for analysis: one method per tool, each answer as
+JSON, columns or a DataFrame.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from stepscope.errors import (
 from stepscope.version import __version__
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from types import ModuleType
 
     from stepscope.model.run_tables import RunTables
+    from stepscope.run import Run
 
 
 def load(path: str, *, use_cache: bool = True) -> RunTables:
@@ -44,6 +47,18 @@ def load(path: str, *, use_cache: bool = True) -> RunTables:
     from stepscope.formats.run_reader import load as _load
 
     return _load(path, use_cache=use_cache)
+
+
+def open(path: str | Path, *, engine: str = "auto", cache: bool = True) -> Run:  # noqa: A001
+    """Open a run for analysis: a logdir (its newest run), a run directory, one file, or a
+    URL of any of these (``gs://``, ``s3://``, ...). Every tool is a method of the ``Run``
+    (``run.overview()``, ``run.op_stats()``, ... or ``run.tool(name, **params)``), and each
+    answer has ``to_dict()``, ``table()``, ``to_pandas()`` and ``to_arrow()``.
+    ``engine``: where each host is analysed (``local``, ``pool``, ``ray``; ``auto`` picks);
+    ``cache``: read and keep results in the on-disk cache."""
+    from stepscope.run import open_run
+
+    return open_run(path, engine=engine, cache=cache)
 
 
 def __getattr__(name: str) -> ModuleType:
@@ -69,6 +84,7 @@ __all__ = [
     "Trace",
     "__version__",
     "load",
+    "open",
     "start",
     "stop",
 ]

@@ -55,3 +55,16 @@ class CaptureError(StepscopeError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class InvalidParameterError(StepscopeError, ValueError):
+    """A tool's parameter has a value outside what the tool's declaration accepts (the web
+    API answers 400)."""
+
+
+def not_found(what: str, name: str, where: str, known: list[str]) -> NotFoundError:
+    """The one "not found" sentence for a host, program, op, allocator, run or tool:
+    what was asked for, where, and what there is to pick from (at most 20 named)."""
+    shown = ", ".join(known[:20]) + (f", … ({len(known)} in all)" if len(known) > 20 else "")
+    return NotFoundError(f"No {what} {name!r} in {where} ({what}s: {shown or 'none'}); "
+                         "pass one of those.")

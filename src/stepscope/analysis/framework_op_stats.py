@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis import intervals
+from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.steps import PROFILER_STEP, device_planes
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
@@ -464,3 +465,14 @@ def merge(parts: list[OpStats], *, include_idle: bool = False) -> OpStats:
                                             k.min_ns, k.max_ns)
     merged_kernels = sorted(kernels.values(), key=lambda k: (-k.total_ns, k.name))
     return OpStats(ranked(list(rows.values())), merged_kernels, include_idle)
+
+
+# The columns of ``stepscope ops --csv`` and of the web page's CSV export.
+OP_CSV_COLUMNS = ("host_or_device", "type", "name", "occurrences", "total_ms", "avg_ms",
+                  "self_ms", "avg_self_ms", "self_percent", "cumulative_percent")
+
+
+def ops_csv(stats: OpStats) -> str:
+    """Op stats as CSV text with a header row."""
+    return csv_text(OP_CSV_COLUMNS, ([d[c] for c in OP_CSV_COLUMNS]
+                                     for d in (r.to_dict() for r in stats.rows)))

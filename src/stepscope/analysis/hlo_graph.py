@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stepscope.errors import NotFoundError
+from stepscope.errors import not_found
 from stepscope.model.hlo import Computation, HloModule, Instruction
 
 # A neighbourhood larger than this is cut (a node's operands or users past it are dropped).
@@ -88,7 +88,8 @@ def hlo_graph(module: HloModule, op: str, depth: int = 2, *, expand_fusions: boo
         raise ValueError(f"The depth must be between 0 and {MAX_DEPTH}, not {depth}.")
     found = _computation_of(module, op)
     if found is None:
-        raise NotFoundError(f"No op {op!r} in program {module.name!r}.")
+        raise not_found("op", op, f"program {module.name!r}",
+                        [i.name for c in module.computations for i in c.instructions])
     comp, start = found
     times = times or {}
     by_id = {i.id: i for i in comp.instructions}

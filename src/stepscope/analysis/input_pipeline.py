@@ -26,7 +26,7 @@ import numpy as np
 from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck, Pipeline
 from stepscope.analysis.run_model import RunModel, build_run_model
-from stepscope.errors import StepscopeError
+from stepscope.errors import not_found
 from stepscope.model.run_tables import RunTables
 
 
@@ -104,7 +104,7 @@ def input_pipeline(profile: RunTables, host: str | None = None) -> InputPipeline
 def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipelineAnalysis:
     """Analyse the input pipeline of a run model (all hosts, or ``host``)."""
     if host is not None and host not in model.hosts:
-        raise StepscopeError(f"No host {host!r} in this run; it has {', '.join(model.hosts)}.")
+        raise not_found("host", host, f"run {model.run!r}", list(model.hosts))
     full = model.overview_dict()
     summary = full if host is None else full["hosts"][host]
     per_host = {name: full["hosts"][name]["input"]["percent"] for name in model.hosts}

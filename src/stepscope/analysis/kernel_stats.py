@@ -84,7 +84,7 @@ from stepscope.analysis.framework_op_stats import (
     launching_ops,
 )
 from stepscope.analysis.steps import device_planes
-from stepscope.errors import StepscopeError
+from stepscope.errors import not_found
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables
@@ -600,9 +600,7 @@ def table_kernel_stats(table: EventTable, events: OpEvents | None = None) -> Ker
 def kernel_stats(profile: RunTables, host: str | None = None) -> KernelStats:
     """GPU kernel stats of one host of ``profile`` (``host``), or of all its hosts merged."""
     if host is not None and host not in profile.hosts:
-        known = ", ".join(profile.hosts) or "none"
-        raise StepscopeError(f"No host {host!r} in run {profile.run!r} (hosts: {known}); "
-                             "pass one of those.")
+        raise not_found("host", host, f"run {profile.run!r}", list(profile.hosts))
     names = [host] if host is not None else list(profile.hosts)
     return merge_groups([host_groups(profile.hosts[name]) for name in names])
 

@@ -20,15 +20,14 @@ negative or beyond ``MAX_BYTES`` count as 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.intervals import parents
-from stepscope.model import cache, schema
+from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 
@@ -462,37 +461,3 @@ def _device_memory(table: EventTable, allocator: str) -> int | None:
     value = table.planes[plane].stats.get("memory_size")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
         else None
-
-
-def _cache_name() -> str:
-    return f"memory_events.{MEMORY_EVENTS_VERSION}"
-
-
-_LISTS = ("allocators", "source", "capacity", "texts", "problems")
-
-
-def save_memory_events(source: Path, ev: MemoryEvents) -> None:
-    """Keep a host's memory events in the on-disk cache (for ``source`` as it is now), so
-    that the memory profile's timeline is drawn without reading the host's table again."""
-    header = {name: getattr(ev, name) for name in _LISTS}
-    arrays = {f.name: getattr(ev, f.name) for f in fields(ev) if f.name not in _LISTS}
-    cache.save_arrays([source], _cache_name(), header, arrays)
-
-
-def cached_memory_events(source: Path) -> MemoryEvents | None:
-    """A host's memory events from the on-disk cache, when ``source`` is unchanged."""
-    hit = cache.load_arrays([source], _cache_name())
-    if hit is None:
-        return None
-    header, arrays = hit
-    try:
-        parts: dict[str, Any] = {name: header[name] for name in _LISTS}
-        parts.update(arrays)
-        ev = MemoryEvents(**parts)
-        n = len(ev.time_ns)
-        if any(len(a) != n for a in arrays.values()) or set(arrays) != \
-                {f.name for f in fields(ev)} - set(_LISTS):
-            return None
-        return ev
-    except (KeyError, TypeError):
-        return None  # a foreign or damaged entry: computed again

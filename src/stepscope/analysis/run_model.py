@@ -16,10 +16,10 @@ number, and a step lasts as long as its slowest host.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from stepscope.analysis.kernel_stats import (
     merge_groups,
     merged_groups,
 )
-from stepscope.analysis.memory_events import memory_events, save_memory_events
+from stepscope.analysis.memory_events import MemoryEvents, memory_events
 from stepscope.analysis.memory_profile import host_memory, run_memory
 from stepscope.analysis.overview_page import (
     CATEGORIES,
@@ -55,7 +55,7 @@ from stepscope.analysis.overview_page import (
     partition,
 )
 from stepscope.analysis.steps import Steps, device_planes
-from stepscope.errors import StepscopeError
+from stepscope.errors import NotFoundError, StepscopeError, not_found
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables
@@ -189,9 +189,8 @@ class RunModel:
             return list(self.hosts)
         if host not in self.hosts:
             if host in self.failed:
-                raise StepscopeError(f"Host {host!r} could not be read: {self.failed[host]}")
-            raise StepscopeError(f"No host {host!r} in run {self.run!r} (hosts: "
-                                 f"{', '.join(self.hosts) or 'none'}); pass one of those.")
+                raise NotFoundError(f"Host {host!r} could not be read: {self.failed[host]}")
+            raise not_found("host", host, f"run {self.run!r}", list(self.hosts))
         return [host]
 
     def op_stats(self, host: str | None = None, *, include_idle: bool = False) -> OpStats:
@@ -218,15 +217,6 @@ class RunModel:
         if name in self.combined.get("input", {}):
             return HostInput.from_dict(self.combined["input"][name])
         return self.hosts[name].input
-
-    def pod_dict(self) -> dict[str, Any]:
-        """The pod viewer's JSON form (``run_to_pod_viewer``)."""
-        if "pod" not in self.combined:
-            from stepscope.analysis.run_to_pod_viewer import pod_viewer  # it imports this
-
-            self.combined["pod"] = pod_viewer(self).to_dict()
-        result: dict[str, Any] = self.combined["pod"]
-        return result
 
     def memory_dict(self, host: str | None = None) -> dict[str, Any]:
         """The memory profile's JSON form (``memory_profile``), for all hosts or one."""
@@ -262,10 +252,14 @@ class RunModel:
                    {str(k): str(v) for k, v in d["failed"].items()}, dict(d["combined"]))
 
 
-def build_run_model(profile: RunTables, *, use_cache: bool = False) -> RunModel:
-    """Compute the run model of every host of ``profile``, and combine them (with
-    ``use_cache``, what the tools read later from a host's events is kept in the cache)."""
-    hosts = {name: build_host(name, table, profile.sources.get(name) if use_cache else None)
+KeepMemory = Callable[[str, MemoryEvents], None]  # host name, its memory events
+
+
+def build_run_model(profile: RunTables, *, keep_memory: KeepMemory | None = None) -> RunModel:
+    """Compute the run model of every host of ``profile``, and combine them; each host's
+    memory events (which the memory timeline reads later) are handed to ``keep_memory``."""
+    hosts = {name: build_host(name, table, None if keep_memory is None else
+                              functools.partial(keep_memory, name))
              for name, table in profile.hosts.items()}
     model = RunModel(profile.run, str(profile.path), hosts, dict(profile.failed))
     model.combined = combine(model)
@@ -273,9 +267,8 @@ def build_run_model(profile: RunTables, *, use_cache: bool = False) -> RunModel:
 
 
 def combine(model: RunModel) -> dict[str, Any]:
-    """The results over all hosts that tools ask for most, computed once."""
-    from stepscope.analysis.run_to_pod_viewer import pod_viewer  # it imports this module
-
+    """The facts over all hosts that tools ask for most, computed once (the run layer adds
+    the results of tools it keeps with the model, such as the pod viewer's)."""
     hosts = list(model.hosts.values())
     ops_idle = [h.overview.ops_idle or h.overview.ops for h in hosts]
     return {
@@ -284,14 +277,14 @@ def combine(model: RunModel) -> dict[str, Any]:
         "op_stats_idle": merge(ops_idle, include_idle=True).to_record(),
         "kernels": merged_groups([h.kernels for h in hosts]).to_list(),
         "input": {h.name: h.input.to_dict() for h in hosts},
-        "pod": pod_viewer(model).to_dict(),
         "memory": model.memory_dict(),
     }
 
 
-def build_host(name: str, table: EventTable, source: Path | None = None) -> HostModel:
-    """The model of one host's events; with ``source`` (the file the table was read from),
-    its memory events are kept in the on-disk cache for the memory profile's timeline."""
+def build_host(name: str, table: EventTable,
+               keep_memory: Callable[[MemoryEvents], None] | None = None) -> HostModel:
+    """The model of one host's events; its memory events, where it has any, are handed to
+    ``keep_memory`` (the caller keeps them for the memory profile's timeline)."""
     ov, events, masks = host_facts(name, table)
     steps = ov.steps
     host_work = masks["output"] | masks["compilation"] | masks["kernel_launch"] \
@@ -322,16 +315,16 @@ def build_host(name: str, table: EventTable, source: Path | None = None) -> Host
     start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, source))
+                     _host_memory(name, table, steps, start, keep_memory))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
-                 source: Path | None) -> dict[str, Any] | None:
+                 keep: Callable[[MemoryEvents], None] | None) -> dict[str, Any] | None:
     ev = memory_events(table, steps.step_num, steps.start_ns, steps.end_ns)
     if not len(ev):
         return None
-    if source is not None:
-        save_memory_events(source, ev)
+    if keep is not None:
+        keep(ev)
     return host_memory(name, table, ev, start).to_dict()
 
 

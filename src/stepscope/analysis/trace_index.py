@@ -27,14 +27,13 @@ import heapq
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.errors import NotFoundError, StepscopeError
-from stepscope.model import cache, schema
+from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, EventTable, Plane
 
@@ -871,33 +870,3 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
     }
     return TraceIndex(table, header, arrays)
-
-
-def _cache_name() -> str:
-    return f"trace_index.{INDEX_VERSION}"
-
-
-def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
-    """The index of a host's table from the on-disk cache, when ``source`` is unchanged."""
-    hit = cache.load_arrays([source], _cache_name())
-    if hit is not None:
-        header, arrays = hit
-        if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
-            return TraceIndex(table, header, arrays)
-    return None
-
-
-def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
-              progress: Callable[[float], None] | None = None,
-              plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
-    """The index of a host's table, from the on-disk cache when ``source`` is unchanged
-    (``progress``, ``plan`` and ``by_start`` as for ``build``)."""
-    if use_cache and source is not None:
-        hit = cached_index(table, source)
-        if hit is not None:
-            return hit
-    index = build(table, progress, plan, by_start)
-    if use_cache and source is not None:
-        cache.save_arrays([source], _cache_name(), {**index.header, "events": len(table)},
-                          index.arrays)
-    return index

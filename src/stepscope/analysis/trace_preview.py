@@ -13,15 +13,13 @@ whose pixel columns are narrower than a span is not answered (the page waits for
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.trace_index import INDEX_VERSION, window_bounds, window_counters
+from stepscope.analysis.trace_index import window_bounds, window_counters
 from stepscope.analysis.trace_overview import TraceOverview
-from stepscope.model import cache
 
 I64 = NDArray[np.int64]
 
@@ -107,25 +105,3 @@ class TracePreview:
             "names": {}, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
-
-
-def _cache_name() -> str:
-    return f"trace_preview.{INDEX_VERSION}"
-
-
-def save_preview(source: Path, preview: TracePreview) -> None:
-    """Keep ``preview`` in the on-disk cache for ``source`` as it is now."""
-    cache.save_arrays([source], _cache_name(), {"meta": preview.meta(), "bin_ns": preview.bin_ns},
-                      {"track": preview.track_ids, "count": preview.count,
-                       "covered": preview.covered, **preview.counters})
-
-
-def cached_preview(source: Path) -> TracePreview | None:
-    """The preview of a host's events from the on-disk cache, when ``source`` is unchanged."""
-    hit = cache.load_arrays([source], _cache_name())
-    if hit is None:
-        return None
-    try:
-        return TracePreview(*hit)
-    except (KeyError, TypeError, ValueError):
-        return None  # a foreign or damaged entry: made again with the overview

@@ -8,11 +8,13 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError, StepscopeWarning
 from stepscope.version import __version__
+
+if TYPE_CHECKING:
+    from stepscope.run import Run, ToolResult
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -54,261 +56,192 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from stepscope.analysis.advice import recommendations
     from stepscope.views import report
 
-    model = _open_model(args)
-    summary = {**model.overview_dict(),
-               "recommendations": [r.to_dict() for r in recommendations(model)]}
-    fu = _xla_flops_utilization(args)
+    run = _open(args)
+    result = run.overview()
     if args.json:
-        print(json.dumps({**summary, "xla_flops_utilization": fu}, indent=2, allow_nan=False))
-    else:
-        console = _console()
-        report.render_overview(summary, console)
-        if fu is not None:
-            console.print(f"FLOPS utilisation (XLA programs): {100 * fu:.3g}%")
-        if len(model.hosts) > 1:
-            report.render_pod(model.pod_dict(), console, per_step=False)
+        _print_json(result)
+        return 0
+    console = _console()
+    summary = result.data
+    report.render_overview(summary, console)
+    if summary["xla_flops_utilization"] is not None:
+        console.print(f"FLOPS utilisation (XLA programs): "
+                      f"{100 * summary['xla_flops_utilization']:.3g}%")
+    if len(run.hosts) > 1:
+        report.render_pod(run.pod().data, console, per_step=False)
     return 0
 
 
-def _xla_flops_utilization(args: argparse.Namespace) -> float | None:
-    """The FLOPS utilisation of the run's XLA programs, where it has any and a known peak."""
-    from stepscope.analysis.op_profile import op_profile
-    from stepscope.model.logdir import resolve
-    from stepscope.run_loader import has_xla_data, open_xla_model
-
-    try:
-        if not has_xla_data(resolve(args.path)[2]):
-            return None
-        value: float | None = op_profile(open_xla_model(
-            args.path, use_cache=not args.no_cache)).flops_utilization
-    except StepscopeError:  # the report stands without it
-        return None
-    return value
-
-
-def _open_model(args: argparse.Namespace) -> Any:
-    """The run model of ``args.path`` with a progress bar; checks ``args.host`` and warns of
-    hosts that could not be read."""
-    from stepscope.run_loader import open_run_model
+def _open(args: argparse.Namespace) -> Run:
+    """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``
+    and warns of hosts that could not be read."""
+    from stepscope.run import Run
     from stepscope.views import report
 
     with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_run_model(args.path, use_cache=not args.no_cache, progress=progress,
-                               engine=args.engine)
-    if getattr(args, "host", None) is not None:
-        model.host_names(args.host)
-    for name, why in model.failed.items():
+        run = Run.open(args.path, engine=getattr(args, "engine", "auto"),
+                       cache=not getattr(args, "no_cache", False), progress=progress)
+        run.model  # noqa: B018  (read here, under the progress bar)
+    run.check_host(getattr(args, "host", None))
+    for name, why in run.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
-    return model
+    return run
+
+
+def _print_json(result: ToolResult) -> None:
+    print(result.to_json(indent=2))
+
+
+def _emit(args: argparse.Namespace, result: ToolResult, what: str,
+          render: Callable[[], None]) -> None:
+    """Write ``--csv``, print ``--json``, or render the result (the default)."""
+    from stepscope.views import report
+
+    if getattr(args, "csv", None):
+        report.write_text(args.csv, result.to_csv())
+        rows = len(next(iter(result.table().values()), []))
+        print(f"wrote {rows} {what} to {args.csv}", file=sys.stderr)
+    if args.json:
+        _print_json(result)
+    elif not getattr(args, "csv", None):
+        render()
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
-    from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
     from stepscope.views import report
 
-    model = _open_model(args)
-    data = dict(model.pod_dict())  # a copy: --host narrows it below
-    csv_text = pod_viewer_csv(data)
-    if args.host is not None:
-        data["steps"] = [{**s, "per_host": {u: f for u, f in s["per_host"].items()
-                                            if u == args.host or u.startswith(args.host + "/")}}
-                         for s in data["steps"]]
-    if args.csv:
-        report.write_text(Path(args.csv), csv_text)
-        print(f"wrote {len(data['steps'])} steps to {args.csv}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(data, indent=2, allow_nan=False))
-    elif not args.csv:
-        report.render_pod(data, _console(), per_step=True, limit=args.limit or None)
+    result = _open(args).pod(args.host)
+    _emit(args, result, "steps", lambda: report.render_pod(
+        result.data, _console(), per_step=True, limit=args.limit or None))
     return 0
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
-    from stepscope.analysis.memory_profile import breakdown_csv
-    from stepscope.views import report
     from stepscope.views.memory_report import render_memory
 
-    model = _open_model(args)
-    data = dict(model.memory_dict(args.host))  # a copy: --allocator narrows it below
-    if args.allocator is not None:
-        names = sorted({a["name"] for a in data["allocators"]})
-        if args.allocator not in names:
-            raise StepscopeError(f"No allocator {args.allocator!r} in this run (allocators: "
-                                 f"{', '.join(names) or 'none'}); pass one of those.")
-        data["allocators"] = [a for a in data["allocators"] if a["name"] == args.allocator]
-        data["ops"] = [o for o in data["ops"] if o["allocator"] == args.allocator]
-    if args.csv:
-        report.write_text(Path(args.csv), breakdown_csv(data["allocators"]))
-        print(f"wrote the breakdown of {len(data['allocators'])} allocators to {args.csv}",
-              file=sys.stderr)
-    if args.json:
-        print(json.dumps(data, indent=2, allow_nan=False))
-    elif not args.csv:
-        render_memory(data, _console(), limit=args.limit or None)
+    result = _open(args).memory_profile(args.host, allocator=args.allocator)
+    data = result.data
+    if args.allocator is not None:  # the terminal shows that allocator only
+        chosen = data["allocators"][data["allocator"]]["name"]
+        data = {**data, "allocators": [a for a in data["allocators"] if a["name"] == chosen],
+                "ops": [o for o in data["ops"] if o["allocator"] == chosen]}
+    _emit(args, result, "allocation groups at the peak",
+          lambda: render_memory(data, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_xla(args: argparse.Namespace) -> int:
-    from stepscope.analysis.hlo_op_stats import hlo_op_stats, hlo_op_stats_csv
-    from stepscope.analysis.op_profile import op_profile
-    from stepscope.run_loader import open_xla_model
-    from stepscope.views import report
     from stepscope.views.xla_report import render_xla
 
-    if args.top is not None and args.top < 1:
-        raise StepscopeError(f"--top must be at least 1, not {args.top}.")
-    with report.loading_progress(_console(stderr=True)) as progress:
-        model = open_xla_model(args.path, use_cache=not args.no_cache, progress=progress,
-                               host=args.host)
-    if not model.has_data:
-        raise StepscopeError(f"{args.path} holds no XLA ops (no hlo_op events and no "
-                             "\"XLA Ops\" lines); op profile needs a JAX, TensorFlow XLA or "
-                             "PyTorch/XLA profile.")
+    run = _open(args)
+    result = run.op_profile(args.host, top=args.top)
     if args.csv:
-        stats = hlo_op_stats(model).to_dict()
-        report.write_text(Path(args.csv), hlo_op_stats_csv(stats))
-        print(f"wrote {len(stats['ops'])} HLO ops to {args.csv}", file=sys.stderr)
-    data = op_profile(model, top=args.top).to_dict()
+        _emit(args, run.hlo_op_stats(args.host), "HLO ops", lambda: None)
     if args.json:
-        print(json.dumps(data, indent=2, allow_nan=False))
+        _print_json(result)
     elif not args.csv:
-        render_xla(data, _console(), top=args.top or 20)
+        render_xla(result.data, _console(), top=args.top or 20)
     return 0
 
 
 def _cmd_memory_viewer(args: argparse.Namespace) -> int:
-    from stepscope.analysis.memory_viewer import memory_viewer_of
-    from stepscope.run_loader import open_hlo_programs
     from stepscope.views.memory_viewer_report import render_memory_viewer
 
     if args.limit < 0:
         raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
-    space = _memory_space(args.memory_space)
-    data = memory_viewer_of(open_hlo_programs(args.path, args.host), args.module,
-                            space).to_dict()
-    if args.json:
-        print(json.dumps(data, indent=2, allow_nan=False))
-    else:
-        render_memory_viewer(data, _console(), limit=args.limit)
+    result = _open(args).tool("memory_viewer", args.host, module=args.module,
+                              memory_space=args.memory_space)
+    _emit(args, result, "buffers",
+          lambda: render_memory_viewer(result.data, _console(), limit=args.limit))
     return 0
-
-
-def _memory_space(text: str) -> int:
-    """A memory space number (XLA's memory colour: 0 the device's main memory)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 1 << 31:
-        raise StepscopeError(f"--memory-space must be a memory space number (0: the "
-                             f"device's main memory), not {text!r}.")
-    return value
 
 
 def _cmd_xla_graph(args: argparse.Namespace) -> int:
-    from stepscope.analysis.hlo_graph import MAX_DEPTH, graph_dot, graph_text, hlo_graph, op_times
-    from stepscope.analysis.hlo_programs import choose_program
-    from stepscope.run_loader import open_hlo_programs, open_xla_model
+    from stepscope.analysis.hlo_graph import graph_dot, graph_text
 
-    if not 0 <= args.depth <= MAX_DEPTH:
-        raise StepscopeError(f"--depth must be between 0 and {MAX_DEPTH}, not {args.depth}.")
-    programs = open_hlo_programs(args.path, args.host)
-    if not any(p.module is not None for p in programs.values()):
-        raise StepscopeError(f"{args.path} holds no XLA program's HLO; the graph viewer "
-                             "needs a JAX, TensorFlow jit_compile or PyTorch/XLA profile.")
-    program = choose_program(programs, args.module)
-    if program.module is None:
-        raise StepscopeError(f"Program {program.label}'s HLO is unreadable: {program.error}")
-    model = open_xla_model(args.path, use_cache=not args.no_cache, host=args.host)
-    graph = hlo_graph(program.module, args.op, args.depth, expand_fusions=args.expand_fusions,
-                      times=op_times(model.ops, program.program_id, program.name),
-                      program_id=program.program_id)
+    result = _open(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
+                              depth=args.depth, expand_fusions=args.expand_fusions)
     if args.json:
-        print(json.dumps(graph.to_dict(), indent=2, allow_nan=False))
+        _print_json(result)
     elif args.dot:
-        print(graph_dot(graph))
+        print(graph_dot(result.value))
     else:
-        print(graph_text(graph))
+        print(graph_text(result.value))
     return 0
-
-
-def _load_for_table(args: argparse.Namespace) -> Any:
-    """Load ``args.path`` with a progress bar, check ``args.host`` and warn of failed hosts."""
-    from stepscope.formats.run_reader import load
-    from stepscope.views import report
-
-    with report.loading_progress(_console(stderr=True)) as progress:
-        profile = load(args.path, use_cache=not args.no_cache, progress=progress)
-    if args.host is not None and args.host not in profile.hosts:
-        raise StepscopeError(f"No host {args.host!r} in this run; it has "
-                             f"{', '.join(profile.hosts)}.")
-    for name, why in profile.failed.items():
-        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
-    return profile
-
-
-def _emit_table(args: argparse.Namespace, stats: Any, csv_text: Callable[[], str],
-                what: str, render: Callable[[], None]) -> None:
-    """Write ``--csv``, print ``--json``, or render the table (the default)."""
-    from stepscope.views import report
-
-    if args.csv:
-        report.write_text(Path(args.csv), csv_text())
-        print(f"wrote {len(stats.rows)} {what} to {args.csv}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
-    elif not args.csv:
-        render()
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    stats = _open_model(args).op_stats(args.host, include_idle=args.include_idle)
-    _emit_table(args, stats, lambda: report.ops_csv(stats), "ops",
-                lambda: report.render_ops(stats, _console(), limit=args.limit or None))
+    result = _open(args).op_stats(args.host, include_idle=args.include_idle)
+    _emit(args, result, "ops",
+          lambda: report.render_ops(result.value, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_kernels(args: argparse.Namespace) -> int:
-    from stepscope.analysis.kernel_stats import kernel_stats_csv
     from stepscope.views import report
 
-    stats = _open_model(args).kernel_stats(args.host)
-    _emit_table(args, stats, lambda: kernel_stats_csv(stats), "kernel rows",
-                lambda: report.render_kernels(stats, _console(), limit=args.limit or None))
+    result = _open(args).kernel_stats(args.host)
+    _emit(args, result, "kernel rows",
+          lambda: report.render_kernels(result.value, _console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_input(args: argparse.Namespace) -> int:
-    from stepscope.analysis.input_pipeline import input_ops_csv, input_pipeline_of
-    from stepscope.views import report
     from stepscope.views.input_report import render_input
 
-    result = input_pipeline_of(_open_model(args), host=args.host)
+    result = _open(args).input_pipeline(args.host)
+    _emit(args, result, "input ops",
+          lambda: render_input(result.data, _console(), limit=args.limit or None))
+    return 0
+
+
+def _cmd_tool(args: argparse.Namespace) -> int:
+    from stepscope.run.tools import spec
+
+    chosen = spec(args.name)
+    params: dict[str, str] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise StepscopeError(f"--param takes NAME=VALUE, not {item!r}.")
+        params[key.strip()] = value
+    chosen.parse(params)  # a bad parameter is refused before the run is read
+    result = _open(args).tool(chosen.name, args.host, **params)
     if args.csv:
-        report.write_text(Path(args.csv), input_ops_csv(result))
-        print(f"wrote {len(result.rows)} input ops to {args.csv}", file=sys.stderr)
+        from stepscope.views import report
+
+        report.write_text(args.csv, result.to_csv())
+        print(f"wrote {args.name}'s table to {args.csv}", file=sys.stderr)
+    if args.json or not args.csv:
+        _print_json(result)
+    return 0
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from stepscope.run.tools import TOOLS
+
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
-    elif not args.csv:
-        render_input(result.to_dict(), _console(), limit=args.limit or None)
+        print(json.dumps([t.to_dict() for t in TOOLS.values()], indent=2))
+        return 0
+    for t in TOOLS.values():
+        params = ", ".join(p.name for p in t.params)
+        print(f"{t.name:26} {t.summary}" + (f" (parameters: {params})" if params else ""))
     return 0
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from stepscope.analysis.trace_index import index_for
     from stepscope.formats.chrome_trace_writer import write_chrome_trace
     from stepscope.views import report
 
-    profile = _load_for_table(args)
-    names = [args.host] if args.host is not None else list(profile.hosts)
-    hosts = ((n, profile.hosts[n], index_for(profile.hosts[n], profile.sources.get(n),
-                                             use_cache=not args.no_cache)) for n in names)
-    total = sum(len(profile.hosts[n]) for n in names)
+    run = _open(args)
+    names = [args.host] if args.host is not None else run.hosts
+    tables = run.tables
+    hosts = ((n, tables.hosts[n], run.trace_index(n)) for n in names)
+    total = sum(len(tables.hosts[n]) for n in names)
     with report.count_progress(_console(stderr=True), "writing events", total) as progress:
         count = write_chrome_trace(args.chrome_trace, hosts, progress=progress)
     print(f"wrote {count} events to {args.chrome_trace}", file=sys.stderr)
@@ -349,7 +282,7 @@ def _add_engine_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine(value: str) -> str:
-    from stepscope.engines import check_engine
+    from stepscope.run.engines import check_engine
 
     try:
         return check_engine(value)
@@ -514,9 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="The operands and users of one HLO op to a depth, with "
                         "each op's shape and its device time from the op profile.")
     xg.add_argument("path", help="a logdir (its newest run), a run directory or one file")
-    xg.add_argument("--module", required=True,
-                    help="the program: name(id), its id, or a name only one program has")
-    xg.add_argument("--op", required=True, help="the HLO instruction's name")
+    xg.add_argument("--module", help="the program: name(id), its id, or a name only one "
+                    "program has (default: the program with the most device time)")
+    xg.add_argument("--op", help="the HLO instruction's name (default: the program's "
+                    "costliest op)")
     xg.add_argument("--depth", type=int, default=2, help="steps out from the op (default 2)")
     xg.add_argument("--expand-fusions", action="store_true",
                     help="show the instructions inside each fusion")
@@ -540,6 +474,28 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     exp.set_defaults(func=_cmd_export)
+
+    tool = sub.add_parser("tool", help="any tool's answer as JSON (or its table as CSV), "
+                          "with its parameters as declared (see `stepscope tools`)",
+                          description="Answer one tool of the run, exactly as the web API's "
+                          "/api/data and stepscope.open(PATH).tool(NAME, ...) answer it.")
+    tool.add_argument("name", metavar="NAME", help="the tool (see `stepscope tools`)")
+    tool.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    tool.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="a parameter of the tool (repeatable)")
+    tool.add_argument("--host", help="only this host (default: all hosts)")
+    tool.add_argument("--json", action="store_true", help="print the answer as JSON (the "
+                      "default unless --csv)")
+    tool.add_argument("--csv", metavar="FILE", help="write the tool's table as CSV to FILE")
+    tool.add_argument("--no-cache", action="store_true",
+                      help="parse the profile again instead of using the on-disk cache")
+    _add_engine_arg(tool)
+    tool.set_defaults(func=_cmd_tool)
+
+    tools = sub.add_parser("tools", help="list the tools and their parameters",
+                           description="Every tool stepscope answers, with its parameters.")
+    tools.add_argument("--json", action="store_true", help="the declarations as JSON")
+    tools.set_defaults(func=_cmd_tools)
 
     tl = sub.add_parser("timeline", help="TensorFlow RunMetadata/StepStats as a Chrome trace, "
                         "as TensorFlow's timeline module draws it",

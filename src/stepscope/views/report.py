@@ -19,7 +19,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.framework_op_stats import OpStats
 from stepscope.analysis.kernel_stats import KernelStats
 from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
@@ -252,12 +251,6 @@ def render_kernels(stats: KernelStats, console: Console, limit: int | None = Non
     if limit and len(stats.rows) > limit:
         console.print(f"… {len(stats.rows) - limit} more (use --limit 0 for all, or --csv)",
                       style="dim")
-
-
-def ops_csv(stats: OpStats) -> str:
-    """Op stats as CSV text with a header row."""
-    return csv_text(OP_COLUMNS, ([d[c] for c in OP_COLUMNS]
-                                 for d in (r.to_dict() for r in stats.rows)))
 
 
 def write_text(path: str | Path, text: str) -> None:

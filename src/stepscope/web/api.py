@@ -18,19 +18,16 @@ from typing import Any
 from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
-from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
 from stepscope.model.logdir import host_name, list_runs, resolve
-from stepscope.run_loader import has_hlo_data, has_xla_data
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
-from stepscope.web.tools import TOOLS, Tool
+from stepscope.web.tools import TOOLS, ToolSpec, listing, parse, tool_csv, tool_data
 
 _MAX_NAME = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
 _CAPTURE_LEVELS = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
 
 
@@ -74,39 +71,6 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def flag(query: Mapping[str, str], name: str) -> bool:
-    """A boolean query parameter (1/0, true/false, yes/no, on/off)."""
-    value = query.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ApiError(400, f"Parameter {name} must be true or false, not {value!r}.")
-
-
-def integer(query: Mapping[str, str], name: str, low: int, high: int,
-            default: int | None) -> int | None:
-    """An integer query parameter within [low, high]; ``default`` when absent or empty."""
-    text = query.get(name, "").strip()
-    if not text:
-        return default
-    if not re.fullmatch(r"[+-]?\d{1,19}", text):
-        raise ApiError(400, f"Parameter {name} must be an integer, not {text[:40]!r}.")
-    value = int(text)
-    if not low <= value <= high:
-        raise ApiError(400, f"Parameter {name} must be between {low} and {high}, not "
-                            f"{value}.")
-    return value
-
-
-def text(query: Mapping[str, str], name: str) -> str:
-    """A text query parameter ("" when absent): bounded, without control characters."""
-    value = query.get(name, "")
-    if len(value) > _MAX_NAME or _CONTROL.search(value):
-        raise ApiError(400, f"Parameter {name} is too long or holds control characters.")
-    return value
-
-
 class Api:
     """The API over one logdir."""
 
@@ -127,7 +91,7 @@ class Api:
             raise NotFoundError(f"No run {run!r} in {self.logdir}.")
         return runs[run]
 
-    def _tool(self, tool: str | None) -> Tool:
+    def _tool(self, tool: str | None) -> ToolSpec:
         if not tool:
             raise ApiError(400, "Parameter tool is required.")
         check_name(tool, "tool")
@@ -168,19 +132,28 @@ class Api:
         return {"run": run, "hosts": self._host_names(path)}
 
     def tools(self, run: str | None, host: str | None) -> dict[str, Any]:
-        """The tools available for one run (and host)."""
+        """The tools with a page that are available for one run (and host)."""
         path = self._run_path(run)
         self._host(host, None, path)
-        xla = any(t.needs_xla for t in TOOLS.values()) and _has_xla(path)
-        hlo = any(t.needs_hlo for t in TOOLS.values()) and _has_hlo(path)
+        probe = self._probe(path)
         return {"run": run, "host": host or None,
-                "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
-                           "flags": list(t.flags), "texts": list(t.texts)}
-                          for t in TOOLS.values()
-                          if (xla or not t.needs_xla) and (hlo or not t.needs_hlo)
-                          and self._offers(t, path, host or None)]}
+                "tools": [listing(t) for t in TOOLS.values()
+                          if t.page and t.offered(probe) and self._offers(t, path, host or None)]}
 
-    def _offers(self, tool: Tool, path: Path, host: str | None) -> bool:
+    def _probe(self, path: Path) -> Any:
+        """The run at ``path`` as far as the byte probes need (its files; nothing decoded):
+        the loaded run when there is one."""
+        from stepscope.run import Run
+
+        state = self.store.get(path)
+        if state.run is not None:
+            return state.run
+        try:
+            return Run.open(path)
+        except StepscopeError as err:
+            raise ApiError(422, str(err)) from err
+
+    def _offers(self, tool: ToolSpec, path: Path, host: str | None) -> bool:
         """Whether to list ``tool``: a tool that shows only some runs' data (the memory
         profile) is listed once the run is loaded and has that data."""
         if tool.available is None:
@@ -188,11 +161,8 @@ class Api:
         state = self.store.get(path)
         if state.run is None:
             return False
-        try:
-            with state.lock:
-                return tool.available(state.run, host)
-        except StepscopeError:
-            return False
+        with state.lock:
+            return tool.available_for(state.run, host)
 
     def status(self, run: str | None) -> dict[str, Any]:
         """How far loading the run has got (and starts loading it)."""
@@ -200,20 +170,15 @@ class Api:
 
     def _ready(self, run: str | None, host: str | None, tool: str | None,
                query: Mapping[str, str]
-               ) -> tuple[RunState, Tool, str | None, dict[str, int | bool | str]]:
+               ) -> tuple[RunState, ToolSpec, str | None, dict[str, Any]]:
         path = self._run_path(run)
         chosen = self._tool(tool)
-        if chosen.needs_xla and not _has_xla(path):
-            raise NotFoundError(f"Tool {chosen.name!r} needs XLA programs; run {run!r} has none.")
-        if chosen.needs_hlo and not _has_hlo(path):
-            raise NotFoundError(f"Tool {chosen.name!r} needs the HLO of XLA programs; run "
-                                f"{run!r} has none.")
-        params: dict[str, int | bool | str] = {name: flag(query, name) for name in chosen.flags}
-        params.update({name: text(query, name) for name in chosen.texts})
-        for p in chosen.ints:
-            value = integer(query, p.name, p.low, p.high, p.default)
-            if value is not None:
-                params[p.name] = value
+        if not chosen.offered(self._probe(path)):
+            raise NotFoundError(chosen.unavailable(self._probe(path)))
+        try:
+            params = parse(chosen, query)
+        except InvalidParameterError as err:
+            raise ApiError(400, str(err)) from err
         state = self.store.get(path)
         if state.state == "failed":
             raise ApiError(422, state.error)
@@ -231,9 +196,11 @@ class Api:
 
         try:
             with state.lock:
-                return 200, chosen.data(loaded, host_name_, params)
+                return 200, dict(tool_data(loaded, chosen, host_name_, params))
         except IndexPending as pending:
             return 202, pending.progress
+        except InvalidParameterError as err:
+            raise ApiError(400, str(err)) from err
 
     def trace(self, view: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """A trace viewer query (see ``web.trace``): (200, answer), or (202, progress)."""
@@ -262,13 +229,13 @@ class Api:
             query: Mapping[str, str]) -> tuple[str, str]:
         """A tool's CSV export: (file name, text); waits for the run to load."""
         state, chosen, host_name_, params = self._ready(run, host, tool, query)
-        if chosen.csv is None:
+        if not chosen.csv:
             raise NotFoundError(f"Tool {chosen.name!r} has no CSV export.")
         state = self.store.wait(self._run_path(run))
         if state.run is None:
             raise ApiError(422, state.error or "The run could not be loaded.")
         with state.lock:
-            text = chosen.csv(state.run, host_name_, params)
+            text = tool_csv(state.run, chosen, host_name_, params)
         parts = [run or "run", host_name_ or "all_hosts", chosen.name]
         return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)) + ".csv", text
 
@@ -303,23 +270,6 @@ class Api:
         if job is None:
             raise NotFoundError(f"No capture {capture_id!r} on this server.")
         return job.to_dict()
-
-
-def _has_xla(path: Path) -> bool:
-    """Whether the run at ``path`` has XLA programs (False when its files cannot be listed)."""
-    try:
-        return has_xla_data(resolve(path)[2])
-    except StepscopeError:
-        return False
-
-
-def _has_hlo(path: Path) -> bool:
-    """Whether the run at ``path`` holds XLA programs' HLO (False when its files cannot be
-    listed)."""
-    try:
-        return has_hlo_data(resolve(path)[2])
-    except StepscopeError:
-        return False
 
 
 def check_post(content_type: str, origin: str | None, host: str | None) -> None:

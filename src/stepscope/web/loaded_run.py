@@ -1,4 +1,5 @@
-"""A run loaded for the web UI, with the results computed from it so far (see ``store``)."""
+"""A run loaded for the web UI: a ``Run``, with the long computations it runs in the
+background (the trace viewer's index) and what they offer before they are done."""
 
 from __future__ import annotations
 
@@ -8,15 +9,14 @@ from concurrent.futures import Future
 from typing import Any
 
 from stepscope.model.run_tables import RunTables
+from stepscope.run import Run
 
 
-class LoadedRun:
-    """A loaded run and the results computed from it so far."""
+class LoadedRun(Run):
+    """A run held by the web server's store, and its background computations."""
 
     def __init__(self, profile: RunTables, *, use_cache: bool = True) -> None:
-        self.profile = profile
-        self.use_cache = use_cache  # whether results may be read from and kept on disk
-        self._results: dict[tuple[Any, ...], Any] = {}
+        super().__init__(profile, use_cache=use_cache)
         self._background: dict[tuple[Any, ...], Future[Any]] = {}
         self._background_lock = threading.Lock()
         self._shares: dict[tuple[Any, ...], float] = {}
@@ -24,11 +24,10 @@ class LoadedRun:
         # overview while its index builds); written by that computation's thread only.
         self.partials: dict[tuple[Any, ...], Any] = {}
 
-    def result(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
-        """``compute()``, once per key for this run (callers serialise access per run)."""
-        if key not in self._results:
-            self._results[key] = compute()
-        return self._results[key]
+    @property
+    def profile(self) -> RunTables:
+        """The run's host tables (each read on first use)."""
+        return self.tables
 
     def background(self, key: tuple[Any, ...],
                    compute: Callable[[Callable[[float], None]], Any]) -> Future[Any]:

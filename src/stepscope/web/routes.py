@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 
-from stepscope.errors import NotFoundError
+from stepscope.errors import InvalidParameterError, NotFoundError
 from stepscope.web.api import Api, ApiError, Reply, check_post, json_reply
 
 
@@ -163,6 +163,8 @@ def answer(api: Api, route: Route, request: ApiRequest) -> Reply:
         return route.handler(api, request)
     except NotFoundError as err:
         return json_reply(404, {"error": str(err)})
+    except InvalidParameterError as err:
+        return json_reply(400, {"error": str(err)})
     except ApiError as err:
         return json_reply(err.status, {"error": err.message})
 

@@ -28,7 +28,7 @@ from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
-from stepscope.run_loader import cached_model, open_run_model, save_model
+from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
 
 log = logging.getLogger("stepscope.web")
@@ -145,7 +145,8 @@ class RunStore:
         if early is not None:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
-            model = build_run_model(early)  # waits for the table the index thread reads
+            # Waits for the table the index thread reads.
+            model = keep_results(build_run_model(early))
             if self._use_cache:
                 save_model([file], model)
             while state is not None and state.saves:
@@ -177,7 +178,7 @@ class RunStore:
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
         run = state.early or LoadedRun(profile, use_cache=self._use_cache)
-        run.result(("run_model",), lambda: model)
+        run.attach_model(model)
         state.run = run
         state.state = "ready"
         if self._index_traces and profile.hosts and state.early is None:
@@ -194,3 +195,4 @@ def state_total(file: Path) -> int:
         return file.stat().st_size
     except OSError:
         return 0
+

@@ -26,23 +26,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace_index import (
-    MAX_WIDTH,
-    TraceIndex,
-    cached_index,
-    index_for,
-)
+from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex
 from stepscope.analysis.trace_overview import TraceOverview
-from stepscope.analysis.trace_preview import (
-    PreviewTooCoarse,
-    TracePreview,
-    cached_preview,
-    save_preview,
-)
+from stepscope.analysis.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
+from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
+from stepscope.run.tools import clock_of, trace_host
 from stepscope.web.loaded_run import LoadedRun
-from stepscope.web.tools import Params
 
 VIEWS = ("window", "event", "search", "selection")
 _INT = re.compile(r"-?[0-9]{1,19}")
@@ -58,9 +49,7 @@ class TraceParamError(ValueError):
     """A trace query parameter is missing or not a number in range."""
 
 
-def host_of(run: LoadedRun, host: str | None) -> str:
-    """The host a trace request is about: the one named, else the run's first."""
-    return host if host is not None else next(iter(run.profile.hosts))
+host_of = trace_host  # the host a trace request is about: the one named, else the first
 
 
 class IndexPending(Exception):
@@ -137,26 +126,12 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
     return future.result()
 
 
-def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
-    """The trace viewer's tool data: the host, its sections and tracks, its time span."""
+def trace_viewer_data(run: LoadedRun, host: str | None) -> dict[str, Any]:
+    """The trace viewer's tool data (as ``run.tools.trace_viewer``), answered from the coarse
+    overview while the host's index builds."""
     name = host_of(run, host)
     return {"run": run.profile.run, "host": name, "hosts": list(run.profile.hosts),
             "clock": clock_of(run, name), **trace_index(run, host, coarse=True).meta()}
-
-
-def clock_of(run: LoadedRun, host: str) -> dict[str, Any]:
-    """How the host's clock is lined up with the run's other hosts (the pod viewer's
-    alignment): add ``shift_ns`` to its times to compare them with another host's."""
-    from stepscope.web.tools import run_model
-
-    one = {"shift_ns": 0, "method": "none", "reason": "One host: nothing to line up."}
-    if len(run.profile.hosts) <= 1:
-        return one  # without the run model, which may still be being built
-    alignment = run_model(run).pod_dict().get("alignment", {}).get(host)
-    if not alignment:
-        return one
-    return {"shift_ns": int(alignment["shift_ns"]), "method": str(alignment["method"]),
-            "reason": str(alignment["reason"])}
 
 
 def integer(query: Mapping[str, str], name: str, low: int, high: int) -> int:

@@ -33,6 +33,7 @@ from stepscope.analysis.run_model import build_host, host_to_dict
 from stepscope.errors import InvalidOptionError, ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import load_file
 from stepscope.model.locations import as_path
+from stepscope.run.storage import memory_keeper
 
 ENGINES = ("auto", "local", "pool", "ray")
 # Below this much profile data, starting worker processes costs more than it saves.
@@ -67,7 +68,8 @@ def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
         table = load_file(as_path(task.file), use_cache=use_cache)
     except ProfileFormatError as err:
         return HostResult(task.name, None, str(err), _peak_rss())
-    model = build_host(task.name, table, as_path(task.file) if use_cache else None)
+    model = build_host(task.name, table,
+                       memory_keeper(as_path(task.file)) if use_cache else None)
     del table
     return HostResult(task.name, json.dumps(host_to_dict(model), separators=(",", ":")), None,
                       _peak_rss())

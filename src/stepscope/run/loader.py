@@ -22,9 +22,9 @@ from stepscope.analysis.run_model import (
     build_run_model,
     combine,
 )
+from stepscope.analysis.run_to_pod_viewer import pod_viewer
 from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
-from stepscope.engines import HostResult, check_engine, run_tasks, tasks_for
-from stepscope.errors import ProfileFormatError, StepscopeError
+from stepscope.errors import ProfileFormatError, StepscopeError, not_found
 from stepscope.formats.run_reader import host_names, load
 from stepscope.formats.xspace_to_hlo import load_hlo
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_hlo, may_hold_xla
@@ -32,13 +32,15 @@ from stepscope.model import cache, schema
 from stepscope.model.logdir import resolve
 from stepscope.model.run_tables import Progress, RunTables
 from stepscope.model.xla_ops import XlaHostOps
+from stepscope.run.engines import HostResult, check_engine, run_tasks, tasks_for
+from stepscope.run.storage import run_memory_keeper
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
                    progress: Progress | None = None, engine: str = "auto") -> RunModel:
     """The run model of the run ``path`` names (see ``run_reader.load`` for what it may be).
 
-    Each host is a task on ``engine`` (see ``stepscope.engines``): only the host models come
+    Each host is a task on ``engine`` (see ``stepscope.run.engines``): only the host models come
     back, and are combined here.
     """
     check_engine(engine)
@@ -68,6 +70,7 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
         raise ProfileFormatError(next(iter(failed.values())))
     model = RunModel(run, str(where), LazyHosts(raw), failed)
     model.combined = combine(model)
+    keep_results(model)
     if use_cache and not model.failed:
         save_model(files, model)
     return model
@@ -84,10 +87,25 @@ def run_model_of(profile: RunTables, *, use_cache: bool = True) -> RunModel:
         cached = _cached(files) if files else None
         if cached is not None and set(cached.hosts) == set(profile.hosts):
             return cached
-    model = build_run_model(profile, use_cache=use_cache)
+    model = keep_results(build_run_model(
+        profile, keep_memory=run_memory_keeper(profile) if use_cache else None))
     if files and not model.failed:
         save_model(files, model)
     return model
+
+
+def keep_results(model: RunModel) -> RunModel:
+    """Add to ``model`` the tools' results that are kept with it in the cache (the pod
+    viewer's, which reads every host): a cached open answers them without decoding a host."""
+    if "pod" not in model.combined:
+        model.combined["pod"] = pod_viewer(model).to_dict()
+    return model
+
+
+def pod_dict(model: RunModel) -> dict[str, Any]:
+    """The pod viewer's JSON of ``model`` (kept with it; computed for a model without it)."""
+    result: dict[str, Any] = keep_results(model).combined["pod"]
+    return result
 
 
 def save_model(files: list[Path], model: RunModel) -> None:
@@ -141,8 +159,7 @@ def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
     sources = dict(sorted(profile.sources.items()))
     if host is not None:
         if host not in sources:
-            raise StepscopeError(f"No host {host!r} in this run; it has "
-                                 f"{', '.join(sources) or 'none'}.")
+            raise not_found("host", host, f"run {profile.run!r}", list(sources))
         sources = {host: sources[host]}
     files: list[Path] = []
     if use_cache:
@@ -244,8 +261,7 @@ def hlo_programs_of(sources: dict[str, Path], host: str | None = None) -> dict[s
     those of its host ``host``, keyed by program id."""
     if host is not None:
         if host not in sources:
-            raise StepscopeError(f"No host {host!r} in this run; it has "
-                                 f"{', '.join(sorted(sources)) or 'none'}.")
+            raise not_found("host", host, "this run", sorted(sources))
         sources = {host: sources[host]}
     programs: dict[str, HloProgram] = {}
     for name in sorted(sources):

@@ -1,0 +1,122 @@
+"""What the analysis keeps in the on-disk cache beside a run's files, read and written here
+only (analysis code does no I/O): the trace viewer's index and preview of a host, and a host's
+memory events (for the memory profile's timeline). Each entry belongs to one source file and
+is a miss once that file changes (``model.cache``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from numpy.typing import NDArray
+
+from stepscope.analysis.memory_events import MEMORY_EVENTS_VERSION, MemoryEvents
+from stepscope.analysis.trace_index import INDEX_VERSION, TraceIndex, TrackPlan, build
+from stepscope.analysis.trace_preview import TracePreview
+from stepscope.model import cache
+from stepscope.model.events import EventTable
+from stepscope.model.run_tables import RunTables
+
+I64 = NDArray[Any]
+
+_INDEX = f"trace_index.{INDEX_VERSION}"
+_PREVIEW = f"trace_preview.{INDEX_VERSION}"
+_MEMORY = f"memory_events.{MEMORY_EVENTS_VERSION}"
+_MEMORY_LISTS = ("allocators", "source", "capacity", "texts", "problems")
+
+
+# -- the trace viewer's index -----------------------------------------------------------------
+
+def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
+    """The index of a host's table from the on-disk cache, when ``source`` is unchanged."""
+    hit = cache.load_arrays([source], _INDEX)
+    if hit is not None:
+        header, arrays = hit
+        if header.get("version") == INDEX_VERSION and header.get("events") == len(table):
+            return TraceIndex(table, header, arrays)
+    return None
+
+
+def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
+              progress: Callable[[float], None] | None = None,
+              plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
+    """The index of a host's table, from the on-disk cache when ``source`` is unchanged, else
+    built (``progress``, ``plan`` and ``by_start`` as for ``trace_index.build``) and kept."""
+    if use_cache and source is not None:
+        hit = cached_index(table, source)
+        if hit is not None:
+            return hit
+    index = build(table, progress, plan, by_start)
+    if use_cache and source is not None:
+        cache.save_arrays([source], _INDEX, {**index.header, "events": len(table)},
+                          index.arrays)
+    return index
+
+
+# -- the trace viewer's preview ---------------------------------------------------------------
+
+def save_preview(source: Path, preview: TracePreview) -> None:
+    """Keep ``preview`` in the on-disk cache for ``source`` as it is now."""
+    cache.save_arrays([source], _PREVIEW, {"meta": preview.meta(), "bin_ns": preview.bin_ns},
+                      {"track": preview.track_ids, "count": preview.count,
+                       "covered": preview.covered, **preview.counters})
+
+
+def cached_preview(source: Path) -> TracePreview | None:
+    """The preview of a host's events from the on-disk cache, when ``source`` is unchanged."""
+    hit = cache.load_arrays([source], _PREVIEW)
+    if hit is None:
+        return None
+    try:
+        return TracePreview(*hit)
+    except (KeyError, TypeError, ValueError):
+        return None  # a foreign or damaged entry: made again with the overview
+
+
+# -- a host's memory events -------------------------------------------------------------------
+
+def save_memory_events(source: Path, ev: MemoryEvents) -> None:
+    """Keep a host's memory events in the on-disk cache (for ``source`` as it is now), so
+    that the memory profile's timeline is drawn without reading the host's table again."""
+    header = {name: getattr(ev, name) for name in _MEMORY_LISTS}
+    arrays = {f.name: getattr(ev, f.name) for f in fields(ev) if f.name not in _MEMORY_LISTS}
+    cache.save_arrays([source], _MEMORY, header, arrays)
+
+
+def cached_memory_events(source: Path) -> MemoryEvents | None:
+    """A host's memory events from the on-disk cache, when ``source`` is unchanged."""
+    hit = cache.load_arrays([source], _MEMORY)
+    if hit is None:
+        return None
+    header, arrays = hit
+    try:
+        parts: dict[str, Any] = {name: header[name] for name in _MEMORY_LISTS}
+        parts.update(arrays)
+        ev = MemoryEvents(**parts)
+        n = len(ev.time_ns)
+        if any(len(a) != n for a in arrays.values()) or set(arrays) != \
+                {f.name for f in fields(ev)} - set(_MEMORY_LISTS):
+            return None
+        return ev
+    except (KeyError, TypeError):
+        return None  # a foreign or damaged entry: computed again
+
+
+def memory_keeper(source: Path | None) -> Callable[[MemoryEvents], None] | None:
+    """What ``build_host`` hands a host's memory events to: kept in the cache for
+    ``source`` (None: not kept)."""
+    if source is None:
+        return None
+    return lambda ev: save_memory_events(source, ev)
+
+
+def run_memory_keeper(profile: RunTables) -> Callable[[str, MemoryEvents], None]:
+    """What ``build_run_model`` hands each host's memory events to: kept in the cache beside
+    the host's file."""
+    def keep(host: str, ev: MemoryEvents) -> None:
+        source = profile.sources.get(host)
+        if source is not None:
+            save_memory_events(source, ev)
+    return keep
