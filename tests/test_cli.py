@@ -85,7 +85,7 @@ def test_kernels_command_json_csv_and_cpu_only(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     want = kernel_stats(load(trace, use_cache=False)).to_dict()
-    assert got == json.loads(json.dumps(want)) and got["rows"]
+    assert got == {"run": "h100", "host": None, **json.loads(json.dumps(want))} and got["rows"]
     out = tmp_path / "k.csv"
     result = _run("kernels", str(trace), "--csv", str(out), "--no-cache")
     assert result.returncode == 0 and len(out.read_text().splitlines()) == 1 + len(got["rows"])

@@ -138,7 +138,11 @@ def _cmd_xla(args: argparse.Namespace) -> int:
     run = _open(args)
     result = run.op_profile(args.host, top=args.top)
     if args.csv:
-        _emit(args, run.hlo_op_stats(args.host), "HLO ops", lambda: None)
+        from stepscope.views import report
+
+        stats = run.hlo_op_stats(args.host)
+        report.write_text(args.csv, stats.to_csv())
+        print(f"wrote {len(stats.data['ops'])} HLO ops to {args.csv}", file=sys.stderr)
     if args.json:
         _print_json(result)
     elif not args.csv:

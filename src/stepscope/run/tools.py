@@ -13,6 +13,7 @@ gives.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ class ToolSpec:
     available: Callable[[Run, str | None], bool] | None = None  # further, for loaded runs
     page: bool = True  # whether the web UI has a page for it (listed in its navigation)
     csv: bool = False  # whether it has a CSV export of its own columns
+    missing: str = ""  # why ``available`` can say no, as the sentence a user reads
 
     def parse(self, given: Mapping[str, object]) -> Params:
         """The tool's parameters from ``given`` (text or values), checked; defaults filled."""
@@ -75,7 +77,7 @@ class ToolSpec:
         if self.needs == "hlo" and not run.has_hlo():
             return (f"Tool {self.name!r} needs the HLO of XLA programs; run {run.name!r} has "
                     "none.")
-        return f"Tool {self.name!r} has nothing to show for run {run.name!r}."
+        return self.missing or f"Tool {self.name!r} has nothing to show for run {run.name!r}."
 
     def to_dict(self) -> dict[str, Any]:
         """The declaration as JSON."""
@@ -256,8 +258,11 @@ def _allocator_index(allocators: list[dict[str, Any]], wanted: Value) -> int:
     """The index of the allocator ``wanted`` names (its index or its name; None: 0)."""
     if wanted is None:
         return 0
-    text = str(wanted)
-    if text.isdigit():
+    text = str(wanted).strip()
+    if re.fullmatch(r"[+-]?\d{1,19}", text):
+        if int(text) < 0:
+            raise InvalidParameterError(f"Parameter allocator must be an allocator's index "
+                                        f"(0 or more) or its name, not {text}.")
         if int(text) < len(allocators):
             return int(text)
         raise NotFoundError(f"No allocator {text}: this profile has {len(allocators)}.")
@@ -459,7 +464,9 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in [
                        "profile start)", None, 0, 1 << 50),
                  Param("to_us", "int", "timeline to this time (µs from the host's profile "
                        "start)", None, 0, 1 << 50)),
-             available=_has_memory, csv=True),
+             available=_has_memory, csv=True,
+             missing="This profile recorded no memory activity (no MemoryAllocation or "
+                     "[memory] events)."),
     ToolSpec("op_profile", "Op profile", "Time, FLOPS utilisation and bound-by of the XLA "
              "programs, per category and HLO op.", op_profile, (
                  Param("top", "int", "ops kept: the top N overall and of each category "
