@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 
 import stepscope
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
@@ -42,14 +42,8 @@ print(cb.path)
 
 
 def _xprof(path: Path, tool: str, tmp: Path) -> object:
-    """Run an XProf tool on a copy of ``path`` (XProf writes cache files beside its input)."""
-    from xprof.convert import raw_to_tool_data
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    copy = tmp / path.name
-    shutil.copy(path, copy)
-    data, _content_type = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {})
-    return json.loads(data)
+    """XProf's answer for ``tool`` on a copy of ``path``."""
+    return xprof_tool(path, tool, tmp)
 
 
 def _xprof_steps(path: Path, tmp: Path) -> list[str]:

@@ -17,6 +17,7 @@ import pytest
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.framework_op_stats import HOST
 from stepscope.formats.run_reader import load
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
@@ -99,11 +100,8 @@ XPROF_CATEGORIES = {
 
 
 def _xprof(path: Path, tool: str) -> Any:
-    """Run one XProf converter on a copy of ``path`` (XProf writes caches beside it)."""
-    from xprof.convert import raw_to_tool_data
-
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], tool, {})
-    return json.loads(data.decode() if isinstance(data, bytes) else data)
+    """XProf's answer for ``tool`` on a copy of ``path``."""
+    return xprof_tool(path, tool, path.parent / "xprof-copy")
 
 
 def _xprof_steps(path: Path) -> list[float]:

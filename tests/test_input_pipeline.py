@@ -27,6 +27,7 @@ from stepscope.analysis.input_pipeline import input_pipeline
 from stepscope.cli import main
 from stepscope.formats.run_reader import load
 from stepscope.run.loader import overview_dict
+from xprof_reference import xprof_tool
 
 from workloads import run_script
 
@@ -343,6 +344,7 @@ def test_dataloader_spawned_workers_send_their_stage_times(
 # endless repeats), so both are synchronous and finite, and the iterators go before stop.
 TWO_PIPELINES = """
 import os, sys, time, tensorflow as tf
+
 logdir = sys.argv[1]
 records = os.path.join(logdir, "data.tfrecord")
 os.makedirs(logdir, exist_ok=True)
@@ -373,10 +375,7 @@ tf.profiler.experimental.stop()
 
 def xprof_input(path: Path) -> tuple[dict[str, float], dict[str, int]]:
     """XProf's host-side input breakdown (ms, our category names) and its input-op counts."""
-    from xprof.convert import raw_to_tool_data
-
-    raw, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "input_pipeline_analyzer", {})
-    for table in json.loads(raw):
+    for table in xprof_tool(path, "input_pipeline_analyzer", path.parent / "xprof-copy"):
         props = table.get("p", {})
         if "enqueue_us" in props:
             ours = {"read_on_demand": "demanded_file_read_us",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 import stepscope
 from stepscope.formats.xplane_builder import read_space
 from stepscope.model import schema
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from xspace_view import events, plane
@@ -23,10 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def _xprof(path: Path, tool: str) -> object:
-    from xprof.convert import raw_to_tool_data
-
-    data, _content_type = raw_to_tool_data.xspace_to_tool_data([str(path)], tool, {})
-    return json.loads(data)
+    return xprof_tool(path, tool, path.parent / "xprof-copy")
 
 
 def _write_training_profile(logdir: Path, steps: int) -> Path:

@@ -35,6 +35,7 @@ from stepscope.analysis.kernel_stats import (
 from stepscope.errors import StepscopeError
 from stepscope.formats import run_reader
 from stepscope.formats.xplane_builder import add_plane, new_space, read_space, write_space
+from xprof_reference import gviz_rows, xprof_tool
 
 from conftest import FIXTURES
 from xspace_view import events as plane_events
@@ -407,14 +408,8 @@ def test_kernel_details_formats() -> None:
 # --- XProf's own kernel_stats on the same files ---------------------------------------------
 
 def _xprof_rows(path: Path, tmp_path: Path) -> list[dict[str, Any]]:
-    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
-    copy = tmp_path / path.stem / path.name  # XProf writes its cache beside the file
-    copy.parent.mkdir(parents=True)
-    shutil.copy(path, copy)
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "kernel_stats", {})
-    table = json.loads(data)
-    names = [c["id"] for c in table["cols"]]
-    return [dict(zip(names, [c["v"] for c in r["c"]], strict=True)) for r in table["rows"]]
+    pytest.importorskip("xprof.convert.raw_to_tool_data")
+    return gviz_rows(xprof_tool(path, "kernel_stats", tmp_path / path.stem))
 
 
 def _by_launch_config(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:

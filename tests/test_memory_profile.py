@@ -23,6 +23,7 @@ from stepscope.formats.run_reader import load_file
 from stepscope.model import schema
 from stepscope.run.loader import open_run_model
 from stepscope.web.api import Api, ApiError
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 
@@ -46,12 +47,7 @@ XPROF_MAX_SNAPSHOTS = 1000  # XProf's timeline keeps every event below this many
 
 def _xprof_memory(path: Path, tmp: Path) -> dict[str, Any]:
     """XProf's memory_profile tool on a copy of ``path`` (it writes caches beside it)."""
-    from xprof.convert import raw_to_tool_data
-
-    copy = tmp / path.name
-    shutil.copy(path, copy)
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "memory_profile", {})
-    result: dict[str, Any] = json.loads(data.decode() if isinstance(data, bytes) else data)
+    result: dict[str, Any] = xprof_tool(path, "memory_profile", tmp)
     return result
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
 from stepscope.run.loader import open_hlo_programs
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
@@ -78,18 +78,9 @@ tf.profiler.experimental.stop()
 def _xprof_memory(path: Path, label: str, tmp: Path, space: int = 0) -> dict[str, Any] | None:
     """XProf's memory viewer of program ``label`` (``name(id)``) and memory space ``space``
     in a copy of ``path``."""
-    from xprof.convert import raw_to_tool_data
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    copy_ = tmp / path.name
-    if not copy_.exists():
-        shutil.copy(path, copy_)
-        raw_to_tool_data.xspace_to_tool_names([str(copy_)])  # writes each program's HLO
-    data, _ = raw_to_tool_data.xspace_to_tool_data(
-        [str(copy_)], "memory_viewer", {"module_name": label, "memory_space": str(space)})
-    if not data:
-        return None
-    out: dict[str, Any] = json.loads(data.decode() if isinstance(data, bytes) else data)
+    out: dict[str, Any] | None = xprof_tool(
+        path, "memory_viewer", tmp, {"module_name": label, "memory_space": str(space)},
+        hlo=True)
     return out
 
 

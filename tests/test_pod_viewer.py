@@ -29,6 +29,7 @@ from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model import cache
 from stepscope.run.loader import open_run_model, pod_dict
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 
@@ -256,13 +257,11 @@ def test_pod_viewer_survives_hostile_runs(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_steps_match_xprof_pod_viewer_on_a_multi_host_xspace_run(tmp_path: Path) -> None:
-    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    pytest.importorskip("xprof.convert.raw_to_tool_data")
     source = next(TF_GPU.glob("*.xplane.pb"))
     for i in range(3):
         (tmp_path / f"worker{i}.xplane.pb").write_bytes(source.read_bytes())
-    files = sorted(str(p) for p in tmp_path.glob("*.xplane.pb"))
-    raw = raw_to_tool_data.xspace_to_tool_data(files, "pod_viewer", {})
-    theirs = json.loads(raw[0] if isinstance(raw, tuple) else raw)
+    theirs = xprof_tool(sorted(tmp_path.glob("*.xplane.pb")), "pod_viewer", tmp_path / "x")
     their_steps = sorted({int(s["stepNum"]) for s in theirs["podStatsSequence"]["podStatsMap"]})
     ours = pod_viewer(open_run_model(tmp_path, use_cache=False)).to_dict()
     assert [s["step_num"] for s in ours["steps"]] == their_steps

@@ -27,6 +27,7 @@ from stepscope.formats.xplane_proto import XSpace
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.run.loader import open_xla_model
+from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
@@ -74,14 +75,7 @@ pytestmark = pytest.mark.usefixtures("cache_home")
 
 
 def _xprof(path: Path, tool: str, tmp: Path) -> Any:
-    """Run one XProf converter on a copy of ``path`` (XProf writes caches beside it)."""
-    from xprof.convert import raw_to_tool_data
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    copy = tmp / path.name
-    shutil.copy(path, copy)
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {})
-    return json.loads(data.decode() if isinstance(data, bytes) else data)
+    return xprof_tool(path, tool, tmp)
 
 
 def _xprof_hlo_stats(path: Path, tmp: Path) -> dict[tuple[str, str], dict[str, Any]]:

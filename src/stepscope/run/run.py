@@ -136,11 +136,33 @@ class Run:
         host = self.check_host(host)
         key = ("tool", chosen.name, host, tuple(sorted(values.items())))
         if key not in self._results:
-            if not chosen.available_for(self, host):
-                raise ToolNotAvailableError(chosen.unavailable(self))
-            self._results[key] = chosen.compute(self, host, values)
-        result: ToolResult = self._results[key]
-        return result
+            kept = self._kept(chosen.name, host, values) if chosen.keep else None
+            if kept is not None:
+                self._results[key] = kept
+            else:
+                if not chosen.available_for(self, host):
+                    raise ToolNotAvailableError(chosen.unavailable(self))
+                result = chosen.compute(self, host, values)
+                if chosen.keep and self.use_cache and not self.failed:
+                    storage.keep_tool_result(self._files(), chosen.name, host, values,
+                                             result.data, result.csv_text, result.table_key)
+                self._results[key] = result
+        answer: ToolResult = self._results[key]
+        return answer
+
+    def _files(self) -> list[Path]:
+        """The run's files, which a kept answer belongs to. (An answer is kept only while
+        every host could be read: the same files then give no kept answer to read back, and
+        a fixed file is read again.)"""
+        return [self.tables.sources[n] for n in sorted(self.tables.sources)]
+
+    def _kept(self, tool: str, host: str | None, values: dict[str, Any]) -> ToolResult | None:
+        """A tool's answer kept in the on-disk cache by an earlier open of the same files."""
+        files = self._files() if self.use_cache else []
+        hit = storage.cached_tool_result(files, tool, host, values) if files else None
+        if hit is None:
+            return None
+        return ToolResult(tool, hit["data"], hit.get("table_key"), None, hit.get("csv"))
 
     def available_tools(self, host: str | None = None) -> list[str]:
         """The tools with something to show for this run (and host)."""

@@ -5,6 +5,8 @@ is a miss once that file changes (``model.cache``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -120,3 +122,41 @@ def run_memory_keeper(profile: RunTables) -> Callable[[str, MemoryEvents], None]
         if source is not None:
             save_memory_events(source, ev)
     return keep
+
+
+# -- tools' answers ---------------------------------------------------------------------------
+
+# Bump when a kept tool's answer changes for the same files (with the package version, it
+# keys every kept answer: an upgrade never reads an older answer back).
+RESULTS_VERSION = 1
+
+
+def _result_name(tool: str, host: str | None, params: dict[str, Any]) -> str:
+    from stepscope.analysis.run_model import RUN_MODEL_VERSION
+    from stepscope.version import __version__
+
+    key = json.dumps([__version__, RUN_MODEL_VERSION, host, sorted(params.items())],
+                     default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return f"tool.{RESULTS_VERSION}.{tool}.{digest}"
+
+
+def cached_tool_result(files: list[Path], tool: str, host: str | None,
+                       params: dict[str, Any]) -> dict[str, Any] | None:
+    """A tool's kept answer for the run of ``files`` (``data``, ``csv``, ``table_key``),
+    when every file is unchanged since it was kept."""
+    if not files:
+        return None
+    hit = cache.load_result(files, _result_name(tool, host, params))
+    if hit is None or not isinstance(hit.get("data"), dict):
+        return None
+    return hit
+
+
+def keep_tool_result(files: list[Path], tool: str, host: str | None, params: dict[str, Any],
+                     data: dict[str, Any], csv_text: str | None,
+                     table_key: str | None) -> None:
+    """Keep a tool's answer for the run of ``files`` (an unwritable cache only warns)."""
+    if files:
+        cache.save_result(files, _result_name(tool, host, params),
+                          {"data": data, "csv": csv_text, "table_key": table_key})

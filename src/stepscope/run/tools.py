@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError, not_found
@@ -48,6 +48,9 @@ class ToolSpec:
     page: bool = True  # whether the web UI has a page for it (listed in its navigation)
     csv: bool = False  # whether it has a CSV export of its own columns
     missing: str = ""  # why ``available`` can say no, as the sentence a user reads
+    # Whether its answer is kept in the on-disk cache (costly to compute, needed by no
+    # interface as the analysis' typed value).
+    keep: bool = False
 
     def parse(self, given: Mapping[str, object]) -> Params:
         """The tool's parameters from ``given`` (text or values), checked; defaults filled."""
@@ -438,7 +441,13 @@ class InvalidTraceQuery(InvalidParameterError):
 
 _TIME = 1 << 62
 
-TOOLS: dict[str, ToolSpec] = {t.name: t for t in [
+# Tools whose answers are kept in the on-disk cache: each costs a host decode or more to
+# compute, and no interface needs its typed value (bump storage.RESULTS_VERSION when one of
+# their answers changes for the same files).
+_KEPT = {"overview_page", "advice", "steps", "input_pipeline_analyzer", "pod_viewer",
+         "memory_profile", "op_profile", "hlo_op_stats", "roofline_model"}
+
+_DECLARED: list[ToolSpec] = [
     ToolSpec("overview_page", "Overview", "Step time and its breakdown, the input-bound "
              "verdict, top ops, the run environment and what to change.", overview_page),
     ToolSpec("framework_op_stats", "Framework op stats", "Time and self time per op, on the "
@@ -510,4 +519,5 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in [
                        None, -_TIME, _TIME),
                  Param("end_ns", "int", "to (ns after the trace's origin; default its end)",
                        None, -_TIME, _TIME)), page=False),
-]}
+]
+TOOLS: dict[str, ToolSpec] = {t.name: replace(t, keep=t.name in _KEPT) for t in _DECLARED}
