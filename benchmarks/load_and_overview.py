@@ -418,7 +418,7 @@ def goals(row: dict[str, Any]) -> dict[str, Any]:
 
 def _expected_steps(generated: int) -> int:
     """How many steps the overview should list for ``generated`` recorded ones."""
-    from stepscope.analysis.steps import TRIM_ABOVE
+    from stepscope.analysis.run_model.steps import TRIM_ABOVE
 
     return generated - 2 if generated > TRIM_ABOVE else generated
 

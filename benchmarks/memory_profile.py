@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stepscope.analysis.memory_events import memory_events
-from stepscope.analysis.memory_profile import host_memory, timeline
+from stepscope.analysis.run_model.memory_events import memory_events
+from stepscope.analysis.run_model.memory_profile import host_memory, timeline
 from stepscope.formats import xplane_builder as xb
 from stepscope.formats.run_reader import load_file
 from stepscope.model import schema

@@ -72,7 +72,7 @@ def _record(layers: int, where: Path) -> Path:
 
 def _stepscope(path: Path) -> tuple[float, int, int]:
     """(ms of the analysis alone, programs, heap events) after reading the file."""
-    from stepscope.analysis.memory_viewer import memory_viewer
+    from stepscope.analysis.xla.memory_viewer import memory_viewer
     from stepscope.run.loader import open_hlo_programs
 
     spent, count, events = 0.0, 0, 0
@@ -137,7 +137,7 @@ def _scaling(path: Path, repeats: int) -> None:
 
     import numpy as np
 
-    from stepscope.analysis.memory_viewer import memory_viewer
+    from stepscope.analysis.xla.memory_viewer import memory_viewer
     from stepscope.model.hlo import HeapTrace
     from stepscope.run.loader import open_hlo_programs
 

@@ -67,7 +67,7 @@ def _clear_models(cache_dir: Path) -> None:
 
 def measure(name: str, run: Path, cache_dir: Path, repeats: int) -> dict[str, Any]:
     """Every figure of one run (see the module docstring)."""
-    from stepscope.analysis.input_pipeline import input_pipeline_of
+    from stepscope.analysis.tools.input_pipeline import input_pipeline_of
     from stepscope.run.loader import open_run_model, pod_dict
 
     def cold() -> Any:

@@ -68,9 +68,9 @@ def main() -> None:
             sys.exit(done.stderr[-2000:])
     path = sorted(logdir.rglob("*.xplane.pb"))[0]
 
-    from stepscope.analysis.overview_page import host_facts
-    from stepscope.analysis.step_groups import grouped_step
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.overview_page import host_facts
+    from stepscope.analysis.run_model.step_groups import grouped_step
+    from stepscope.analysis.run_model.steps import find_steps
     from stepscope.formats.run_reader import load
 
     table = next(iter(load(path, use_cache=False).hosts.values()))

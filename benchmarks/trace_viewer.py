@@ -142,8 +142,8 @@ def _queries(index: Any, n: int, width: int, seed: int) -> dict[str, float]:
 
 def child_synthetic(n_events: int, n_queries: int) -> dict[str, Any]:
     """Build and query the synthetic index in this (child) process."""
-    from stepscope.analysis.trace_index import build
-    from stepscope.analysis.trace_overview import TraceOverview
+    from stepscope.analysis.trace.trace_index import build
+    from stepscope.analysis.trace.trace_overview import TraceOverview
 
     table = synthetic_table(n_events)
     before = _peak_rss_mb()
@@ -167,7 +167,7 @@ def child_synthetic(n_events: int, n_queries: int) -> dict[str, Any]:
 
 def child_real(path: str, n_queries: int) -> dict[str, Any]:
     """Load, build and query the real profile's index in this (child) process."""
-    from stepscope.analysis.trace_index import build
+    from stepscope.analysis.trace.trace_index import build
     from stepscope.formats.run_reader import load
 
     t = time.perf_counter()

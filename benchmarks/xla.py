@@ -76,9 +76,9 @@ def _amplified(src: Path, dst: Path, k: int) -> Path:
 
 
 def _ours_cold(path: Path) -> Any:
-    from stepscope.analysis.hlo_op_stats import hlo_op_stats
-    from stepscope.analysis.op_profile import op_profile
-    from stepscope.analysis.xla_model import build_xla_model
+    from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats
+    from stepscope.analysis.xla.op_profile import op_profile
+    from stepscope.analysis.xla.xla_model import build_xla_model
     from stepscope.formats.xspace_to_xla import load_xla
 
     model = build_xla_model({"host": load_xla(path)})
@@ -86,8 +86,8 @@ def _ours_cold(path: Path) -> Any:
 
 
 def _ours_cached(path: Path) -> Any:
-    from stepscope.analysis.hlo_op_stats import hlo_op_stats
-    from stepscope.analysis.op_profile import op_profile
+    from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats
+    from stepscope.analysis.xla.op_profile import op_profile
     from stepscope.run.loader import open_xla_model
 
     model = open_xla_model(path)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from advice_workloads import TF_FILES, TF_PIPELINE
-from stepscope.analysis.advice import Recommendation, recommendations
 from stepscope.analysis.run_model import RunModel, build_run_model
+from stepscope.analysis.tools.advice import Recommendation, recommendations
 from stepscope.cli import main
 from stepscope.formats.run_reader import load
 

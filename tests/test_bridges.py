@@ -64,7 +64,7 @@ def test_keras_callback_profiles_the_chosen_batches(tmp_path: Path, backend: str
     # Where Keras' TensorBoard callback writes its profiles.
     assert path.is_file()
     assert path.parent.parent == tmp_path / "logs" / "train" / "plugins" / "profile"
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     profile = stepscope.load(str(tmp_path / "logs"))
     (table,) = profile.hosts.values()
@@ -84,7 +84,7 @@ def test_keras_callback_profiles_the_chosen_batches(tmp_path: Path, backend: str
 
 def test_keras_callback_counts_batches_across_epochs(tmp_path: Path) -> None:
     path = _fit(tmp_path / "logs", "7,10")
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     profile = stepscope.load(str(path))
     (table,) = profile.hosts.values()
@@ -94,7 +94,7 @@ def test_keras_callback_counts_batches_across_epochs(tmp_path: Path) -> None:
 def test_keras_callback_stops_when_training_ends_first(tmp_path: Path) -> None:
     path = _fit(tmp_path / "logs", "6,100", epochs=1)
     assert path.is_file()
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     profile = stepscope.load(str(path))
     (table,) = profile.hosts.values()
@@ -143,7 +143,7 @@ print(stepscope.stop())
 
 def test_tensorflow_bridge_merges_tf_ops_into_our_profile(tmp_path: Path) -> None:
     from stepscope.analysis import op_stats
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
     from stepscope.formats.xplane_builder import read_space
     from stepscope.model import schema
 
@@ -194,7 +194,7 @@ def test_a_failing_bridge_warns_and_keeps_our_profile(tmp_path: Path) -> None:
         "import warnings; warnings.simplefilter('always')\nstepscope.start")
     assert "tf.profiler.experimental.start" in script
     out = run_script(script + "tf.profiler.experimental.stop()\n", str(tmp_path / "logs"), "3")
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     profile = stepscope.load(out.strip().splitlines()[-1])
     (table,) = profile.hosts.values()
@@ -230,8 +230,8 @@ print(json.dumps({"path": str(path), "averages": averages}))
 
 def test_pytorch_bridge_self_times_match_key_averages(tmp_path: Path) -> None:
     from stepscope.analysis import op_stats
-    from stepscope.analysis.framework_op_stats import HOST
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.framework_op_stats import HOST
+    from stepscope.analysis.run_model.steps import find_steps
 
     out = json.loads(run_script(TORCH_UNDER_STEPSCOPE, str(tmp_path / "logs"), "5")
                      .strip().splitlines()[-1])
@@ -272,7 +272,7 @@ print(json.dumps([str(p) for p in prof.paths]))
 
 def test_torch_schedule_records_the_active_steps_of_each_cycle(tmp_path: Path) -> None:
     from stepscope.analysis import op_stats
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     paths = json.loads(run_script(TORCH_SCHEDULE, str(tmp_path / "logs")).strip()
                        .splitlines()[-1])
@@ -330,7 +330,7 @@ print(stepscope.stop())
 
 
 def test_jax_bridge_merges_xla_ops_into_our_steps(tmp_path: Path) -> None:
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     path = Path(run_script(JAX_UNDER_STEPSCOPE, str(tmp_path / "logs"), "4").strip()
                 .splitlines()[-1])
@@ -365,7 +365,7 @@ def test_gpu_activity_converts_to_planes_kernel_stats_read_alike(tmp_path: Path)
     the same recording gives when read as a Kineto trace."""
     import gzip
 
-    from stepscope.analysis.kernel_stats import kernel_stats
+    from stepscope.analysis.run_model.kernel_stats import kernel_stats
     from stepscope.capture.bridges.pytorch import DeviceEvent, device_planes
     from stepscope.formats import xplane_builder as xb
     from stepscope.model import schema
@@ -418,7 +418,7 @@ def test_cuda_bridge_without_a_gpu_is_skipped_with_one_note(tmp_path: Path) -> N
     import subprocess
     import sys
 
-    from stepscope.analysis.steps import find_steps
+    from stepscope.analysis.run_model.steps import find_steps
 
     proc = subprocess.run([sys.executable, "-c", CUDA_WITHOUT_GPU], capture_output=True,
                           text=True, check=True)

@@ -75,7 +75,7 @@ def test_version() -> None:
 
 
 def test_kernels_command_json_csv_and_cpu_only(tmp_path: Path) -> None:
-    from stepscope.analysis.kernel_stats import kernel_stats
+    from stepscope.analysis.run_model.kernel_stats import kernel_stats
     from stepscope.formats.run_reader import load
 
     from conftest import FIXTURES

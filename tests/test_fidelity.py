@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from stepscope.analysis import op_stats, overview
-from stepscope.analysis.framework_op_stats import HOST
+from stepscope.analysis.run_model.framework_op_stats import HOST
 from stepscope.formats.run_reader import load
 from xprof_reference import xprof_tool
 

@@ -209,7 +209,7 @@ def test_a_gzip_bomb_stops_at_the_bound_with_a_reason(tmp_path: Path) -> None:
 
 def test_the_bound_can_be_raised_and_honest_traces_pass(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from stepscope.formats.chrome_trace import max_document_bytes
+    from stepscope.formats.kineto_to_tables import max_document_bytes
 
     monkeypatch.delenv("STEPSCOPE_MAX_TRACE_GB", raising=False)
     assert max_document_bytes() >= 256 * 2**20

@@ -22,8 +22,8 @@ import pytest
 
 import stepscope
 from stepscope import data
-from stepscope.analysis.input_bottleneck import normalize
-from stepscope.analysis.input_pipeline import input_pipeline
+from stepscope.analysis.run_model.input_bottleneck import normalize
+from stepscope.analysis.tools.input_pipeline import input_pipeline
 from stepscope.cli import main
 from stepscope.formats.run_reader import load
 from stepscope.run.loader import overview_dict

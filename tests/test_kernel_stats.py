@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from stepscope.analysis.kernel_stats import (
+from stepscope.analysis.run_model.kernel_stats import (
     AMD,
     NVIDIA,
     UNKNOWN_VENDOR,

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import stepscope
-from stepscope.analysis.memory_events import memory_events
-from stepscope.analysis.memory_profile import UNMAPPED_XSPACE, host_memory, timeline
+from stepscope.analysis.run_model.memory_events import memory_events
+from stepscope.analysis.run_model.memory_profile import UNMAPPED_XSPACE, host_memory, timeline
 from stepscope.cli import main
 from stepscope.formats import xplane_builder as xb
 from stepscope.formats.run_reader import load_file

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stepscope.analysis.hlo_graph import graph_dot, graph_text, hlo_graph
-from stepscope.analysis.memory_viewer import MemoryViewerError, memory_spaces, memory_viewer
+from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text, hlo_graph
+from stepscope.analysis.xla.memory_viewer import MemoryViewerError, memory_spaces, memory_viewer
 from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace

@@ -15,15 +15,15 @@ import pytest
 
 import stepscope
 from stepscope.analysis import op_stats, overview
-from stepscope.analysis.input_pipeline import input_pipeline, input_pipeline_of
-from stepscope.analysis.kernel_stats import kernel_stats
 from stepscope.analysis.run_model import (
     RUN_MODEL_NAME,
     RUN_MODEL_VERSION,
     RunModel,
     build_run_model,
 )
-from stepscope.analysis.run_to_pod_viewer import pod_viewer, pod_viewer_csv
+from stepscope.analysis.run_model.kernel_stats import kernel_stats
+from stepscope.analysis.tools.input_pipeline import input_pipeline, input_pipeline_of
+from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer, pod_viewer_csv
 from stepscope.cli import main
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load

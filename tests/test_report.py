@@ -19,9 +19,9 @@ import pytest
 import stepscope
 import stepscope.analysis
 from stepscope.analysis import find_steps, op_stats, overview
-from stepscope.analysis.framework_op_stats import DEVICE, HOST
-from stepscope.analysis.overview_page import CATEGORIES, VERDICTS
 from stepscope.analysis.run_model import RUN_MODEL_NAME
+from stepscope.analysis.run_model.framework_op_stats import DEVICE, HOST
+from stepscope.analysis.run_model.overview_page import CATEGORIES, VERDICTS
 from stepscope.cli import main
 from stepscope.run.loader import overview_dict
 

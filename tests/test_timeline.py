@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stepscope.analysis.framework_op_stats import op_stats
-from stepscope.analysis.steps import find_steps
-from stepscope.analysis.trace_index import build as build_index
+from stepscope.analysis.run_model.framework_op_stats import op_stats
+from stepscope.analysis.run_model.steps import find_steps
+from stepscope.analysis.trace.trace_index import build as build_index
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.run_reader import load, load_file
 from stepscope.formats.step_stats_proto import RunMetadata, StepStats

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build
+from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats

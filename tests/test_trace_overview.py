@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stepscope.analysis.trace_index import TraceIndex, TraceQueryError, build, window_bounds
-from stepscope.analysis.trace_overview import TraceOverview
+from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build, window_bounds
+from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles
 
@@ -128,7 +128,7 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
     import threading
     import time
 
-    from stepscope.analysis import trace_index as ti
+    from stepscope.analysis.trace import trace_index as ti
     from stepscope.model.logdir import list_runs
     from stepscope.run import storage
     from stepscope.web import trace

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from stepscope.analysis.trace_overview import TraceOverview
-from stepscope.analysis.trace_preview import PreviewTooCoarse, TracePreview
+from stepscope.analysis.trace.trace_overview import TraceOverview
+from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.model.events import EventTable
 from stepscope.run.storage import cached_preview, save_preview
 from test_trace_index import _profiles

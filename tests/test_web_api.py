@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from stepscope.analysis import op_stats, overview
-from stepscope.analysis.framework_op_stats import ops_csv
+from stepscope.analysis.run_model.framework_op_stats import ops_csv
 from stepscope.formats.run_reader import load
 from stepscope.web.app import create_app
 
@@ -420,7 +420,7 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
     meanwhile."""
     import threading
 
-    from stepscope.analysis import trace_index as ti
+    from stepscope.analysis.trace import trace_index as ti
     from stepscope.model.logdir import list_runs
     from stepscope.run import storage
     from stepscope.web import trace

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stepscope.analysis.hlo_cost import cost_of
-from stepscope.analysis.hlo_op_stats import CSV_COLUMNS, hlo_op_stats, hlo_op_stats_csv
-from stepscope.analysis.op_profile import op_profile
-from stepscope.analysis.roofline import roofline
-from stepscope.analysis.xla_model import XlaModel, build_xla_model
+from stepscope.analysis.xla.hlo_cost import cost_of
+from stepscope.analysis.xla.hlo_op_stats import CSV_COLUMNS, hlo_op_stats, hlo_op_stats_csv
+from stepscope.analysis.xla.op_profile import op_profile
+from stepscope.analysis.xla.roofline import roofline
+from stepscope.analysis.xla.xla_model import XlaModel, build_xla_model
 from stepscope.cli import main
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.hlo_proto import decode_hlo_proto
@@ -501,7 +501,7 @@ def test_cli_host_and_report_flops_utilisation(tmp_path: Path, capsys: Any) -> N
 
 def test_device_identified_from_plane_capabilities() -> None:
     """GPU planes name no model: it is told from vendor, compute capability and cores."""
-    from stepscope.analysis import device_peaks
+    from stepscope.analysis.xla import device_peaks
 
     table = load_xspace(TF_GPU)
     props = table.planes[table.plane_index("/device:GPU:4") or 0].stats

@@ -5,17 +5,17 @@
 
 from __future__ import annotations
 
-from stepscope.analysis.framework_op_stats import OpStats
-from stepscope.analysis.framework_op_stats import op_stats as host_op_stats
-from stepscope.analysis.overview_page import Overview, overview
-from stepscope.analysis.steps import Steps, find_steps
+from stepscope.analysis.run_model.framework_op_stats import OpStats
+from stepscope.analysis.run_model.framework_op_stats import op_stats as host_op_stats
+from stepscope.analysis.run_model.overview_page import Overview, overview
+from stepscope.analysis.run_model.steps import Steps, find_steps
 from stepscope.model.run_tables import RunTables
 
 
 def op_stats(profile: RunTables, *, include_idle: bool = False,
              host: str | None = None) -> OpStats:
     """Framework op stats of one host of ``profile`` (``host``) or summed over all hosts."""
-    from stepscope.analysis.framework_op_stats import merge
+    from stepscope.analysis.run_model.framework_op_stats import merge
 
     names = [host] if host is not None else list(profile.hosts)
     return merge([host_op_stats(profile.hosts[name], include_idle=include_idle)

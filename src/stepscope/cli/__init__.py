@@ -163,7 +163,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 
 
 def _cmd_xla_graph(args: argparse.Namespace) -> int:
-    from stepscope.analysis.hlo_graph import graph_dot, graph_text
+    from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text
 
     result = _open(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
                               depth=args.depth, expand_fusions=args.expand_fusions)

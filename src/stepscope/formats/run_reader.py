@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stepscope.errors import ProfileFormatError
-from stepscope.formats.chrome_trace import load_chrome_trace
+from stepscope.formats.kineto_to_tables import load_chrome_trace
 from stepscope.formats.step_stats_to_tables import load_step_stats
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.model import cache, schema

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.analysis.hlo_programs import HloProgram
 from stepscope.analysis.run_model import (
     RUN_MODEL_NAME,
     LazyHosts,
@@ -22,8 +21,9 @@ from stepscope.analysis.run_model import (
     build_run_model,
     combine,
 )
-from stepscope.analysis.run_to_pod_viewer import pod_viewer
-from stepscope.analysis.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
+from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer
+from stepscope.analysis.xla.hlo_programs import HloProgram
+from stepscope.analysis.xla.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
 from stepscope.errors import ProfileFormatError, StepscopeError, not_found
 from stepscope.formats.run_reader import host_names, load
 from stepscope.formats.xspace_to_hlo import load_hlo

@@ -24,9 +24,9 @@ from stepscope.run.engines import check_engine
 from stepscope.run.result import ToolResult
 
 if TYPE_CHECKING:
-    from stepscope.analysis.hlo_programs import HloProgram
-    from stepscope.analysis.trace_index import TraceIndex
-    from stepscope.analysis.xla_model import XlaModel
+    from stepscope.analysis.trace.trace_index import TraceIndex
+    from stepscope.analysis.xla.hlo_programs import HloProgram
+    from stepscope.analysis.xla.xla_model import XlaModel
 
 
 class Run:

@@ -14,9 +14,9 @@ from typing import Any
 
 from numpy.typing import NDArray
 
-from stepscope.analysis.memory_events import MEMORY_EVENTS_VERSION, MemoryEvents
-from stepscope.analysis.trace_index import INDEX_VERSION, TraceIndex, TrackPlan, build
-from stepscope.analysis.trace_preview import TracePreview
+from stepscope.analysis.run_model.memory_events import MEMORY_EVENTS_VERSION, MemoryEvents
+from stepscope.analysis.trace.trace_index import INDEX_VERSION, TraceIndex, TrackPlan, build
+from stepscope.analysis.trace.trace_preview import TracePreview
 from stepscope.model import cache
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables

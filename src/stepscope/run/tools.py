@@ -103,7 +103,7 @@ def _run_host(run: Run, host: str | None) -> dict[str, Any]:
 # -- the overview page and advice -------------------------------------------------------------
 
 def _advice_rows(run: Run) -> list[dict[str, Any]]:
-    from stepscope.analysis.advice import recommendations
+    from stepscope.analysis.tools.advice import recommendations
 
     rows: list[dict[str, Any]] = run.result(
         ("advice",), lambda: [r.to_dict() for r in recommendations(run.model)])
@@ -159,7 +159,7 @@ def steps(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def framework_op_stats(run: Run, host: str | None, p: Params) -> ToolResult:
     """Framework op stats: every op row (host, then device) and the kernel rows."""
-    from stepscope.analysis.framework_op_stats import ops_csv
+    from stepscope.analysis.run_model.framework_op_stats import ops_csv
 
     stats = run.model.op_stats(host, include_idle=bool(p["include_idle"]))
     return ToolResult("framework_op_stats", {**_run_host(run, host), **stats.to_dict()}, "ops",
@@ -168,7 +168,7 @@ def framework_op_stats(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def kernel_stats(run: Run, host: str | None, p: Params) -> ToolResult:
     """GPU kernel stats: rows by total time, and the pie of the top kernels."""
-    from stepscope.analysis.kernel_stats import kernel_stats_csv
+    from stepscope.analysis.run_model.kernel_stats import kernel_stats_csv
 
     stats = run.model.kernel_stats(host)
     return ToolResult("kernel_stats", {**_run_host(run, host), **stats.to_dict()}, "rows",
@@ -177,7 +177,7 @@ def kernel_stats(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def input_pipeline(run: Run, host: str | None, p: Params) -> ToolResult:
     """The input pipeline analyzer: summary, steps, host-side split, op table, bottleneck."""
-    from stepscope.analysis.input_pipeline import input_ops_csv, input_pipeline_of
+    from stepscope.analysis.tools.input_pipeline import input_ops_csv, input_pipeline_of
 
     result = input_pipeline_of(run.model, host)
     return ToolResult("input_pipeline_analyzer", result.to_dict(), "ops", result,
@@ -187,7 +187,7 @@ def input_pipeline(run: Run, host: str | None, p: Params) -> ToolResult:
 def pod_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The pod viewer; with a host, each step's figures of that host only (stragglers are
     still judged over all hosts)."""
-    from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
+    from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer_csv
 
     data = dict(loader.pod_dict(run.model))
     if host is not None:
@@ -210,7 +210,7 @@ def _has_memory(run: Run, host: str | None) -> bool:
 def _memory_events(run: Run, host: str) -> Any:
     """A host's allocations and frees at full detail, for the timeline: kept in the cache
     when the run model was built, else read from the host's events (and kept)."""
-    from stepscope.analysis.memory_events import memory_events
+    from stepscope.analysis.run_model.memory_events import memory_events
     from stepscope.run.storage import cached_memory_events, save_memory_events
 
     def compute() -> Any:
@@ -232,7 +232,7 @@ def memory_profile(run: Run, host: str | None, p: Params) -> ToolResult:
     the timeline of allocator ``allocator`` (its index or name) at ``width`` points (0: no
     timeline), between ``from_us`` and ``to_us`` (µs from the host's profile start) when
     given, with the host's step boundaries."""
-    from stepscope.analysis.memory_profile import breakdown_csv, timeline
+    from stepscope.analysis.run_model.memory_profile import breakdown_csv, timeline
 
     data = _memory(run, host)
     allocators = data["allocators"]
@@ -280,7 +280,7 @@ def _allocator_index(allocators: list[dict[str, Any]], wanted: Value) -> int:
 def op_profile(run: Run, host: str | None, p: Params) -> ToolResult:
     """The op profile of the XLA programs of all hosts, or of one; ``top`` ops kept per
     category (None: all)."""
-    from stepscope.analysis.op_profile import op_profile as profile_of
+    from stepscope.analysis.xla.op_profile import op_profile as profile_of
 
     top = None if p["top"] is None else int(p["top"])
     result = profile_of(run.xla(host), top=top)
@@ -290,8 +290,8 @@ def op_profile(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def hlo_op_stats(run: Run, host: str | None, p: Params) -> ToolResult:
     """HLO op stats: one row per HLO op with its rates and what bounds it."""
-    from stepscope.analysis.hlo_op_stats import hlo_op_stats as stats_of
-    from stepscope.analysis.hlo_op_stats import hlo_op_stats_csv
+    from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats as stats_of
+    from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats_csv
 
     stats = stats_of(run.xla(host)).to_dict()
     return ToolResult("hlo_op_stats", {**_run_host(run, host), **stats}, "ops", None,
@@ -300,7 +300,7 @@ def hlo_op_stats(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def roofline_model(run: Run, host: str | None, p: Params) -> ToolResult:
     """The roofline: each op's intensity and FLOP rate under the device's roofs."""
-    from stepscope.analysis.roofline import roofline
+    from stepscope.analysis.xla.roofline import roofline
 
     result = roofline(run.xla(host))
     return ToolResult("roofline_model", {**_run_host(run, host), **result.to_dict()},
@@ -309,7 +309,7 @@ def roofline_model(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def memory_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The memory viewer of one program (default: the one that took the most time)."""
-    from stepscope.analysis.memory_viewer import memory_viewer_of
+    from stepscope.analysis.xla.memory_viewer import memory_viewer_of
 
     module = str(p["module"] or "") or None
     result = memory_viewer_of(run.hlo_programs(host), module, int(p["memory_space"] or 0))
@@ -323,8 +323,8 @@ _TOP_OPS = 200  # ops offered for choosing in the graph viewer: the program's co
 def graph_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The HLO graph around one op of one program (default: the program with the most device
     time, and its costliest op)."""
-    from stepscope.analysis.hlo_graph import hlo_graph, op_times
-    from stepscope.analysis.hlo_programs import choose_program, program_list
+    from stepscope.analysis.xla.hlo_graph import hlo_graph, op_times
+    from stepscope.analysis.xla.hlo_programs import choose_program, program_list
 
     programs = {k: v for k, v in run.hlo_programs(host).items() if v.module is not None}
     if not programs:
@@ -407,7 +407,7 @@ def trace_window(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def trace_search(run: Run, host: str | None, p: Params) -> ToolResult:
     """Events whose name holds ``q`` (any case), in time order."""
-    from stepscope.analysis.trace_index import TraceQueryError
+    from stepscope.analysis.trace.trace_index import TraceQueryError
 
     name = trace_host(run, host)
     try:
@@ -420,7 +420,7 @@ def trace_search(run: Run, host: str | None, p: Params) -> ToolResult:
 def trace_summary(run: Run, host: str | None, p: Params) -> ToolResult:
     """Events of every track in a time range (default: the whole trace), summed by name:
     how many, and their time."""
-    from stepscope.analysis.trace_index import TraceQueryError
+    from stepscope.analysis.trace.trace_index import TraceQueryError
 
     name = trace_host(run, host)
     index = run.trace_index(name)

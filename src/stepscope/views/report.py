@@ -19,9 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from stepscope.analysis.framework_op_stats import OpStats
-from stepscope.analysis.kernel_stats import KernelStats
-from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
+from stepscope.analysis.run_model.framework_op_stats import OpStats
+from stepscope.analysis.run_model.kernel_stats import KernelStats
+from stepscope.analysis.run_model.overview_page import CATEGORIES, CATEGORY_LABELS
 from stepscope.formats.output_file import write_output
 from stepscope.model.run_tables import Progress as ProgressCallback
 

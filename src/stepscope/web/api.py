@@ -204,7 +204,7 @@ class Api:
 
     def trace(self, view: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """A trace viewer query (see ``web.trace``): (200, answer), or (202, progress)."""
-        from stepscope.analysis.trace_index import TraceQueryError
+        from stepscope.analysis.trace.trace_index import TraceQueryError
         from stepscope.web.trace import IndexPending, TraceParamError, answer, trace_index
 
         check_name(view, "trace view")

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace_index import MAX_WIDTH, TraceIndex
-from stepscope.analysis.trace_overview import TraceOverview
-from stepscope.analysis.trace_preview import PreviewTooCoarse, TracePreview
+from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex
+from stepscope.analysis.trace.trace_overview import TraceOverview
+from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.framework_op_stats import OpStats, merge
-from stepscope.analysis.input_bottleneck import (
+from stepscope.analysis.run_model.framework_op_stats import OpStats, merge
+from stepscope.analysis.run_model.input_bottleneck import (
     Bottleneck,
     Pipeline,
     async_nodes,
@@ -38,23 +38,23 @@ from stepscope.analysis.input_bottleneck import (
     node_totals,
     work_ns,
 )
-from stepscope.analysis.kernel_stats import (
+from stepscope.analysis.run_model.kernel_stats import (
     KernelGroups,
     KernelStats,
     host_groups,
     merge_groups,
     merged_groups,
 )
-from stepscope.analysis.memory_events import MemoryEvents, memory_events
-from stepscope.analysis.memory_profile import host_memory, run_memory
-from stepscope.analysis.overview_page import (
+from stepscope.analysis.run_model.memory_events import MemoryEvents, memory_events
+from stepscope.analysis.run_model.memory_profile import host_memory, run_memory
+from stepscope.analysis.run_model.overview_page import (
     CATEGORIES,
     HostOverview,
     Overview,
     host_facts,
     partition,
 )
-from stepscope.analysis.steps import Steps, device_planes
+from stepscope.analysis.run_model.steps import Steps, device_planes
 from stepscope.errors import NotFoundError, StepscopeError, not_found
 from stepscope.model import schema
 from stepscope.model.events import EventTable

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis import device_peaks
-from stepscope.analysis.hlo_cost import category_of, cost_of, expression, fused_ops
+from stepscope.analysis.xla import device_peaks
+from stepscope.analysis.xla.hlo_cost import category_of, cost_of, expression, fused_ops
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]

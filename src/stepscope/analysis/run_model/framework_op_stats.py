@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis import intervals
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.steps import PROFILER_STEP, device_planes
+from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 

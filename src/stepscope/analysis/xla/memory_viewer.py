@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.analysis.hlo_programs import HloProgram, choose_program, program_list
+from stepscope.analysis.xla.hlo_programs import HloProgram, choose_program, program_list
 from stepscope.errors import NotFoundError
 from stepscope.model.hlo import (
     HEAP_ALLOC,

@@ -75,7 +75,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.framework_op_stats import (
+from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
     OpEvents,
@@ -83,7 +83,7 @@ from stepscope.analysis.framework_op_stats import (
     kernel_type,
     launching_ops,
 )
-from stepscope.analysis.steps import device_planes
+from stepscope.analysis.run_model.steps import device_planes
 from stepscope.errors import not_found
 from stepscope.model import schema
 from stepscope.model.events import EventTable

@@ -29,8 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.intervals import parents
-from stepscope.analysis.memory_events import NO_STEP, MemoryEvents, op_rows
+from stepscope.analysis.run_model.intervals import parents
+from stepscope.analysis.run_model.memory_events import NO_STEP, MemoryEvents, op_rows
 from stepscope.model.events import MISSING, EventTable
 
 I64 = NDArray[np.int64]

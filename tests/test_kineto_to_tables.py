@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from stepscope.errors import ProfileFormatError
-from stepscope.formats import chrome_trace as ct
+from stepscope.formats import kineto_to_tables as ct
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis import intervals
-from stepscope.analysis.steps import device_planes
+from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.steps import device_planes
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 

@@ -24,8 +24,13 @@ from typing import Any
 import numpy as np
 
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.input_bottleneck import CATEGORIES, CATEGORY_LABELS, Bottleneck, Pipeline
 from stepscope.analysis.run_model import RunModel, build_run_model
+from stepscope.analysis.run_model.input_bottleneck import (
+    CATEGORIES,
+    CATEGORY_LABELS,
+    Bottleneck,
+    Pipeline,
+)
 from stepscope.errors import not_found
 from stepscope.model.run_tables import RunTables
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis.hlo_op_stats import bound_by, device_dict
-from stepscope.analysis.xla_model import OpMetrics, XlaModel
+from stepscope.analysis.xla.hlo_op_stats import bound_by, device_dict
+from stepscope.analysis.xla.xla_model import OpMetrics, XlaModel
 
 
 @dataclass

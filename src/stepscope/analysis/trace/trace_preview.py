@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.trace_index import window_bounds, window_counters
-from stepscope.analysis.trace_overview import TraceOverview
+from stepscope.analysis.trace.trace_index import window_bounds, window_counters
+from stepscope.analysis.trace.trace_overview import TraceOverview
 
 I64 = NDArray[np.int64]
 

@@ -43,8 +43,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis import intervals
-from stepscope.analysis.framework_op_stats import (
+from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
     DEVICE,
@@ -57,8 +57,8 @@ from stepscope.analysis.framework_op_stats import (
     merge,
     op_stats,
 )
-from stepscope.analysis.step_groups import grouped_step, has_links
-from stepscope.analysis.steps import PROFILER_STEP, Steps, device_planes, find_steps
+from stepscope.analysis.run_model.step_groups import grouped_step, has_links
+from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables

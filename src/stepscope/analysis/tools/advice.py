@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.analysis.framework_op_stats import DEVICE, HOST, OpStats
-from stepscope.analysis.input_bottleneck import PREFIX, SEP, kind_of
-from stepscope.analysis.kernel_stats import KernelStats
 from stepscope.analysis.run_model import HostInput, RunModel
+from stepscope.analysis.run_model.framework_op_stats import DEVICE, HOST, OpStats
+from stepscope.analysis.run_model.input_bottleneck import PREFIX, SEP, kind_of
+from stepscope.analysis.run_model.kernel_stats import KernelStats
 
 WORTH = 5.0  # percent: below this, a fix is not worth the reader's time
 MAX_PROFILED_STEPS = 10  # the guides: profile a few steps (10 or fewer)

@@ -26,7 +26,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.intervals import parents
+from stepscope.analysis.run_model.intervals import parents
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64

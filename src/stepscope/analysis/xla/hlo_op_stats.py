@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis import device_peaks
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.xla_model import OpMetrics, XlaModel
+from stepscope.analysis.xla import device_peaks
+from stepscope.analysis.xla.xla_model import OpMetrics, XlaModel
 
 PS_PER_MS = 1e9
 

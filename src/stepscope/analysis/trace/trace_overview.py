@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.trace_index import (
+from stepscope.analysis.trace.trace_index import (
     INDEX_VERSION,
     TraceQueryError,
     Track,

@@ -1,0 +1,1 @@
+"""Per-run tools: pure functions of the run model (and tables where they must be)."""

@@ -1,0 +1,1 @@
+"""XLA programs: HLO, cost, op profile, HLO op stats, roofline, memory and graph viewers."""
