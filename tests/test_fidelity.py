@@ -101,7 +101,7 @@ XPROF_CATEGORIES = {
 
 def _xprof(path: Path, tool: str) -> Any:
     """XProf's answer for ``tool`` on a copy of ``path``."""
-    return xprof_tool(path, tool, path.parent / "xprof-copy")
+    return xprof_tool(path, tool)
 
 
 def _xprof_steps(path: Path) -> list[float]:

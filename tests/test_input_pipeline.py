@@ -375,7 +375,7 @@ tf.profiler.experimental.stop()
 
 def xprof_input(path: Path) -> tuple[dict[str, float], dict[str, int]]:
     """XProf's host-side input breakdown (ms, our category names) and its input-op counts."""
-    for table in xprof_tool(path, "input_pipeline_analyzer", path.parent / "xprof-copy"):
+    for table in xprof_tool(path, "input_pipeline_analyzer"):
         props = table.get("p", {})
         if "enqueue_us" in props:
             ours = {"read_on_demand": "demanded_file_read_us",

@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def _xprof(path: Path, tool: str) -> object:
-    return xprof_tool(path, tool, path.parent / "xprof-copy")
+    return xprof_tool(path, tool)
 
 
 def _write_training_profile(logdir: Path, steps: int) -> Path:

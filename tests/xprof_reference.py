@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 
-def xprof_tool(paths: Path | list[Path], tool: str, tmp: Path,
+def xprof_tool(paths: Path | list[Path], tool: str, tmp: Path | None = None,
                params: dict[str, Any] | None = None, *, hlo: bool = False) -> Any:
-    """XProf's answer for ``tool`` on copies (in ``tmp``) of ``paths``, decoded from JSON
-    (None when XProf answers nothing); ``hlo``: first let XProf write each program's HLO
-    beside the copies, as its memory and graph viewers need."""
+    """XProf's answer for ``tool`` on copies (in ``tmp``; None: a temporary directory
+    removed after) of ``paths``, decoded from JSON (None when XProf answers nothing);
+    ``hlo``: first let XProf write each program's HLO beside the copies, as its memory and
+    graph viewers need."""
+    if tmp is None:
+        with tempfile.TemporaryDirectory(prefix="stepscope-xprof-") as scratch:
+            return xprof_tool(paths, tool, Path(scratch), params, hlo=hlo)
     from xprof.convert import raw_to_tool_data
 
     tmp.mkdir(parents=True, exist_ok=True)
