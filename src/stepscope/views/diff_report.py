@@ -97,6 +97,8 @@ def diff_lines(d: RunDiff, top: int = TOP) -> list[str]:
         lines += _wrap("Note: " + note)
     lines.append("")
     lines.append("Step breakdown (ms per step):")
+    if not any(c.base or c.new for c in d.breakdown):
+        lines.append("  none: no steps were found.")
     for c in d.breakdown:
         if c.base or c.new:
             lines.append(f"  {c.name:<20} {_ms(c.base):>9} → {_ms(c.new):>9} "
