@@ -102,7 +102,7 @@ def regressed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record(tmp_path_factory.mktemp("slow"), slow_forward_s=0.003)
 
 
-# -- the statistics --------------------------------------------------------------------------------
+# -- the statistics -----------------------------------------------------------------------------
 
 
 def test_shift_interval_covers_a_known_shift_and_refuses_too_few_steps() -> None:
@@ -117,7 +117,7 @@ def test_shift_interval_covers_a_known_shift_and_refuses_too_few_steps() -> None
     assert few.ci_ms is None and few.verdict == "unknown"
 
 
-# -- real runs: the same program twice, a regression, a memory regression ---------------------------
+# -- real runs: the same program twice, a regression, a memory regression ------------------------
 
 
 def test_the_same_program_twice_never_fails_the_gate(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_a_memory_regression_fails_the_memory_bound(tmp_path: Path, capsys: Any)
     assert code == 1 and "FAIL peak memory of" in out
 
 
-# -- summary.json ---------------------------------------------------------------------------------
+# -- summary.json ------------------------------------------------------------------------------
 
 
 def test_summary_json_round_trips_and_diffs_like_the_run(
@@ -227,7 +227,7 @@ def test_an_old_version_summary_still_loads(capsys: Any, baseline: Path) -> None
     assert "base baseline_v1" in out
 
 
-# -- formats and hosts ------------------------------------------------------------------------------
+# -- formats and hosts ---------------------------------------------------------------------------
 
 
 def test_xspace_against_xspace() -> None:
@@ -291,7 +291,7 @@ def test_across_hosts_the_dlrm_ranks(tmp_path: Path, capsys: Any) -> None:
     assert_fits(out)
 
 
-# -- hostile input ----------------------------------------------------------------------------------
+# -- hostile input -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("content", [

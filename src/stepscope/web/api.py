@@ -175,7 +175,8 @@ class Api:
         hlo = any(t.needs_hlo for t in TOOLS.values()) and _has_hlo(path)
         return {"run": run, "host": host or None,
                 "tools": [{"name": t.name, "title": t.title, "csv": t.csv is not None,
-                           "flags": list(t.flags), "texts": list(t.texts)}
+                           "flags": list(t.flags), "texts": list(t.texts),
+                           "runs": list(t.runs)}
                           for t in TOOLS.values()
                           if (xla or not t.needs_xla) and (hlo or not t.needs_hlo)
                           and self._offers(t, path, host or None)]}
@@ -210,6 +211,10 @@ class Api:
                                 f"{run!r} has none.")
         params: dict[str, int | bool | str] = {name: flag(query, name) for name in chosen.flags}
         params.update({name: text(query, name) for name in chosen.texts})
+        for name in chosen.runs:  # another run of the logdir: checked, then its path
+            other = text(query, name)
+            if other:
+                params[name] = str(self._run_path(other))
         for p in chosen.ints:
             value = integer(query, p.name, p.low, p.high, p.default)
             if value is not None:

@@ -41,6 +41,9 @@ class Tool:
     needs_xla: bool = False  # listed only for runs whose profiles hold XLA programs
     needs_hlo: bool = False  # listed only for runs whose profiles hold XLA programs' HLO
     texts: tuple[str, ...] = ()  # text query parameters the tool accepts
+    # Query parameters naming another run of the logdir: the API checks the name against
+    # the logdir's runs and hands the tool that run's path.
+    runs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,13 @@ def pod_viewer_table_csv(run: LoadedRun, host: str | None, params: Params) -> st
 def trace_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The trace viewer's sections and tracks (its events come from ``/api/trace/…``)."""
     from stepscope.web.trace import trace_viewer_data as data  # it imports this module
+
+    return data(run, host, params)
+
+
+def diff_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
+    """The run compared with a baseline run (``web.diff_tool``)."""
+    from stepscope.web.diff_tool import diff_data as data  # it imports this module
 
     return data(run, host, params)
 
@@ -308,4 +318,5 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          texts=("module", "memory_space")),
     Tool("graph_viewer", "Graph viewer", graph_viewer_data, flags=("expand_fusions",),
          needs_hlo=True, texts=("module", "op", "depth")),
+    Tool("diff", "Diff", diff_data, runs=("base",)),
 ]}
