@@ -116,3 +116,36 @@ def test_the_diff_tool_is_listed(server: Server, watched: Watched) -> None:
     code, body = server.get("tools", run="c_evil")
     (diff,) = [t for t in json.loads(body)["tools"] if t["name"] == TOOL]
     assert code == 200 and diff["runs"] == ["base"]
+
+
+def test_op_stats_and_overview_show_deltas_against_the_chosen_baseline(
+        watched: Watched, server: Server) -> None:
+    api = server.data(run="b_slow", tool=TOOL, base="a_base")
+    (fwd,) = [c for c in api["ops"] if c["name"] == "forward"]
+    page = watched.page
+    page.goto(server.base + "#" + urlencode({"run": "b_slow", "tool": "framework_op_stats"}))
+    page.wait_for_selector("#ops-page #ops-baseline")
+    assert page.locator("#ops-table th[data-key='delta_vs_base']").count() == 0  # none yet
+    page.select_option("#ops-baseline", "a_base")
+    page.wait_for_selector("#ops-table th[data-key='delta_vs_base']")
+    row = page.locator("#ops-table tbody tr", has=page.locator("td[data-key='name']",
+                                                                has_text="forward"))
+    value = row.locator("td[data-key='delta_vs_base']").get_attribute("data-value")
+    assert float(value or "nan") == pytest.approx(fwd["delta"])
+    shot(watched, "ops_vs_baseline")
+    # The baseline chosen is kept for the tab: the overview compares with it too.
+    page.goto(server.base + "#" + urlencode({"run": "b_slow", "tool": "overview_page"}))
+    page.wait_for_selector("#overview-step-delta")
+    assert page.input_value("#overview-baseline") == "a_base"
+    assert page.get_attribute("#overview-step-delta", "data-verdict") == "slower"
+    text = page.text_content("#overview-step-delta") or ""
+    assert f"{api['step_time']['delta_ms']:+.3f} ms" in text and "a_base" in text
+    page.click("#overview-open-diff")
+    page.wait_for_selector("#diff-content[data-base='a_base'] #diff-verdict")
+    page.select_option("#diff-base", "c_evil")
+    page.wait_for_selector("#diff-content[data-base='c_evil']")
+    page.goto(server.base + "#" + urlencode({"run": "b_slow", "tool": "overview_page"}))
+    page.wait_for_selector("#overview-step-delta")
+    assert page.input_value("#overview-baseline") == "c_evil"
+    page.select_option("#overview-baseline", "")
+    page.wait_for_function("!document.querySelector('#overview-step-delta')")

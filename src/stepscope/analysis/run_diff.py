@@ -112,6 +112,7 @@ class Change:
     beyond_noise: bool | None  # None: cannot tell (too few steps)
     share: float | None  # of the change of the mean step time, for time per step (percent)
     note: str = ""  # e.g. why an "added" op may have been in the base below its top rows
+    side: str = ""  # ops: Host or Device; kernels: Kernel
 
     @property
     def delta(self) -> float:
@@ -126,7 +127,7 @@ class Change:
                 "base": self.base, "new": self.new, "delta": self.delta,
                 "percent": self.percent, "status": self.status,
                 "beyond_noise": self.beyond_noise, "share_percent": self.share,
-                "note": self.note}
+                "note": self.note, "side": self.side}
 
 
 @dataclass(frozen=True)
@@ -262,13 +263,14 @@ def diff(base: RunSummary, new: RunSummary) -> RunDiff:
 
 
 def _time_change(kind: str, name: str, detail: str, b: float | None, n: float | None,
-                 noise: float | None, total: float | None, note: str = "") -> Change:
+                 noise: float | None, total: float | None, note: str = "",
+                 side: str = "") -> Change:
     delta = (n or 0.0) - (b or 0.0)
     status = ("added" if b is None else "removed" if n is None
               else "slower" if delta > 0 else "faster" if delta < 0 else "same")
     beyond = None if noise is None else abs(delta) > noise
     share = 100.0 * delta / total if total else None
-    return Change(kind, name, detail, b, n, status, beyond, share, note)
+    return Change(kind, name, detail, b, n, status, beyond, share, note, side)
 
 
 def _times(kind: str, base: Iterable[OpTime], new: Iterable[OpTime], noise: float | None,
@@ -287,7 +289,8 @@ def _times(kind: str, base: Iterable[OpTime], new: Iterable[OpTime], noise: floa
         detail = one.type if kind == "kernel" else f"{one.side} {one.type}"
         out.append(_time_change(kind, one.name, detail,
                                 b[key].ms_per_step if key in b else None,
-                                n[key].ms_per_step if key in n else None, noise, total, note))
+                                n[key].ms_per_step if key in n else None, noise, total, note,
+                                one.side))
     out.sort(key=lambda c: (-abs(c.delta), c.name))
     return tuple(out)
 

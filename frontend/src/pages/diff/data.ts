@@ -9,7 +9,8 @@ export interface StepShift { base: Dist; new: Dist; delta_ms: number | null;
   verdict: string; }
 export interface Change { kind: string; name: string; detail: string; base: number | null;
   new: number | null; delta: number; percent: number | null; status: string;
-  beyond_noise: boolean | null; share_percent: number | null; note: string; }
+  beyond_noise: boolean | null; share_percent: number | null; note: string;
+  side: string; }
 export interface HostChange extends StepShift { host: string; }
 export interface Diff {
   run: string; base: string; step_time: StepShift; breakdown_ms_per_step: Change[];
@@ -33,13 +34,20 @@ export async function otherRuns(run: string): Promise<string[]> {
 
 const KEY = "stepscope.diff.base";
 
-/** The baseline chosen last (this browser tab), if it is still one of ``runs``. */
-export function rememberedBase(runs: string[]): string {
+/** The baseline chosen last (this browser tab) if it is still one of ``runs``, else "". */
+export function keptBase(runs: string[]): string {
   const kept = sessionStorage.getItem(KEY) ?? "";
-  return runs.includes(kept) ? kept : runs[0] ?? "";
+  return runs.includes(kept) ? kept : "";
+}
+
+/** The baseline for the Diff page: the one chosen last, else the newest other run. */
+export function rememberedBase(runs: string[]): string {
+  return keptBase(runs) || (runs[0] ?? "");
 }
 
 export function rememberBase(base: string): void { sessionStorage.setItem(KEY, base); }
+
+export function forgetBase(): void { sessionStorage.removeItem(KEY); }
 
 export const signed = (v: number | null, digits = 3) =>
   v === null ? "–" : (v > 0 ? "+" : "") + v.toFixed(digits);
