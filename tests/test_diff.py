@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stepscope.analysis.memory_viewer import memory_viewer_of
 from stepscope.analysis.run_diff import (
     DEFAULT_BOUNDS,
     BoundError,
@@ -32,7 +33,8 @@ from stepscope.analysis.run_summary import (
     summarize,
 )
 from stepscope.cli import main
-from stepscope.run_loader import open_run_model
+from stepscope.cli.summary import summarize_run
+from stepscope.run_loader import open_hlo_programs, open_run_model
 
 from conftest import FIXTURES
 from workloads import record_numpy_steps as record
@@ -282,6 +284,19 @@ def test_xspace_against_xspace() -> None:
     assert d.notes
     peaks = {c.name for c in d.memory}
     assert peaks and all(c.base is not None and c.new is not None for c in d.memory)
+
+
+def test_xla_program_peaks_are_summarised() -> None:
+    tpu = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
+    s = summarize_run(str(tpu), use_cache=False)
+    assert s.framework == "XLA" and s.device_type == "TPU" and s.device_count == 4
+    peaks = {p.name: p.peak_bytes for p in s.programs}
+    want = memory_viewer_of(open_hlo_programs(tpu), "jit_f").peak_heap_bytes
+    assert peaks["jit_f"] == want
+    changed = replace(s, programs=tuple(replace(p, peak_bytes=p.peak_bytes * 2)
+                                        if p.name == "jit_f" else p for p in s.programs))
+    (item, *_) = [i for i in check(changed, s, ["peak_memory=+10%"]).items if i.failed]
+    assert item.what == "peak heap of XLA program jit_f"
 
 
 def test_kineto_against_kineto_across_gpus(capsys: Any) -> None:

@@ -96,7 +96,7 @@ class RunSummary:
     device_type: str
     device_count: int
     device_names: tuple[str, ...]
-    framework: str  # PyTorch, TensorFlow, JAX, Python, or "unknown"
+    framework: str  # PyTorch, TensorFlow, JAX, XLA, Python, or "unknown"
     versions: Mapping[str, str]  # software → version, as the caller knew them
     steps_found_by: str
     step_num: tuple[int, ...]
@@ -305,6 +305,16 @@ def framework_of(rows: list[OpRow], found_by: Any) -> str:
     if "Dataset" in types or any(":" not in n and r.type != r.name and r.type[:1].isupper()
                                  and "/" in r.name for n, r in zip(names, rows, strict=False)):
         return "TensorFlow"
-    if rows and all(r.type == r.name for r in rows if r.host_or_device == HOST):
+    if any(r.host_or_device == DEVICE and r.type in _HLO_OPCODES for r in rows[:2000]):
+        return "XLA"  # compiled by XLA, but by JAX or TensorFlow the op names do not say
+    host = [r for r in rows if r.host_or_device == HOST]
+    if host and all(r.type == r.name for r in host):
         return "Python"
     return "unknown"
+
+
+# HLO opcodes that only XLA programs' device ops carry as their type.
+_HLO_OPCODES = frozenset((
+    "fusion", "custom-call", "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+    "collective-permute", "copy-start", "copy-done", "convolution", "dot", "while",
+    "dynamic-update-slice", "dynamic-slice", "get-tuple-element"))
