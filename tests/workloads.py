@@ -94,3 +94,35 @@ def make_stepscope_run(logdir: Path, steps: int = 8, host: str | None = None) ->
         (file,) = run.glob("*.xplane.pb")
         file.rename(run / f"{host}.xplane.pb")
     return run
+
+
+def record_numpy_steps(logdir: Path, *, slow_forward_s: float = 0.0, memory: bool = False,
+                       big: bool = False, steps: int = 30, start_at: float = 0.0) -> Path:
+    """A small NumPy training loop of ``steps`` steps under stepscope (each step mostly sleeps,
+    so that a busy machine changes its time little); ``slow_forward_s`` injects a regression
+    into the op ``forward``, ``big`` a larger tensor (with ``memory``: the tracer on);
+    ``start_at``: a ``time.time()`` to wait for, so that two processes record together."""
+    import numpy as np
+
+    import stepscope
+
+    options = stepscope.ProfilerOptions(counter_interval_ms=0,
+                                        memory_tracer_level=1 if memory else 0,
+                                        memory_threshold_bytes=4096)
+    x = np.ones(20_000)
+    time.sleep(max(0.0, start_at - time.time()))
+    with stepscope.Profile(logdir, options=options):
+        for i in range(steps):
+            with stepscope.Trace("train", step_num=i, _r=1):
+                with stepscope.Trace("load_batch"):
+                    time.sleep(0.003)
+                with stepscope.Trace("forward"):
+                    h = np.sqrt(x * 1.5 + 2.0) if not big else np.sqrt(
+                        np.ones(200_000) * 1.5 + 2.0)
+                    if slow_forward_s:
+                        time.sleep(slow_forward_s)
+                with stepscope.Trace("backward"):
+                    time.sleep(0.002)
+                    g = h * 0.5
+                del h, g
+    return logdir

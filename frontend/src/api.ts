@@ -2,7 +2,8 @@
 // at "/", TensorBoard at "/data/plugin/stepscope/").
 
 export interface Run { name: string; hosts: string[]; }
-export interface ToolInfo { name: string; title: string; csv: boolean; flags: string[]; }
+export interface ToolInfo { name: string; title: string; csv: boolean; flags: string[];
+  runs?: string[]; }
 export interface Progress { status: string; done_bytes: number; total_bytes: number; file: string;
   error?: string;
   /** While the trace viewer's index is built (status "indexing"): its events, share done. */

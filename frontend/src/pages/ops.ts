@@ -4,6 +4,8 @@ import { apiUrl, toolData } from "../api";
 import { pie } from "../charts";
 import { h, int, ms, pct } from "../dom";
 import { Column, numberColumn, SortableTable } from "../table";
+import { baselineBar, baselineRuns, opChanges } from "./diff/baseline";
+import type { Change, Diff } from "./diff/data";
 import type { PageContext } from "./registry";
 
 interface OpRow {
@@ -72,13 +74,33 @@ export async function renderOps(ctx: PageContext): Promise<HTMLElement> {
                                        include_idle: idle ? "true" : undefined });
   const load = (idle: boolean) => toolData<OpStats>(params(idle), ctx.progress);
   const data = await load(false);
+  const others = await baselineRuns(ctx);
 
-  const table = new SortableTable<OpRow>(OP_COLUMNS, data.ops, 2000, "ops-table");
+  let rows = data.ops;
+  let table = new SortableTable<OpRow>(OP_COLUMNS, rows, 2000, "ops-table");
+  const tableBox = h("div", {}, table.element);
+  let filterFn: (r: OpRow) => boolean = () => true;
+  // With a baseline chosen: a column of each op's change of self time per step against it.
+  let changes = new Map<string, Change>();
+  const rebuild = (d: Diff | null) => {
+    changes = d ? opChanges(d) : new Map();
+    const delta = (r: OpRow) => changes.get(`${r.host_or_device}:${r.name}`)?.delta ?? null;
+    // Beside the op's name, where it is seen without scrolling.
+    const columns: Column<OpRow>[] = d ? [...OP_COLUMNS.slice(0, 3), {
+      key: "delta_vs_base", title: `Δ self ms/step vs ${d.base}`, numeric: true,
+      value: (r) => delta(r) ?? 0,
+      format: (r) => { const v = delta(r); return v === null ? "–" : (v > 0 ? "+" : "") + v.toFixed(3); },
+    }, ...OP_COLUMNS.slice(3)] : OP_COLUMNS;
+    table = new SortableTable<OpRow>(columns, rows, 2000, "ops-table");
+    table.setFilter(filterFn);
+    tableBox.replaceChildren(table.element);
+  };
   const filter = h("input", { type: "search", id: "op-filter", placeholder: "Filter by op name",
                               "aria-label": "Filter by op name" });
   filter.addEventListener("input", () => {
     const needle = filter.value.toLowerCase();
-    table.setFilter((r) => r.name.toLowerCase().includes(needle));
+    filterFn = (r) => r.name.toLowerCase().includes(needle);
+    table.setFilter(filterFn);
   });
   const csv = h("a", { id: "export-csv", href: apiUrl("csv", params(false)), download: "" },
                 "Export as CSV");
@@ -89,7 +111,8 @@ export async function renderOps(ctx: PageContext): Promise<HTMLElement> {
     try {
       const fresh = await load(idle.checked);
       if (ctx.stale()) return;
-      table.setRows(fresh.ops);
+      rows = fresh.ops;
+      table.setRows(rows);
       pieBox.replaceChildren(pies(fresh.ops, idle.checked));
       csv.setAttribute("href", apiUrl("csv", params(idle.checked)));
     } finally {
@@ -101,12 +124,13 @@ export async function renderOps(ctx: PageContext): Promise<HTMLElement> {
     ? h("section", { className: "card wide", id: "kernels" }, h("h2", {}, "Device kernels"),
         new SortableTable<KernelRow>(KERNEL_COLUMNS, data.kernels, 500, "kernels-table").element)
     : null;
+  const bar = baselineBar(ctx, others, "ops-baseline", rebuild);
   return h("div", { id: "ops-page" },
     h("h1", {}, `Framework op stats — ${data.run}${data.host ? " — " + data.host : ""}`),
     pieBox,
     h("section", { className: "card wide" },
       h("div", { className: "controls" }, filter,
         h("label", {}, idle, " Include idle time"), csv),
-      table.element),
+      bar, tableBox),
     kernels);
 }

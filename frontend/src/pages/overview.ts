@@ -3,6 +3,9 @@
 import { getJson, toolData, ToolInfo } from "../api";
 import { stackedColumns } from "../charts";
 import { bytes, h, int, ms, pct } from "../dom";
+import { baselineBar, baselineRuns } from "./diff/baseline";
+import type { Diff } from "./diff/data";
+import { signed, signedPct } from "./diff/data";
 import type { PageContext } from "./registry";
 
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
@@ -207,9 +210,33 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
                                      ctx.progress);
   const failed = Object.entries(o.failed_hosts ?? {});
   const memory = await memoryPeaks(ctx).catch(() => [] as [string, Node][]);
+  const vsBase = h("div", { id: "overview-vs-base" });
+  const bar = baselineBar(ctx, await baselineRuns(ctx), "overview-baseline",
+                         (d) => vsBase.replaceChildren(...(d ? baselineSummary(d, ctx) : [])));
   return h("div", { id: "overview-page" },
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
+    bar ? h("section", { className: "card wide", id: "overview-baseline-card" }, bar, vsBase)
+      : null,
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
       advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
+}
+
+/** Against the chosen baseline: the step time change and the categories that moved most. */
+function baselineSummary(d: Diff, ctx: PageContext): (Node | string)[] {
+  const s = d.step_time;
+  const ci = s.ci_percent;
+  const verdict = s.ci_percent === null ? "cannot be told from noise"
+    : s.verdict === "no change" ? "no change beyond noise" : s.verdict;
+  const moved = [...d.breakdown_ms_per_step].filter((c) => c.delta !== 0)
+    .sort((a, b) => Math.abs(b.delta) - Math.abs(a.delta)).slice(0, 3);
+  return [
+    h("p", { id: "overview-step-delta", "data-verdict": s.verdict },
+      `Step time against ${d.base}: ${signed(s.delta_ms)} ms ${signedPct(s.percent)}`,
+      ci ? ` (95% CI ${signedPct(ci[0])} to ${signedPct(ci[1])})` : "", ` — ${verdict}.`),
+    moved.length ? h("p", { className: "muted" }, "Breakdown, ms per step: ",
+      moved.map((c) => `${c.name} ${signed(c.delta)}`).join(", "), ". ") : "",
+    h("a", { href: "#", id: "overview-open-diff",
+             onclick: (e: Event) => { e.preventDefault(); ctx.go("diff"); } }, "Open Diff →"),
+  ];
 }

@@ -1,5 +1,6 @@
 // One entry per tool page: the server's tool name → the function that builds the page.
 import type { Progress, ToolInfo } from "../api";
+import { renderDiff } from "./diff/index";
 import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderMemory } from "./memory/index";
@@ -38,4 +39,5 @@ export const PAGES: Record<string, Page> = {
   roofline_model: renderRoofline,
   memory_viewer: renderMemoryViewer,
   graph_viewer: renderGraphViewer,
+  diff: renderDiff,
 };

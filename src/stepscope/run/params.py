@@ -21,14 +21,16 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 _INT = re.compile(r"[+-]?\d{1,19}")
 
-Kind = Literal["int", "flag", "text"]
+Kind = Literal["int", "flag", "text", "run"]
 Value = int | bool | str | None
 
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of a tool: ``int`` within [low, high], ``flag`` (true/false) or
-    ``text`` (bounded, no control characters). Absent means ``default``."""
+    """One parameter of a tool: ``int`` within [low, high], ``flag`` (true/false), ``text``
+    (bounded, no control characters) or ``run`` (another run: a path for a notebook or the
+    command line; the web API takes a run of its logdir by name and hands over its path).
+    Absent means ``default``."""
 
     name: str
     kind: Kind

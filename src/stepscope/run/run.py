@@ -246,6 +246,18 @@ class Run:
         """Events of a time range summed by name: count and time."""
         return self.tool("trace_summary", host, start_ns=start_ns, end_ns=end_ns)
 
+    def summary(self) -> ToolResult:
+        """The run's small, versioned summary (what ``diff`` and ``check`` compare)."""
+        return self.tool("summary")
+
+    def open_other(self, path: str | Path) -> Run:
+        """Another run (a baseline), opened as this one was (cache, engine)."""
+        return Run.open(path, engine=self.engine, cache=self.use_cache)
+
+    def diff(self, base: Run | str | Path) -> ToolResult:
+        """This run against the baseline ``base`` (a Run, or the path of one)."""
+        return self.tool("diff", base=str(base.path if isinstance(base, Run) else base))
+
     # -- what the tools read ------------------------------------------------------------------
 
     def xla(self, host: str | None = None) -> XlaModel:

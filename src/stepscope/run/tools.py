@@ -357,6 +357,75 @@ def graph_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
         "nodes", graph)
 
 
+# -- comparing runs ---------------------------------------------------------------------------
+
+def summary(run: Run, host: str | None, p: Params) -> ToolResult:
+    """The run's small, versioned summary (``summary.json``): what a diff or a regression
+    check compares."""
+    from stepscope.analysis.tools.run_summary import summarize
+    from stepscope.version import __version__
+
+    result = summarize(run.model, stragglers=loader.pod_dict(run.model)["stragglers"],
+                       created_by=f"stepscope {__version__}", programs=_program_peaks(run))
+    return ToolResult("summary", result.to_dict(), "ops", result)
+
+
+def _program_peaks(run: Run) -> dict[str, int]:
+    """Peak heap per XLA program (by name), where the profile holds HLO with buffers."""
+    from stepscope.analysis.xla.memory_viewer import memory_viewer as viewer
+
+    if not run.has_hlo():
+        return {}
+    peaks: dict[str, int] = {}
+    try:
+        for prog in run.hlo_programs().values():
+            if prog.module is not None and prog.has_memory_data:
+                name = prog.name or prog.label
+                peak = viewer(prog.module, 0, program_id=prog.program_id).peak_heap_bytes
+                peaks[name] = max(peaks.get(name, 0), peak)
+    except StepscopeError:  # the summary stands without them
+        return {}
+    return peaks
+
+
+def run_summary(run: Run) -> Any:
+    """The run's ``RunSummary`` (from its kept answer when there is one)."""
+    from stepscope.analysis.tools.run_summary import RunSummary
+
+    result = run.tool("summary")
+    return result.value if result.value is not None else RunSummary.from_dict(result.data)
+
+
+MAX_DIFF_STEPS = 10_000  # per-step times sent for the chart, per run
+
+
+def diff(run: Run, host: str | None, p: Params) -> ToolResult:
+    """The run compared with the baseline run ``base``: step time change with its interval
+    and verdict, breakdown, ops, kernels, memory, hosts (of all hosts: ``host`` is not
+    used)."""
+    from pathlib import Path
+
+    from stepscope.analysis.tools.run_diff import diff as compare
+
+    base = str(p["base"] or "")
+    if not base:
+        raise InvalidParameterError("Parameter base is required: choose a baseline run.")
+    if Path(base) == Path(str(run.path)):
+        raise InvalidParameterError("Choose a baseline other than the run itself.")
+    try:
+        other = run.open_other(base)
+        old = run_summary(other)
+    except StepscopeError as err:
+        raise NotFoundError(f"The baseline run could not be read: {err}") from err
+    new = run_summary(run)
+    result = compare(old, new)
+    return ToolResult("diff", {"run": new.run, "base": old.run, "host": None,
+                               **result.to_dict(),
+                               "step_ms": {"base": list(old.step_ms[:MAX_DIFF_STEPS]),
+                                           "new": list(new.step_ms[:MAX_DIFF_STEPS])}},
+                      "ops", result)
+
+
 # -- the trace viewer -------------------------------------------------------------------------
 
 def trace_host(run: Run, host: str | None) -> str:
@@ -444,7 +513,7 @@ _TIME = 1 << 62
 # Tools whose answers are kept in the on-disk cache: each costs a host decode or more to
 # compute, and no interface needs its typed value (bump storage.RESULTS_VERSION when one of
 # their answers changes for the same files).
-_KEPT = {"overview_page", "advice", "steps", "input_pipeline_analyzer", "pod_viewer",
+_KEPT = {"overview_page", "advice", "summary", "steps", "input_pipeline_analyzer", "pod_viewer",
          "memory_profile", "op_profile", "hlo_op_stats", "roofline_model"}
 
 _DECLARED: list[ToolSpec] = [
@@ -498,6 +567,12 @@ _DECLARED: list[ToolSpec] = [
                  Param("depth", "int", "steps out from the op", 2, 0, 20),
                  Param("expand_fusions", "flag", "show the instructions inside each fusion",
                        False)), needs="hlo"),
+    ToolSpec("diff", "Diff", "This run against a baseline run: the step time change with "
+             "its confidence interval and verdict, and what changed (breakdown, ops, "
+             "kernels, memory, hosts).", diff, (
+                 Param("base", "run", "the baseline run"),)),
+    ToolSpec("summary", "Summary", "The run's small, versioned summary (summary.json) that "
+             "diff and check compare.", summary, page=False),
     ToolSpec("advice", "Advice", "What to change, each rule with the figures that made it "
              "fire.", advice, page=False),
     ToolSpec("steps", "Steps", "Every host's steps: number, start, end and duration.", steps,

@@ -179,6 +179,9 @@ class Api:
             params = parse(chosen, query)
         except InvalidParameterError as err:
             raise ApiError(400, str(err)) from err
+        for p in chosen.params:  # another run of the logdir: checked, then its path
+            if p.kind == "run" and params.get(p.name):
+                params[p.name] = str(self._run_path(str(params[p.name])))
         state = self.store.get(path)
         if state.state == "failed":
             raise ApiError(422, state.error)

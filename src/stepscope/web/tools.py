@@ -43,4 +43,5 @@ def listing(chosen: ToolSpec) -> dict[str, Any]:
     return {"name": chosen.name, "title": chosen.title, "csv": chosen.csv,
             "flags": [p.name for p in chosen.params if p.kind == "flag"],
             "texts": [p.name for p in chosen.params if p.kind == "text"],
+            "runs": [p.name for p in chosen.params if p.kind == "run"],
             "params": [p.to_dict() for p in chosen.params]}
