@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import pytest
 
 from advice_workloads import TF_PIPELINE
-from browser import Server, Watched, shot
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 from workloads import run_script
 

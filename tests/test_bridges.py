@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import stepscope
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 

@@ -21,7 +21,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 import stepscope
-from browser import Server, Watched, free_port, shot, watch
 from stepscope.capture import session
 from stepscope.remote import protocol
 from stepscope.remote.plan import plan_capture
@@ -30,6 +29,7 @@ from stepscope.web.api import Api
 from stepscope.web.app import create_app
 from stepscope.web.host_check import HostCheck, host_name_of
 
+from browser import Server, Watched, free_port, shot, watch
 from conftest import FIXTURES
 from workloads import make_stepscope_run
 

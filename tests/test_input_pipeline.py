@@ -27,9 +27,9 @@ from stepscope.analysis.tools.input_pipeline import input_pipeline
 from stepscope.cli import main
 from stepscope.formats.run_reader import load
 from stepscope.run.loader import overview_dict
-from xprof_reference import xprof_tool
 
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 OPTIONS = stepscope.ProfilerOptions(counter_interval_ms=0)
 

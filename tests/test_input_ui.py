@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 import pytest
 
 import stepscope
-from browser import Server, Watched, shot, values
 from stepscope import data
 from test_input_pipeline import TF_PIPELINE, TWO_PIPELINES
 
+from browser import Server, Watched, shot, values
 from workloads import run_script
 
 

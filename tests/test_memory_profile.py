@@ -23,9 +23,9 @@ from stepscope.formats.run_reader import load_file
 from stepscope.model import schema
 from stepscope.run.loader import open_run_model
 from stepscope.web.api import Api, ApiError
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
+from xprof_reference import xprof_tool
 
 XSPACE_WITH_MEMORY = [
     "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb",

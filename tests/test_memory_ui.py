@@ -14,10 +14,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import schema
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 TOOL = "memory_profile"

@@ -19,10 +19,10 @@ from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
 from stepscope.run.loader import open_hlo_programs
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 MIB = 1 << 20
 # The XLA fixtures (as in test_xla): TPU v6e, MI300X (JAX 0.8 and older), MI355 (JAX + TE).

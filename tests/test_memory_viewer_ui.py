@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
 from stepscope.formats.hlo_proto import HloProto
 from stepscope.formats.xplane_proto import XSpace
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"

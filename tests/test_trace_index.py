@@ -13,10 +13,10 @@ from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 from stepscope.run.storage import index_for
-from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
+from xprof_reference import xprof_pids
 
 GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 KINETO_FIXTURE = FIXTURES / "HolisticTraceAnalysis/tests/data/ns_resolution_trace/" \

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from browser import Server, Watched, open_trace, settle_trace, shot
 from stepscope.web.app import create_app
 
+from browser import Server, Watched, open_trace, settle_trace, shot
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
 

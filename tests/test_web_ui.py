@@ -22,7 +22,6 @@ from urllib.parse import urlencode
 import pytest
 
 from browser import Server, Watched, free_port, shot, values
-
 from conftest import FIXTURES
 from workloads import EVIL_OP, TF_CUSTOM_LOOP, TORCH_LOOP, make_stepscope_run, run_script
 

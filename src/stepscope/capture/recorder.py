@@ -13,23 +13,18 @@ event, and read back as NumPy columns at stop (``recorder_columns``). Without it
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from stepscope.native import compiled
 
 # One recorded complete event: (name, start_ns, end_ns, stats or None).
 Event = tuple[str, int, int, "dict[str, Any] | None"]
 # One counter sample: (counter name, time_ns, value).
 Sample = tuple[str, int, float]
 
-_fastpath: Any
-try:
-    from stepscope.capture import _fastpath  # type: ignore[attr-defined, no-redef]
-except ImportError:  # built without a C compiler
-    _fastpath = None
-if os.environ.get("STEPSCOPE_PURE_PYTHON"):
-    _fastpath = None
+_fastpath: Any = compiled("stepscope.capture._fastpath")
 
 
 class PyNames:
