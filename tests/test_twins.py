@@ -15,7 +15,6 @@ from stepscope.formats.run_reader import load
 
 from twins import TWINS
 
-
 BASE = time.time_ns() + 10**12  # ns: after the session's start, as recorded times are
 
 
