@@ -133,6 +133,7 @@ class HostOverview:
     sixteen_bit_ns: int
     device_compute_ns: int
     ops_idle: OpStats | None = None  # the op stats with idle rows, where computed
+    flight: dict[str, Any] | None = None  # a flight recorder's dump: what triggered it
 
 
 @dataclass
@@ -148,6 +149,7 @@ class Overview:
         """The stable, JSON-ready form (see the README for the keys scripts can rely on)."""
         out = _summary(self.hosts)
         out = {"run": self.run, "path": self.path, **out,
+               "flight": next((h.flight for h in self.hosts if h.flight), None),
                "hosts": {h.name: _summary([h]) for h in self.hosts},
                "failed_hosts": dict(self.failed)}
         return out
@@ -184,8 +186,24 @@ def host_facts(name: str, table: EventTable
         device_type=device_type, device_count=count, device_names=names,
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
-        device_compute_ns=int(dur.sum()), ops_idle=ops)
+        device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table))
     return result, events, masks
+
+
+def flight_info(table: EventTable) -> dict[str, Any] | None:
+    """What triggered a flight recorder's dump and the step's figures, from the Task
+    Environment plane's ``stepscope_flight_*`` stats (None for any other profile)."""
+    for p in table.planes:
+        trigger = p.stats.get(schema.ENV_FLIGHT_TRIGGER)
+        if isinstance(trigger, str):
+            out: dict[str, Any] = {}
+            for key, value in p.stats.items():
+                if key.startswith(schema.ENV_FLIGHT_STAT_PREFIX):
+                    out[key[len(schema.ENV_FLIGHT_STAT_PREFIX):]] = value
+            if out.get("step") == -1:
+                out["step"] = None
+            return out
+    return None
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.

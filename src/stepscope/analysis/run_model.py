@@ -415,6 +415,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
+        "flight": ov.flight,
     }
 
 
@@ -432,7 +433,7 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         device_count=int(d["device_count"]), device_names=[str(n) for n in d["device_names"]],
         cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
-        ops_idle=ops_idle)
+        ops_idle=ops_idle, flight=d.get("flight"))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),
