@@ -379,3 +379,34 @@ def test_snapshot_of_a_process_without_a_flight_recorder_says_so(tmp_path: Path)
     finally:
         server.stop()
     assert runs(tmp_path) == []
+
+
+def test_web_run_list_and_overview_show_the_trigger(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    clock = FakeClock()
+    with stepscope.flight_recorder(tmp_path, steps=30, triggers=TRIGGERS, clock=clock) as fr:
+        loop(fr, clock, 200, {150})
+    stepscope.start(tmp_path, options=stepscope.ProfilerOptions(counter_interval_ms=0))
+    with stepscope.Trace("train", step_num=0, _r=1):
+        pass
+    stepscope.stop()
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
+        listed = client.get("/api/runs").json()["runs"]
+        triggers = {r["name"]: r["trigger"] for r in listed}
+        assert sorted(triggers.values(), key=str) == [None, "slow_step"]
+        dumped = next(name for name, trigger in triggers.items() if trigger)
+        host = next(r["hosts"][0] for r in listed if r["name"] == dumped)
+        for params in ({}, {"host": host}):
+            for _ in range(1200):  # 202 while the run loads: ask again
+                reply = client.get("/api/data", params={"run": dumped, "tool": "overview_page",
+                                                        **params})
+                if reply.status_code != 202:
+                    break
+                time.sleep(0.05)
+            assert reply.status_code == 200, reply.text
+            body = reply.json()
+            assert body["flight"]["trigger"] == "slow_step"
+            assert body["flight"]["step"] == 150

@@ -149,7 +149,6 @@ class Overview:
         """The stable, JSON-ready form (see the README for the keys scripts can rely on)."""
         out = _summary(self.hosts)
         out = {"run": self.run, "path": self.path, **out,
-               "flight": next((h.flight for h in self.hosts if h.flight), None),
                "hosts": {h.name: _summary([h]) for h in self.hosts},
                "failed_hosts": dict(self.failed)}
         return out
@@ -527,6 +526,8 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "device_names": sorted({d for h in hosts for d in h.device_names if d}),
             "cpu_count": sum(cores) if cores else None,
         },
+        # A flight recorder's dump: what saved it, and the step's figures.
+        "flight": next((h.flight for h in hosts if h.flight), None),
     }
     out["recommendation"] = _recommendation(out, has_steps)
     return out
