@@ -132,9 +132,16 @@ def test_one_slow_step_in_ten_thousand_is_dumped_with_its_window(
     assert env[schema.ENV_FLIGHT_THRESHOLD_MS] == pytest.approx(
         3 * env[schema.ENV_FLIGHT_MEDIAN_MS], rel=1e-6)
     assert env[schema.ENV_FLIGHT_WINDOW] == "steps=200"
-    # The overview reads the trigger back.
-    info = overview(stepscope.load(str(run))).to_dict()["flight"]
-    assert info["trigger"] == "slow_step" and info["step"] == slow
+    # The overview reads the trigger back, and the terminal report says it.
+    summary = overview(stepscope.load(str(run))).to_dict()
+    assert summary["flight"]["trigger"] == "slow_step" and summary["flight"]["step"] == slow
+    from rich.console import Console
+
+    from stepscope.views.report import render_overview
+
+    console = Console(record=True, width=200)
+    render_overview(summary, console)
+    assert f"Saved by the flight recorder: slow step at step {slow} (5" in console.export_text()
 
 
 def test_both_recorders_dump_the_same_window(tmp_path: Path,
@@ -410,3 +417,45 @@ def test_web_run_list_and_overview_show_the_trigger(tmp_path: Path) -> None:
             body = reply.json()
             assert body["flight"]["trigger"] == "slow_step"
             assert body["flight"]["step"] == 150
+
+
+def _fib(n: int) -> int:
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+def test_python_tracer_and_counters_in_the_ring(tmp_path: Path) -> None:
+    clock = FakeClock()
+    options = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=5)
+    with stepscope.flight_recorder(tmp_path, steps=16, options=options, triggers=TRIGGERS,
+                                   clock=clock) as fr:
+        for i in range(100):  # 2 steps a segment: the tracer moves to a new one often
+            with fr.step(i):
+                _fib(8)
+                time.sleep(0.002)
+                clock.now += (50 if i == 80 else 10) * MS
+    [dump] = fr.dumps
+    space = xb.read_space(dump.path)
+    planes = {p.name: p for p in space.planes}
+    assert step_nums(dump.path) == list(range(64, 84))
+    py = planes[schema.PYTHON_TRACER_PLANE]
+    names = {k: v.name for k, v in py.event_metadata.items()}
+    fib_calls = [e for line in py.lines for e in line.events if "_fib" in names[e.metadata_id]]
+    # fib(8) makes 67 calls; 20 steps are in the window (a call at a cut may be split).
+    assert 19 * 67 <= len(fib_calls) <= 21 * 67
+    counters = planes[schema.COUNTERS_PLANE]
+    assert {line.name for line in counters.lines} >= {schema.COUNTER_PROCESS_RSS}
+
+
+def test_a_launcher_starts_it_from_arguments_and_reports_the_end(tmp_path: Path) -> None:
+    fr = flight.start_from_args(str(tmp_path), steps=10, python_tracer=False)
+    try:
+        for i in range(30):
+            with stepscope.flight_recorder.step(i):
+                pass
+        assert fr.report_exception(SystemExit(0)) is None
+        dump = fr.report_exception(RuntimeError("the program died"))
+    finally:
+        flight.stop()
+    assert dump is not None and dump.trigger == "exception"
+    assert dump.detail == "RuntimeError: the program died"
+    assert step_nums(dump.path) == list(range(20, 30))

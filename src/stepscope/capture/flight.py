@@ -495,9 +495,10 @@ class FlightRecorder:
     def _trigger(self, trigger: str, detail: str, step: int | None = None,
                  duration_ns: int | None = None, step_start_ns: int | None = None,
                  median_ns: int | None = None, threshold_ns: int | None = None,
-                 after: int | None = None) -> _Pending | None:
-        """Record a trigger; its run is saved once ``after`` more steps are done."""
-        if trigger in AUTOMATIC:
+                 after: int | None = None, limited: bool | None = None) -> _Pending | None:
+        """Record a trigger; its run is saved once ``after`` more steps are done. Automatic
+        triggers (unless ``limited`` says otherwise) obey the cool-down and ``max_dumps``."""
+        if trigger in AUTOMATIC if limited is None else limited:
             now = self.clock()
             trig = self.triggers
             if self._auto_dumps >= trig.max_dumps:
@@ -553,6 +554,18 @@ class FlightRecorder:
         pending = self._trigger("call", reason[:500], after=0)
         assert pending is not None
         return pending.future.result(timeout) if wait else None
+
+    def report_exception(self, error: BaseException, *, wait: bool = True,
+                         timeout: float | None = 60.0) -> Dump | None:
+        """Save the window because ``error`` ended the program (a launcher's last word): a
+        dump named ``exception``, whatever the cool-down. A clean ``SystemExit`` is none."""
+        if not self._running:
+            return None
+        if isinstance(error, SystemExit) and error.code in (0, None):
+            return None
+        pending = self._trigger("exception", f"{type(error).__name__}: {error}"[:500],
+                                after=0, limited=False)
+        return pending.future.result(timeout) if wait and pending is not None else None
 
     def snapshot(self) -> bytes:
         """The window as a serialised ``XSpace`` (for the profiler server), not saved here."""
@@ -776,7 +789,22 @@ def start_from_args(logdir: str, *, seconds: float | None = None, steps: int | N
                     cooldown_s: float = 60.0, max_bytes: int = DEFAULT_MAX_BYTES,
                     python_tracer: bool = False, counters: bool = False) -> FlightRecorder:
     """Start the flight recorder from command-line values (``stepscope profile
-    --flight-recorder``); stopped at exit. Without ``seconds`` or ``steps``, 1000 steps."""
+    --flight-recorder``). Without ``seconds`` or ``steps``, the last 1000 steps.
+
+    A launcher runs the program inside it, and reports what ended it::
+
+        fr = flight.start_from_args(logdir, steps=...)
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except BaseException as err:
+            fr.report_exception(err)  # saves the window as an "exception" dump
+            raise
+        finally:
+            flight.stop()
+
+    The program marks its steps with ``stepscope.flight_recorder.step(i)`` (slow steps are
+    judged only where steps are marked); SIGUSR1, SIGTERM and snapshots work regardless.
+    """
     if seconds is None and steps is None:
         steps = 1000
     options = replace(DEFAULT_OPTIONS, python_tracer_level=1 if python_tracer else 0,
