@@ -29,9 +29,8 @@ import threading
 import warnings
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from time import perf_counter_ns, time_ns
@@ -41,7 +40,7 @@ from typing import Any
 from stepscope.capture import python_tracer, session, trace
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_tracer import PythonTracer
-from stepscope.capture.recorder import Recorder
+from stepscope.capture.recorder import LISTED_EVENT_BYTES, SAMPLE_BYTES, Recorder
 from stepscope.capture.system_counters import SystemCounters
 from stepscope.errors import (
     InvalidOptionError,
@@ -141,6 +140,33 @@ class Dump:
     detail: str
 
 
+class StepMark:
+    """One step of a flight recording: ``with fr.step(i):`` (a class, not a generator: it
+    is on the loop's path every step)."""
+
+    __slots__ = ("_annotation", "_fr", "_num", "_start_ns", "_t0")
+
+    def __init__(self, fr: FlightRecorder, num: int, name: str) -> None:
+        self._fr = fr
+        self._num = num
+        self._annotation = trace.Trace(name, step_num=num, _r=1)
+        self._start_ns = 0
+        self._t0 = 0
+
+    def __enter__(self) -> StepMark:
+        self._start_ns = time_ns()
+        self._t0 = self._fr.clock()
+        self._annotation.__enter__()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._annotation.__exit__(exc_type, exc, tb)
+        fr = self._fr
+        error = exc if isinstance(exc, Exception) else None
+        fr.step_done(self._num, self._start_ns, fr.clock() - self._t0, error=error)
+
+
 class _Segment:
     """One slice of the window: a recorder, and the Python tracer that writes into it."""
 
@@ -154,8 +180,19 @@ class _Segment:
 
     @property
     def nbytes(self) -> int:
-        """Bytes its events and step marks hold."""
-        return self.recorder.nbytes + self.step_starts.itemsize * len(self.step_starts)
+        """Bytes its events and step marks hold (``Recorder.nbytes``, without its lock: it is
+        asked after every step, and a list read under the GIL is whole)."""
+        rec = self.recorder
+        total = self.step_starts.itemsize * len(self.step_starts)
+        if rec.samples:
+            total += len(rec.samples) * SAMPLE_BYTES
+        for buffers in (rec.host_buffers, rec.python_buffers):
+            for buf in buffers:
+                if buf.records is not None:
+                    total += buf.records.nbytes
+                if buf.listed:
+                    total += len(buf.listed) * LISTED_EVENT_BYTES
+        return total
 
 
 @dataclass
@@ -392,23 +429,11 @@ class FlightRecorder:
 
     # ---- steps ---------------------------------------------------------------------------
 
-    @contextmanager
-    def step(self, step_num: int | None = None, name: str = "train") -> Iterator[None]:
+    def step(self, step_num: int | None = None, name: str = "train") -> StepMark:
         """Mark one step (as ``Trace(name, step_num=n, _r=1)``): it is timed and judged, and
-        an exception escaping it triggers a dump."""
-        num = next(self._step_counter) if step_num is None else step_num
-        start_ns = time_ns()
-        t0 = self.clock()
-        annotation = trace.Trace(name, step_num=num, _r=1)
-        annotation.__enter__()
-        try:
-            yield
-        except Exception as err:
-            annotation.__exit__(type(err), err, err.__traceback__)
-            self.step_done(num, start_ns, self.clock() - t0, error=err)
-            raise
-        annotation.__exit__(None, None, None)
-        self.step_done(num, start_ns, self.clock() - t0)
+        an exception escaping it triggers a dump. A context manager."""
+        return StepMark(self, next(self._step_counter) if step_num is None else step_num,
+                        name)
 
     def step_done(self, step_num: int, start_ns: int, duration_ns: int,
                   error: BaseException | None = None) -> None:
