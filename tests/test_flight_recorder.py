@@ -459,3 +459,23 @@ def test_a_launcher_starts_it_from_arguments_and_reports_the_end(tmp_path: Path)
     assert dump is not None and dump.trigger == "exception"
     assert dump.detail == "RuntimeError: the program died"
     assert step_nums(dump.path) == list(range(20, 30))
+
+
+def test_sigusr1_without_step_marks_dumps_at_once(tmp_path: Path) -> None:
+    with stepscope.flight_recorder(tmp_path, seconds=5.0, triggers=stepscope.FlightTriggers(
+            sigterm=False)) as fr:
+        for _ in range(50):
+            with stepscope.Trace("request"):
+                pass
+        os.kill(os.getpid(), signal.SIGUSR1)
+        deadline = time.monotonic() + 60
+        while not fr.dumps and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [dump] = fr.dumps
+    assert dump.trigger == "signal" and dump.step is None
+    space = xb.read_space(dump.path)
+    host = next(p for p in space.planes if p.name == schema.HOST_PLANE)
+    names = {k: v.name for k, v in host.event_metadata.items()}
+    assert sum(names[e.metadata_id] == "request" for line in host.lines
+               for e in line.events) == 50
+    assert env_stats(dump.path)[schema.ENV_FLIGHT_STEP] == -1

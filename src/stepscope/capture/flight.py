@@ -284,6 +284,7 @@ class FlightRecorder:
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
         self._old_handlers: dict[int, Any] = {}
+        self._terminating = False
         self._running = False
         self._host = layout.local_hostname()
 
@@ -533,6 +534,8 @@ class FlightRecorder:
                 return None
             self._last_auto_ns = now
             self._auto_dumps += 1
+        if self._judged == 0:
+            after = 0  # no steps are marked: none will come to wait for
         with self._lock:
             pending = _Pending(
                 trigger=trigger, detail=detail, step=step,
@@ -612,7 +615,7 @@ class FlightRecorder:
         env: dict[str, Any] = {
             schema.ENV_FLIGHT_TRIGGER: job.trigger,
             schema.ENV_FLIGHT_DETAIL: job.detail,
-            schema.ENV_FLIGHT_STEP: -1 if job.step is None else int(job.step),
+            schema.ENV_FLIGHT_STEP: job.step if isinstance(job.step, int) else -1,
             schema.ENV_FLIGHT_WINDOW: (f"steps={self.steps}" if self.steps is not None
                                        else f"seconds={self.seconds:g}"),
             schema.ENV_FLIGHT_AFTER_STEPS: self.triggers.after_steps,
@@ -688,6 +691,9 @@ class FlightRecorder:
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         """Save the window before the process exits, then do what SIGTERM did before."""
         old = self._old_handlers.get(signum, signal.SIG_DFL)
+        if self._terminating:  # a second SIGTERM while the first one's dump is written
+            return
+        self._terminating = True
         try:
             now = time_ns()
             job = _Pending(trigger="sigterm", detail=f"signal {signum} (the process is "
