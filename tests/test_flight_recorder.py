@@ -479,3 +479,29 @@ def test_sigusr1_without_step_marks_dumps_at_once(tmp_path: Path) -> None:
     assert sum(names[e.metadata_id] == "request" for line in host.lines
                for e in line.events) == 50
     assert env_stats(dump.path)[schema.ENV_FLIGHT_STEP] == -1
+
+
+def test_a_seconds_window_keeps_only_the_recent_past(tmp_path: Path) -> None:
+    clock = FakeClock()
+    triggers = stepscope.FlightTriggers(warmup_steps=5, after_steps=1, signal=None,
+                                        sigterm=False)
+    with stepscope.flight_recorder(tmp_path, seconds=0.5, triggers=triggers,
+                                   clock=clock) as fr:
+        for i in range(120):  # ~1.2 s of real time: the ticker rotates the ring meanwhile
+            with fr.step(i):
+                time.sleep(0.01)
+                clock.now += (50 if i == 110 else 10) * MS
+        segments = len(fr._segments)
+    [dump] = fr.dumps
+    nums = step_nums(dump.path)
+    space = xb.read_space(dump.path)
+    env = env_stats(dump.path)
+    host = next(p for p in space.planes if p.name == schema.HOST_PLANE)
+    starts = [line.timestamp_ns + e.offset_ps // 1000 for line in host.lines
+              for e in line.events]
+    # Nothing older than half a second before the slow step began; the step and one after.
+    assert nums[-2:] == [110, 111] and nums == list(range(nums[0], 112))
+    assert 0 < nums[0] and len(nums) < 112
+    assert min(starts) >= env[schema.ENV_PROFILE_START_TIME]
+    assert env[schema.ENV_FLIGHT_WINDOW] == "seconds=0.5"
+    assert segments <= flight.KEPT_SEGMENTS
