@@ -501,7 +501,7 @@ def test_a_seconds_window_keeps_only_the_recent_past(tmp_path: Path) -> None:
               for e in line.events]
     # Nothing older than half a second before the slow step began; the step and one after.
     assert nums[-2:] == [110, 111] and nums == list(range(nums[0], 112))
-    assert 0 < nums[0] and len(nums) < 112
+    assert nums[0] > 0 and len(nums) < 112
     assert min(starts) >= env[schema.ENV_PROFILE_START_TIME]
     assert env[schema.ENV_FLIGHT_WINDOW] == "seconds=0.5"
     assert segments <= flight.KEPT_SEGMENTS
