@@ -306,11 +306,27 @@ class FlightRecorder:
         session.check_writable(self.logdir)
         if not locations.is_remote(self.logdir):
             remove_stale_staging(self.logdir)
-        with session._lock:
-            session._refuse_if_running()
-            self._running = True
-            session.flight_running = _flight_running
-            self._rotate_locked(0)
+        global _active
+        with _active_lock:
+            if _active is not None:
+                raise ProfilerAlreadyRunningError(
+                    "A flight recorder is already running; call "
+                    "stepscope.flight_recorder.stop() before starting another.")
+            with session._lock:
+                session._refuse_if_running()
+                _active = self
+                self._running = True
+                session.flight_running = _flight_running
+                self._rotate_locked(0)
+        try:
+            self._start_helpers()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_helpers(self) -> None:
+        """The counters, the writer, the ticker, the signal handlers, the exit hook."""
         if self.options.counter_interval_ms > 0:
             self._counters = SystemCounters(self._segments[-1].recorder,
                                             self.options.counter_interval_ms)
@@ -327,7 +343,6 @@ class FlightRecorder:
             self._ticker.start()
         self._install_signals()
         atexit.register(self._at_exit)
-        return self
 
     def stop(self) -> list[Dump]:
         """Stop recording; triggers still waiting for their ``after`` steps are saved now.
@@ -361,6 +376,10 @@ class FlightRecorder:
         for seg in self._segments:
             seg.recorder.release()
         self._segments = []
+        global _active
+        with _active_lock:
+            if _active is self:
+                _active = None
         return list(self.dumps)
 
     def __enter__(self) -> FlightRecorder:
@@ -368,11 +387,11 @@ class FlightRecorder:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        _stop_active(self)
+        self.stop()
 
     def _at_exit(self) -> None:
         try:
-            _stop_active(self)
+            self.stop()
         except Exception as err:  # the interpreter is going: say so, do not raise
             log.warning("stepscope flight recorder could not finish at exit: %s", err)
 
@@ -721,35 +740,14 @@ def _flight_running() -> bool:
     return recorder is not None and recorder.running
 
 
-def _stop_active(recorder: FlightRecorder) -> list[Dump]:
-    global _active
-    with _active_lock:
-        if _active is recorder:
-            _active = None
-    return recorder.stop()
-
-
 def start(logdir: str | os.PathLike[str], *, seconds: float | None = None,
           steps: int | None = None, options: ProfilerOptions | None = None,
           triggers: FlightTriggers | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
           clock: Callable[[], int] = perf_counter_ns) -> FlightRecorder:
     """Start this process's flight recorder (see ``FlightRecorder``); return it."""
-    global _active
     recorder = FlightRecorder(logdir, seconds=seconds, steps=steps, options=options,
                               triggers=triggers, max_bytes=max_bytes, clock=clock)
-    with _active_lock:
-        if _active is not None:
-            raise ProfilerAlreadyRunningError(
-                "A flight recorder is already running; call stepscope.flight_recorder.stop() "
-                "before starting another.")
-        _active = recorder
-    try:
-        recorder.start()
-    except BaseException:
-        with _active_lock:
-            _active = None
-        raise
-    return recorder
+    return recorder.start()
 
 
 def stop() -> list[Dump]:
@@ -758,7 +756,7 @@ def stop() -> list[Dump]:
     if recorder is None:
         raise ProfilerNotRunningError("No flight recorder is running; start one with "
                                       "stepscope.flight_recorder(logdir, steps=N).")
-    return _stop_active(recorder)
+    return recorder.stop()
 
 
 def active() -> FlightRecorder | None:
