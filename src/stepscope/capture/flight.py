@@ -458,9 +458,10 @@ class FlightRecorder:
     def step_done(self, step_num: int, start_ns: int, duration_ns: int,
                   error: BaseException | None = None) -> None:
         """Account one finished step: judge it, count down waiting triggers, rotate."""
-        if not self._running:
+        segments = self._segments
+        if not self._running or not segments:
             return
-        self._segments[-1].step_starts.append(start_ns)
+        segments[-1].step_starts.append(start_ns)
         if self._pending:  # before judging: a trigger of this step waits for the next ones
             self._count_down()
         trig = self.triggers
