@@ -43,6 +43,9 @@ interface Overview {
   recommendation: { next_tool: string; hints: string[] };
   recommendations?: Advice[];
   failed_hosts: Record<string, string>;
+  /** Where the run is a flight recorder's dump: what saved it and the step's figures. */
+  flight?: { trigger: string; detail?: string; step?: number | null; step_ms?: number;
+             median_ms?: number; threshold_ms?: number; window?: string } | null;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
 }
 
@@ -186,6 +189,15 @@ function environment(o: Overview, memory: [string, Node][] = []): HTMLElement {
     ["Device names", e.device_names.join(", ") || "–"],
     ["CPU cores", e.cpu_count === null ? "–" : String(e.cpu_count)],
   ];
+  const f = o.flight;
+  if (f) {
+    const step = f.step === null || f.step === undefined ? "" : ` at step ${f.step}`;
+    const ms = f.step_ms === undefined ? "" : ` (${f.step_ms.toFixed(1)} ms` +
+      (f.median_ms === undefined ? ")" : `, median ${f.median_ms.toFixed(1)} ms)`);
+    kv.push(["Saved by", `flight recorder: ${f.trigger.replace(/_/g, " ")}${step}${ms}` +
+      (f.detail ? ` – ${f.detail}` : "")]);
+    if (f.window) kv.push(["Window", f.window]);
+  }
   return h("section", { className: "card", id: "environment" },
     h("h2", {}, "Run environment"),
     h("dl", { className: "kv" }, ...kv.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),

@@ -1,6 +1,7 @@
 """A recorder's event columns → the columns of an XPlane (``xplane_encoder.PlaneColumns``).
 
-Per line: events that began before ``keep_from_ns`` are left out, the rest sorted by start
+Per line: events that began before ``keep_from_ns`` (or, where given, at or after
+``keep_until_ns``) are left out, the rest sorted by start
 (parents before children: the longer first), times made offsets in picoseconds from the
 line's timestamp. Event and stat metadata ids are given in order of first use, names merged
 by text, as ``xplane_builder`` gives them. Python work is per line and per distinct name or
@@ -41,9 +42,14 @@ def _exclusive_cumsum(sizes: Any) -> I64:
     return out
 
 
-def _ordered(cols: EventColumns, keep_from_ns: int) -> EventColumns:
+def _ordered(cols: EventColumns, keep_from_ns: int,
+             keep_until_ns: int | None = None) -> EventColumns:
     """The events kept, sorted by (start, longest first), with their stats in that order."""
-    rows = np.flatnonzero(cols.start >= keep_from_ns) if keep_from_ns else None
+    rows = None
+    if keep_until_ns is not None:
+        rows = np.flatnonzero((cols.start >= keep_from_ns) & (cols.start < keep_until_ns))
+    elif keep_from_ns:
+        rows = np.flatnonzero(cols.start >= keep_from_ns)
     start = cols.start if rows is None else cols.start[rows]
     end = cols.end if rows is None else cols.end[rows]
     order = np.lexsort((-end, start))
@@ -103,10 +109,11 @@ def _stat_values(kind: Any, value: Any, objects: list[Any]) -> tuple[Any, I64, l
 
 def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: list[Any],
                   timestamp_ns: int, keep_from_ns: int,
-                  name_of: Callable[[Any], str]) -> enc.PlaneColumns:
+                  name_of: Callable[[Any], str],
+                  keep_until_ns: int | None = None) -> enc.PlaneColumns:
     """The plane holding ``lines``; ``objects`` are the recorder's names by id, and
     ``name_of`` gives an event's name from its object."""
-    ordered = [_ordered(cols, keep_from_ns) for _, _, cols in lines]
+    ordered = [_ordered(cols, keep_from_ns, keep_until_ns) for _, _, cols in lines]
     cols = EventColumns.concat(ordered)
     size = len(objects)
     metadata_id, event_names = _first_use_ids(cols.name, lambda i: name_of(objects[i]), size)

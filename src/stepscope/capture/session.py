@@ -8,7 +8,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from time import time_ns
@@ -168,7 +168,19 @@ def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None
         _begin(_Session(path, options))
 
 
+def _no_flight_recorder() -> bool:
+    return False
+
+
+# Whether a flight recorder (capture.flight) owns the tracers; it sets this when it starts.
+flight_running: Callable[[], bool] = _no_flight_recorder
+
+
 def _refuse_if_running() -> None:
+    if flight_running():
+        raise ProfilerAlreadyRunningError(
+            "A flight recorder is running in this process; stop it "
+            "(stepscope.flight_recorder.stop()) before starting a session.")
     if _session is None:
         return
     if _session.logdir is None:
@@ -306,45 +318,80 @@ def is_running() -> bool:
     return _session is not None
 
 
+@dataclass
+class SpaceParts:
+    """Everything a profile's ``XSpace`` is made of (``encode_space`` turns it into bytes).
+
+    Lines are ``(line id, line name, EventColumns)`` whose name ids index ``objects``; what
+    began before ``keep_from_ns`` is left out. ``env`` holds extra Task Environment stats.
+    """
+
+    host: str
+    start_ns: int
+    stop_ns: int
+    keep_from_ns: int
+    host_lines: list[Any]
+    python_lines: list[Any] | None
+    objects: list[Any]
+    samples: list[Any]
+    bridge_data: list[bridges.BridgeData]
+    recorded: int
+    dropped: int
+    max_events: int
+    options: ProfilerOptions
+    env: dict[str, Any] = field(default_factory=dict)
+    keep_until_ns: int | None = None  # what began at or after it is left out (None: all)
+
+
 def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
-    """Turn what the session recorded into a serialised ``XSpace``.
+    """Turn what the session recorded into a serialised ``XSpace``."""
+    from stepscope.capture import recorder_columns as rc
+
+    rec = session.recorder
+    rec.refresh_thread_names()
+    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
+                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
+    py_lines = None
+    if session.python_tracer is not None:
+        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
+                    for buf in rec.python_buffers if len(buf)]
+    # Names of tuples just turned into columns are in `names.objects` by now.
+    return encode_space(SpaceParts(
+        host=host, start_ns=max(session.start_ns, session.keep_from_ns), stop_ns=stop_ns,
+        keep_from_ns=session.keep_from_ns, host_lines=host_lines, python_lines=py_lines,
+        objects=rec.names.objects, samples=rec.samples, bridge_data=session.bridge_data,
+        recorded=rec.recorded, dropped=rec.dropped, max_events=rec.max_events,
+        options=session.options))
+
+
+def encode_space(parts: SpaceParts) -> bytes:
+    """Serialise a profile's ``XSpace``.
 
     The host and Python-tracer planes, where nearly all events are, are encoded from
     columns (``recorder_to_xplane``, ``xplane_encoder``); the small ones (counters, task
     environment) and the bridges' planes go through protobuf messages.
     """
-    from stepscope.capture import recorder_columns as rc
     from stepscope.capture.recorder_to_xplane import plane_columns
     from stepscope.formats import xplane_encoder as enc
 
-    rec = session.recorder
-    rec.refresh_thread_names()
-    start_ns = max(session.start_ns, session.keep_from_ns)
-    keep_from = session.keep_from_ns
-    planes: list[bytes] = []
+    start_ns, keep_from, until = parts.start_ns, parts.keep_from_ns, parts.keep_until_ns
+    planes: list[bytes] = [enc.encode_plane(plane_columns(
+        schema.HOST_PLANE_ID, schema.HOST_PLANE, parts.host_lines, parts.objects, start_ns,
+        keep_from, _host_event_name, until))]
 
-    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
-                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
-    # Names of tuples just turned into columns are in `names.objects` by now.
-    planes.append(enc.encode_plane(plane_columns(
-        schema.HOST_PLANE_ID, schema.HOST_PLANE, host_lines, rec.names.objects, start_ns,
-        keep_from, _host_event_name)))
-
-    if session.python_tracer is not None:
+    if parts.python_lines is not None:
         cache: dict[Any, str] = {}
-        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
-                    for buf in rec.python_buffers if len(buf)]
         planes.append(enc.encode_plane(plane_columns(
-            schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, py_lines,
-            rec.names.objects, start_ns, keep_from,
-            lambda what: PythonTracer.event_name(what, cache))))
+            schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, parts.python_lines,
+            parts.objects, start_ns, keep_from,
+            lambda what: PythonTracer.event_name(what, cache), until)))
 
-    small = xb.new_space(host)
-    if rec.samples:
+    small = xb.new_space(parts.host)
+    if parts.samples:
         counters = xb.add_plane(small, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
         lines: dict[str, Any] = {}
-        for counter, when, value in rec.samples:
-            if when < session.keep_from_ns:
+        for counter, when, value in parts.samples:
+            if when < keep_from or (until is not None and when >= until):
                 continue
             line = lines.get(counter)
             if line is None:
@@ -352,23 +399,25 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
             counters.add_event(line, counter, when, 0, {schema.VALUE: value})
 
     used = {schema.HOST_PLANE_ID}
-    if session.python_tracer is not None:
+    if parts.python_lines is not None:
         used.add(schema.PYTHON_TRACER_PLANE_ID)
-    _add_bridge_planes(small, session.bridge_data, session.keep_from_ns, used)
+    _add_bridge_planes(small, parts.bridge_data, keep_from, used)
 
     env = xb.add_plane(small, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
-    env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
-    env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
-    env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
-    env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
+    env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, parts.stop_ns)
+    env.add_plane_stat(schema.ENV_RECORDED_EVENTS, parts.recorded)
+    env.add_plane_stat(schema.ENV_DROPPED_EVENTS, parts.dropped)
+    env.add_plane_stat(schema.ENV_MAX_EVENTS, parts.max_events)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
     env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
-    for key, value in session.options.to_dict().items():
+    for key, value in parts.options.to_dict().items():
         env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
-    if rec.dropped:
-        small.warnings.append(
-            f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
+    for key, value in parts.env.items():
+        env.add_plane_stat(key, value)
+    if parts.dropped:
+        small.warnings.append(f"stepscope dropped {parts.dropped} events after reaching "
+                              f"max_events={parts.max_events}.")
     # Planes first (field 1), in the order above; then the space's other fields.
     planes += [plane.SerializeToString() for plane in small.planes]
     del small.planes[:]

@@ -83,6 +83,16 @@ def remove_abandoned_runs(logdir: str | Path, *, now: float,
     return removed
 
 
+# A flight recorder's dump is a run named ``<time>-flight-<trigger>`` (``_<n>`` when taken).
+_FLIGHT_RUN = re.compile(r"-flight-(?P<trigger>[a-z_]+)(_\d+)?$")
+
+
+def flight_trigger(run: str) -> str | None:
+    """What triggered the flight recorder's dump that ``run`` (a run name) is, or None."""
+    match = _FLIGHT_RUN.search(run)
+    return match.group("trigger") if match else None
+
+
 def host_file_name(host: str) -> str:
     """The file name of one host's profile in a run folder (unsafe characters replaced)."""
     return _UNSAFE.sub("_", host) + schema.XPLANE_SUFFIX

@@ -34,6 +34,17 @@ ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
 ENV_OPTION_PREFIX = "stepscope_option_"
 ENV_PRODUCER = "stepscope_version"
+# A flight recorder's dump (capture.flight): what triggered it and the step's figures.
+ENV_FLIGHT_TRIGGER = "stepscope_flight_trigger"  # slow_step, exception, sigterm, signal, ...
+ENV_FLIGHT_DETAIL = "stepscope_flight_detail"  # one line: the exception, the signal, the call
+ENV_FLIGHT_STEP = "stepscope_flight_step"  # the trigger's step number (-1: none)
+ENV_FLIGHT_STEP_MS = "stepscope_flight_step_ms"  # that step's time
+ENV_FLIGHT_MEDIAN_MS = "stepscope_flight_median_ms"  # the rolling median it was judged by
+ENV_FLIGHT_THRESHOLD_MS = "stepscope_flight_threshold_ms"  # the time it exceeded
+ENV_FLIGHT_WINDOW = "stepscope_flight_window"  # what the ring holds: "steps=N" or "seconds=S"
+ENV_FLIGHT_AFTER_STEPS = "stepscope_flight_after_steps"  # steps recorded after the trigger
+ENV_FLIGHT_MAX_BYTES = "stepscope_flight_max_bytes"  # the ring's memory bound
+ENV_FLIGHT_STAT_PREFIX = "stepscope_flight_"
 
 # Counter lines on the counters plane.
 COUNTER_PROCESS_CPU = "Process CPU (%)"

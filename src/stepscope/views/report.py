@@ -91,6 +91,18 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
         head += (f" · avg {_ms(steps['avg_ms'])} ms (σ {_ms(steps['stddev_ms'])}, "
                  f"min {_ms(steps['min_ms'])}, max {_ms(steps['max_ms'])})")
     console.print(head, style="bold", highlight=False)
+    flight = summary.get("flight")
+    if flight:
+        line = f"Saved by the flight recorder: {str(flight.get('trigger')).replace('_', ' ')}"
+        if flight.get("step") is not None:
+            line += f" at step {flight['step']}"
+        if flight.get("step_ms") is not None:
+            line += f" ({_ms(flight['step_ms'])} ms"
+            line += (f", median {_ms(flight['median_ms'])} ms)"
+                     if flight.get("median_ms") is not None else ")")
+        if flight.get("detail"):
+            line += f": {flight['detail']}"
+        console.print(line, style="yellow", highlight=False, markup=False)
     if steps["count"]:
         parts = [f"{CATEGORY_LABELS[c]} {summary['breakdown'][c]:.1f}%" for c in CATEGORIES]
         console.print("Step-time breakdown  " + "  ".join(parts), highlight=False)

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
-from stepscope.model.logdir import host_name, list_runs, resolve
+from stepscope.model.logdir import flight_trigger, host_name, list_runs, resolve
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
@@ -123,7 +123,8 @@ class Api:
         """Every run of the logdir (newest first), read afresh so new runs appear."""
         runs = list_runs(self.logdir)
         return {"logdir": str(self.logdir), "version": __version__,
-                "runs": [{"name": name, "hosts": self._host_names(path)}
+                "runs": [{"name": name, "hosts": self._host_names(path),
+                          "trigger": flight_trigger(name)}
                          for name, path in reversed(runs.items())]}
 
     def hosts(self, run: str | None) -> dict[str, Any]:

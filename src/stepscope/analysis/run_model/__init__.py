@@ -65,7 +65,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 6
+RUN_MODEL_VERSION = 7
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -408,6 +408,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
+        "flight": ov.flight,
     }
 
 
@@ -425,7 +426,7 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         device_count=int(d["device_count"]), device_names=[str(n) for n in d["device_names"]],
         cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
-        ops_idle=ops_idle)
+        ops_idle=ops_idle, flight=d.get("flight"))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),

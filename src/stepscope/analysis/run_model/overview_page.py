@@ -133,6 +133,7 @@ class HostOverview:
     sixteen_bit_ns: int
     device_compute_ns: int
     ops_idle: OpStats | None = None  # the op stats with idle rows, where computed
+    flight: dict[str, Any] | None = None  # a flight recorder's dump: what triggered it
 
 
 @dataclass
@@ -184,8 +185,24 @@ def host_facts(name: str, table: EventTable
         device_type=device_type, device_count=count, device_names=names,
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
-        device_compute_ns=int(dur.sum()), ops_idle=ops)
+        device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table))
     return result, events, masks
+
+
+def flight_info(table: EventTable) -> dict[str, Any] | None:
+    """What triggered a flight recorder's dump and the step's figures, from the Task
+    Environment plane's ``stepscope_flight_*`` stats (None for any other profile)."""
+    for p in table.planes:
+        trigger = p.stats.get(schema.ENV_FLIGHT_TRIGGER)
+        if isinstance(trigger, str):
+            out: dict[str, Any] = {}
+            for key, value in p.stats.items():
+                if key.startswith(schema.ENV_FLIGHT_STAT_PREFIX):
+                    out[key[len(schema.ENV_FLIGHT_STAT_PREFIX):]] = value
+            if out.get("step") == -1:
+                out["step"] = None
+            return out
+    return None
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.
@@ -509,6 +526,8 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "device_names": sorted({d for h in hosts for d in h.device_names if d}),
             "cpu_count": sum(cores) if cores else None,
         },
+        # A flight recorder's dump: what saved it, and the step's figures.
+        "flight": next((h.flight for h in hosts if h.flight), None),
     }
     out["recommendation"] = _recommendation(out, has_steps)
     return out
