@@ -73,6 +73,19 @@ bench: setup
 	$(BIN)/python benchmarks/memory_viewer.py
 	$(BIN)/python benchmarks/step_groups.py
 
+# The bridges and readers against the newest torch, JAX and TensorFlow on the registry (CPU;
+# a venv of its own, .venv-newest; not part of `make test`: it downloads a few GB).
+NEWEST := .venv-newest
+NEWEST_TESTS := tests/test_bridges.py tests/test_interop.py tests/test_profile_cli.py
+test-newest:
+	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q --upgrade pip
+	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]' \
+	  torch jax jaxlib tensorflow-cpu tensorboard xprof
+	$(NEWEST)/bin/python -c 'import importlib.metadata as m; print("newest:", ", ".join( \
+	  f"{p} {m.version(p)}" for p in ("torch", "jax", "jaxlib", "tensorflow-cpu", "keras", "xprof")))'
+	STEPSCOPE_REQUIRE_FRAMEWORKS=1 $(NEWEST)/bin/pytest -q $(NEWEST_TESTS)
+
 clean:
 	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
 	  .bench-profiles frontend/node_modules src/stepscope/web/static test-artifacts
