@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit bench clean browser screenshots
+.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest
 
 setup: .make-setup .make-frontend
 
@@ -33,10 +33,20 @@ browser:
 	touch .make-setup
 
 # Profiles a sample workload, prints its report, then serves the web UI on it (Ctrl-C stops).
-demo: setup
-	$(BIN)/stepscope demo --logdir demo-logs --no-serve
-	$(BIN)/stepscope report demo-logs
-	$(BIN)/stepscope serve --logdir demo-logs
+# Its own venv with stepscope's core only (no framework, no test tools), as a user installs it;
+# its size on disk is printed first.
+DEMO_VENV := .venv-demo
+.make-demo: pyproject.toml setup.py .make-frontend
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install -q -e .
+	touch .make-demo
+
+demo: .make-demo
+	$(DEMO_VENV)/bin/python scripts/venv_size.py $(DEMO_VENV)
+	$(DEMO_VENV)/bin/stepscope demo --logdir demo-logs --no-serve
+	$(DEMO_VENV)/bin/stepscope report demo-logs
+	$(DEMO_VENV)/bin/stepscope serve demo-logs
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks docs
@@ -87,5 +97,6 @@ test-newest:
 	STEPSCOPE_REQUIRE_FRAMEWORKS=1 $(NEWEST)/bin/pytest -q $(NEWEST_TESTS)
 
 clean:
-	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
+	rm -rf $(VENV) $(DEMO_VENV) $(NEWEST) .make-setup .make-demo .make-frontend build dist site \
+	  src/*.egg-info demo-logs \
 	  .bench-profiles frontend/node_modules src/stepscope/web/static test-artifacts

@@ -71,13 +71,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     """(the fresh venv's bin folder, a PATH without Node.js) of a wheel built from an sdist."""
     if shutil.which("npm") is None:
         pytest.skip("the sdist's UI is built with Node.js, which this machine lacks")
-    pytest.importorskip("build")
+    try:
+        importlib.metadata.version("build")  # (a checkout's build/ folder is not the package)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the build package is not installed (pip install 'stepscope[test]')")
     tmp = tmp_path_factory.mktemp("install")
     clone = _clean_clone(tmp)
     dist = tmp / "dist"
     # The sdist, from the clean clone: setup.py builds the UI with Node.js first.
-    _run([sys.executable, "-m", "build", "--sdist", *_build_isolation(), "-o", str(dist),
-          str(clone)])
+    isolation = ["--no-isolation"] if _build_isolation() else []
+    _run([sys.executable, "-m", "build", "--sdist", *isolation, "-o", str(dist), str(clone)],
+         cwd=tmp)
     (sdist,) = dist.glob("stepscope-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
