@@ -90,6 +90,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     # The wheel, from the sdist, with no Node.js to be found.
     path = _no_node_path(tmp / "bin-without-node")
     env = {**os.environ, "PATH": path}
+    env.pop("PYTHONPATH", None)  # pip would take a checkout's sources for an install
     assert shutil.which("node", path=path) is None
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *_build_isolation(), "-w",
           str(dist), str(sdist)], env=env)
