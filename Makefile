@@ -65,7 +65,7 @@ test: lint typecheck docs unit
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# The README's pictures, from the browser tests' screenshots of the current pages.
+# The docs' pictures, from the browser tests' screenshots of the current pages.
 screenshots: setup browser
 	$(BIN)/pytest -q $(wildcard tests/test_*ui.py)
 	$(BIN)/python docs/screenshots.py
