@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli import build_parser, main
+
 from workloads import make_stepscope_run
 
 
