@@ -62,15 +62,15 @@ def test_did_you_mean_on_a_mistyped_command() -> None:
 
 def test_help_shows_defaults_and_no_markup() -> None:
     parser = build_parser()
-    top = parser.format_help()
+    top = " ".join(parser.format_help().split())  # as wrapped at any terminal width
     assert "``" not in top and "stepscope profile -- python train.py" in top
     sub = next(a for a in parser._actions if hasattr(a, "choices") and a.choices)
-    demo = sub.choices["demo"].format_help()
+    demo = " ".join(sub.choices["demo"].format_help().split())
     assert "(default demo-logs)" in demo and "(default 30)" in demo
     assert "Train a small NumPy model" in demo
     serve = sub.choices["serve"].format_help()
     assert "PATH" in serve and "--logdir" in serve
-    profile = sub.choices["profile"].format_help()
+    profile = " ".join(sub.choices["profile"].format_help().split())
     assert "1 or 2" in profile and "(default 1)" in profile
 
 
