@@ -313,6 +313,23 @@ def discard_before(when_ns: int) -> None:
             _session.keep_from_ns = max(_session.keep_from_ns, when_ns)
 
 
+def start_new_bridges() -> None:
+    """Start the bridges of frameworks imported since the running session began recording
+    (the launcher calls it when the profiled program imports one)."""
+    with _lock:
+        session = _session
+        if session is None or not session.recording:
+            return
+        running = frozenset(bridge.framework for bridge in session.bridges)
+        session.bridges += bridges.start_all(session.options, running)
+
+
+def recording_since_ns() -> int:
+    """When the running session began recording (0 when none records yet)."""
+    current = _session
+    return current.start_ns if current is not None and current.recording else 0
+
+
 def is_running() -> bool:
     """True while a session is started (recording, or waiting out ``delay_ms``)."""
     return _session is not None

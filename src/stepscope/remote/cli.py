@@ -39,7 +39,9 @@ def add_parser(subparsers: Any) -> None:
     cap.add_argument("--python-tracer-level", type=int, choices=range(2), default=0,
                      help="1 records every Python call (default 0)")
     cap.add_argument("--device-tracer-level", type=int, choices=range(3), default=1,
-                     help="0 off, 1 on (default 1)")
+                     help="0: no framework or device tracing; 1 or 2: the workers' framework "
+                     "and device tracers record (2 is passed on to TensorFlow, which treats "
+                     "it as 1) (default 1)")
     cap.add_argument("--delay-ms", type=int, default=0,
                      help="start recording this long after the request (default 0)")
     cap.add_argument("--token", default=os.environ.get(TOKEN_ENV),
