@@ -13,6 +13,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import threading
@@ -126,6 +127,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(source, target)
         for f in target.iterdir():
             f.chmod(0o644)
+    qwen = profile / "qwen_h100"  # docs/agents.md compares it with torch_h100
+    qwen.mkdir()
+    shutil.copy(KINDS["torch_h100"] / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", qwen)
     outside = root.parent / "outside" / "secret_run"
     shutil.copytree(KINDS["jax_mi300"], outside)
     (profile / "linked").symlink_to(outside, target_is_directory=True)
@@ -209,7 +213,8 @@ def test_every_declared_tool_is_listed_with_its_schema(server: McpServer) -> Non
 def test_list_runs_and_hosts(server: McpServer, logdir: Path) -> None:
     runs = server.answer("list_runs")
     names = [r["name"] for r in runs["runs"]]
-    assert sorted(names) == sorted(KINDS)  # the linked run outside the logdir is not one
+    # the linked run outside the logdir is not one
+    assert sorted(names) == sorted([*KINDS, "qwen_h100"])
     hosts = server.answer("list_hosts", {"run": "dlrm_8_ranks"})
     assert len(hosts["hosts"]) == 8 and hosts["failed"] == {}
     assert hosts["tools"] == stepscope.open(logdir / "plugins/profile/dlrm_8_ranks"
@@ -349,3 +354,34 @@ def test_capture_with_the_flag_records_a_new_run(tmp_path: Path, cache: Path) ->
     finally:
         s.close()
         stepscope.server.stop()
+
+
+def test_the_worked_questions_of_the_docs_are_answered_so(server: McpServer) -> None:
+    """Every call in docs/agents.md's worked questions answers, and every figure its answer
+    quotes ("key":number) is in the server's answer."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "agents.md").read_text()
+    worked = text[text.index("## Three worked questions"):]
+    calls = 0
+    call: tuple[str, dict[str, Any]] | None = None
+    quoted = ""
+
+    def check() -> None:
+        if call is None:
+            return
+        answer = server.answer(*call)
+        compact = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+        for pair in re.findall(r'"\w+":-?\d[\d.]*', quoted):
+            assert pair in compact, (call, pair)
+
+    for line in worked.splitlines():
+        match = re.fullmatch(r"([a-z_]+) (\{.*\})", line.strip())
+        if match:
+            check()
+            call, quoted, calls = (match[1], json.loads(match[2])), "", calls + 1
+        elif line.startswith("```") and call is not None and quoted:
+            check()
+            call = None
+        elif call is not None:
+            quoted += line
+    check()
+    assert calls >= 10

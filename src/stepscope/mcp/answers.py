@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stepscope.run.params import Param
 
 BUDGET_BYTES = 8 * 1024  # no answer's compact JSON is larger (UTF-8 bytes)
 DEFAULT_LIMIT = 20  # rows of the main table in a default answer
+_MIN_ROWS = 10  # rows kept while detail elsewhere can still be cut
 MAX_LIMIT = 1000
 SHORT_TEXT = 80  # strings longer than this are shortened unless full_names
 _SKELETON_TEXT = 200
@@ -76,15 +77,16 @@ class _Cut:
 
 def _cuts(s: Sizing) -> list[_Cut]:
     """Ever tighter cuts: secondary detail (other lists, dicts, names) is trimmed before the
-    main table's rows, which keep at least 10 (or the limit) until detail is at its least."""
+    main table's rows, which keep at least _MIN_ROWS (or the limit) until detail is at its
+    least."""
     def text(n: int) -> int | None:
         return None if s.full_names else n
 
     steps = [(20, 24, SHORT_TEXT, 9), (10, 16, SHORT_TEXT, 9), (5, 12, 60, 4), (3, 8, 48, 3),
              (2, 6, 40, 3), (1, 4, 32, 2), (0, 2, 24, 2)]
-    out = [_Cut(s.limit if i < 3 else min(s.limit, 10), items, keys, text(chars), depth)
+    out = [_Cut(s.limit if i < 3 else min(s.limit, _MIN_ROWS), items, keys, text(chars), depth)
            for i, (items, keys, chars, depth) in enumerate(steps)]
-    rows = min(s.limit, 10)
+    rows = min(s.limit, _MIN_ROWS)
     while rows > 1:
         rows //= 2
         out.append(_Cut(max(rows, 1), 0, 2, text(24), 2))
@@ -94,10 +96,25 @@ def _cuts(s: Sizing) -> list[_Cut]:
 def fit(data: Mapping[str, Any], table_key: str | None, sizing: Sizing,
         budget: int = BUDGET_BYTES) -> dict[str, Any]:
     """``data`` (a tool's JSON) cut to ``sizing`` and to ``budget`` bytes of compact JSON."""
-    for cut in _cuts(sizing):
+    def build(cut: _Cut) -> dict[str, Any] | None:
         answer = _Trim(cut).answer(data, table_key, sizing.offset)
-        if size_of(answer) <= budget:
+        return answer if size_of(answer) <= budget else None
+
+    for cut in _cuts(sizing):
+        answer = build(cut)
+        if answer is not None:
             return answer
+        if cut.rows > _MIN_ROWS:  # a large page: as many rows as fit at this detail
+            best, lo, hi = None, _MIN_ROWS, cut.rows - 1
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                found = build(replace(cut, rows=mid))
+                if found is not None:
+                    best, lo = found, mid + 1
+                else:
+                    hi = mid - 1
+            if best is not None:
+                return best
     return _skeleton(data, table_key, sizing, budget)
 
 

@@ -78,7 +78,9 @@ def _declared(t: ToolSpec) -> McpTool:
             f"the main table's top rows (limit, offset), long names shortened (full_names), "
             "and 'omitted' says what was left out. Times and sizes carry their unit in their "
             "key (_ns, _us, _ms, _bytes, _percent) or in 'units'.")
-    return McpTool(t.name, t.title, text, (_RUN, _HOST, *_sized(t.params)))
+    names = {p.name for p in t.params}
+    where = tuple(p for p in (_RUN, _HOST) if p.name not in names)  # the tool's own wins
+    return McpTool(t.name, t.title, text, (*where, *_sized(t.params)))
 
 
 _OWN = {
