@@ -385,3 +385,20 @@ def test_the_worked_questions_of_the_docs_are_answered_so(server: McpServer) -> 
             quoted += line
     check()
     assert calls >= 10
+
+
+@pytest.mark.parametrize("data", [
+    {f"k{i}": i for i in range(20_000)},  # thousands of top-level figures
+    {"rows": [{"name": "x" * 1_000_000}]},  # one row of a megabyte
+    {"rows": [{"a": [[[[list(range(1000))]]]] * 50}] * 100, "pie": list(range(10**5))},
+    {"rows": {"id": list(range(10**5)), "name": ["n" * 300] * 10**5}},  # a column table
+    {"nested": {str(i): {str(j): "v" * 200 for j in range(100)} for i in range(100)}},
+])
+@pytest.mark.parametrize("full_names", [False, True])
+def test_any_answer_fits_the_bound(data: dict[str, Any], full_names: bool) -> None:
+    from stepscope.mcp.answers import Sizing, fit, size_of
+
+    answer = fit(data, "rows", Sizing(limit=1000, full_names=full_names))
+    assert size_of(answer) <= BUDGET_BYTES
+    assert answer.get("omitted")  # and it says what it left out
+    _trimmed(_content(answer), data)

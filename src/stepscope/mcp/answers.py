@@ -221,15 +221,15 @@ class _Trim:
                 return {k: [self.value(v, f"{path}.{k}[]", depth + 1)
                             for v in col[: self.cut.items]] for k, col in value.items()}
             items = list(value.items())
-            if depth == 1:
-                pass  # the answer's own figures (its summary, its breakdown): all kept
-            elif len(items) > self.cut.keys:
-                self.omitted[path + "{}"] += len(items) - self.cut.keys
+            # The answer's own figures (its summary, its breakdown) keep more entries.
+            keys = self.cut.keys * 8 if depth == 1 else self.cut.keys
+            if len(items) > keys:
+                self.omitted[path + "{}"] += len(items) - keys
             # Lists of one length side by side (a timeline's columns) are rows: counted once.
             lengths = Counter(len(v) for _, v in items if isinstance(v, list))
             rows_cut = 0
             out = {}
-            for k, v in items if depth == 1 else items[: self.cut.keys]:
+            for k, v in items[:keys]:
                 self._unit(str(k), v)
                 if depth >= self.cut.depth and isinstance(v, list | Mapping) and v and not (
                         isinstance(v, list) and len(v) <= _SHORT_LIST
@@ -290,24 +290,29 @@ def _named(omitted: Counter[str]) -> dict[str, int]:
 
 def _skeleton(data: Mapping[str, Any], table_key: str | None, sizing: Sizing,
               budget: int) -> dict[str, Any]:
-    """The last resort: the answer's top-level figures alone, each name shortened."""
+    """The last resort: the answer's top-level figures alone (as many as fit), each name
+    shortened."""
     out: dict[str, Any] = {}
     omitted: Counter[str] = Counter()
+    room = budget - 1024  # for "omitted" and "note"
     for key, value in data.items():
         if isinstance(value, str):
-            out[key] = value if len(value) <= _SKELETON_TEXT else \
+            value = value if len(value) <= _SKELETON_TEXT else \
                 value[: _SKELETON_TEXT - 1] + _ELLIPSIS
         elif isinstance(value, float):
-            out[key] = float(f"{value:.6g}")
-        elif value is None or isinstance(value, bool | int):
-            out[key] = value
-        else:
-            omitted[key] += max(1, _rows_of(value) if key == table_key else len(value)
-                                if isinstance(value, list | Mapping) else 1)
+            value = float(f"{value:.6g}")
+        elif not (value is None or isinstance(value, bool | int)):
+            omitted[str(key)[:_SKELETON_TEXT]] += max(1, _rows_of(value) if key == table_key
+                                                      else len(value)
+                                                      if isinstance(value, list | Mapping)
+                                                      else 1)
+            continue
+        cost = size_of({str(key): value})
+        if cost > room:
+            omitted["(top-level figures)"] += 1
+            continue
+        room -= cost
+        out[str(key)] = value
     note = ("The answer was too large even at one row: only its top-level figures are "
             f"shown. Ask for a host, a shorter time range or offset={sizing.offset + 1}.")
-    answer = {**out, "omitted": _named(omitted), "note": note}
-    while size_of(answer) > budget and out:
-        out.popitem()  # a tool with thousands of top-level figures: the first ones
-        answer = {**out, "omitted": _named(omitted), "note": note}
-    return answer
+    return {**out, "omitted": _named(omitted), "note": note}
