@@ -208,6 +208,7 @@ def test_every_declared_tool_is_listed_with_its_schema(server: McpServer) -> Non
         assert listed[name].description.startswith(spec.summary)
         assert listed[name].annotations.read_only_hint is True
     assert listed["capture"].annotations.read_only_hint is False
+    assert server.client is not None and "list_runs" in (server.client.instructions or "")
 
 
 def test_list_runs_and_hosts(server: McpServer, logdir: Path) -> None:

@@ -74,10 +74,8 @@ def _sized(params: tuple[Param, ...]) -> tuple[Param, ...]:
 def _declared(t: ToolSpec) -> McpTool:
     needs = {"xla": " Needs XLA programs in the run.",
              "hlo": " Needs the HLO of XLA programs in the run."}.get(t.needs or "", "")
-    text = (f"{t.summary}{needs} Answers in JSON of at most {answers.BUDGET_BYTES // 1024} KB: "
-            f"the main table's top rows (limit, offset), long names shortened (full_names), "
-            "and 'omitted' says what was left out. Times and sizes carry their unit in their "
-            "key (_ns, _us, _ms, _bytes, _percent) or in 'units'.")
+    text = (f"{t.summary}{needs} Answer: at most {answers.BUDGET_BYTES // 1024} KB of JSON, the "
+            "main table's top rows; 'omitted' says what was left out.")
     names = {p.name for p in t.params}
     where = tuple(p for p in (_RUN, _HOST) if p.name not in names)  # the tool's own wins
     return McpTool(t.name, t.title, text, (*where, *_sized(t.params)))

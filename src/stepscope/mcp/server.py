@@ -31,7 +31,10 @@ INSTRUCTIONS = (
     "framework_op_stats and kernel_stats for ops and GPU kernels; input_pipeline_analyzer "
     "for input-bound steps; pod_viewer for the straggler among hosts; trace_summary and "
     "trace_search for what happened in a time range. Every answer is at most "
-    f"{answers.BUDGET_BYTES // 1024} KB: page long tables with offset, and read 'omitted'.")
+    f"{answers.BUDGET_BYTES // 1024} KB of JSON: the main table's top rows ('limit'; the next "
+    "page from 'offset', see 'page'), names longer than 80 characters shortened ('full_names' "
+    "gives them whole), and 'omitted' counts what was left out. Times and sizes name their "
+    "unit in their key (_ns, _us, _ms, _bytes, _percent) or in 'units'.")
 
 
 def one_line(text: str) -> str:
