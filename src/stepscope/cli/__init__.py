@@ -616,6 +616,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "stepscope.cli.summary",
     "stepscope.cli.diff",
     "stepscope.cli.check",
+    "stepscope.cli.mcp",
 )
 
 

@@ -10,8 +10,9 @@ import re
 import socket
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import unquote
 
-from stepscope.errors import ProfileFormatError
+from stepscope.errors import InvalidParameterError, ProfileFormatError
 from stepscope.model import schema
 from stepscope.model.locations import AnyPath, as_path, is_remote
 
@@ -22,10 +23,36 @@ _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
 _TEMP_FILE = re.compile(r"\..+\.tmp")
 # A run folder with no profile this old was abandoned: no write takes an hour.
 ABANDONED_AFTER_S = 3600.0
+MAX_NAME = 1024  # the longest run, host or tool name a client may send
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # TensorFlow's legacy RunMetadata/StepStats, binary or text.
 _STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt")
 # In a directory only files named for what they hold count (a model's saved_model.pb does not).
 _STEP_STATS_NAME = re.compile(r"run_?metadata|step_?stats", re.IGNORECASE)
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` if it is a safe name to look up under a logdir (a run, host or tool a client
+    sent over HTTP or MCP); an InvalidParameterError if it is too long or tries to leave the
+    logdir: ``..``, an absolute path, ``~``, a backslash, a drive letter, a control character,
+    or any of these once percent-decoded again. No path is ever built from it: callers only
+    look it up among the names found on disk."""
+    if len(value) > MAX_NAME:
+        raise InvalidParameterError(f"The {what} name is too long.")
+    decoded, seen = value, {value}
+    while True:  # "%252e%252e" → "%2e%2e" → "..": look through every layer of encoding
+        once = unquote(decoded)
+        if once in seen:
+            break
+        seen.add(once)
+        decoded = once
+    for form in seen:
+        parts = form.replace("\\", "/").split("/")
+        if (_CONTROL.search(form) or "\\" in form or form.startswith(("/", "~"))
+                or ".." in parts or re.match(r"^[A-Za-z]:", form)):
+            raise InvalidParameterError(f"Invalid {what} name {value!r}: names may not leave "
+                                        "the logdir.")
+    return value
 
 
 def profile_root(logdir: str | Path) -> AnyPath:
