@@ -201,7 +201,8 @@ def test_every_declared_tool_is_listed_with_its_schema(server: McpServer) -> Non
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert {"run", "host", "limit", "offset", "full_names"} <= set(props)
         for p in spec.params:
-            kind = {"int": "integer", "flag": "boolean", "text": "string"}[p.kind]
+            kind = {"int": "integer", "flag": "boolean", "text": "string",
+                    "run": "string"}[p.kind]
             assert props[p.name]["type"] == kind, (name, p.name)
             if p.kind == "int":
                 assert (props[p.name]["minimum"], props[p.name]["maximum"]) == (p.low, p.high)
@@ -227,13 +228,18 @@ def test_every_tool_answers_on_every_kind_of_run(server: McpServer, logdir: Path
                                                  kind: str) -> None:
     run = stepscope.open(logdir / "plugins" / "profile" / kind)
     offered = run.available_tools()
+    other = next(k for k in KINDS if k != kind)
     for name in TOOLS:
         params = PARAMS.get(name, {})
+        given = dict(params)
+        if name == "diff":  # another run: by its name over MCP, by its path to the Run
+            given = {"base": other}
+            params = {"base": str(logdir / "plugins" / "profile" / other)}
         if name not in offered:
-            server.refusal(name, {"run": kind, **params})
+            server.refusal(name, {"run": kind, **given})
             continue
         full = run.tool(name, **params).to_dict()
-        answer = server.answer(name, {"run": kind, **params})
+        answer = server.answer(name, {"run": kind, **given})
         assert not set(full) & set(META_KEYS), name  # the answer's own keys are free
         _trimmed(_content(answer), full, name)
         page = answer.get("page")
@@ -248,7 +254,7 @@ def test_every_tool_answers_on_every_kind_of_run(server: McpServer, logdir: Path
             assert json.dumps(_content(answer), sort_keys=True) == \
                 json.dumps(json.loads(json.dumps(_content(answer))), sort_keys=True)
             _trimmed(full, _content(answer), name)  # both ways: the same JSON
-        whole = server.answer(name, {"run": kind, "full_names": True, **params})
+        whole = server.answer(name, {"run": kind, "full_names": True, **given})
         _trimmed(_content(whole), full, name)
         assert "names_shortened" not in whole.get("omitted", {})
     if len(run.hosts) > 1:  # one host of several

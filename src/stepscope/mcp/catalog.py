@@ -47,8 +47,13 @@ class McpTool:
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON Schema of the tool's arguments."""
-        return {"type": "object", "properties": {p.name: param_schema(p) for p in self.params},
-                "additionalProperties": False}
+        schema: dict[str, Any] = {
+            "type": "object", "properties": {p.name: param_schema(p) for p in self.params},
+            "additionalProperties": False}
+        required = [p.name for p in self.params if p.required]
+        if required:
+            schema["required"] = required
+        return schema
 
 
 def param_schema(p: Param) -> dict[str, Any]:

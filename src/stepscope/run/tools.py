@@ -407,9 +407,7 @@ def diff(run: Run, host: str | None, p: Params) -> ToolResult:
 
     from stepscope.analysis.tools.run_diff import diff as compare
 
-    base = str(p["base"] or "")
-    if not base:
-        raise InvalidParameterError("Parameter base is required: choose a baseline run.")
+    base = str(p["base"])
     if Path(base) == Path(str(run.path)):
         raise InvalidParameterError("Choose a baseline other than the run itself.")
     try:
@@ -570,7 +568,8 @@ _DECLARED: list[ToolSpec] = [
     ToolSpec("diff", "Diff", "This run against a baseline run: the step time change with "
              "its confidence interval and verdict, and what changed (breakdown, ops, "
              "kernels, memory, hosts).", diff, (
-                 Param("base", "run", "the baseline run"),)),
+                 Param("base", "run", "the baseline run to compare with",
+                       required=True),)),
     ToolSpec("summary", "Summary", "The run's small, versioned summary (summary.json) that "
              "diff and check compare.", summary, page=False),
     ToolSpec("advice", "Advice", "What to change, each rule with the figures that made it "
