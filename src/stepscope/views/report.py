@@ -95,10 +95,10 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
     if steps["count"]:
         parts = [f"{CATEGORY_LABELS[c]} {summary['breakdown'][c]:.1f}%" for c in CATEGORIES]
         console.print("Step-time breakdown  " + "  ".join(parts), highlight=False)
-        found = f"Steps found by: {steps['found_by']} ({steps['marker']})"
+        found = steps["found_by_text"]
         if steps.get("trimmed"):
-            found += (f"; steps {', '.join(map(str, steps['trimmed']))} left out as likely "
-                      "cut short by the capture (as XProf does)")
+            found += (f" Steps {', '.join(map(str, steps['trimmed']))} were left out as likely "
+                      "cut short by the capture (as XProf does).")
         console.print(found, style="dim", highlight=False)
     else:
         console.print("No steps found in this profile; op stats are shown below.",
