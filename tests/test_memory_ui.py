@@ -90,10 +90,10 @@ def test_gpu_summary_breakdown_timeline_and_zoom(watched: Watched, server: Serve
     first = alloc["breakdown_at_peak"][0]
     assert page.text_content("#memory-breakdown tbody tr td[data-key=op]") == first["op"]
     # The smallest size shown: 100 MiB leaves only the rows that large.
-    page.fill("#memory-min-mib", "100")
+    page.fill("#memory-min-size", "100")
     big = [r for r in alloc["breakdown_at_peak"] if r["size_bytes"] >= 100 * 2**20]
     assert len(page.query_selector_all("#memory-breakdown tbody tr")) == len(big) >= 1
-    page.fill("#memory-min-mib", "0")
+    page.fill("#memory-min-size", "0")
     page.fill("#memory-filter", "layer_0/")
     filtered = [r for r in alloc["breakdown_at_peak"] if "layer_0/" in r["op"].lower()]
     assert len(page.query_selector_all("#memory-breakdown tbody tr")) == len(filtered) > 0
@@ -149,12 +149,12 @@ def test_torch_ops_and_overview_link(watched: Watched, server: Server) -> None:
     page.wait_for_selector("#memory-timeline path.series-free", state="attached")
     page.click("#memory-timeline button[data-series=free]")
     page.wait_for_selector("#memory-timeline path.series-free", state="detached")
-    assert _facts(watched)["Peak memory reserved"] == "116.0 MB"
+    assert _facts(watched)["Peak memory reserved"] == "116 MiB"
     shot(watched, "memory-torch")
     # The overview lists each allocator's peak, and links to the page.
     _open(watched, server, "b_torch", "overview_page")
     page.wait_for_selector("#memory-peaks")
-    assert "cuda:0: 96.6 MB" in (page.text_content("#memory-peaks") or "")
+    assert "cuda:0: 96.6 MiB" in (page.text_content("#memory-peaks") or "")
     page.click("#memory-link")
     page.wait_for_selector("#memory-page")
     assert page.eval_on_selector("#tool", "s => s.value") == TOOL

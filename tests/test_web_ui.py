@@ -235,7 +235,7 @@ def test_progress_is_shown_while_the_server_loads(watched: Watched, server: Serv
     page.goto(server.base + "#run=a_stepscope&tool=overview_page")
     page.wait_for_selector("#loading")
     assert page.get_attribute("#loading [role=progressbar]", "aria-valuenow") == "50"
-    assert "512.0 KB of 1.0 MB" in page.text_content("#loading")
+    assert "512 KiB of 1.00 MiB" in page.text_content("#loading")
     shot(watched, "loading-progress")
     loaded.append(True)
     page.wait_for_selector("#overview-page")

@@ -13,6 +13,8 @@ import { TraceTools } from "./tools";
 // The moment last shown, on the run's lined-up clock: switching to another host of the same
 // run shows the same moment there (hosts' clocks differ; the pod viewer's alignment says how).
 let lastShown: { run: string; host: string; aligned: View } | null = null;
+const DETAILS_PEEK_PX = 72;
+const MIN_TRACKS_PX = 320;
 
 export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   const meta = await toolData<Meta>({ run: ctx.run, host: ctx.host, tool: "trace_viewer" },
@@ -47,6 +49,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   (window as unknown as Record<string, unknown>).stepscopeTrace = {
     view: () => ({ ...s.view }),
     locate: (id: number) => painter.locate(id),
+    box: (id: number) => painter.box(id),
     flows: () => painter.drawnFlows.map((f) => ({ kind: f.kind, from: f.from.id, to: f.to.id })),
     rects: () => painter.drawnRects,
     blocks: () => painter.drawnBlocks,
@@ -68,10 +71,21 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     : "";
   const page = h("div", { id: "trace-page" },
     h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev, tools.next,
-      tools.matchLabel, tools.reset, tools.timingLabel, clock),
+      tools.matchLabel, tools.reset, tools.timingLabel, clock,
+      h("label", { id: "trace-flows-label" }, surface.flowToggle, " Flow arrows "),
+      surface.flowLabel),
     h("div", { className: "trace-axis-row" }, h("div", { className: "trace-axis-gutter" },
       surface.range, " ", surface.drawnLabel), surface.axis),
     surface.scroller, tools.details);
-  setTimeout(() => { painter.draw(); void data.refresh().catch(tools.showError); }, 0);
+  // The track area takes the window's height below its top, less a strip where the details
+  // panel's first lines show; at least MIN_TRACKS_PX.
+  const fit = (): void => {
+    if (!surface.scroller.isConnected) { window.removeEventListener("resize", fit); return; }
+    const top = surface.scroller.getBoundingClientRect().top + window.scrollY;
+    const height = Math.max(window.innerHeight - top - DETAILS_PEEK_PX, MIN_TRACKS_PX);
+    surface.scroller.style.height = `${Math.round(height)}px`;
+  };
+  window.addEventListener("resize", fit);
+  setTimeout(() => { fit(); painter.draw(); void data.refresh().catch(tools.showError); }, 0);
   return page;
 }
