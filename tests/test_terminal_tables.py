@@ -17,10 +17,11 @@ import pytest
 from rich.console import Console
 
 import stepscope.cli
-from conftest import FIXTURES
 from stepscope.cli import main
 from stepscope.views.tables import short_name
 from stepscope.views.units import count_text, size_text
+
+from conftest import FIXTURES
 
 WIDTH = 100
 QWEN = FIXTURES / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
