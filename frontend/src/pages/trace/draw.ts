@@ -85,8 +85,8 @@ export function createSurface(): Surface {
         h("div", { className: "trace-canvas-col" }, canvas))),
     range: h("span", { id: "trace-range", className: "muted" }),
     drawnLabel: h("span", { id: "trace-drawn", className: "muted" }),
-    flowToggle: h("input", { type: "checkbox", id: "trace-flows" }),
-    flowLabel: h("span", { id: "trace-flows-note", className: "muted" }),
+    flowToggle: h("input", { type: "checkbox", id: "trace-flow-toggle" }),
+    flowLabel: h("span", { id: "trace-flow-note", className: "muted" }),
   };
 }
 
@@ -96,6 +96,7 @@ export class Painter {
   drawnRects = 0;
   drawnBlocks = 0;
   drawnLabels: { id: number; text: string; x: number; y: number; room: number }[] = [];
+  drawnCounters: { track: string; text: string }[] = [];
   drawMs = 0;
   private readonly raster = new RowRaster();
 
@@ -229,6 +230,7 @@ export class Painter {
     this.drawnRects = drawn;
     this.drawnBlocks = blocks;
     // Counters: a line normalised to the window's largest value.
+    this.drawnCounters = [];
     for (const c of data.counters) {
       const y = s.trackY.get(c.track);
       if (y === undefined || !c.time.length) continue;
@@ -243,7 +245,10 @@ export class Painter {
       });
       g.stroke();
       g.fillStyle = "#5f6368";
-      g.fillText(`max ${counterText(s.tracks[c.track]?.name ?? "", max)}`, 4, top + 8);
+      const track = s.tracks[c.track]?.name ?? "";
+      const text = `max ${counterText(track, max)}`;
+      g.fillText(text, 4, top + 8);
+      this.drawnCounters.push({ track, text });
     }
     // Timing interval and drag rectangle.
     const { timing, drag } = s;

@@ -54,6 +54,8 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     rects: () => painter.drawnRects,
     blocks: () => painter.drawnBlocks,
     labels: () => painter.drawnLabels,
+    counters: () => painter.drawnCounters,
+    flowsInWindow: () => s.data?.flows_in_window ?? 0,
     timing: () => s.timing,
     drawMs: () => painter.drawMs,
     pan: (share: number) => tools.pan(share),
@@ -69,23 +71,35 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
         `clock ${meta.clock.shift_ns >= 0 ? "+" : "−"}${duration(Math.abs(meta.clock.shift_ns))}` +
         ` (${meta.clock.method})`)
     : "";
-  const page = h("div", { id: "trace-page" },
-    h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev, tools.next,
-      tools.matchLabel, tools.reset, tools.timingLabel, clock,
-      h("label", { id: "trace-flows-label" }, surface.flowToggle, " Flow arrows "),
-      surface.flowLabel),
-    h("div", { className: "trace-axis-row" }, h("div", { className: "trace-axis-gutter" },
-      surface.range, " ", surface.drawnLabel), surface.axis),
-    surface.scroller, tools.details);
   // The track area takes the window's height below its top, less a strip where the details
-  // panel's first lines show; at least MIN_TRACKS_PX.
+  // panel's first lines show; at least MIN_TRACKS_PX. Refitted when the window or what is
+  // above the area (the tool bar, the axis row's labels) changes size.
+  const controls = h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev,
+    tools.next, tools.matchLabel, tools.reset, tools.timingLabel, clock,
+    h("label", { id: "trace-flow-label" }, surface.flowToggle, " Flow arrows "),
+    surface.flowLabel);
+  const axisRow = h("div", { className: "trace-axis-row" }, h("div", {
+    className: "trace-axis-gutter" }, surface.range, " ", surface.drawnLabel), surface.axis);
+  const above = new ResizeObserver(() => fit());
   const fit = (): void => {
-    if (!surface.scroller.isConnected) { window.removeEventListener("resize", fit); return; }
+    if (!surface.scroller.isConnected) {
+      window.removeEventListener("resize", fit);
+      above.disconnect();
+      return;
+    }
     const top = surface.scroller.getBoundingClientRect().top + window.scrollY;
-    const height = Math.max(window.innerHeight - top - DETAILS_PEEK_PX, MIN_TRACKS_PX);
-    surface.scroller.style.height = `${Math.round(height)}px`;
+    const height = `${Math.round(Math.max(window.innerHeight - top - DETAILS_PEEK_PX,
+                                          MIN_TRACKS_PX))}px`;
+    if (surface.scroller.style.height !== height) surface.scroller.style.height = height;
   };
   window.addEventListener("resize", fit);
-  setTimeout(() => { fit(); painter.draw(); void data.refresh().catch(tools.showError); }, 0);
+  const page = h("div", { id: "trace-page" }, controls, axisRow, surface.scroller, tools.details);
+  setTimeout(() => {
+    fit();
+    above.observe(controls);
+    above.observe(axisRow);
+    painter.draw();
+    void data.refresh().catch(tools.showError);
+  }, 0);
   return page;
 }
