@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from stepscope.views.tables import print_table
+from stepscope.views.units import count_text
 
 
 def _ms(value: float | None) -> str:
@@ -40,15 +41,16 @@ def render_input(result: dict[str, Any], console: Console, limit: int | None = N
                 [("input op", "name"), ("count", "num"), ("total ms", "num"),
                  ("total %", "num"), ("self ms", "num"), ("self %", "num"),
                  ("category", "text")],
-                [[r["name"], f"{r['count']:,}", _ms(r["total_ms"]), f"{r['total_percent']:.1f}",
-                  _ms(r["self_ms"]), f"{r['self_percent']:.1f}", r["category"]] for r in rows],
+                [[r["name"], count_text(r["count"]), _ms(r["total_ms"]),
+                  f"{r['total_percent']:.1f}", _ms(r["self_ms"]), f"{r['self_percent']:.1f}",
+                  r["category"]] for r in rows],
                 "No input-pipeline iterator events in this profile.")
     if result["pipelines"]:
         print_table(console, "Input pipelines (slowest run first)",
                     [("host", "name"), ("pipeline", "name"), ("output stage", "name"),
                      ("calls", "num"), ("slowest run ms", "num"), ("bottleneck stage", "name"),
                      ("its ms", "num")],
-                    [[p["host"], p["name"], p["root"], f"{p['calls']:,}",
+                    [[p["host"], p["name"], p["root"], count_text(p["calls"]),
                       _ms(p["bottleneck"]["run_ms"]), p["bottleneck"]["stage"] or "none",
                       _ms(p["bottleneck"]["stage_ms"])] for p in result["pipelines"]], "")
 

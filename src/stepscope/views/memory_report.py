@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from stepscope.views.tables import Column, print_table
-from stepscope.views.units import size_text
+from stepscope.views.units import count_text, size_text
 
 
 def render_memory(data: dict[str, Any], console: Console, *, limit: int | None = 10) -> None:
@@ -28,7 +28,7 @@ def render_memory(data: dict[str, Any], console: Console, *, limit: int | None =
                 size_text(a["stack_bytes_at_peak"]),
                 "-" if a["fragmentation_at_peak"] is None
                 else f"{a['fragmentation_at_peak']:.1%}",
-                f"{a['num_allocations']:,}", f"{a['num_deallocations']:,}"]
+                count_text(a["num_allocations"]), count_text(a["num_deallocations"])]
                for a in allocators]
     where = "" if host_column else f" on {next(iter(hosts))}"
     print_table(console, f"Memory per allocator{where}",
@@ -43,7 +43,7 @@ def render_memory(data: dict[str, Any], console: Console, *, limit: int | None =
                      ("occurrences", "num"), ("region", "text"), ("type", "text"),
                      ("shape", "name")],
                     [[r["op"] or "(unknown)", size_text(r["size_bytes"]),
-                      size_text(r["requested_bytes"]), f"{r['occurrences']:,}",
+                      size_text(r["requested_bytes"]), count_text(r["occurrences"]),
                       r["region_type"], r["data_type"], r["shape"]] for r in rows],
                     f"Nothing of {a['name']} on {a['host']} was live at its peak.")
     if data["ops"]:

@@ -26,7 +26,7 @@ from stepscope.analysis.overview_page import CATEGORIES, CATEGORY_LABELS
 from stepscope.formats.output_file import write_output
 from stepscope.model.run_tables import Progress as ProgressCallback
 from stepscope.views.tables import Cell, Column, print_table, short_name
-from stepscope.views.units import size_text
+from stepscope.views.units import count_text, size_text
 
 NEXT_TOOL_TEXT = {
     "input_pipeline": "open the input pipeline analyzer (stepscope input) to see the slow stage",
@@ -129,8 +129,9 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
                  ("self ms", "num"), ("self %", "num"), ("cum. %", "num")],
                 [[str(i), op["host_or_device"], op["name"],
                   *([_type_cell(op["type"], op["name"])] if show_type else []),
-                  f"{op['occurrences']:,}", f"{op['self_ms']:.3f}", f"{op['self_percent']:.1f}",
-                  f"{op['cumulative_self_percent']:.1f}"] for i, op in enumerate(top, 1)],
+                  count_text(op["occurrences"]), f"{op['self_ms']:.3f}",
+                  f"{op['self_percent']:.1f}", f"{op['cumulative_self_percent']:.1f}"]
+                 for i, op in enumerate(top, 1)],
                 "No ops were recognised in this profile.")
     devices = ("CPU only" if env["device_type"] == "CPU"
                else f"{env['device_count']} × {env['device_type']}")
@@ -204,7 +205,7 @@ def render_ops(stats: OpStats, console: Console, limit: int | None = None) -> No
         d = r.to_dict()
         cells.append([r.host_or_device, r.name,
                       *([_type_cell(r.type, r.name)] if show_type else []),
-                      f"{r.occurrences:,}", f"{d['total_ms']:.3f}", f"{d['avg_ms']:.4f}",
+                      count_text(r.occurrences), f"{d['total_ms']:.3f}", f"{d['avg_ms']:.4f}",
                       f"{d['self_ms']:.3f}", f"{d['self_percent']:.1f}",
                       f"{d['cumulative_percent']:.1f}"])
     print_table(console, "Framework op stats (self time)",
@@ -249,7 +250,7 @@ def render_kernels(stats: KernelStats, console: Console, limit: int | None = Non
             style="dim")
         tc = ("used" if r.kernel_uses_tensor_core
               else "unused" if r.op_tensor_core_eligible else "–")
-        cells.append([kernel, tc, f"{r.occurrences:,}", f"{r.total_us:.1f}",
+        cells.append([kernel, tc, count_text(r.occurrences), f"{r.total_us:.1f}",
                       f"{r.avg_us:.1f}", f"{r.percent:.1f}"])
     print_table(console, "GPU kernel stats (by total time)",
                 [("kernel, its op, launch shape", "name"), ("TC", "text"), ("count", "num"),

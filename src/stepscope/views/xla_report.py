@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from stepscope.views.tables import print_table
+from stepscope.views.units import count_text
 
 
 def _pct(value: float | None) -> str:
@@ -52,7 +53,7 @@ def render_xla(data: dict[str, Any], console: Console, *, top: int = 20) -> None
                  ("#", "num"), ("self ms", "num"), ("time %", "num"), ("GFLOP/s", "num"),
                  ("GB/s", "num"), ("FLOP/B", "num"), ("bound by", "text"),
                  ("FLOPS util.", "num")],
-                [[op_cell(o), f"{o['occurrences']:,}", f"{o['self_ms']:,.3f}",
+                [[op_cell(o), count_text(o["occurrences"]), f"{o['self_ms']:,.3f}",
                   f"{o['time_percent']:.1f}",
                   ("~" if o["flops_estimated"] else "") + _num(o["gflops_per_s"]),
                   _num(o["gbytes_per_s"]), _num(o["operational_intensity"], 2), o["bound_by"],
