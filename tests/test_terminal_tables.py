@@ -197,3 +197,19 @@ def test_steps_found_in_words(screen: io.StringIO, demo: Path,
     torch = _json(capsys, "report", str(QWEN))["steps"]
     assert torch["found_by"] == "profiler_step"
     assert "PyTorch's ProfilerStep#N annotations" in torch["found_by_text"]
+    tf = _json(capsys, "report", str(TF_GPU))["steps"]
+    assert tf["found_by"] == "device_steps"
+    assert tf["found_by_text"].startswith("Steps were found from the devices' Steps lines")
+
+
+def test_steps_found_sentence_for_every_method() -> None:
+    from stepscope.analysis.steps_found import steps_found_sentence
+
+    assert "('Profiled batch'), as Keras's" in steps_found_sentence(["step_num"],
+                                                                   ["Profiled batch"])
+    assert "XLA program that took the most device time ('jit_step')" in steps_found_sentence(
+        ["xla_module"], ["jit_step"])
+    assert "step markers (several event names)" in steps_found_sentence(["root"], ["root"])
+    two = steps_found_sentence(["profiler_step", "root"], ["ProfilerStep#3", "train"])
+    assert two.startswith("Steps were found (per host) from PyTorch's") and "; and " in two
+    assert steps_found_sentence(["none"], []).startswith("No steps were found")

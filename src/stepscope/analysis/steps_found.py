@@ -11,11 +11,11 @@ _METHODS = {
             "stepscope.Trace(..., step_num=i, _r=1), TensorFlow's "
             "tf.profiler.experimental.Trace(..., step_num=i, _r=1) and JAX's "
             "StepTraceAnnotation record them",
-    "profiler_step": "PyTorch's ProfilerStep#N annotations ({marker}), one per prof.step()",
+    "profiler_step": "PyTorch's ProfilerStep#N annotations, one per prof.step()",
     "step_num": "the most frequent host event with a step number ({marker}), as Keras's "
                 "profiling callback records each batch",
-    "device_steps": "the devices' Steps lines ({marker}), which TensorFlow wrote; a step "
-                    "lasts as long as its longest device marker, as in XProf",
+    "device_steps": "the devices' Steps lines, which TensorFlow wrote; a step lasts as long "
+                    "as its longest device marker, as in XProf",
     "xla_module": "repeated runs of the XLA program that took the most device time "
                   "({marker}): no step markers were recorded",
 }
