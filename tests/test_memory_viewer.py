@@ -210,7 +210,7 @@ def test_cli_json_keys(capsys: Any) -> None:
     assert json.loads(capsys.readouterr().out)["module"] == "jit__multi_slice"
     assert main(["memory-viewer", str(MI300)]) == 0
     out = capsys.readouterr().out
-    assert "Peak heap 1,104.49 MiB" in out and "input_transpose_fusion" in out
+    assert "Peak heap 1.08 GiB" in out and "input_transpose_fusion" in out
 
 
 def test_cli_graph_text_json_and_dot(capsys: Any) -> None:

@@ -30,7 +30,7 @@ interface Overview {
   run: string; host: string | null;
   steps: { count: number; avg_ms: number | null; min_ms: number | null; max_ms: number | null;
            stddev_ms: number | null; found_by: string | string[]; marker: string | string[];
-           trimmed: number[];
+           found_by_text: string; trimmed: number[];
            per_step: { step_num: number; ms: number; breakdown_ms: Record<string, number> }[] };
   breakdown: Record<string, number>;
   breakdown_ms: Record<string, number>;
@@ -95,7 +95,6 @@ function summary(o: Overview): HTMLElement {
     h("td", {}, h("span", { className: "swatch", style: `background:${c.color}` }), c.label),
     h("td", { className: "num", "data-value": String(o.breakdown_ms[c.key]) }, ms(o.breakdown_ms[c.key])),
     h("td", { className: "num", "data-value": String(o.breakdown[c.key]) }, pct(o.breakdown[c.key]))));
-  const method = Array.isArray(s.found_by) ? s.found_by.join(", ") : s.found_by;
   return h("section", { className: "card", id: "summary" },
     h("h2", {}, "Performance summary"),
     s.count ? h("div", {},
@@ -105,7 +104,9 @@ function summary(o: Overview): HTMLElement {
         "σ ", value("stddev-ms", ms(s.stddev_ms), s.stddev_ms), " ms · min ",
         value("min-ms", ms(s.min_ms), s.min_ms), " ms · max ",
         value("max-ms", ms(s.max_ms), s.max_ms), " ms · ",
-        value("step-count", int(s.count), s.count), " steps (found by ", method, ")"),
+        value("step-count", int(s.count), s.count), " steps"),
+      h("p", { className: "muted", id: "steps-found-by",
+               "data-method": [s.found_by].flat().join(",") }, s.found_by_text),
       h("table", { id: "breakdown" },
         h("thead", {}, h("tr", {}, h("th", {}, "Category"), h("th", { className: "num" }, "ms per step"),
                          h("th", { className: "num" }, "% of step"))),

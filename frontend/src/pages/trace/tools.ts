@@ -42,6 +42,10 @@ export class TraceTools {
       this.toolBar.append(b);
     }
     this.setTool("select");
+    painter.el.flowToggle.addEventListener("change", () => {
+      this.s.flows = painter.el.flowToggle.checked ? "on" : "off";
+      this.painter.draw();
+    });
     this.search.addEventListener("keydown", (e) => {
       if (e.key === "Enter") void this.runSearch(e.shiftKey ? -1 : 1).catch(this.showError);
     });

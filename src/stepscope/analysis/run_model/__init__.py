@@ -65,7 +65,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 7
+RUN_MODEL_VERSION = 8  # 7: the overview's flight key; 8: how steps were found, in words
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.

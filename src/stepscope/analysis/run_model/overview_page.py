@@ -59,6 +59,7 @@ from stepscope.analysis.run_model.framework_op_stats import (
 )
 from stepscope.analysis.run_model.step_groups import grouped_step, has_links
 from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
+from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables
@@ -497,6 +498,7 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "stddev_ms": float(ms.std()) if has_steps else None,
             "found_by": methods[0] if len(methods) == 1 else methods,
             "marker": markers[0] if len(markers) == 1 else markers,
+            "found_by_text": steps_found_sentence(methods, markers),
             "trimmed": sorted({n for h in hosts for n in h.steps.trimmed}),
             "per_step": [{"step_num": int(s), "ms": float(t),
                           "breakdown_ms": dict(zip(CATEGORIES, (c / 1e6).tolist(), strict=True))}
