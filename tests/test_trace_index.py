@@ -3,6 +3,7 @@ selection, search, flows and the on-disk cache, on real profiles."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -234,8 +235,22 @@ def test_counters_are_counter_tracks(tmp_path: Path) -> None:
     assert counters and all(t.section == "Counters" for t in counters)
     q = ix.query(0, ix.span_ns, 500)
     got = {c["track"]: c for c in q["counters"]}
-    for t in counters:
-        assert len(got[t.id]["time"]) == t.events
+    off = ix.arrays["counter_off"]
+    for i, track in enumerate(ix.arrays["counter_track"].tolist()):
+        c, t = got[track], next(t for t in counters if t.id == track)
+        # The full view: every sample of this track, and only this track's (issue 30: the
+        # values ran one past the timestamps into the next track's first sample).
+        assert len(c["time"]) == len(c["value"]) == t.events
+        assert c["value"] == ix.arrays["counter_value"][off[i]:off[i + 1]].tolist()
+        if "CPU (%)" in t.name:
+            assert max(c["value"]) <= 100.0 * (os.cpu_count() or 1)
+    # A zoomed view agrees with the full view on the samples they share.
+    mid = ix.span_ns // 2
+    zoom = {c["track"]: c for c in ix.query(mid, ix.span_ns, 500)["counters"]}
+    for track, c in zoom.items():
+        assert len(c["time"]) == len(c["value"])
+        full = dict(zip(got[track]["time"], got[track]["value"], strict=True))
+        assert all(full[ts] == v for ts, v in zip(c["time"], c["value"], strict=True))
 
 
 def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
