@@ -97,6 +97,23 @@ def test_keras_callback_counts_batches_across_epochs(tmp_path: Path) -> None:
     assert find_steps(table).step_num.tolist() == [7, 8, 9, 10]
 
 
+def test_keras_callback_keeps_every_requested_batch(tmp_path: Path) -> None:
+    # Issue 30: profile_batch=(10, 15) recorded six batches and the report kept four, the
+    # first and last "cut short by the capture"; they were recorded whole and are kept.
+    path = _fit(tmp_path / "logs", "10,15")
+    from stepscope.analysis.steps import find_steps
+
+    profile = stepscope.load(str(path))
+    (table,) = profile.hosts.values()
+    steps = find_steps(table)
+    assert steps.step_num.tolist() == [10, 11, 12, 13, 14, 15]
+    assert steps.trimmed == []
+    from stepscope.analysis.run_model import build_run_model
+
+    summary = build_run_model(profile).overview_dict()
+    assert summary["steps"]["count"] == 6 and summary["steps"]["trimmed"] == []
+
+
 def test_keras_callback_stops_when_training_ends_first(tmp_path: Path) -> None:
     path = _fit(tmp_path / "logs", "6,100", epochs=1)
     assert path.is_file()
