@@ -337,6 +337,61 @@ def test_dataloader_spawned_workers_send_their_stage_times(
         "Iterator::DataLoader", "Iterator::DataLoader::Batch", "Iterator::DataLoader::Batch::Map"}
 
 
+SCHEDULED_LOADER = """
+import sys, time, torch, stepscope, stepscope.torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        time.sleep(0.004)
+        return torch.full((8,), float(i))
+
+def main():
+    logdir, early = sys.argv[1], sys.argv[2] == "early"
+    loader = DataLoader(Slow(), batch_size=4, num_workers=2)
+    it = iter(loader) if early else None  # workers started before stepscope.torch.profile
+    with stepscope.torch.profile(logdir, options=stepscope.ProfilerOptions(
+            counter_interval_ms=0), schedule=stepscope.torch.schedule(
+            wait=1, warmup=1, active=3, repeat=1)) as prof:
+        for i, batch in enumerate(it if early else loader):  # the README's pattern
+            assert batch.shape == (4, 8)
+            prof.step()
+            if i == 6:
+                break
+    print(prof.paths[0])
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_scheduled_torch_profile_records_dataloader_workers(
+        tmp_path: Path, early: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 30: with schedule(wait=1, ...) and `for batch in loader`, the workers start in
+    # the waited step, before any session: they are hooked all the same; an iterator made
+    # before stepscope.torch.profile cannot be, and the analysis says so.
+    script = tmp_path / "scheduled.py"
+    script.write_text(SCHEDULED_LOADER)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
+                           "early" if early else "inside"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = Path(done.stdout.strip().splitlines()[-1])
+    lines = _worker_lines(run)
+    result = _cli_json(capsys, str(run))
+    text = result["bottleneck"]["recommendation"]
+    if early:
+        assert not any(n.startswith("DataLoader worker") for n in lines)
+        assert "NOT in this profile" in text and "2 worker processes" in text
+    else:
+        assert {"DataLoader worker 0", "DataLoader worker 1"} <= set(lines), lines
+        assert sum(lines.values()) >= 3  # the recorded steps' batches, item reads included
+        assert "NOT in this profile" not in text
+
+
 # Two pipelines of one program: a slow one (a sleeping map over a range) and a fast one
 # reading a TFRecord file; map and batch fuse into MapAndBatch in both. TF 2.21's profiler
 # can hang at stop while a pipeline still has work in flight (seen with prefetch and with

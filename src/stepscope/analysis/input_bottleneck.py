@@ -459,8 +459,11 @@ def _run_bottleneck(host: str, table: EventTable, ev: IteratorEvents,
         total_ms=int(totals.total_ns[index[n]]) / 1e6, self_ms=int(work[index[n]]) / 1e6,
         calls=int(totals.calls[index[n]]), asynchronous=n in asynchronous,
         critical=n in path, bottleneck=n == stage) for n in members]
-    workers = _dataloader_workers(table, ev, slowest)
-    return Bottleneck(host, stage, recommend(stage, run_ns, workers), lo, run_ns / 1e6,
+    workers = _dataloader_stat(table, ev, slowest, "num_workers")
+    text = recommend(stage, run_ns, workers)
+    if workers and _dataloader_stat(table, ev, slowest, WORKERS_RECORDED) == 0:
+        text = UNRECORDED_WORKERS.format(workers=workers) + " " + text
+    return Bottleneck(host, stage, text, lo, run_ns / 1e6,
                       path, graph,
                       stage_ms=int(work[index[stage]]) / 1e6 if stage is not None else None)
 
@@ -484,11 +487,22 @@ def _steady_root_rows(ev: IteratorEvents, roots: list[int]) -> I64:
     return out
 
 
-def _dataloader_workers(table: EventTable, ev: IteratorEvents, row: int) -> int | None:
-    """The DataLoader's ``num_workers`` stat on the run's event, where it has one."""
+# Set by stepscope's DataLoader instrumentation: 0 when the iterator's workers started before
+# stepscope could hook them (capture.input_pipeline).
+WORKERS_RECORDED = "workers_recorded"
+UNRECORDED_WORKERS = (
+    "The DataLoader's {workers} worker processes started before stepscope was recording, so "
+    "their work is NOT in this profile (only the training loop's waits for them are): make "
+    "the iterator (for batch in loader) inside stepscope.torch.profile(...), or start the "
+    "session before it.")
+
+
+def _dataloader_stat(table: EventTable, ev: IteratorEvents, row: int,
+                     stat: str) -> int | None:
+    """A stat of the DataLoader's event of the run (``num_workers``...), where it has one."""
     st = table.stats
     try:
-        code = st.stat_names.index("num_workers")
+        code = st.stat_names.index(stat)
     except ValueError:
         return None
     hit = np.flatnonzero((st.name == code) & (st.event == ev.rows[row]))
