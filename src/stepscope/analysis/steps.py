@@ -17,8 +17,8 @@ Like XProf, when more than ``TRIM_ABOVE`` steps were found from TensorFlow-style
 started and stopped mid-run usually cuts them short. In stepscope's own captures (which
 record a step when it ends, with its true start, and note when the capture started and
 stopped) only the steps that began before the capture or ended after it are left out: the
-steps a user asked for (Keras ``profile_batch``) and recorded whole are kept. PyTorch's ``ProfilerStep#N`` marks
-whole steps, so those are all kept.
+steps a user asked for (Keras ``profile_batch``) and recorded whole are kept. PyTorch's
+``ProfilerStep#N`` marks whole steps, so those are all kept.
 
 Host events belong to the step whose span holds their start; device events follow the host
 event that launched them (same correlation id), or else their start time.
