@@ -83,6 +83,9 @@ KINETO_TOTAL_RESERVED = "Total Reserved"
 KINETO_DEVICE_TYPE = "Device Type"
 KINETO_DEVICE_ID = "Device Id"
 KINETO_ADDRESS = "Addr"
+# stepscope's PyTorch bridge: the data type of the tensor a memory record holds ("float32"),
+# with its shape in ``TENSOR_SHAPES``; PyTorch's own trace files have neither.
+KINETO_DATA_TYPE = "Data Type"
 
 # The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
 STEPSCOPE_ALLOCATOR = "numpy"
