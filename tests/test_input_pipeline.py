@@ -357,6 +357,7 @@ def main():
             wait=1, warmup=1, active=3, repeat=1)) as prof:
         for i, batch in enumerate(it if early else loader):  # the README's pattern
             assert batch.shape == (4, 8)
+            time.sleep(0.03)  # the step's compute: workers fetch (16 ms a batch) meanwhile
             prof.step()
             if i == 6:
                 break
@@ -388,8 +389,19 @@ def test_scheduled_torch_profile_records_dataloader_workers(
         assert "NOT in this profile" in text and "2 worker processes" in text
     else:
         assert {"DataLoader worker 0", "DataLoader worker 1"} <= set(lines), lines
-        assert sum(lines.values()) >= 3  # the recorded steps' batches, item reads included
+        # Batches fetched while the three recorded steps ran, item reads included.
+        assert sum(v for k, v in lines.items() if k.startswith("DataLoader worker")) >= 5
         assert "NOT in this profile" not in text
+        # The workers' time ran in other processes: not the training process's ops, nor
+        # its step's host compute (issue 30).
+        from stepscope.analysis.run_model import build_run_model
+
+        model = build_run_model(load(str(run), use_cache=False))
+        ops = {r.name for r in model.op_stats().rows}
+        assert "Iterator::DataLoader" in ops
+        assert not {"Iterator::DataLoader::Batch", "Iterator::DataLoader::Batch::Map"} & ops
+        breakdown = model.overview_dict()["breakdown"]
+        assert breakdown["host_compute"] < 20.0, breakdown
 
 
 # Two pipelines of one program: a slow one (a sleeping map over a range) and a fast one

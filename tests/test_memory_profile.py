@@ -370,6 +370,10 @@ def test_memory_tracer_records_allocations_by_trace(numpy_run: Path) -> None:
     assert alloc["peak_step"] in range(3)
     rows = [(r["op"], r["size_bytes"], r["occurrences"]) for r in alloc["breakdown_at_peak"]]
     assert rows == [("backward", SIZE, 1), ("forward", SIZE, 1)]
+    # Memory records are instants, not ops (issue 30: zero-time rows among the top ops).
+    model = open_run_model(numpy_run, use_cache=False)
+    op_names = {r.name for r in model.op_stats().rows}
+    assert "forward" in op_names and not op_names & {"MemoryAllocation", "MemoryDeallocation"}
     # NumPy's allocator is not told the dtype: unknown, not TensorFlow's INVALID.
     assert [r["data_type"] for r in alloc["breakdown_at_peak"]] == ["", ""]
     ops = {o["name"]: (o["allocated_bytes"], o["self_allocated_bytes"]) for o in data["ops"]}

@@ -4,7 +4,9 @@ Which events are ops depends on who wrote the profile:
 
 * TensorFlow host ops are named ``op_name:OpType``; tf.data's ``Iterator::…`` events are ops
   of type ``Dataset``; events of stepscope's own ``Trace`` are ops named and typed by their
-  name (step markers excluded).
+  name (step markers excluded). Memory records (``MemoryAllocation``/``MemoryDeallocation``)
+  are not ops, nor are the events of PyTorch DataLoader worker processes (lines named
+  ``DataLoader worker N``): they ran in other processes, in parallel with this one.
 * PyTorch (Kineto) host ops are ``cpu_op`` and ``user_annotation`` events (step markers
   excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events. In a
   stepscope profile, events merged from PyTorch's profiler keep that category, which decides
@@ -57,6 +59,8 @@ KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 KINETO_DEVICE_OPS = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+# Host events that are never ops: zero-length memory records.
+_NOT_OP_NAMES = (schema.MEMORY_ALLOCATION, schema.MEMORY_DEALLOCATION)
 # Non-host planes that hold no framework ops.
 _NOT_OP_PLANES = (schema.PYTHON_TRACER_PLANE, schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE,
                   "/host:metadata")
@@ -213,7 +217,13 @@ def classify(table: EventTable) -> OpEvents:
                 return code_of(HOST, match["type"], match["name"])
             return code_of(HOST, name, name) if stepscope_made else -1
 
-        host_rows = np.flatnonzero(on_host & ~step_marker)
+        # Not ops: memory records (instants), and what DataLoader worker processes did (in
+        # other processes, in parallel: the input pipeline analyzer shows it).
+        not_op = np.array([n in _NOT_OP_NAMES for n in table.names] + [False], dtype=bool)
+        worker = np.array([n.startswith(schema.DATALOADER_WORKER_LINE_PREFIX)
+                           for n in table.line_name] + [False], dtype=bool)
+        host_rows = np.flatnonzero(on_host & ~step_marker & ~not_op[table.name]
+                                   & ~worker[table.line])
         # Events merged from PyTorch's profiler keep their Kineto category: those are ops
         # only when it says so (not the CUDA runtime calls, not the memory records).
         categorised = category[host_rows] >= 0

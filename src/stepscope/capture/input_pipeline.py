@@ -43,6 +43,7 @@ from typing import Any
 
 from stepscope.capture import trace
 from stepscope.capture.recorder import Recorder
+from stepscope.model import schema
 
 PREFIX = "Iterator"
 SEP = "::"
@@ -438,7 +439,7 @@ def instrument(source: Iterable[Any], name: str | None = None) -> Stage:
 DATALOADER = PREFIX + SEP + "DataLoader"
 DL_BATCH = DATALOADER + SEP + "Batch"
 DL_MAP = DL_BATCH + SEP + "Map"
-WORKER_LINE = "DataLoader worker {worker}"
+WORKER_LINE = schema.DATALOADER_WORKER_LINE
 
 # A worker process's channel back to the main process: (queue, recording flag, worker id).
 _worker_channel: tuple[Any, Any, int] | None = None

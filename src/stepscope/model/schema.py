@@ -59,6 +59,10 @@ ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where know
 # Memory activity, as TensorFlow and JAX write it (host events with these names and stats).
 MEMORY_ALLOCATION = "MemoryAllocation"
 MEMORY_DEALLOCATION = "MemoryDeallocation"
+# The line stepscope gives each PyTorch DataLoader worker process's events (another process:
+# its time is not the profiled process's own).
+DATALOADER_WORKER_LINE = "DataLoader worker {worker}"
+DATALOADER_WORKER_LINE_PREFIX = "DataLoader worker "
 ALLOCATOR_NAME = "allocator_name"
 INDEX_ON_HOST = "index_on_host"  # names the allocator where allocator_name is absent (TPU)
 DEVICE_ORDINAL = "device_ordinal"
