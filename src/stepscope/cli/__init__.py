@@ -180,15 +180,19 @@ def _cmd_xla(args: argparse.Namespace) -> int:
 
 
 def _cmd_memory_viewer(args: argparse.Namespace) -> int:
+    from stepscope.analysis.hlo_programs import program_times
     from stepscope.analysis.memory_viewer import memory_viewer_of
-    from stepscope.run_loader import open_hlo_programs
+    from stepscope.run_loader import open_hlo_programs, open_xla_model
     from stepscope.views.memory_viewer_report import render_memory_viewer
 
     if args.limit < 0:
         raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
     space = _memory_space(args.memory_space)
+    # Without --module: the program that took the most time (the training step).
+    times = None if args.module else program_times(
+        open_xla_model(args.path, host=args.host).ops)
     data = memory_viewer_of(open_hlo_programs(args.path, args.host), args.module,
-                            space).to_dict()
+                            space, times).to_dict()
     if args.json:
         print(json.dumps(data, indent=2, allow_nan=False))
     else:

@@ -46,15 +46,19 @@ def _int(params: Params, name: str, default: int, low: int, high: int) -> int:
 
 
 def memory_viewer_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
-    """The memory viewer of one program (default: the one with the largest peak heap)."""
+    """The memory viewer of one program (default: the one that took the most time)."""
+    from stepscope.analysis.hlo_programs import program_times
     from stepscope.analysis.memory_viewer import memory_viewer_of
+    from stepscope.web.tools import _xla
 
     module = str(params.get("module") or "") or None
     space = _int(params, "memory_space", 0, 0, (1 << 31) - 1)
     # An unknown program or memory space is a NotFoundError: the API answers 404.
     data: dict[str, Any] = run.result(
         ("memory_viewer", host, module, space),
-        lambda: memory_viewer_of(_programs(run, host), module, space).to_dict())
+        lambda: memory_viewer_of(_programs(run, host), module, space,
+                                 None if module else program_times(_xla(run, host).ops))
+        .to_dict())
     return {"run": run.profile.run, "host": host, **data}
 
 
