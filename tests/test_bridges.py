@@ -369,6 +369,19 @@ def test_jax_bridge_merges_xla_ops_into_our_steps(tmp_path: Path) -> None:
     assert any(table.names[int(table.name[i])] == "dot" or "fusion" in
                table.names[int(table.name[i])] for i in xla)
     assert _xprof_steps(path, tmp_path / "xprof") == [f"train {i}" for i in range(4)]
+    # Issue 30: an XLA op has the same self time in `report` (op stats) as in `xla` (the op
+    # profile), and the runtime's waits around it are not ops.
+    from stepscope.analysis import op_stats
+    from stepscope.run_loader import open_xla_model
+
+    ours = {r.name: r for r in op_stats(profile).rows}
+    xla = {o.name: o for o in open_xla_model(str(path), use_cache=False).ops}
+    assert xla and set(xla) <= set(ours), (sorted(xla), sorted(ours))
+    for name, o in xla.items():
+        assert ours[name].self_ns * 1000 == o.self_ps, name
+        assert ours[name].occurrences == o.occurrences, name
+    assert not [n for n in ours if "ThunkExecutor" in n or "PjRt" in n or "Pjit" in n]
+    assert "train" not in ours  # a step marker, never an op
 
 
 def test_kineto_kernel_args_become_kernel_details() -> None:

@@ -91,6 +91,10 @@ KINETO_ADDRESS = "Addr"
 # with its shape in ``TENSOR_SHAPES``; PyTorch's own trace files have neither.
 KINETO_DATA_TYPE = "Data Type"
 
+# Host event stat set by stepscope's XSpace framework bridges (TensorFlow, JAX): the framework
+# whose profiler recorded the event ("tensorflow", "jax").
+BRIDGE = "stepscope_bridge"
+
 # The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
 STEPSCOPE_ALLOCATOR = "numpy"
 
