@@ -178,7 +178,7 @@ def test_report_prints_and_json_lists_the_advice(tmp_path: Path, bad: RunModel,
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     rules = [r["rule"] for r in out["recommendations"]]
     assert "parallel_map" in rules
-    assert set(out["recommendations"][0]) == {"rule", "text", "evidence", "tool"}
+    assert set(out["recommendations"][0]) == {"rule", "text", "because", "evidence", "tool"}
     assert main(["report", path, "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert "Advice [parallel_map]" in text and "input_pipeline_analyzer" in text

@@ -107,7 +107,7 @@ def test_host_choice(client: TestClient) -> None:
     one = _data(client, run="two_hosts", tool="overview_page", host="worker_b")
     assert both["environment"]["hosts"] == 2
     assert one["host"] == "worker_b" and one["environment"]["host_names"] == ["worker_b"]
-    assert one["steps"]["count"] == 4  # worker_b profiled 6 steps
+    assert one["steps"]["count"] == 6  # worker_b profiled 6 steps, all whole
     ops_all = _data(client, run="two_hosts", tool="framework_op_stats")
     ops_b = _data(client, run="two_hosts", tool="framework_op_stats", host="worker_b")
     occ = {r["name"]: r["occurrences"] for r in ops_all["ops"]}
