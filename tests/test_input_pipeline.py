@@ -404,6 +404,10 @@ def test_scheduled_torch_profile_records_dataloader_workers(
         assert not {"Iterator::DataLoader::Batch", "Iterator::DataLoader::Batch::Map"} & ops
         breakdown = model.overview_dict()["breakdown"]
         assert breakdown["host_compute"] < 20.0, breakdown
+        # The input-op table says which stages ran apart from their consumer: the workers'
+        # batches, whose total may exceed the consumer's (issue 30).
+        apart = {r["name"]: r["runs_apart"] for r in result["ops"]}
+        assert apart["Iterator::DataLoader::Batch"] and not apart["Iterator::DataLoader"]
 
 
 # Two pipelines of one program: a slow one (a sleeping map over a range) and a fast one

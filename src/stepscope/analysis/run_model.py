@@ -88,19 +88,23 @@ class HostInput:
     categories: list[str]
     bottleneck: Bottleneck
     pipelines: list[Pipeline] = field(default_factory=list)
+    asynchronous: list[str] = field(default_factory=list)  # stages whose producers run
+    # apart from them (threads, worker processes): their children's time overlaps theirs
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
                 "work_ns": self.work_ns, "categories": self.categories,
                 "bottleneck": self.bottleneck.to_dict(),
-                "pipelines": [p.to_dict() for p in self.pipelines]}
+                "pipelines": [p.to_dict() for p in self.pipelines],
+                "asynchronous": list(self.asynchronous)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostInput:
         return cls(list(d["nodes"]), [int(x) for x in d["calls"]],
                    [int(x) for x in d["total_ns"]], [int(x) for x in d["work_ns"]],
                    list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]),
-                   [Pipeline.from_dict(p) for p in d.get("pipelines", [])])
+                   [Pipeline.from_dict(p) for p in d.get("pipelines", [])],
+                   [str(n) for n in d.get("asynchronous", [])])
 
 
 @dataclass
@@ -357,7 +361,8 @@ def _host_input(name: str, table: EventTable) -> HostInput:
     return HostInput(list(ev.nodes), [int(x) for x in totals.calls],
                      [int(x) for x in totals.total_ns], [int(x) for x in work],
                      [category_of(n, kids[n], asynchronous) for n in ev.nodes],
-                     find_bottleneck(name, table, ev, pipelines), pipelines)
+                     find_bottleneck(name, table, ev, pipelines), pipelines,
+                     sorted(asynchronous))
 
 
 def _profile_start(table: EventTable) -> int | None:

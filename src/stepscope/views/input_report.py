@@ -43,9 +43,13 @@ def render_input(result: dict[str, Any], console: Console, limit: int | None = N
         ops.add_column(col, justify="left" if col in ("input op", "category") else "right")
     rows = result["ops"] if limit is None else result["ops"][:limit]
     for r in rows:
-        ops.add_row(Text(r["name"]), str(r["count"]), _ms(r["total_ms"]),
-                    f"{r['total_percent']:.1f}", _ms(r["self_ms"]), f"{r['self_percent']:.1f}",
-                    r["category"])
+        ops.add_row(Text(r["name"] + (" ‡" if r.get("runs_apart") else "")), str(r["count"]),
+                    _ms(r["total_ms"]), f"{r['total_percent']:.1f}", _ms(r["self_ms"]),
+                    f"{r['self_percent']:.1f}", r["category"])
+    if any(r.get("runs_apart") for r in rows):
+        ops.caption = ("‡ runs apart from its consumer (threads, DataLoader worker processes): "
+                       "its time overlaps the consumer's, so its total may exceed it")
+        ops.caption_justify = "left"
     console.print(ops)
 
     pipes = Table(title="Input pipelines (slowest run first)", title_justify="left")
