@@ -137,7 +137,8 @@ import sys, jax, jax.numpy as jnp, stepscope
 def step(w, x):
     return w - 0.01 * jax.grad(lambda w: jnp.sum(jax.nn.relu(x @ w)))(w)
 
-w, x = jnp.ones((256, 256)), jnp.ones((128, 256))
+# Big enough that the step's compute, not Python's dispatch of it, fills the step.
+w, x = jnp.ones((768, 768)), jnp.ones((512, 768))
 w = step(w, x).block_until_ready()
 with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
     for i in range(20):

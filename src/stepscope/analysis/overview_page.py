@@ -182,15 +182,7 @@ def host_facts(name: str, table: EventTable
     per_step = partition(table, steps, masks, PRIORITY, ends)[:, order]
     # XLA's execution on the host: its ops (hlo_op) and the program runs around them (run_id:
     # the executor that waits for the ops it hands to the host's thread pool).
-    xla_host = np.zeros(len(table), dtype=bool)
-    xla_host[table.text_stat("hlo_op")[0]] = True
-    xla_host[table.int_stat("run_id")[0]] = True
-    xla_host &= ~device_planes(table)[table.plane] if len(table.planes) else xla_host
-    xla_others = 0
-    if xla_host.any() and len(steps):
-        with_xla = partition(table, steps, {**masks, "xla_host": xla_host},
-                             (*PRIORITY, "xla_host"), ends)
-        xla_others = int(with_xla[:, -2].sum())
+    xla_others = _xla_host_others(table, steps, masks, ends)
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
@@ -202,6 +194,44 @@ def host_facts(name: str, table: EventTable
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
         device_compute_ns=int(dur.sum()), ops_idle=ops, xla_host_others_ns=xla_others)
     return result, events, masks
+
+
+def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+                     ends: I64 | None) -> int:
+    """Step time (ns) that XLA's execution on the host covers and no category of the
+    breakdown does ("all others" in XProf's figures): from the start of each program run
+    (``run_id``) to the end of its last op, the gaps between its ops on the thread pool
+    included, and its ops (``hlo_op``)."""
+    if not len(steps) or not len(table):
+        return 0
+    on_host = ~device_planes(table)[table.plane] if len(table.planes) else np.ones(
+        len(table), bool)
+    xla = np.zeros(len(table), dtype=bool)
+    xla[table.text_stat("hlo_op")[0]] = True
+    run_rows, run_ids = table.int_stat("run_id")
+    keep = on_host[run_rows]
+    run_rows, run_ids = run_rows[keep], run_ids[keep]
+    xla[run_rows] = True
+    xla &= on_host
+    if not xla.any():
+        return 0
+    end = (ends if ends is not None else table.start_ns + table.duration_ns).copy()
+    # Each run's span, carried by one of its events that no category counts (an op on the
+    # pool's threads), so that the categories' own times stay as they are.
+    counted = np.zeros(len(table), dtype=bool)
+    for cat in PRIORITY:
+        counted |= masks[cat]
+    free = ~counted[run_rows]
+    run_rows, run_ids = run_rows[free], run_ids[free]
+    if len(run_rows):
+        order = np.lexsort((table.start_ns[run_rows], run_ids))
+        run_rows, run_ids = run_rows[order], run_ids[order]
+        first = np.flatnonzero(np.r_[True, run_ids[1:] != run_ids[:-1]])
+        last_end = np.maximum.reduceat(end[run_rows], first)
+        end[run_rows[first]] = np.maximum(end[run_rows[first]], last_end)
+    with_xla = partition(table, steps, {**masks, "xla_host": xla}, (*PRIORITY, "xla_host"),
+                         end)
+    return int(with_xla[:, -2].sum())
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.
