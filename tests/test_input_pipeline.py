@@ -133,7 +133,8 @@ def test_csv_export_and_terminal_report(slow_map_run: Path, tmp_path: Path,
     assert main(["input", str(slow_map_run), "--csv", str(out), "--no-cache"]) == 0
     rows = list(csv.reader(io.StringIO(out.read_text())))
     assert rows[0] == ["input_op", "count", "total_ms", "total_percent", "self_ms",
-                       "self_percent", "category"]
+                       "self_percent", "category", "runs_apart"]
+    assert {r[-1] for r in rows[1:]} == {"0"}  # a serial pipeline: nothing runs apart
     assert {r[0] for r in rows[1:]} == {"Iterator::Batch", "Iterator::Batch::Map",
                                         "Iterator::Batch::Map::Range"}
     capsys.readouterr()
