@@ -123,8 +123,8 @@ def _input_library(table: EventTable, bridged: np.ndarray, ours: bool) -> str:
     names = {table.names[int(c)] for c in np.unique(table.name[rows])}
     if all(n.startswith(_DATALOADER) for n in names):
         return "DataLoader"
-    others = rows[np.array([not table.names[int(table.name[r])].startswith(_DATALOADER)
-                            for r in rows.tolist()], dtype=bool)]
+    loader = np.array([n.startswith(_DATALOADER) for n in table.names] + [False], bool)
+    others = rows[~loader[table.name[rows]]]
     # Iterator events stepscope recorded itself are stepscope.data's (they carry the stage's
     # id), or the user's own Trace named like them (no id: no library to advise on);
     # TensorFlow's own profiles and its bridge's events are tf.data's.
