@@ -189,6 +189,36 @@ def test_tpu_padding_and_memory_spaces() -> None:
         memory_viewer(program.module, 99)
 
 
+# A big one-off program (RNG set-up, the largest peak) and a small training step run often.
+JAX_RNG_THEN_STEPS = """
+import sys, jax, jax.numpy as jnp
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jnp.tanh(x @ w)
+with jax.profiler.trace(sys.argv[1]):
+    w = jax.random.normal(jax.random.PRNGKey(0), (512, 512)).block_until_ready()
+    w, x = w[:256, :256], jnp.ones((256, 256))
+    for i in range(100):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            w = step(w, x).block_until_ready()
+"""
+
+
+def test_memory_viewer_opens_the_program_that_took_the_most_time(
+        tmp_path: Path, capsys: Any) -> None:
+    # Issue 30: it opened the RNG initialisation (the largest peak), not the training step.
+    run_script(JAX_RNG_THEN_STEPS, str(tmp_path / "logs"))
+    programs = open_hlo_programs(tmp_path / "logs")
+    assert any(p.name == "jit_step" for p in programs.values())
+    assert any("random" in p.name or "normal" in p.name for p in programs.values())
+    assert main(["memory-viewer", str(tmp_path / "logs"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["module"] == "jit_step", data["module"]
+    peaks = {p.name: memory_viewer(p.module, 0).peak_heap_bytes for p in programs.values()
+             if p.module is not None and p.has_memory_data and 0 in memory_spaces(p.module)}
+    assert max(peaks.values()) > peaks["jit_step"]  # the old choice would have been another
+
+
 # -- the CLI ------------------------------------------------------------------------------------
 
 

@@ -195,7 +195,7 @@ def test_host_choice(watched: Watched, server: Server) -> None:
     page.wait_for_selector("h1:has-text('worker_b')")
     assert "host=worker_b" in page.url
     want = server.data(run="e_two_hosts", tool="overview_page", host="worker_b")
-    assert int(page.get_attribute("#step-count", "data-value")) == want["steps"]["count"] == 4
+    assert int(page.get_attribute("#step-count", "data-value")) == want["steps"]["count"] == 6
     shot(watched, "overview-one-host")
 
 

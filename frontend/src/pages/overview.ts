@@ -49,7 +49,9 @@ interface Overview {
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
 }
 
-interface Advice { rule: string; text: string; evidence: Record<string, unknown>; tool: string }
+interface Advice {
+  rule: string; text: string; because?: string; evidence: Record<string, unknown>; tool: string;
+}
 
 function evidenceText(v: unknown): string {
   if (Array.isArray(v)) return v.map(String).join("; ");
@@ -71,8 +73,10 @@ function advice(o: Overview, ctx: PageContext): HTMLElement {
         return h("li", { "data-rule": a.rule },
           h("p", { className: "advice-text" }, a.text),
           h("p", { className: "muted evidence" },
-            "Evidence: " + Object.entries(a.evidence)
-              .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
+            a.because
+              ? "Because " + a.because
+              : "Evidence: " + Object.entries(a.evidence)
+                .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
           tool
             ? h("a", { href: "#", className: "advice-tool", "data-tool": tool.name,
                        onclick: (e: Event) => { e.preventDefault(); ctx.go(tool.name); } },

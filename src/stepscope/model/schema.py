@@ -70,6 +70,10 @@ ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where know
 # Memory activity, as TensorFlow and JAX write it (host events with these names and stats).
 MEMORY_ALLOCATION = "MemoryAllocation"
 MEMORY_DEALLOCATION = "MemoryDeallocation"
+# The line stepscope gives each PyTorch DataLoader worker process's events (another process:
+# its time is not the profiled process's own).
+DATALOADER_WORKER_LINE = "DataLoader worker {worker}"
+DATALOADER_WORKER_LINE_PREFIX = "DataLoader worker "
 ALLOCATOR_NAME = "allocator_name"
 INDEX_ON_HOST = "index_on_host"  # names the allocator where allocator_name is absent (TPU)
 DEVICE_ORDINAL = "device_ordinal"
@@ -94,6 +98,13 @@ KINETO_TOTAL_RESERVED = "Total Reserved"
 KINETO_DEVICE_TYPE = "Device Type"
 KINETO_DEVICE_ID = "Device Id"
 KINETO_ADDRESS = "Addr"
+# stepscope's PyTorch bridge: the data type of the tensor a memory record holds ("float32"),
+# with its shape in ``TENSOR_SHAPES``; PyTorch's own trace files have neither.
+KINETO_DATA_TYPE = "Data Type"
+
+# Host event stat set by stepscope's XSpace framework bridges (TensorFlow, JAX): the framework
+# whose profiler recorded the event ("tensorflow", "jax").
+BRIDGE = "stepscope_bridge"
 
 # The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
 STEPSCOPE_ALLOCATOR = "numpy"

@@ -309,10 +309,14 @@ def roofline_model(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def memory_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The memory viewer of one program (default: the one that took the most time)."""
+    from stepscope.analysis.xla.hlo_programs import program_times
     from stepscope.analysis.xla.memory_viewer import memory_viewer_of
 
     module = str(p["module"] or "") or None
-    result = memory_viewer_of(run.hlo_programs(host), module, int(p["memory_space"] or 0))
+    # Without a program named: the one that took the most time (the training step).
+    times = None if module else program_times(run.xla(host).ops)
+    result = memory_viewer_of(run.hlo_programs(host), module, int(p["memory_space"] or 0),
+                              times)
     return ToolResult("memory_viewer", {**_run_host(run, host), **result.to_dict()},
                       "peak_buffers", result)
 

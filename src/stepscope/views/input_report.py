@@ -41,10 +41,14 @@ def render_input(result: dict[str, Any], console: Console, limit: int | None = N
                 [("input op", "name"), ("count", "num"), ("total ms", "num"),
                  ("total %", "num"), ("self ms", "num"), ("self %", "num"),
                  ("category", "text")],
-                [[r["name"], count_text(r["count"]), _ms(r["total_ms"]),
-                  f"{r['total_percent']:.1f}", _ms(r["self_ms"]), f"{r['self_percent']:.1f}",
-                  r["category"]] for r in rows],
+                [[r["name"] + (" ‡" if r.get("runs_apart") else ""), count_text(r["count"]),
+                  _ms(r["total_ms"]), f"{r['total_percent']:.1f}", _ms(r["self_ms"]),
+                  f"{r['self_percent']:.1f}", r["category"]] for r in rows],
                 "No input-pipeline iterator events in this profile.")
+    if any(r.get("runs_apart") for r in rows):
+        console.print(Text("‡ runs apart from its consumer (threads, DataLoader worker "
+                           "processes): its time overlaps the consumer's, so its total may "
+                           "exceed it", style="dim"))
     if result["pipelines"]:
         print_table(console, "Input pipelines (slowest run first)",
                     [("host", "name"), ("pipeline", "name"), ("output stage", "name"),

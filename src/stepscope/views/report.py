@@ -123,10 +123,11 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
     for hint in rec["hints"][1:]:
         console.print(f"  • {hint}", highlight=False)
     for advice in summary.get("recommendations", []):
-        evidence = ", ".join(f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
+        because = advice.get("because") or ", ".join(
+            f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
         console.print(f"Advice [{advice['rule']}]: {advice['text']}", highlight=False,
                       markup=False)
-        console.print(f"    because {evidence}; see {advice['tool']}", style="dim",
+        console.print(f"    because {because.rstrip('.')}; see {advice['tool']}", style="dim",
                       highlight=False, markup=False)
     if summary.get("precision"):
         p = summary["precision"]

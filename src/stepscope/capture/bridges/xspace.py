@@ -36,8 +36,10 @@ def profile_start_ns(space: Any) -> int:
     return 0
 
 
-def host_lines(plane: Any, base_ns: int) -> list[HostLine]:
-    """A host plane's lines as ``HostLine``s with absolute times (``base_ns`` added)."""
+def host_lines(plane: Any, base_ns: int, framework: str | None = None) -> list[HostLine]:
+    """A host plane's lines as ``HostLine``s with absolute times (``base_ns`` added); with
+    ``framework``, each event says which framework's profiler recorded it (the
+    ``stepscope_bridge`` stat), so that the analysis reads it by that framework's rules."""
     lines: list[HostLine] = []
     for line in plane.lines:
         start = base_ns + line.timestamp_ns
@@ -46,6 +48,8 @@ def host_lines(plane: Any, base_ns: int) -> list[HostLine]:
             begin = start + event.offset_ps // 1000
             stats = {plane.stat_metadata[s.metadata_id].name: _stat_value(plane, s)
                      for s in event.stats}
+            if framework:
+                stats[schema.BRIDGE] = framework
             name = plane.event_metadata[event.metadata_id].name
             out.events.append((name, begin, begin + event.duration_ps // 1000, stats or None))
         lines.append(out)
@@ -83,7 +87,7 @@ def merge_space(space: Any, data: BridgeData) -> None:
         if plane.name != schema.HOST_PLANE:
             data.planes.append(shift_plane(plane, base))
             continue
-        lines = host_lines(plane, base)
+        lines = host_lines(plane, base, data.framework)
         mains = [line for line in lines if main_name and line.name == main_name]
         for line in lines:
             if len(mains) == 1 and line is mains[0] and main_id is not None:
