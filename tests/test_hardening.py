@@ -521,3 +521,44 @@ def test_fuzz_corpus_gives_a_profile_or_one_line(tmp_path: Path, capsys: Any) ->
     assert 2 in outcomes.values()  # the corpus does damage that is caught
     # Resource use stays bounded: nothing here may grow far past the inputs.
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 8 * 2**20  # KiB: 8 GiB
+
+
+# == issue 29: nothing lost, nothing hidden ===================================================
+# -- 29.1/2 a bad name or value costs that value, never the profile; UTF-8 only --------------
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("this value has no text")
+
+    __repr__ = __str__
+
+
+def test_bad_names_and_values_are_replaced_and_counted(tmp_path: Path) -> None:
+    xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+    stepscope.start(tmp_path / "logs")
+    try:
+        for step in range(1000):
+            with stepscope.Trace("train", step_num=step, _r=1):
+                with stepscope.Trace("bad\ud800name", **{"key\udc00": "value\ud800",
+                                                         "obj": _Unprintable()}):
+                    pass
+    finally:
+        path = stepscope.stop()
+    assert path is not None and path.is_file()
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())  # TensorFlow refuses invalid UTF-8
+    host = next(p for p in space.planes if p.name == schema.HOST_PLANE)
+    names = {md.name for md in host.event_metadata.values()}
+    assert "bad\ufffdname" in names and "train" in names
+    stat_names = {md.name for md in host.stat_metadata.values()}
+    assert "key\ufffd" in stat_names
+    texts = {s.str_value for line in host.lines for e in line.events for s in e.stats}
+    assert {"value\ufffd", "<unprintable _Unprintable>"} <= texts
+    env = next(p for p in space.planes if p.name == schema.TASK_ENV_PLANE)
+    env_stats = {env.stat_metadata[s.metadata_id].name: s for s in env.stats}
+    # The three distinct bad texts, and the 1,000 unprintable objects (one per event).
+    assert env_stats[schema.ENV_REPLACED_VALUES].int64_value == 1003
+    assert any("replaced 1003" in w for w in space.warnings)
+    summary = load(path).hosts
+    assert summary  # and our own reader opens it

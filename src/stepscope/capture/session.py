@@ -315,9 +315,11 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     """
     from stepscope.capture import recorder_columns as rc
     from stepscope.capture.recorder_to_xplane import plane_columns
+    from stepscope.capture.safe_text import TextRepairs
     from stepscope.formats import xplane_encoder as enc
 
     rec = session.recorder
+    repairs = TextRepairs()
     rec.refresh_thread_names()
     start_ns = max(session.start_ns, session.keep_from_ns)
     keep_from = session.keep_from_ns
@@ -328,7 +330,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     # Names of tuples just turned into columns are in `names.objects` by now.
     planes.append(enc.encode_plane(plane_columns(
         schema.HOST_PLANE_ID, schema.HOST_PLANE, host_lines, rec.names.objects, start_ns,
-        keep_from, _host_event_name)))
+        keep_from, _host_event_name, repairs)))
 
     if session.python_tracer is not None:
         cache: dict[Any, str] = {}
@@ -337,7 +339,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
         planes.append(enc.encode_plane(plane_columns(
             schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, py_lines,
             rec.names.objects, start_ns, keep_from,
-            lambda what: PythonTracer.event_name(what, cache))))
+            lambda what: PythonTracer.event_name(what, cache), repairs)))
 
     small = xb.new_space(host)
     if rec.samples:
@@ -362,6 +364,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
     env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
     env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
+    env.add_plane_stat(schema.ENV_REPLACED_VALUES, repairs.count)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
     env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
     for key, value in session.options.to_dict().items():
@@ -369,6 +372,11 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     if rec.dropped:
         small.warnings.append(
             f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
+    if repairs.count:
+        msg = (f"stepscope replaced {repairs.count} recorded names or values that could not be "
+               "written as UTF-8 text (a lone surrogate, or a str() that raised).")
+        small.warnings.append(msg)
+        log.warning(msg)
     # Planes first (field 1), in the order above; then the space's other fields.
     planes += [plane.SerializeToString() for plane in small.planes]
     del small.planes[:]

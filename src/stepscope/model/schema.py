@@ -32,6 +32,7 @@ ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"
 ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
+ENV_REPLACED_VALUES = "stepscope_replaced_values"  # names/values not writable as UTF-8 text
 ENV_OPTION_PREFIX = "stepscope_option_"
 ENV_PRODUCER = "stepscope_version"
 
