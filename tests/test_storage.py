@@ -304,3 +304,132 @@ def test_a_bucket_that_fails_at_stop_does_not_cost_the_profile(
     assert kept.is_file() and kept.name.endswith(".xplane.pb")
     assert main(["report", str(kept), "--json"]) == 0
     kept.unlink()
+
+
+# == issue 29: every filesystem failure at stop() keeps a complete local copy ================
+
+
+@pytest.fixture
+def unsent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary directory (where unsent profiles go) and home moved under tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "tmp" / "stepscope-unsent"
+
+
+@pytest.fixture
+def dead_gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """gs:// pointed at a loopback port that takes connections and never answers (a bucket
+    behind a network that drops packets); the storage timeouts made short."""
+    import fsspec
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon"})
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def refused_gcs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gs:// pointed at a loopback port where nothing listens (gcsfs retries for ~35 s)."""
+    import fsspec
+
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}", "token": "anon"})
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+
+
+def _kept_path(message: str) -> Path:
+    return Path(message.split("saved to ")[1].split(" instead")[0])
+
+
+@pytest.mark.parametrize("endpoint", ["dead_gcs", "refused_gcs"])
+def test_an_unreachable_bucket_at_stop_keeps_a_local_copy(
+        endpoint: str, unsent: Path, request: pytest.FixtureRequest, capsys: Any) -> None:
+    request.getfixturevalue(endpoint)
+    stepscope.start("gs://no-such-bucket/logs")
+    for step in range(20):
+        with stepscope.Trace("train", step_num=step, _r=1):
+            pass
+    with pytest.raises(stepscope.LogdirError, match="saved to (.*) instead") as raised:
+        stepscope.stop()
+    message = str(raised.value)
+    assert "gs://no-such-bucket/logs/plugins/profile/" in message
+    assert "\n" not in message
+    if endpoint == "dead_gcs":
+        assert "no answer within 2 s" in message
+    kept = _kept_path(message)
+    assert kept.is_file() and kept.is_relative_to(unsent)
+    assert main(["report", str(kept), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"]["count"] > 0
+
+
+@pytest.mark.parametrize("endpoint", ["dead_gcs", "refused_gcs"])
+def test_report_of_an_unreachable_bucket_fails_within_the_timeout(
+        endpoint: str, request: pytest.FixtureRequest, capsys: Any) -> None:
+    request.getfixturevalue(endpoint)
+    assert main(["report", "gs://no-such-bucket/logs"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("stepscope: error: Cannot reach gs://no-such-bucket/logs")
+    assert locations.REACH_TIMEOUT_ENV in line
+
+
+def test_a_local_logdir_that_fails_at_stop_keeps_a_copy(tmp_path: Path, unsent: Path,
+                                                        capsys: Any) -> None:
+    logdir = tmp_path / "logs"
+    stepscope.start(logdir)
+    with stepscope.Trace("train", step_num=0, _r=1):
+        pass
+    # The profile folder is taken away during the run (a cleaner, a full or unmounted disk):
+    # a file now stands where the run folder must be made.
+    root = logdir / "plugins" / "profile"
+    root.rmdir()
+    root.write_text("not a folder")
+    with pytest.raises(stepscope.LogdirError, match="saved to (.*) instead") as raised:
+        stepscope.stop()
+    kept = _kept_path(str(raised.value))
+    assert kept.is_file() and kept.is_relative_to(unsent)
+    assert main(["report", str(kept), "--json"]) == 0
+
+
+def test_a_profile_that_can_be_written_nowhere_says_what_was_lost(tmp_path: Path) -> None:
+    # A file-size limit (what a full disk does to every write) stops the logdir's write and
+    # every local copy's: the error says where it tried and what was lost, in one line.
+    script = f"""
+import resource, signal, tempfile, sys
+import stepscope
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+tempfile.tempdir = {str(tmp_path / "tmp")!r}
+stepscope.start({str(tmp_path / "logs")!r})
+for step in range(2000):
+    with stepscope.Trace("train", step_num=step, _r=1):
+        pass
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIMIT_FSIZE_HARD
+                   if hasattr(resource, "RLIMIT_FSIZE_HARD") else resource.RLIM_INFINITY))
+try:
+    stepscope.stop()
+except stepscope.LogdirError as err:
+    print(err)
+    sys.exit(3)
+"""
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 3, done.stderr
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert "File too large" in message and "is lost" in message
+    assert "stepscope-unsent" in message and "events" in message

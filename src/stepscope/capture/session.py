@@ -221,28 +221,72 @@ def stop(save: bool = True) -> Path | None:
         return None
     host = layout.local_hostname()
     data = build_space(session, stop_ns, host)
-    path = layout.new_run_dir(session.logdir, session.started_at) / layout.host_file_name(host)
-    try:
-        xb.write_atomic(path, data)
-    except OSError as err:
-        if not locations.is_remote(path):
-            raise LogdirError(f"Cannot write the profile to {path} "
-                              f"({err.strerror or err}).") from err
-        # A bucket that cannot be reached at the end of a long run must not cost the profile.
-        kept = _keep_locally(data, path)
-        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}); it "
-                          f"was saved to {kept} instead: copy it there once the storage can "
-                          "be reached.") from err
+    path = save_profile(session.logdir, session.started_at, host, data, rec.recorded)
     log.info("stepscope profile written to %s", path)
     return path
 
 
-def _keep_locally(data: bytes, path: Path) -> Path:
-    """Where a profile that could not reach its bucket is kept: the temporary directory,
-    under the run and file names it was meant to have."""
-    local = Path(tempfile.gettempdir()) / "stepscope-unsent" / path.parent.name / path.name
-    xb.write_atomic(local, data)
-    return local
+def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, events: int) -> Path:
+    """Write a profile into a new run folder of ``logdir``; return its path.
+
+    Whatever the filesystem does (a bucket that cannot be reached, a full disk, a folder
+    removed), the recording is not lost: a complete copy is kept locally
+    (:func:`keep_locally`) and the LogdirError says where. A URL gets
+    ``STEPSCOPE_UPLOAD_TIMEOUT_S`` seconds (docs/reliability.md) before the copy is kept.
+    """
+    name = layout.host_file_name(host)
+
+    def write() -> Path:
+        path = layout.new_run_dir(logdir, started_at) / name
+        xb.write_atomic(path, data)
+        return path
+
+    try:
+        if not locations.is_remote(logdir):
+            return write()
+        limit = locations.timeout_s(locations.WRITE_TIMEOUT_ENV,
+                                    locations.DEFAULT_WRITE_TIMEOUT_S)
+        return locations.call_bounded(write, limit, str(logdir))
+    except Exception as err:  # noqa: BLE001 - any failure of any filesystem keeps a copy
+        run = layout.run_name(started_at)
+        target = locations.redact(f"{layout.profile_root(logdir)}/{run}/{name}")
+        reason = locations.failure_reason(err)
+        kept, tried = keep_locally(data, run, name)
+        if kept is not None:
+            raise LogdirError(f"Cannot write the profile to {target} ({reason}); it was saved "
+                              f"to {kept} instead: copy it there once the storage can be "
+                              "reached.") from err
+        raise LogdirError(f"Cannot write the profile to {target} ({reason}), nor a copy to "
+                          f"{'; '.join(tried)}: the recording ({events:,} events, "
+                          f"{len(data):,} bytes) is lost.") from err
+
+
+def unsent_dirs() -> list[Path]:
+    """Where profiles that could not be written are kept, in order of preference."""
+    dirs = [Path(tempfile.gettempdir()) / "stepscope-unsent"]
+    try:
+        dirs.append(Path.home() / "stepscope-unsent")
+    except RuntimeError:  # no home directory
+        pass
+    return dirs
+
+
+def keep_locally(data: bytes, run: str, name: str) -> tuple[Path | None, list[str]]:
+    """Keep a profile that could not reach its logdir: the first of :func:`unsent_dirs`
+    that takes it, under the run and file names it was meant to have. Returns that path
+    (None if none took it) and, for each place that refused, where and why."""
+    tried: list[str] = []
+    for folder in unsent_dirs():
+        local, n = folder / run / name, 1
+        while local.exists():  # an earlier profile kept under the same name stays
+            local, n = folder / f"{run}_{n}" / name, n + 1
+        try:
+            xb.write_atomic(local, data)
+        except OSError as err:
+            tried.append(f"{local} ({err.strerror or err})")
+            continue
+        return local, tried
+    return None, tried
 
 
 def _end(session: _Session) -> None:

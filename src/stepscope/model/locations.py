@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from stepscope.errors import ProfileFormatError, StorageError
 
@@ -33,9 +35,85 @@ _PACKAGES = {"gcs": "gcsfs", "s3": "s3fs", "azure": "adlfs", "hdfs": "pyarrow"}
 WHOLE_OBJECT_PROTOCOLS = frozenset({"gs", "gcs", "s3", "s3a", "az", "abfs", "abfss", "adl",
                                     "memory"})
 
+# How long a remote filesystem may take to give its first answer (does the logdir exist, what
+# does it hold) before we say it cannot be reached, and how long the write of a profile at
+# ``stop()`` may take before a local copy is kept instead (docs/reliability.md). A filesystem
+# package's own retries (gcsfs: about a minute on a DNS failure) are cut short by these.
+REACH_TIMEOUT_ENV = "STEPSCOPE_STORAGE_TIMEOUT_S"
+WRITE_TIMEOUT_ENV = "STEPSCOPE_UPLOAD_TIMEOUT_S"
+DEFAULT_REACH_TIMEOUT_S = 15.0
+DEFAULT_WRITE_TIMEOUT_S = 120.0
+
+# user:password@ (or a key:secret@) in a URL: never repeated in a message.
+_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+T = TypeVar("T")
+
 # A pathlib.Path, or a upath.UPath: not a Path subclass, but with the same interface (the
 # methods the layout, readers and writers use), so it is typed as one.
 AnyPath = Path
+
+
+def redact(text: str) -> str:
+    """``text`` with any credentials written into a URL (``s3://KEY:SECRET@bucket``) hidden."""
+    return _CREDENTIALS.sub(r"\g<scheme>***@", text)
+
+
+def timeout_s(env: str, default: float) -> float:
+    """Seconds from the environment variable ``env`` (a positive number), else ``default``."""
+    try:
+        value = float(os.environ.get(env, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def call_bounded(fn: Callable[[], T], timeout: float, what: str) -> T:
+    """``fn()``, or TimeoutError (an OSError) when it has not answered within ``timeout``
+    seconds. Run in a daemon thread, so a filesystem that never answers (an unreachable
+    bucket, a dropped connection) holds up neither the caller nor the interpreter's exit."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller as it is
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name="stepscope-storage", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"{redact(what)} gave no answer within {timeout:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return cast(T, outcome["value"])
+
+
+def reachable_exists(path: AnyPath) -> bool:
+    """``path.exists()``; for a URL, bounded by the reach timeout, and a failure to reach it
+    is a StorageError naming the URL (without credentials) and the reason."""
+    if not is_remote(path):
+        return path.exists()
+    limit = timeout_s(REACH_TIMEOUT_ENV, DEFAULT_REACH_TIMEOUT_S)
+    try:
+        return call_bounded(path.exists, limit, str(path))
+    except Exception as err:  # a filesystem's own error (network, credentials) or the timeout
+        raise StorageError(f"Cannot reach {redact(str(path))} ({failure_reason(err)}); check "
+                           f"the network and credentials (the wait is {limit:g} s, set by "
+                           f"{REACH_TIMEOUT_ENV}).") from err
+
+
+def failure_reason(err: BaseException) -> str:
+    """One short line saying why a filesystem call failed, credentials left out."""
+    if isinstance(err, OSError) and err.strerror and not isinstance(err, TimeoutError):
+        text = err.strerror
+    else:
+        text = str(err) or type(err).__name__
+        if not isinstance(err, OSError):
+            text = f"{type(err).__name__}: {text}"
+    line = redact(text.strip().splitlines()[0] if text.strip() else type(err).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def url_scheme(name: str | os.PathLike[str]) -> str | None:

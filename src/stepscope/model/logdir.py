@@ -11,9 +11,16 @@ import socket
 from datetime import datetime
 from pathlib import Path
 
-from stepscope.errors import ProfileFormatError
+from stepscope.errors import ProfileFormatError, StorageError
 from stepscope.model import schema
-from stepscope.model.locations import AnyPath, as_path, is_remote
+from stepscope.model.locations import (
+    AnyPath,
+    as_path,
+    failure_reason,
+    is_remote,
+    reachable_exists,
+    redact,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
@@ -175,13 +182,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     """
     logdir = as_path(logdir)
     try:
-        if not logdir.is_dir():
+        if not reachable_exists(logdir) or not logdir.is_dir():
             return {}
         if _run_files(logdir):
             name = logdir.resolve().name if isinstance(logdir, Path) else logdir.name
             return {name or ".": logdir}
         runs = _logdir_runs(logdir) or _runs_in(logdir)
-    except OSError:
+    except (OSError, StorageError):  # not there (yet), or storage that cannot be reached now
         return {}
     plugin = "/" + "/".join(schema.PLUGIN_DIR) + "/"
     out: dict[str, Path] = {}
@@ -195,9 +202,12 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = as_path(path)
     try:
-        exists = path.exists()
+        exists = reachable_exists(path)  # a URL that cannot be reached fails in seconds
+    except StorageError:
+        raise
     except Exception as err:  # a filesystem's own error (credentials, network)
-        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
+        raise ProfileFormatError(f"Cannot read {redact(str(path))} ({failure_reason(err)})."
+                                 ) from err
     if not exists:
         raise ProfileFormatError(f"{path} does not exist.")
     if not path.is_file() and not path.is_dir():
