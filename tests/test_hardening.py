@@ -539,10 +539,9 @@ def test_bad_names_and_values_are_replaced_and_counted(tmp_path: Path) -> None:
     stepscope.start(tmp_path / "logs")
     try:
         for step in range(1000):
-            with stepscope.Trace("train", step_num=step, _r=1):
-                with stepscope.Trace("bad\ud800name", **{"key\udc00": "value\ud800",
-                                                         "obj": _Unprintable()}):
-                    pass
+            with stepscope.Trace("train", step_num=step, _r=1), stepscope.Trace(
+                    "bad\ud800name", **{"key\udc00": "value\ud800", "obj": _Unprintable()}):
+                pass
     finally:
         path = stepscope.stop()
     assert path is not None and path.is_file()
@@ -562,3 +561,34 @@ def test_bad_names_and_values_are_replaced_and_counted(tmp_path: Path) -> None:
     assert any("replaced 1003" in w for w in space.warnings)
     summary = load(path).hosts
     assert summary  # and our own reader opens it
+
+
+# -- 29.20 temporary files a killed writer left are cleaned by the next write ----------------
+
+
+def test_temporaries_of_a_killed_export_are_removed_by_the_next_write(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "trace.json"
+    out.parent.mkdir()
+    # A writer killed (SIGKILL) mid-write: its temporary file stays beside the output.
+    script = ("import os, signal, sys\n"
+              "from stepscope.formats.output_file import open_output\n"
+              f"with open_output({str(out)!r}) as f:\n"
+              "    f.write(b'half'); f.flush()\n"
+              "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=120)
+    assert done.returncode == -9
+    left = [p.name for p in out.parent.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".trace.json.") and left[0].endswith(".tmp")
+    # One of an older stepscope (no process id in the name), an hour old; and an unrelated file.
+    old = out.parent / ".trace.json.abcd1234.tmp"
+    old.write_bytes(b"old")
+    os.utime(old, (1, 1))
+    recent = out.parent / ".trace.json.efgh5678.tmp"  # may be another writer's, under way
+    recent.write_bytes(b"new")
+    other = out.parent / ".other.json.123.abcd.tmp"
+    other.write_bytes(b"not ours")
+    write_output(out, b"{}")
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [".other.json.123.abcd.tmp", ".trace.json.efgh5678.tmp", "trace.json"])
+    assert out.read_bytes() == b"{}"

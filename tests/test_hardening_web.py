@@ -475,3 +475,26 @@ def test_the_harness_fails_a_test_on_any_page_error(browser: Any, server: Server
         w.page.goto(server.base + "#run=a_stepscope&tool=overview_page")
         w.page.evaluate("console.error('expected'); console.warn('only a warning')")
         w.page.wait_for_timeout(200)
+
+
+# == issue 29 =================================================================================
+# -- 29.7 a file:// repository root is its local folder, never ./file:/… ----------------------
+
+
+def test_a_file_url_repository_root_is_written_to_its_folder(
+        profiler_server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    root = tmp_path / "logs" / "plugins" / "profile"
+    plan = plan_capture(_tf_request(f"file://{root}"), 0)
+    assert plan.out_path == root / "run1" / "worker.xplane.pb"
+    request = _tf_request(f"file://{root}", "urlrun")
+    request.opts.duration_ms = request.duration_ms = 300
+    reply = _profile(profiler_server, request)
+    assert not isinstance(reply, grpc.RpcError), reply
+    assert (root / "urlrun" / "worker.xplane.pb").is_file()
+    for bad in (f"simplecache::file://{root}", f"x:/y://{root}"):
+        _refused_request(profiler_server, _tf_request(bad), "neither a local path" if "x:/" in
+                         bad else "chained URL")
+    assert not any(work.iterdir())

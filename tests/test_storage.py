@@ -433,3 +433,106 @@ except stepscope.LogdirError as err:
     assert "\n" not in message
     assert "File too large" in message and "is lost" in message
     assert "stepscope-unsent" in message and "events" in message
+
+
+# -- 29.5/6/12/13: URL forms, URL outputs, scheme case, credentials -------------------------
+
+
+def _step_stats_file(path: Path, alloc_micros: int = 5) -> Path:
+    """A small RunMetadata: two ops on one device, one allocation record."""
+    from stepscope.formats.step_stats_proto import RunMetadata
+
+    meta = RunMetadata()
+    dev = meta.step_stats.dev_stats.add()
+    dev.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for i, name in enumerate(["MatMul", "Relu"]):
+        node = dev.node_stats.add()
+        node.node_name = name
+        node.all_start_micros = 1_000_000 + i * 100
+        node.op_start_rel_micros = 1
+        node.op_end_rel_micros = 50
+        node.all_end_rel_micros = 60
+        node.timeline_label = f"{name} = {name}(x)"
+        mem = node.memory.add()
+        mem.allocator_name = "cpu"
+        mem.total_bytes = mem.peak_bytes = 4096
+        record = mem.allocation_records.add()
+        record.alloc_micros = alloc_micros
+        record.alloc_bytes = 4096
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(meta.SerializeToString())
+    return path
+
+
+def test_output_urls_are_written_to_the_url(s3_endpoint: str, tmp_path: Path, capsys: Any,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    run = Path(str(_record(str(tmp_path / "logs"), steps=3))).parent
+    meta = _step_stats_file(tmp_path / "meta" / "run.pb")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for argv, key in ((["ops", str(run), "--csv", f"s3://{BUCKET}/out/ops.csv"], "out/ops.csv"),
+                      (["export", str(run), "--chrome-trace", f"S3://{BUCKET}/out/t.json"],
+                       "out/t.json"),
+                      (["timeline", str(meta), "-o", f"s3://{BUCKET}/out/tl.json"],
+                       "out/tl.json")):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, (argv, err)
+        data = _s3().cat_file(f"{BUCKET}/{key}")
+        assert data and (b"traceEvents" in data or b"," in data), argv
+    assert not any(work.iterdir())  # no ./s3:/… folder
+
+
+@pytest.mark.parametrize("url", ["simplecache::memory://b/l", "weird:/x://y",
+                                 "filecache::s3://b/l"])
+def test_chained_and_unknown_url_forms_are_refused(url: str, tmp_path: Path, capsys: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(StorageError, match="chained URL|neither a local path"):
+        stepscope.start(url)
+    run = Path(str(_record(str(tmp_path / "logs"), steps=2))).parent
+    for argv in (["report", url], ["ops", str(run), "--csv", url + "/x.csv"],
+                 ["export", str(run), "--chrome-trace", url + "/t.json"]):
+        code = main(argv)
+        err = capsys.readouterr()[1]
+        assert code == 2 and err.startswith("stepscope: error: "), (argv, err)
+        assert len(err.strip().splitlines()) == 1
+    assert not any(work.iterdir())  # nothing written in the current directory
+
+
+def test_an_upper_case_scheme_is_the_same_url(s3_endpoint: str, capsys: Any) -> None:
+    logdir = f"s3://{BUCKET}/job-case/logs"
+    _record(logdir, steps=3)
+    assert main(["report", f"S3://{BUCKET}/job-case/logs", "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["steps"]["count"] == 3
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "s3://AKIDEXAMPLE:wJalrSECRETKEY@nobucket/logs"],
+    ["report", "gs://user:hunter2@nobucket/logs"],
+    ["ops", "PLACEHOLDER", "--csv", "s3://AKIDEXAMPLE:wJalrSECRETKEY@nobucket/x.csv"],
+])
+def test_credentials_are_never_echoed(argv: list[str], tmp_path: Path, capsys: Any,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    import fsspec
+
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}", "token": "anon"})
+    monkeypatch.setitem(fsspec.config.conf, "s3",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}",
+                         "client_kwargs": {"region_name": "us-east-1"}})
+    if "PLACEHOLDER" in argv:
+        argv = [a if a != "PLACEHOLDER" else str(_record(str(tmp_path / "logs"), 2))
+                for a in argv]
+    code = main(argv)
+    err = capsys.readouterr()[1]
+    assert code == 2, err
+    assert "Traceback" not in err
+    for secret in ("wJalrSECRETKEY", "AKIDEXAMPLE", "hunter2"):
+        assert secret not in err
+    assert "***@" in err

@@ -24,7 +24,7 @@ class TextRepairs:
 
     def text(self, obj: Any) -> str:
         """``obj`` as text that encodes to valid UTF-8, replaced (and counted) if it cannot."""
-        text = obj
+        text: str = obj if type(obj) is str else ""
         if type(obj) is not str:
             try:
                 text = str.__str__(obj) if isinstance(obj, str) else str(obj)

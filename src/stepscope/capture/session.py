@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -264,10 +265,8 @@ def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, eve
 def unsent_dirs() -> list[Path]:
     """Where profiles that could not be written are kept, in order of preference."""
     dirs = [Path(tempfile.gettempdir()) / "stepscope-unsent"]
-    try:
+    with contextlib.suppress(RuntimeError):  # no home directory
         dirs.append(Path.home() / "stepscope-unsent")
-    except RuntimeError:  # no home directory
-        pass
     return dirs
 
 

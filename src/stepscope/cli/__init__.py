@@ -8,10 +8,10 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from stepscope.errors import StepscopeError, StepscopeWarning
+from stepscope.model.locations import redact
 from stepscope.version import __version__
 
 
@@ -117,7 +117,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
                                             if u == args.host or u.startswith(args.host + "/")}}
                          for s in data["steps"]]
     if args.csv:
-        report.write_text(Path(args.csv), csv_text)
+        report.write_text(args.csv, csv_text)
         print(f"wrote {len(data['steps'])} steps to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(data, indent=2, allow_nan=False))
@@ -141,7 +141,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
         data["allocators"] = [a for a in data["allocators"] if a["name"] == args.allocator]
         data["ops"] = [o for o in data["ops"] if o["allocator"] == args.allocator]
     if args.csv:
-        report.write_text(Path(args.csv), breakdown_csv(data["allocators"]))
+        report.write_text(args.csv, breakdown_csv(data["allocators"]))
         print(f"wrote the breakdown of {len(data['allocators'])} allocators to {args.csv}",
               file=sys.stderr)
     if args.json:
@@ -169,7 +169,7 @@ def _cmd_xla(args: argparse.Namespace) -> int:
                              "PyTorch/XLA profile.")
     if args.csv:
         stats = hlo_op_stats(model).to_dict()
-        report.write_text(Path(args.csv), hlo_op_stats_csv(stats))
+        report.write_text(args.csv, hlo_op_stats_csv(stats))
         print(f"wrote {len(stats['ops'])} HLO ops to {args.csv}", file=sys.stderr)
     data = op_profile(model, top=args.top).to_dict()
     if args.json:
@@ -256,7 +256,7 @@ def _emit_table(args: argparse.Namespace, stats: Any, csv_text: Callable[[], str
     from stepscope.views import report
 
     if args.csv:
-        report.write_text(Path(args.csv), csv_text())
+        report.write_text(args.csv, csv_text())
         print(f"wrote {len(stats.rows)} {what} to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(stats.to_dict(), indent=2, allow_nan=False))
@@ -290,7 +290,7 @@ def _cmd_input(args: argparse.Namespace) -> int:
 
     result = input_pipeline_of(_open_model(args), host=args.host)
     if args.csv:
-        report.write_text(Path(args.csv), input_ops_csv(result))
+        report.write_text(args.csv, input_ops_csv(result))
         print(f"wrote {len(result.rows)} input ops to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
@@ -586,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except StepscopeError as err:
-        print(f"stepscope: error: {err}", file=sys.stderr)
+        print(f"stepscope: error: {redact(str(err))}", file=sys.stderr)  # no credentials
         return 2
     except KeyboardInterrupt:
         return 130

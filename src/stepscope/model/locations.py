@@ -146,13 +146,31 @@ def as_path(name: str | os.PathLike[str] | Any) -> AnyPath:
     text = os.fspath(name)
     scheme = url_scheme(text)
     if scheme is None:
+        _refuse_unknown_url_forms(text)
         return Path(text)
     if scheme in ("file", "local"):
         return Path(_URL.sub("", text, count=1) or "/")
+    # Schemes are case-insensitive (RFC 3986); fsspec knows only the lower-case names.
+    text = scheme + text[len(scheme):]
     _check_filesystem(scheme, text)
     from upath import UPath
 
     return cast(Path, UPath(text))
+
+
+def _refuse_unknown_url_forms(text: str) -> None:
+    """StorageError for a name that looks like a URL but is not one we can open whole:
+    fsspec's chained URLs (``simplecache::gs://…``) and anything else holding ``://`` after
+    something that is not a scheme. Taken as a local path, such a name would write a folder
+    named ``simplecache::memory:`` in the current directory."""
+    if "::" in text and "://" in text:
+        inner = text.rsplit("::", 1)[1]
+        raise StorageError(f"{redact(text)} is an fsspec chained URL, which stepscope does not "
+                           f"open; name the storage itself ({redact(inner)}) or a local path.")
+    if "://" in text:
+        raise StorageError(f"{redact(text)} is neither a local path nor a URL stepscope can "
+                           "open; use a local path or a URL such as gs://, s3://, az:// or "
+                           "hdfs://.")
 
 
 def _check_filesystem(scheme: str, url: str) -> None:
@@ -160,17 +178,17 @@ def _check_filesystem(scheme: str, url: str) -> None:
     try:
         import fsspec
     except ImportError as err:  # pragma: no cover - fsspec is a dependency
-        raise StorageError(f"{url} needs fsspec; pip install fsspec.") from err
+        raise StorageError(f"{redact(url)} needs fsspec; pip install fsspec.") from err
     try:
         fsspec.get_filesystem_class(scheme)
     except ImportError as err:
         extra = EXTRAS.get(scheme)
         hint = (f"pip install 'stepscope[{extra}]' (or {_PACKAGES[extra]})" if extra
                 else f"install the fsspec package for {scheme}://")
-        raise StorageError(f"{url} is on a filesystem whose package is not installed: "
+        raise StorageError(f"{redact(url)} is on a filesystem whose package is not installed: "
                            f"{hint}.") from err
     except ValueError as err:
-        raise StorageError(f"{url} names a filesystem that fsspec does not know "
+        raise StorageError(f"{redact(url)} names a filesystem that fsspec does not know "
                            f"({scheme}://); use a local path or a URL such as gs://, s3://, "
                            "az:// or hdfs://.") from err
 
@@ -196,9 +214,11 @@ def read_bytes(path: AnyPath) -> bytes:
     try:
         return bytes(path.read_bytes())
     except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+        raise ProfileFormatError(f"Cannot read {redact(str(path))} ({failure_reason(err)})."
+                                 ) from err
     except Exception as err:  # a remote filesystem's own error (credentials, network)
-        raise ProfileFormatError(f"Cannot read {path} ({type(err).__name__}: {err}).") from err
+        raise ProfileFormatError(f"Cannot read {redact(str(path))} ({failure_reason(err)})."
+                                 ) from err
 
 
 def write_remote(path: AnyPath, data: bytes) -> None:
