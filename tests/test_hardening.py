@@ -592,3 +592,168 @@ def test_temporaries_of_a_killed_export_are_removed_by_the_next_write(tmp_path: 
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
         [".other.json.123.abcd.tmp", ".trace.json.efgh5678.tmp", "trace.json"])
     assert out.read_bytes() == b"{}"
+
+
+# -- 29.8/9/10/11 stats pointing nowhere, ref 2^64-1, bytes in HLO names, StepStats times ----
+
+JAX_GPU = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"
+
+
+def _dangling_stats_profile(path: Path) -> None:
+    """Host events with a stat whose metadata id has no entry and refs pointing nowhere
+    (4242, 2^64-1); a device plane with stats but no stat metadata at all."""
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    for step in range(4):
+        start = 1_000_000 + step * 10_000_000
+        host.add_event(line, "train", start, 9_000_000, {"step_num": step, "_r": 1,
+                                                          "zz_last_stat": 1})
+        event = host.add_event(line, "matmul", start + 1000, 5_000_000, {"note": "x"})
+        event.stats.add(metadata_id=999, int64_value=5)
+        event.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=4242)
+        event.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=2**64 - 1)
+    host.plane.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=2**64 - 1)
+    device = space.planes.add(id=2, name="/device:GPU:0")
+    dline = device.lines.add(id=1, name="stream 1", timestamp_ns=0)
+    device.event_metadata[1].id = 1
+    device.event_metadata[1].name = "kernel"
+    for i in range(4):
+        event = dline.events.add(metadata_id=1, offset_ps=(2_000_000 + i * 10_000_000) * 1000,
+                                 duration_ps=10**9)
+        event.stats.add(metadata_id=3, int64_value=7)
+        event.stats.add(metadata_id=4, ref_value=2**64 - 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(space.SerializeToString())
+
+
+def _bad_xla_profile(path: Path) -> None:
+    """A real JAX GPU profile with refs of 2^64-1 and dangling stat ids on every plane, and
+    bytes that are not UTF-8 in its HLO op names (same length: every length prefix holds)."""
+    from stepscope.formats.xplane_proto import XSpace
+
+    space = XSpace()
+    space.ParseFromString(JAX_GPU.read_bytes())
+    for plane in space.planes:
+        some_stat = max(plane.stat_metadata or [1])
+        for xline in plane.lines:
+            for event in xline.events[:50]:
+                event.stats.add(metadata_id=987654, int64_value=5)
+                event.stats.add(metadata_id=some_stat, ref_value=2**64 - 1)
+        plane.stats.add(metadata_id=some_stat, ref_value=2**64 - 1)
+        plane.stats.add(metadata_id=777777, ref_value=2**64 - 1)
+    data = space.SerializeToString()
+    assert b"fusion" in data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.replace(b"fusion", b"\xff\xfesion"))
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_stats_pointing_nowhere_are_named_so(tmp_path: Path, pure: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    _dangling_stats_profile(tmp_path / "run" / "h.xplane.pb")
+    table = next(iter(load(tmp_path / "run", use_cache=False).hosts.values()))
+    st = table.stats
+    assert int(st.name.min()) >= 0
+    names = [st.stat_names[int(c)] for c in st.name.tolist()]
+    assert names.count("<unknown stat>") == 12  # 999 on 4 host events, 3 and 4 on 4 kernels
+    values = [st.value_of(i) for i in range(len(st.name)) if int(st.kind[i]) == 6]
+    assert values and set(values) == {"<unknown stat>"}  # never "zz_last_stat"
+    host_plane = next(p for p in table.planes if p.name == "/host:CPU")
+    assert host_plane.stats["note"] == "<unknown stat>"
+
+
+def test_stats_pointing_nowhere_over_http(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    _dangling_stats_profile(tmp_path / "plugins" / "profile" / "run1" / "h.xplane.pb")
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
+        base = {"run": "run1"}
+        for tool in ("overview_page", "framework_op_stats", "kernel_stats", "pod_viewer",
+                     "trace_viewer"):
+            reply = _final(client, {**base, "tool": tool})
+            assert reply.status_code == 200, (tool, reply.text)
+        for name in ("matmul", "kernel"):
+            found = client.get("/api/trace/search", params={**base, "q": name}).json()
+            reply = client.get("/api/trace/event",
+                               params={**base, "id": str(found["matches"]["id"][0])})
+            assert reply.status_code == 200, reply.text
+            stats = reply.json()["stats"]
+            assert "<unknown stat>" in stats and "zz_last_stat" not in stats
+            assert "zz_last_stat" not in stats.values()
+
+
+def _final(client: Any, params: dict[str, str]) -> Any:
+    """The final answer of /api/data (202 means: still working, ask again)."""
+    for _ in range(2400):
+        reply = client.get("/api/data", params=params)
+        if reply.status_code != 202:
+            return reply
+        threading.Event().wait(0.05)
+    raise AssertionError(f"no final answer for {params}")
+
+
+def test_refs_beyond_range_and_bytes_in_hlo_names(tmp_path: Path, capsys: Any) -> None:
+    run = tmp_path / "plugins" / "profile" / "run1"
+    _bad_xla_profile(run / "h.xplane.pb")
+    for command in (["report"], ["report", "--json"], ["xla", "--json"], ["ops", "--json"],
+                    ["kernels", "--json"], ["memory", "--json"],
+                    ["export", "--chrome-trace", str(tmp_path.parent / "o.json")]):
+        code, out, err = run_cli(capsys, command[0], str(run), *command[1:], "--no-cache")
+        assert code == 0, (command, err)
+    code, out, err = run_cli(capsys, "xla", str(run), "--json", "--no-cache")
+    ops = json.loads(out)["ops"]
+    fused = next(op for op in ops if "\ufffd" in op["name"])
+    module = json.loads(out)["programs"][0]
+    code, out, err = run_cli(capsys, "xla-graph", str(run), "--json", "--module",
+                             str(module.get("id") or module.get("program_id")),
+                             "--op", fused["name"])
+    assert code == 0, err
+    assert "\ufffd" in json.dumps(json.loads(out), ensure_ascii=False)
+
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
+        for tool in ("overview_page", "framework_op_stats", "kernel_stats", "op_profile",
+                     "hlo_op_stats", "roofline_model", "memory_viewer", "pod_viewer"):
+            reply = _final(client, {"run": "run1", "tool": tool})
+            assert reply.status_code == 200, (tool, reply.text[:300])
+        reply = _final(client, {"run": "run1", "tool": "graph_viewer",
+                                "module": str(module.get("id") or module.get("program_id")),
+                                "op": fused["name"]})
+        assert reply.status_code == 200, reply.text[:300]
+
+
+@pytest.mark.parametrize("alloc_micros", [0, 1, 2**62])
+def test_step_stats_allocation_times_that_are_unset_or_absurd(tmp_path: Path, capsys: Any,
+                                                              alloc_micros: int) -> None:
+    from stepscope.formats.step_stats_proto import RunMetadata
+
+    meta = RunMetadata()
+    dev = meta.step_stats.dev_stats.add()
+    dev.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for i in range(3):
+        node = dev.node_stats.add()
+        node.node_name = f"op{i}"
+        node.all_start_micros = 1_700_000_000_000_000 + i * 100  # epoch microseconds
+        node.op_end_rel_micros, node.all_end_rel_micros = 50, 60
+        record = node.memory.add(allocator_name="cpu").allocation_records.add()
+        record.alloc_micros = alloc_micros if i == 0 else node.all_start_micros + 1
+        record.alloc_bytes = 64
+    path = tmp_path / "run.pb"
+    path.write_bytes(meta.SerializeToString())
+    for command in (["report"], ["ops", "--json"], ["memory", "--json"],
+                    ["export", "--chrome-trace", str(tmp_path / "o.json")],
+                    ["timeline", "-o", str(tmp_path / "t.json")]):
+        code, _, err = run_cli(capsys, command[0], str(path), *command[1:], *(
+            ["--no-cache"] if command[0] != "timeline" else []))
+        assert code == 0, (command, err)
+    plane = next(p for p in load(path, use_cache=False).hosts["run"].planes
+                 if p.name == schema.HOST_PLANE)
+    assert plane.stats[schema.REPLACED_ALLOCATION_TIMES] == 1

@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
-from stepscope.formats.xplane_proto import XPlane, XSpace
+from stepscope.formats.xplane_proto import XPlane, XSpace, metadata_entry
 from stepscope.model.events import (
     I32,
     I64,
@@ -40,6 +40,14 @@ def text(value: str | bytes) -> str:
     return value
 
 
+UNKNOWN_STAT = "<unknown stat>"  # the name of a stat (or ref) whose metadata id has no entry
+
+
+def _stat_name(plane: Any, key: int) -> str:
+    md = metadata_entry(plane.stat_metadata, key)
+    return UNKNOWN_STAT if md is None else text(md.name)
+
+
 def _plane_stats(plane: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for stat in plane.stats:
@@ -48,10 +56,10 @@ def _plane_stats(plane: Any) -> dict[str, Any]:
             continue
         value = getattr(stat, which)
         if which == "ref_value":
-            value = text(plane.stat_metadata[value].name)
+            value = _stat_name(plane, value)
         elif which == "str_value":
             value = text(value)
-        out[text(plane.stat_metadata[stat.metadata_id].name)] = value
+        out[_stat_name(plane, stat.metadata_id)] = value
     return out
 
 
@@ -126,6 +134,14 @@ class _Dictionaries:
             self.names.append("<unknown event>")
         return unknown
 
+    def unknown_stat(self) -> int:
+        """The code of the name given to stats (and ref values) whose metadata id has no
+        entry: an explicit name, never another stat's (code -1 indexes the last one)."""
+        unknown = self.stat_codes.setdefault(UNKNOWN_STAT, len(self.stat_codes))
+        if unknown == len(self.stat_names):
+            self.stat_names.append(UNKNOWN_STAT)
+        return unknown
+
     def typed_slots(self) -> NDArray[np.int8]:
         """Per stat code: the index in TYPED_STATS of the typed stat it is, else -1."""
         slots = np.full(len(self.stat_names), -1, np.int8)
@@ -170,6 +186,7 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     if len(name) and name.min() < 0:
         # An event whose metadata id has no entry: keep it, under an explicit name.
         name[name < 0] = dicts.unknown_event()
+    _name_unknown_stats(dicts, stat_name, st.kind, stat_value)
 
     typed: dict[str, tuple[I64, I64]] = {}
     typed_rows = []
@@ -230,6 +247,18 @@ def _texts(kind: NDArray[np.int8], value: I64, length: I32, blob: bytes
     return blob, offsets
 
 
+def _name_unknown_stats(dicts: _Dictionaries, name: I32, kind: NDArray[np.int8],
+                        value: I64) -> None:
+    """Give stats (and ref values) whose metadata id has no entry an explicit name, in place:
+    their code -1 would otherwise index the last stat name, a silently wrong label."""
+    unknown_name = name < 0
+    unknown_ref = (kind == KIND_REF) & (value < 0)
+    if unknown_name.any() or unknown_ref.any():
+        code = dicts.unknown_stat()
+        name[unknown_name] = code
+        value[unknown_ref] = code
+
+
 def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     """A metadata map as (ids ascending, codes) for the compiled decoder."""
     keys = np.array(sorted(mapping), dtype=np.int64)
@@ -265,8 +294,10 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
             planes[index].stats[NEGATIVE_DURATIONS] = count
     typed = {stat: (col(f"ty_rows{i}", np.int64), col(f"ty_values{i}", np.int64))
              for i, stat in enumerate(TYPED_STATS)}
-    stats = StatTable(col("st_event", np.int32), col("st_name", np.int32),
-                      col("st_kind", np.int8), col("st_value", np.int64),
+    st_name, st_kind, st_value = col("st_name", np.int32), col("st_kind", np.int8), \
+        col("st_value", np.int64)
+    _name_unknown_stats(dicts, st_name, st_kind, st_value)
+    stats = StatTable(col("st_event", np.int32), st_name, st_kind, st_value,
                       memoryview(raw["blob"]).cast("B"),
                       np.r_[np.int64(0), col("st_text_end", np.int64)], dicts.stat_names)
     return EventTable(

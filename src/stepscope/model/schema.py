@@ -91,3 +91,6 @@ STEPSCOPE_ALLOCATOR = "numpy"
 # Plane stat set by the readers: events of the plane whose duration was negative (bad data),
 # read as zero-length.
 NEGATIVE_DURATIONS = "stepscope_negative_durations"
+# StepStats allocation records whose time (0, 1, or a day away from their op) was replaced by
+# their op's start.
+REPLACED_ALLOCATION_TIMES = "stepscope_replaced_allocation_times"
