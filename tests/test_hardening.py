@@ -757,3 +757,35 @@ def test_step_stats_allocation_times_that_are_unset_or_absurd(tmp_path: Path, ca
     plane = next(p for p in load(path, use_cache=False).hosts["run"].planes
                  if p.name == schema.HOST_PLANE)
     assert plane.stats[schema.REPLACED_ALLOCATION_TIMES] == 1
+
+
+# -- 29.18 a .json that is not a profile at the top of a logdir hides nothing ----------------
+
+
+@pytest.mark.parametrize("layout", ["plugins", "subfolders"])
+def test_a_config_json_beside_the_runs_is_skipped_and_named(tmp_path: Path, capsys: Any,
+                                                            layout: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    logdir = tmp_path / "logs"
+    run_dir = logdir / ("plugins/profile/run1" if layout == "plugins" else "run1")
+    _dangling_stats_profile(run_dir / "h.xplane.pb")
+    (logdir / "config.json").write_text('{"lr": 0.01}')
+    (logdir / "metrics.json.gz").write_bytes(gzip.compress(b'{"loss": [1, 2]}'))
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert code == 0, err
+    assert json.loads(out)["steps"]["count"] >= 1
+    assert f"skipped {logdir / 'config.json'}" in err
+    assert f"skipped {logdir / 'metrics.json.gz'}" in err
+    assert list(list_runs(logdir)) == ["run1"]
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as client:
+        runs = [r["name"] for r in client.get("/api/runs").json()["runs"]]
+        assert runs == ["run1"]
+    # A folder of only such files is still one clear error, not a traceback.
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "config.json").write_text('{"lr": 0.01}')
+    code, _, err = run_cli(capsys, "report", str(lone))
+    assert_one_clean_line(code, err)

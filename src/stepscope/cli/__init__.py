@@ -102,7 +102,17 @@ def _open_model(args: argparse.Namespace) -> Any:
         model.host_names(args.host)
     for name, why in model.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    _note_skipped(args.path)
     return model
+
+
+def _note_skipped(path: str) -> None:
+    """Name the files at the top of a logdir that were left out as not profiles."""
+    from stepscope.model.logdir import skipped_files
+
+    for skipped in skipped_files(path):
+        print(f"stepscope: note: skipped {skipped} (beside the runs, not a profile)",
+              file=sys.stderr)
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
