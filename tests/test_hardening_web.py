@@ -498,3 +498,35 @@ def test_a_file_url_repository_root_is_written_to_its_folder(
         _refused_request(profiler_server, _tf_request(bad), "neither a local path" if "x:/" in
                          bad else "chained URL")
     assert not any(work.iterdir())
+
+
+# -- 29.19 captures asked for over HTTP do not reach link-local or metadata targets ----------
+
+
+@pytest.mark.parametrize("addr", [
+    "grpc://169.254.169.254:80", "169.254.10.1:6009", "metadata.google.internal:80",
+    "grpc://METADATA.google.internal.:80", "metadata:80", "grpc://[fe80::1]:6009",
+    "grpc://[::ffff:169.254.169.254]:80", "100.100.100.200:80", "[fd00:ec2::254]:80",
+    "127.0.0.1:6009,169.254.169.254:80",
+])
+def test_capture_targets_that_are_link_local_or_metadata_are_refused(client: TestClient,
+                                                                     addr: str) -> None:
+    reply = client.post("/api/capture", json={"service_addr": addr, "duration_ms": 100})
+    message = _refused(reply, 400)
+    assert "--allow-link-local-capture" in message
+    assert "link-local" in message or "metadata" in message
+    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+
+
+def test_the_serve_flag_allows_link_local_capture_targets(plain_logdir: Path,
+                                                          capsys: Any) -> None:
+    from stepscope.cli import build_parser
+    from stepscope.remote.addresses import parse
+    from stepscope.web.capture_targets import check_targets
+
+    check_targets(parse("169.254.169.254:80,[fe80::1]:1"), allow_link_local=True)
+    app = create_app(plain_logdir, allow_link_local_capture=True)
+    assert app.state.api.captures._allow_link_local  # type: ignore[attr-defined]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    assert "--allow-link-local-capture" in capsys.readouterr().out

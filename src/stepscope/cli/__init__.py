@@ -40,7 +40,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
-          allow_hosts=args.allow_host, engine=args.engine)
+          allow_hosts=args.allow_host, engine=args.engine,
+          allow_link_local_capture=args.allow_link_local_capture)
     return 0
 
 
@@ -392,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-cache", action="store_true",
                        help="parse profiles again instead of using the on-disk cache")
     _add_engine_arg(serve)
+    serve.add_argument("--allow-link-local-capture", action="store_true",
+                       help="let captures started from the UI reach link-local addresses and "
+                       "cloud metadata services (refused by default)")
     serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
