@@ -789,3 +789,51 @@ def test_a_config_json_beside_the_runs_is_skipped_and_named(tmp_path: Path, caps
     (lone / "config.json").write_text('{"lr": 0.01}')
     code, _, err = run_cli(capsys, "report", str(lone))
     assert_one_clean_line(code, err)
+
+
+# -- 29.17 dropped events are shown wherever the run is shown --------------------------------
+
+
+def test_dropped_events_are_shown_with_the_steps_they_cost(tmp_path: Path,
+                                                           capsys: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    logdir = tmp_path / "logs"
+    stepscope.start(logdir, stepscope.ProfilerOptions(max_events=400, counter_interval_ms=0,
+                                                      python_tracer_level=0))
+    from stepscope.errors import StepscopeWarning
+
+    with pytest.warns(StepscopeWarning, match="dropped"):
+        try:
+            for step in range(50):
+                with stepscope.Trace("train", step_num=step, _r=1):
+                    for _ in range(20):
+                        with stepscope.Trace("work"):
+                            pass
+        finally:
+            stepscope.stop()
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    ((host, dropped),) = summary["dropped_events"].items()
+    assert dropped["count"] > 0 and dropped["max_events"] == 400
+    assert dropped["recorded"] == 400
+    shown = summary["steps"]["count"]
+    assert shown < 50
+    assert dropped["last_step"] is not None and dropped["last_step"] < 49
+    assert dropped["missing_s"] is not None and dropped["after_s"] is not None
+    assert f"{dropped['count']:,} events were dropped" in dropped["message"]
+    assert f"step {dropped['last_step']}" in dropped["message"]
+    code, out, err = run_cli(capsys, "report", str(logdir))
+    assert code == 0
+    assert "events were dropped" in " ".join(out.split())
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as client:
+        (run,) = client.get("/api/runs").json()["runs"]
+        for params in ({}, {"host": host}):
+            reply = _final(client, {"run": run["name"], "tool": "overview_page", **params})
+            assert reply.json()["dropped_events"][host]["count"] == dropped["count"]
+    # From the cache too.
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert json.loads(out)["dropped_events"] == summary["dropped_events"]

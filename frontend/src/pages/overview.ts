@@ -40,6 +40,7 @@ interface Overview {
   recommendation: { next_tool: string; hints: string[] };
   recommendations?: Advice[];
   failed_hosts: Record<string, string>;
+  dropped_events?: Record<string, { count: number; message: string }>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
 }
 
@@ -210,6 +211,8 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
   return h("div", { id: "overview-page" },
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
+    ...Object.values(o.dropped_events ?? {}).map((d) =>
+      h("p", { className: "warning dropped-events" }, d.message)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
       advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
 }

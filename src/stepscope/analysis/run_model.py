@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.dropped_events import host_dropped
 from stepscope.analysis.framework_op_stats import OpStats, merge
 from stepscope.analysis.input_bottleneck import (
     Bottleneck,
@@ -65,7 +66,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 6
+RUN_MODEL_VERSION = 7  # 7: dropped events
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -116,6 +117,7 @@ class HostModel:
     profile_start_ns: int | None  # when the capture started on this host, where recorded
     memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
     # the host recorded no memory activity
+    dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
 
     @property
     def name(self) -> str:
@@ -180,7 +182,10 @@ class RunModel:
         """The overview page's JSON form, for all hosts and each (see ``Overview``)."""
         if "overview" not in self.combined:
             self.combined["overview"] = self.overview().to_dict()
-        result: dict[str, Any] = self.combined["overview"]
+        if "dropped_events" not in self.combined:
+            self.combined["dropped_events"] = dropped_of(self.hosts.values())
+        result: dict[str, Any] = {**self.combined["overview"],
+                                  "dropped_events": self.combined["dropped_events"]}
         return result
 
     def host_names(self, host: str | None) -> list[str]:
@@ -286,7 +291,13 @@ def combine(model: RunModel) -> dict[str, Any]:
         "input": {h.name: h.input.to_dict() for h in hosts},
         "pod": pod_viewer(model).to_dict(),
         "memory": model.memory_dict(),
+        "dropped_events": dropped_of(hosts),
     }
+
+
+def dropped_of(hosts: Any) -> dict[str, Any]:
+    """Each host's dropped events (``DroppedEvents.to_dict()``), for hosts that dropped any."""
+    return {h.name: h.dropped for h in hosts if h.dropped}
 
 
 def build_host(name: str, table: EventTable, source: Path | None = None) -> HostModel:
@@ -320,9 +331,11 @@ def build_host(name: str, table: EventTable, source: Path | None = None) -> Host
     if len(rows):
         np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
     start = _profile_start(table)
+    dropped = host_dropped(name, table, steps.step_num, steps.end_ns)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, source))
+                     _host_memory(name, table, steps, start, source),
+                     None if dropped is None else dropped.to_dict())
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -415,6 +428,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
+        "dropped": h.dropped,
     }
 
 
@@ -439,4 +453,5 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         _array(d["pod_ns"], len(_HOST_ORDER) + 1),
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
         _array(d["collective_end_ns"]), None if start is None else int(start),
-        None if d["memory"] is None else dict(d["memory"]))
+        None if d["memory"] is None else dict(d["memory"]),
+        None if d.get("dropped") is None else dict(d["dropped"]))

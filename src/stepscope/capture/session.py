@@ -370,6 +370,10 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
 
     host_lines = [(line_id, name, rc.EventColumns.concat(parts))
                   for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
+    # Events are counted as they end: once the cap was reached, what ended later was
+    # dropped, so the last kept end is when the profile became incomplete.
+    kept_until = max((int(cols.end.max()) for _, _, cols in host_lines if len(cols)),
+                     default=0)
     # Names of tuples just turned into columns are in `names.objects` by now.
     planes.append(enc.encode_plane(plane_columns(
         schema.HOST_PLANE_ID, schema.HOST_PLANE, host_lines, rec.names.objects, start_ns,
@@ -379,6 +383,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
         cache: dict[Any, str] = {}
         py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
                     for buf in rec.python_buffers if len(buf)]
+        kept_until = max([kept_until, *(int(c.end.max()) for _, _, c in py_lines if len(c))])
         planes.append(enc.encode_plane(plane_columns(
             schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, py_lines,
             rec.names.objects, start_ns, keep_from,
@@ -406,6 +411,8 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
     env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
     env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
+    if rec.dropped:
+        env.add_plane_stat(schema.ENV_DROPPED_AFTER, kept_until or stop_ns)
     env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
     env.add_plane_stat(schema.ENV_REPLACED_VALUES, repairs.count)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)

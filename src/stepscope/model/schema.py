@@ -30,6 +30,8 @@ VALUE = "value"  # a counter sample's value
 ENV_PROFILE_START_TIME = "profile_start_time"
 ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"
+# When the event cap was reached (ns since the epoch, as event times): what ended later is lost.
+ENV_DROPPED_AFTER = "stepscope_dropped_after_ns"
 ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
 ENV_REPLACED_VALUES = "stepscope_replaced_values"  # names/values not writable as UTF-8 text

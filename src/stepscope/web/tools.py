@@ -84,6 +84,7 @@ def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str,
         return {**summary, "host": None, **xla, "recommendations": _advice(run)}
     return {"run": summary["run"], "path": summary["path"], "host": host,
             **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **xla,
+            "dropped_events": summary.get("dropped_events", {}),
             "recommendations": _advice(run)}
 
 def _xla_flops_utilization(run: LoadedRun, host: str | None) -> float | None:
