@@ -195,7 +195,7 @@ def test_a_gzip_bomb_stops_at_the_bound_with_a_reason(tmp_path: Path) -> None:
                           text=True, env=env, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert "inflates to more than the 0.06 GiB" in done.stderr
+    assert "more than the 0.06 GiB" in done.stderr
     assert "STEPSCOPE_MAX_TRACE_GB" in done.stderr
     peak_mb = float(done.stderr.split("PEAK ")[1])
     # The same command on a small honest trace: what the interpreter and libraries take.
@@ -837,3 +837,30 @@ def test_dropped_events_are_shown_with_the_steps_they_cost(tmp_path: Path,
     # From the cache too.
     code, out, err = run_cli(capsys, "report", str(logdir), "--json")
     assert json.loads(out)["dropped_events"] == summary["dropped_events"]
+
+
+# -- 29.16 a gzip bomb is refused from its compression ratio, early --------------------------
+
+
+def test_a_gzip_bomb_is_refused_from_its_ratio_before_the_bound(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.json.gz"
+    _bomb(bomb, 1 << 30)  # 1 MB on disk, 1 GiB inflated
+    # A bound of 0.5 GiB: reading up to it would take half a gigabyte; the ratio (about
+    # 1000:1) projects past it after the first 16 MiB.
+    env = {**os.environ, "STEPSCOPE_MAX_TRACE_GB": "0.5", "STEPSCOPE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(bomb)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "(a gzip bomb?)" in done.stderr and "STEPSCOPE_MAX_TRACE_GB" in done.stderr
+    peak_mb = float(done.stderr.split("PEAK ")[1])
+    honest = tmp_path / "honest.json.gz"
+    honest.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    base = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(honest)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    base_mb = float(base.stderr.split("PEAK ")[1])
+    assert peak_mb < base_mb + 100, (peak_mb, base_mb)  # not the 512 MiB of the bound
+    # An honest trace inflating less than the ratio loads, whatever its size.
+    text = gzip.decompress(KINETO.read_bytes())
+    assert len(text) / KINETO.stat().st_size < 200
+    assert len(load(KINETO, use_cache=False).hosts) == 1
