@@ -864,3 +864,77 @@ def test_a_gzip_bomb_is_refused_from_its_ratio_before_the_bound(tmp_path: Path) 
     text = gzip.decompress(KINETO.read_bytes())
     assert len(text) / KINETO.stat().st_size < 200
     assert len(load(KINETO, use_cache=False).hosts) == 1
+
+
+# -- 29.15 amplification: empty containers cost nothing, names cost linearly -----------------
+
+
+def _with_empty_planes(path: Path, count: int) -> None:
+    """A small real profile followed by ``count`` empty planes (2 bytes each)."""
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    for step in range(5):
+        host.add_event(line, "train", 1000 + step * 100, 50, {"step_num": step, "_r": 1})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(space.SerializeToString() + b"\x0a\x00" * count)
+
+
+def test_a_million_empty_planes_cost_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run" / "h.xplane.pb"
+    _with_empty_planes(run, 1_500_000)  # 3 MB
+    env = {**os.environ, "STEPSCOPE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(run.parent)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    peak_mb = float(done.stderr.split("PEAK ")[1])
+    small = tmp_path / "small" / "h.xplane.pb"
+    _with_empty_planes(small, 0)
+    base = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(small.parent)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    base_mb = float(base.stderr.split("PEAK ")[1])
+    assert peak_mb < base_mb + 150, (peak_mb, base_mb)  # was 3.7 GB
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_empty_planes_are_left_out_of_the_table(tmp_path: Path, pure: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    run = tmp_path / "run" / "h.xplane.pb"
+    _with_empty_planes(run, 20_000)
+    space_tail = new_space("")
+    device = add_plane(space_tail, 7, "/device:GPU:0")  # a plane with lines after them
+    dline = device.add_line(1, "stream", 0)
+    device.add_event(dline, "kernel", 1010, 10)
+    del space_tail.hostnames[:]
+    with open(run, "ab") as f:  # an XSpace's fields concatenate: one more plane at the end
+        f.write(space_tail.SerializeToString())
+    table = next(iter(load(run.parent, use_cache=False).hosts.values()))
+    assert [p.name for p in table.planes] == ["/host:CPU", "/device:GPU:0"]
+    assert [table.planes[i].name for i in table.line_plane.tolist()] == [
+        "/host:CPU", "/device:GPU:0"]
+    assert table.names[int(table.name[-1])] == "kernel"
+
+
+def test_many_distinct_names_are_read_whole(tmp_path: Path, capsys: Any) -> None:
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    n = 50_000
+    for step in range(5):
+        host.add_event(line, "train", 1000 + step * n * 20, n * 20 - 10,
+                       {"step_num": step, "_r": 1})
+    for i in range(n):
+        md = host.plane.event_metadata[i + 100]
+        md.id, md.name = i + 100, f"op_{i:08d}"
+        line.events.add(metadata_id=i + 100, offset_ps=(1000 + i * 100) * 1000,
+                        duration_ps=50_000)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "h.xplane.pb").write_bytes(space.SerializeToString())
+    code, out, err = run_cli(capsys, "report", str(run), "--json", "--no-cache")
+    assert code == 0, err
+    assert json.loads(out)["steps"]["count"] >= 1
+    table = next(iter(load(run, use_cache=False).hosts.values()))
+    assert len(set(table.names)) == n + 1

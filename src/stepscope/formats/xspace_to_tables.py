@@ -218,9 +218,14 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                   minlength=len(planes)).tolist()):
             if count:
                 planes[index].stats[NEGATIVE_DURATIONS] = count
+    kept_planes = _kept_planes(cols.lines.plane, [_has_metadata(p) or bool(planes[i].stats)
+                                                  for i, p in enumerate(cols.planes)])
+    line_plane = cols.lines.plane
+    if kept_planes is not None:
+        planes, line_plane = _keep_planes(planes, line_plane, kept_planes)
     return EventTable(
         planes=planes,
-        line_plane=cols.lines.plane, line_id=cols.lines.id,
+        line_plane=line_plane, line_id=cols.lines.id,
         line_name=[text(d or n) for n, d in zip(cols.lines.name, cols.lines.display_name,
                                                 strict=True)],
         line=ev.line, name=name, start_ns=start_ns,
@@ -259,6 +264,64 @@ def _name_unknown_stats(dicts: _Dictionaries, name: I32, kind: NDArray[np.int8],
         value[unknown_ref] = code
 
 
+def _has_content(raw: bytes) -> bool:
+    """Whether a serialised XPlane (as the decoder's scan gives it, lines left out) holds
+    more than its id (field 1) and name (field 2): stats or metadata."""
+    i, n = 0, len(raw)
+    while i < n:
+        key, i = _varint(raw, i)
+        if key >> 3 not in (1, 2):
+            return True
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(raw, i)
+        elif wire == 2:
+            size, i = _varint(raw, i)
+            i += size
+        else:
+            return True
+    return False
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while i < len(raw):
+        byte = raw[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+    return value, i
+
+
+def _has_metadata(plane: Any) -> bool:
+    return bool(len(plane.event_metadata) or len(plane.stat_metadata) or len(plane.stats))
+
+
+def _kept_planes(line_plane: Any, has_content: list[bool]) -> NDArray[np.bool_] | None:
+    """Which planes a table keeps: those with lines, stats or metadata; None when all are
+    (the usual case). Empty planes cost nothing downstream, however many a file holds."""
+    if all(has_content):
+        return None
+    keep = np.array(has_content, dtype=bool)
+    if len(line_plane):
+        keep[np.unique(np.asarray(line_plane))] = True
+    return None if bool(keep.all()) else keep
+
+
+def _remap(line_plane: Any, keep: NDArray[np.bool_]) -> I32:
+    """Lines' plane indices after the planes not in ``keep`` are left out."""
+    new_index = (np.cumsum(keep) - 1).astype(np.int32)
+    return new_index[np.asarray(line_plane, dtype=np.int64)]
+
+
+def _keep_planes(planes: list[Plane], line_plane: Any, keep: NDArray[np.bool_]
+                 ) -> tuple[list[Plane], I32]:
+    return ([p for p, k in zip(planes, keep.tolist(), strict=True) if k],
+            _remap(line_plane, keep))
+
+
 def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     """A metadata map as (ids ascending, codes) for the compiled decoder."""
     keys = np.array(sorted(mapping), dtype=np.int64)
@@ -273,10 +336,14 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     try:
         head, raw_planes = decoder.scan(source)
         space = XSpace.FromString(head)
-        messages = [XPlane.FromString(b) for b in raw_planes]
+        # Planes with nothing but an id and a name (a file of a million empty planes is a few
+        # megabytes) cost no message, no map and no Plane unless they hold lines.
+        full = [i for i, b in enumerate(raw_planes) if b and _has_content(b)]
+        messages = [XPlane.FromString(raw_planes[i]) for i in full]
         dicts = _Dictionaries(messages)
-        maps = [(*_map_arrays(e), *_map_arrays(s))
-                for e, s in zip(dicts.event_maps, dicts.stat_maps, strict=True)]
+        maps: list[tuple[Any, ...] | None] = [None] * len(raw_planes)  # None: no metadata
+        for i, e, s in zip(full, dicts.event_maps, dicts.stat_maps, strict=True):
+            maps[i] = (*_map_arrays(e), *_map_arrays(s))
         raw = decoder.decode_table(source, maps, dicts.typed_slots())
     except (ValueError, RuntimeError, DecodeError) as err:
         raise xc.format_error(name, err) from err
@@ -288,10 +355,19 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     name_col = col("ev_name", np.int32)
     if unknown:  # an event whose metadata id has no entry: kept, under an explicit name
         name_col[name_col < 0] = dicts.unknown_event()
-    planes = _planes(messages)
-    for index, count in enumerate(raw["negative"]):
-        if count:  # bad data: an event cannot end before it starts
-            planes[index].stats[NEGATIVE_DURATIONS] = count
+    line_plane = col("ln_plane", np.int32)
+    has_content = np.zeros(len(raw_planes), bool)
+    has_content[full] = True
+    keep = _kept_planes(line_plane, has_content.tolist())
+    kept = range(len(raw_planes)) if keep is None else np.flatnonzero(keep).tolist()
+    by_index = dict(zip(full, messages, strict=True))
+    planes = _planes([by_index.get(i) or XPlane.FromString(raw_planes[i]) for i in kept])
+    negative = list(raw["negative"])
+    for at, index in enumerate(kept):
+        if negative[index]:  # bad data: an event cannot end before it starts
+            planes[at].stats[NEGATIVE_DURATIONS] = negative[index]
+    if keep is not None:
+        line_plane = _remap(line_plane, keep)
     typed = {stat: (col(f"ty_rows{i}", np.int64), col(f"ty_values{i}", np.int64))
              for i, stat in enumerate(TYPED_STATS)}
     st_name, st_kind, st_value = col("st_name", np.int32), col("st_kind", np.int8), \
@@ -301,7 +377,7 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
                       memoryview(raw["blob"]).cast("B"),
                       np.r_[np.int64(0), col("st_text_end", np.int64)], dicts.stat_names)
     return EventTable(
-        planes=planes, line_plane=col("ln_plane", np.int32), line_id=col("ln_id", np.int64),
+        planes=planes, line_plane=line_plane, line_id=col("ln_id", np.int64),
         line_name=[d or n for n, d in zip(raw["line_name"], raw["line_display_name"],
                                           strict=True)],
         line=col("ev_line", np.int32), name=name_col, start_ns=col("ev_start", np.int64),
