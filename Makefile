@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit bench clean browser screenshots
+.PHONY: setup demo test lint typecheck unit bench clean browser screenshots test-under-load
 
 setup: .make-setup .make-frontend
 
@@ -50,6 +50,10 @@ unit: setup browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# The tests with two busy processes beside them (a loaded machine): see tests/under_load.sh.
+test-under-load: setup browser
+	PYTEST="$(BIN)/pytest" tests/under_load.sh -q
 
 # The README's pictures, from the browser tests' screenshots of the current pages.
 screenshots: setup browser

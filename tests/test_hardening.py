@@ -29,6 +29,7 @@ from stepscope.formats.xplane_builder import add_plane, new_space, write_space
 from stepscope.model import schema
 from stepscope.model.logdir import list_runs, new_run_dir, remove_abandoned_runs
 from stepscope.web.api import Api
+from waiting import final_reply
 
 from conftest import FIXTURES
 
@@ -144,11 +145,7 @@ def test_names_that_are_not_utf8_over_http(tmp_path: Path) -> None:
     with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
         (run,) = client.get("/api/runs").json()["runs"]
         for tool in ("overview_page", "framework_op_stats", "trace_viewer"):
-            for _ in range(600):
-                reply = client.get("/api/data", params={"run": run["name"], "tool": tool})
-                if reply.status_code != 202:
-                    break
-                threading.Event().wait(0.05)
+            reply = _final(client, {"run": run["name"], "tool": tool})
             if tool == "trace_viewer" and reply.status_code == 404:
                 continue  # the trace viewer answers on its own routes
             assert reply.status_code == 200, (tool, reply.text)
@@ -688,13 +685,9 @@ def test_stats_pointing_nowhere_over_http(tmp_path: Path) -> None:
 
 
 def _final(client: Any, params: dict[str, str]) -> Any:
-    """The final answer of /api/data (202 means: still working, ask again)."""
-    for _ in range(2400):
-        reply = client.get("/api/data", params=params)
-        if reply.status_code != 202:
-            return reply
-        threading.Event().wait(0.05)
-    raise AssertionError(f"no final answer for {params}")
+    """The final answer of /api/data: not 202 (still working), not the trace viewer's
+    coarse overview (its index still building)."""
+    return final_reply(client, "/api/data", params)
 
 
 def test_refs_beyond_range_and_bytes_in_hlo_names(tmp_path: Path, capsys: Any) -> None:

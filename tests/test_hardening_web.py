@@ -29,6 +29,7 @@ from stepscope.web import store as store_module
 from stepscope.web.api import Api
 from stepscope.web.app import create_app
 from stepscope.web.host_check import HostCheck, host_name_of
+from waiting import attempts
 
 from conftest import FIXTURES
 from workloads import make_stepscope_run
@@ -147,7 +148,7 @@ def test_serve_allow_host_option(plain_logdir: Path, tmp_path: Path) -> None:
                              "box.example", "--allow-host", "other.example"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        for _ in range(300):
+        for _ in attempts():
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             try:
                 status, _ = _raw(port, "GET", "/api/runs", f"127.0.0.1:{port}")
@@ -241,7 +242,7 @@ def test_a_bad_only_file_fails_once_and_is_remembered(
         assert logged == [f"stepscope serve: {error}"]
         # Fixed: the file changes, the next request reads it again.
         bad.write_bytes(GPU_FIXTURE.read_bytes())
-        for _ in range(600):
+        for _ in attempts():
             reply = poll()
             if reply.status_code != 202:
                 break
