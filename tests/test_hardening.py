@@ -901,10 +901,14 @@ def test_empty_planes_are_left_out_of_the_table(tmp_path: Path, pure: bool,
     dline = device.add_line(1, "stream", 0)
     device.add_event(dline, "kernel", 1010, 10)
     del space_tail.hostnames[:]
-    with open(run, "ab") as f:  # an XSpace's fields concatenate: one more plane at the end
-        f.write(space_tail.SerializeToString())
+    named = new_space("")
+    del named.hostnames[:]
+    for i in range(1000):  # a device that recorded nothing, named 1,000 times: kept once
+        add_plane(named, 100 + i, "/device:GPU:1")
+    with open(run, "ab") as f:  # an XSpace's fields concatenate: more planes at the end
+        f.write(named.SerializeToString() + space_tail.SerializeToString())
     table = next(iter(load(run.parent, use_cache=False).hosts.values()))
-    assert [p.name for p in table.planes] == ["/host:CPU", "/device:GPU:0"]
+    assert [p.name for p in table.planes] == ["/host:CPU", "/device:GPU:1", "/device:GPU:0"]
     assert [table.planes[i].name for i in table.line_plane.tolist()] == [
         "/host:CPU", "/device:GPU:0"]
     assert table.names[int(table.name[-1])] == "kernel"

@@ -44,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis import intervals
+from stepscope.analysis.dropped_events import host_dropped
 from stepscope.analysis.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
@@ -133,6 +134,7 @@ class HostOverview:
     sixteen_bit_ns: int
     device_compute_ns: int
     ops_idle: OpStats | None = None  # the op stats with idle rows, where computed
+    dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
 
 
 @dataclass
@@ -149,7 +151,8 @@ class Overview:
         out = _summary(self.hosts)
         out = {"run": self.run, "path": self.path, **out,
                "hosts": {h.name: _summary([h]) for h in self.hosts},
-               "failed_hosts": dict(self.failed)}
+               "failed_hosts": dict(self.failed),
+               "dropped_events": {h.name: h.dropped for h in self.hosts if h.dropped}}
         return out
 
 
@@ -184,8 +187,14 @@ def host_facts(name: str, table: EventTable
         device_type=device_type, device_count=count, device_names=names,
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
-        device_compute_ns=int(dur.sum()), ops_idle=ops)
+        device_compute_ns=int(dur.sum()), ops_idle=ops,
+        dropped=_dropped(name, table, steps))
     return result, events, masks
+
+
+def _dropped(name: str, table: EventTable, steps: Steps) -> dict[str, Any] | None:
+    dropped = host_dropped(name, table, steps.step_num, steps.end_ns)
+    return None if dropped is None else dropped.to_dict()
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.dropped_events import host_dropped
 from stepscope.analysis.framework_op_stats import OpStats, merge
 from stepscope.analysis.input_bottleneck import (
     Bottleneck,
@@ -117,7 +116,6 @@ class HostModel:
     profile_start_ns: int | None  # when the capture started on this host, where recorded
     memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
     # the host recorded no memory activity
-    dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
 
     @property
     def name(self) -> str:
@@ -182,10 +180,7 @@ class RunModel:
         """The overview page's JSON form, for all hosts and each (see ``Overview``)."""
         if "overview" not in self.combined:
             self.combined["overview"] = self.overview().to_dict()
-        if "dropped_events" not in self.combined:
-            self.combined["dropped_events"] = dropped_of(self.hosts.values())
-        result: dict[str, Any] = {**self.combined["overview"],
-                                  "dropped_events": self.combined["dropped_events"]}
+        result: dict[str, Any] = self.combined["overview"]
         return result
 
     def host_names(self, host: str | None) -> list[str]:
@@ -291,13 +286,7 @@ def combine(model: RunModel) -> dict[str, Any]:
         "input": {h.name: h.input.to_dict() for h in hosts},
         "pod": pod_viewer(model).to_dict(),
         "memory": model.memory_dict(),
-        "dropped_events": dropped_of(hosts),
     }
-
-
-def dropped_of(hosts: Any) -> dict[str, Any]:
-    """Each host's dropped events (``DroppedEvents.to_dict()``), for hosts that dropped any."""
-    return {h.name: h.dropped for h in hosts if h.dropped}
 
 
 def build_host(name: str, table: EventTable, source: Path | None = None) -> HostModel:
@@ -331,11 +320,9 @@ def build_host(name: str, table: EventTable, source: Path | None = None) -> Host
     if len(rows):
         np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
     start = _profile_start(table)
-    dropped = host_dropped(name, table, steps.step_num, steps.end_ns)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, source),
-                     None if dropped is None else dropped.to_dict())
+                     _host_memory(name, table, steps, start, source))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -428,7 +415,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
-        "dropped": h.dropped,
+        "dropped": ov.dropped,
     }
 
 
@@ -446,12 +433,11 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         device_count=int(d["device_count"]), device_names=[str(n) for n in d["device_names"]],
         cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
-        ops_idle=ops_idle)
+        ops_idle=ops_idle, dropped=None if d.get("dropped") is None else dict(d["dropped"]))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),
         _array(d["pod_ns"], len(_HOST_ORDER) + 1),
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
         _array(d["collective_end_ns"]), None if start is None else int(start),
-        None if d["memory"] is None else dict(d["memory"]),
-        None if d.get("dropped") is None else dict(d["dropped"]))
+        None if d["memory"] is None else dict(d["memory"]))

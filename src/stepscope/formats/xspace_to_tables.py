@@ -219,7 +219,8 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
             if count:
                 planes[index].stats[NEGATIVE_DURATIONS] = count
     kept_planes = _kept_planes(cols.lines.plane, [_has_metadata(p) or bool(planes[i].stats)
-                                                  for i, p in enumerate(cols.planes)])
+                                                  for i, p in enumerate(cols.planes)],
+                               [p.name for p in planes])
     line_plane = cols.lines.plane
     if kept_planes is not None:
         planes, line_plane = _keep_planes(planes, line_plane, kept_planes)
@@ -264,23 +265,25 @@ def _name_unknown_stats(dicts: _Dictionaries, name: I32, kind: NDArray[np.int8],
         value[unknown_ref] = code
 
 
-def _has_content(raw: bytes) -> bool:
-    """Whether a serialised XPlane (as the decoder's scan gives it, lines left out) holds
-    more than its id (field 1) and name (field 2): stats or metadata."""
-    i, n = 0, len(raw)
+def _bare_name(raw: bytes) -> bytes | None:
+    """The name (raw bytes) of a serialised XPlane that holds nothing but its id and name;
+    None when it holds more."""
+    i, n, name = 0, len(raw), b""
     while i < n:
         key, i = _varint(raw, i)
         if key >> 3 not in (1, 2):
-            return True
+            return None
         wire = key & 7
         if wire == 0:
             _, i = _varint(raw, i)
         elif wire == 2:
             size, i = _varint(raw, i)
+            if key >> 3 == 2:
+                name = raw[i:i + size]
             i += size
         else:
-            return True
-    return False
+            return None
+    return name
 
 
 def _varint(raw: bytes, i: int) -> tuple[int, int]:
@@ -299,14 +302,21 @@ def _has_metadata(plane: Any) -> bool:
     return bool(len(plane.event_metadata) or len(plane.stat_metadata) or len(plane.stats))
 
 
-def _kept_planes(line_plane: Any, has_content: list[bool]) -> NDArray[np.bool_] | None:
-    """Which planes a table keeps: those with lines, stats or metadata; None when all are
-    (the usual case). Empty planes cost nothing downstream, however many a file holds."""
+def _kept_planes(line_plane: Any, has_content: list[bool], names: list[Any]
+                 ) -> NDArray[np.bool_] | None:
+    """Which planes a table keeps: those with lines, stats or metadata, and the first of the
+    others by name (a device with nothing recorded still counts, once); None when all are
+    kept (the usual case). A file of a million empty planes costs what its distinct names do."""
     if all(has_content):
         return None
     keep = np.array(has_content, dtype=bool)
     if len(line_plane):
         keep[np.unique(np.asarray(line_plane))] = True
+    seen = set()
+    for i in np.flatnonzero(~keep).tolist():
+        if names[i] and names[i] not in seen:
+            seen.add(names[i])
+            keep[i] = True
     return None if bool(keep.all()) else keep
 
 
@@ -338,7 +348,8 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         space = XSpace.FromString(head)
         # Planes with nothing but an id and a name (a file of a million empty planes is a few
         # megabytes) cost no message, no map and no Plane unless they hold lines.
-        full = [i for i, b in enumerate(raw_planes) if b and _has_content(b)]
+        bare = [b"" if not b else _bare_name(b) for b in raw_planes]
+        full = [i for i, name in enumerate(bare) if name is None]
         messages = [XPlane.FromString(raw_planes[i]) for i in full]
         dicts = _Dictionaries(messages)
         maps: list[tuple[Any, ...] | None] = [None] * len(raw_planes)  # None: no metadata
@@ -358,10 +369,11 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     line_plane = col("ln_plane", np.int32)
     has_content = np.zeros(len(raw_planes), bool)
     has_content[full] = True
-    keep = _kept_planes(line_plane, has_content.tolist())
+    keep = _kept_planes(line_plane, has_content.tolist(), bare)
     kept = range(len(raw_planes)) if keep is None else np.flatnonzero(keep).tolist()
     by_index = dict(zip(full, messages, strict=True))
-    planes = _planes([by_index.get(i) or XPlane.FromString(raw_planes[i]) for i in kept])
+    planes = _planes([by_index[i] if i in by_index else XPlane.FromString(raw_planes[i])
+                      for i in kept])
     negative = list(raw["negative"])
     for at, index in enumerate(kept):
         if negative[index]:  # bad data: an event cannot end before it starts
