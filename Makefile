@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest
+.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest test-under-load
 
 setup: .make-setup .make-frontend
 
@@ -60,6 +60,11 @@ unit: setup browser
 	$(BIN)/pytest -q
 
 test: lint typecheck docs unit
+
+# The tests with two busy processes beside them (a loaded machine): see tests/under_load.sh.
+test-under-load: setup browser
+	PYTEST="$(BIN)/pytest" tests/under_load.sh -q
+
 
 # The documentation site (MkDocs, Material theme) into site/; warnings fail the build.
 docs: setup

@@ -46,6 +46,7 @@ interface Overview {
   /** Where the run is a flight recorder's dump: what saved it and the step's figures. */
   flight?: { trigger: string; detail?: string; step?: number | null; step_ms?: number;
              median_ms?: number; threshold_ms?: number; window?: string } | null;
+  dropped_events?: Record<string, { count: number; message: string }>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
 }
 
@@ -235,6 +236,8 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     bar ? h("section", { className: "card wide", id: "overview-baseline-card" }, bar, vsBase)
       : null,
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
+    ...Object.values(o.dropped_events ?? {}).map((d) =>
+      h("p", { className: "warning dropped-events" }, d.message)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
       advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -233,28 +234,70 @@ def stop(save: bool = True) -> Path | None:
         return None
     host = layout.local_hostname()
     data = build_space(session, stop_ns, host)
-    path = layout.new_run_dir(session.logdir, session.started_at) / layout.host_file_name(host)
-    try:
-        xb.write_atomic(path, data)
-    except OSError as err:
-        if not locations.is_remote(path):
-            raise LogdirError(f"Cannot write the profile to {path} "
-                              f"({err.strerror or err}).") from err
-        # A bucket that cannot be reached at the end of a long run must not cost the profile.
-        kept = _keep_locally(data, path)
-        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}); it "
-                          f"was saved to {kept} instead: copy it there once the storage can "
-                          "be reached.") from err
+    path = save_profile(session.logdir, session.started_at, host, data, rec.recorded)
     log.info("stepscope profile written to %s", path)
     return path
 
 
-def _keep_locally(data: bytes, path: Path) -> Path:
-    """Where a profile that could not reach its bucket is kept: the temporary directory,
-    under the run and file names it was meant to have."""
-    local = Path(tempfile.gettempdir()) / "stepscope-unsent" / path.parent.name / path.name
-    xb.write_atomic(local, data)
-    return local
+def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, events: int) -> Path:
+    """Write a profile into a new run folder of ``logdir``; return its path.
+
+    Whatever the filesystem does (a bucket that cannot be reached, a full disk, a folder
+    removed), the recording is not lost: a complete copy is kept locally
+    (:func:`keep_locally`) and the LogdirError says where. A URL gets
+    ``STEPSCOPE_UPLOAD_TIMEOUT_S`` seconds (docs/reliability.md) before the copy is kept.
+    """
+    name = layout.host_file_name(host)
+
+    def write() -> Path:
+        path = layout.new_run_dir(logdir, started_at) / name
+        xb.write_atomic(path, data)
+        return path
+
+    try:
+        if not locations.is_remote(logdir):
+            return write()
+        limit = locations.timeout_s(locations.WRITE_TIMEOUT_ENV,
+                                    locations.DEFAULT_WRITE_TIMEOUT_S)
+        return locations.call_bounded(write, limit, str(logdir))
+    except Exception as err:  # noqa: BLE001 - any failure of any filesystem keeps a copy
+        run = layout.run_name(started_at)
+        target = locations.redact(f"{layout.profile_root(logdir)}/{run}/{name}")
+        reason = locations.failure_reason(err)
+        kept, tried = keep_locally(data, run, name)
+        if kept is not None:
+            raise LogdirError(f"Cannot write the profile to {target} ({reason}); it was saved "
+                              f"to {kept} instead: copy it there once the storage can be "
+                              "reached.") from err
+        raise LogdirError(f"Cannot write the profile to {target} ({reason}), nor a copy to "
+                          f"{'; '.join(tried)}: the recording ({events:,} events, "
+                          f"{len(data):,} bytes) is lost.") from err
+
+
+def unsent_dirs() -> list[Path]:
+    """Where profiles that could not be written are kept, in order of preference."""
+    dirs = [Path(tempfile.gettempdir()) / "stepscope-unsent"]
+    with contextlib.suppress(RuntimeError):  # no home directory
+        dirs.append(Path.home() / "stepscope-unsent")
+    return dirs
+
+
+def keep_locally(data: bytes, run: str, name: str) -> tuple[Path | None, list[str]]:
+    """Keep a profile that could not reach its logdir: the first of :func:`unsent_dirs`
+    that takes it, under the run and file names it was meant to have. Returns that path
+    (None if none took it) and, for each place that refused, where and why."""
+    tried: list[str] = []
+    for folder in unsent_dirs():
+        local, n = folder / run / name, 1
+        while local.exists():  # an earlier profile kept under the same name stays
+            local, n = folder / f"{run}_{n}" / name, n + 1
+        try:
+            xb.write_atomic(local, data)
+        except OSError as err:
+            tried.append(f"{local} ({err.strerror or err})")
+            continue
+        return local, tried
+    return None, tried
 
 
 def _end(session: _Session) -> None:
@@ -389,19 +432,27 @@ def encode_space(parts: SpaceParts) -> bytes:
     environment) and the bridges' planes go through protobuf messages.
     """
     from stepscope.capture.recorder_to_xplane import plane_columns
+    from stepscope.capture.safe_text import TextRepairs
     from stepscope.formats import xplane_encoder as enc
 
     start_ns, keep_from, until = parts.start_ns, parts.keep_from_ns, parts.keep_until_ns
+    repairs = TextRepairs()
+    # Events are counted as they end: once the cap was reached, what ended later was
+    # dropped, so the last kept end is when the profile became incomplete.
+    kept_until = max((int(cols.end.max()) for _, _, cols in parts.host_lines if len(cols)),
+                     default=0)
     planes: list[bytes] = [enc.encode_plane(plane_columns(
         schema.HOST_PLANE_ID, schema.HOST_PLANE, parts.host_lines, parts.objects, start_ns,
-        keep_from, _host_event_name, until))]
+        keep_from, _host_event_name, until, repairs))]
 
     if parts.python_lines is not None:
         cache: dict[Any, str] = {}
+        kept_until = max([kept_until, *(int(c.end.max()) for _, _, c in parts.python_lines
+                                        if len(c))])
         planes.append(enc.encode_plane(plane_columns(
             schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, parts.python_lines,
             parts.objects, start_ns, keep_from,
-            lambda what: PythonTracer.event_name(what, cache), until)))
+            lambda what: PythonTracer.event_name(what, cache), until, repairs)))
 
     small = xb.new_space(parts.host)
     if parts.samples:
@@ -425,7 +476,10 @@ def encode_space(parts: SpaceParts) -> bytes:
     env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, parts.stop_ns)
     env.add_plane_stat(schema.ENV_RECORDED_EVENTS, parts.recorded)
     env.add_plane_stat(schema.ENV_DROPPED_EVENTS, parts.dropped)
+    if parts.dropped:
+        env.add_plane_stat(schema.ENV_DROPPED_AFTER, kept_until or parts.stop_ns)
     env.add_plane_stat(schema.ENV_MAX_EVENTS, parts.max_events)
+    env.add_plane_stat(schema.ENV_REPLACED_VALUES, repairs.count)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
     env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
     for key, value in parts.options.to_dict().items():
@@ -435,6 +489,11 @@ def encode_space(parts: SpaceParts) -> bytes:
     if parts.dropped:
         small.warnings.append(f"stepscope dropped {parts.dropped} events after reaching "
                               f"max_events={parts.max_events}.")
+    if repairs.count:
+        msg = (f"stepscope replaced {repairs.count} recorded names or values that could not be "
+               "written as UTF-8 text (a lone surrogate, or a str() that raised).")
+        small.warnings.append(msg)
+        log.warning(msg)
     # Planes first (field 1), in the order above; then the space's other fields.
     planes += [plane.SerializeToString() for plane in small.planes]
     del small.planes[:]

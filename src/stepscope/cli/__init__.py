@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError, StepscopeWarning
+from stepscope.model.locations import redact
 from stepscope.version import __version__
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
-          allow_hosts=args.allow_host, engine=args.engine)
+          allow_hosts=args.allow_host, engine=args.engine,
+          allow_link_local_capture=args.allow_link_local_capture)
     return 0
 
 
@@ -104,6 +106,7 @@ def _open(args: argparse.Namespace) -> Run:
     run.check_host(getattr(args, "host", None))
     for name, why in run.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    _note_skipped(args.path)
     return run
 
 
@@ -124,6 +127,15 @@ def _emit(args: argparse.Namespace, result: ToolResult, what: str,
         _print_json(result)
     elif not getattr(args, "csv", None):
         render()
+
+
+def _note_skipped(path: str) -> None:
+    """Name the files at the top of a logdir that were left out as not profiles."""
+    from stepscope.model.logdir import skipped_files
+
+    for skipped in skipped_files(path):
+        print(f"stepscope: note: skipped {skipped} (beside the runs, not a profile)",
+              file=sys.stderr)
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
@@ -384,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-cache", action="store_true",
                        help="parse profiles again instead of using the on-disk cache")
     _add_engine_arg(serve)
+    serve.add_argument("--allow-link-local-capture", action="store_true",
+                       help="let captures started from the UI reach link-local addresses and "
+                       "cloud metadata services (refused by default)")
     serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
@@ -641,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _pick_run(args)
         return int(args.func(args))
     except StepscopeError as err:
-        print(f"stepscope: error: {err}", file=sys.stderr)
+        print(f"stepscope: error: {redact(str(err))}", file=sys.stderr)  # no credentials
         return 2
     except KeyboardInterrupt:
         return 130

@@ -12,9 +12,16 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import unquote
 
-from stepscope.errors import InvalidParameterError, ProfileFormatError
+from stepscope.errors import InvalidParameterError, ProfileFormatError, StorageError
 from stepscope.model import schema
-from stepscope.model.locations import AnyPath, as_path, is_remote
+from stepscope.model.locations import (
+    AnyPath,
+    as_path,
+    failure_reason,
+    is_remote,
+    reachable_exists,
+    redact,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
@@ -178,6 +185,41 @@ def _run_files(directory: Path) -> list[Path]:
         or [p for p in entries if is_step_stats_path(p) and _STEP_STATS_NAME.search(p.name)]
 
 
+def _only_plain_json(files: list[Path]) -> bool:
+    """Whether ``files`` are all plain ``.json`` files (no XSpace, no PyTorch-named trace, no
+    StepStats): what a logdir's top may hold besides its runs (a config, metrics)."""
+    return bool(files) and all(
+        p.name.endswith((".json", ".json.gz")) and not _TORCH_TRACE.match(p.name)
+        for p in files)
+
+
+def _top_files_and_runs(path: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(profile files of ``path`` itself, runs below it, files left out as not profiles).
+
+    Plain ``.json`` files at the top of a folder that also holds runs (plugins/profile, or
+    sub-folders of profiles) are not a run of their own: a ``config.json`` beside the runs
+    must not hide them. They are skipped, and named so."""
+    files = _run_files(path)
+    if files and not _only_plain_json(files):
+        return files, [], []
+    runs = _logdir_runs(path) or _runs_in(path)
+    if files and runs:
+        return [], runs, files
+    return files, runs, []
+
+
+def skipped_files(path: str | Path) -> list[Path]:
+    """Files at the top of the logdir ``path`` left out because they are not profiles (see
+    :func:`list_runs`); empty for a run folder or a file."""
+    path = as_path(path)
+    try:
+        if is_remote(path) or not path.is_dir():
+            return []
+        return _top_files_and_runs(path)[2]
+    except OSError:
+        return []
+
+
 def _runs_in(directory: Path) -> list[Path]:
     """Sub-directories of ``directory`` that hold profile files, oldest name first."""
     return sorted(d for d in directory.iterdir() if d.is_dir() and _run_files(d))
@@ -212,13 +254,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     """
     logdir = as_path(logdir)
     try:
-        if not logdir.is_dir():
+        if not reachable_exists(logdir) or not logdir.is_dir():
             return {}
-        if _run_files(logdir):
+        top, runs, _ = _top_files_and_runs(logdir)
+        if top:
             name = logdir.resolve().name if isinstance(logdir, Path) else logdir.name
             return {name or ".": logdir}
-        runs = _logdir_runs(logdir) or _runs_in(logdir)
-    except OSError:
+    except (OSError, StorageError):  # not there (yet), or storage that cannot be reached now
         return {}
     plugin = "/" + "/".join(schema.PLUGIN_DIR) + "/"
     out: dict[str, Path] = {}
@@ -232,9 +274,12 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = as_path(path)
     try:
-        exists = path.exists()
+        exists = reachable_exists(path)  # a URL that cannot be reached fails in seconds
+    except StorageError:
+        raise
     except Exception as err:  # a filesystem's own error (credentials, network)
-        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
+        raise ProfileFormatError(f"Cannot read {redact(str(path))} ({failure_reason(err)})."
+                                 ) from err
     if not exists:
         raise ProfileFormatError(f"{path} does not exist.")
     if not path.is_file() and not path.is_dir():
@@ -247,10 +292,9 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
                 "RunMetadata/StepStats .pb or .pbtxt).")
         return path.parent.name or path.name, path, [path], []
     try:
-        files = _run_files(path)
+        files, runs, _ = _top_files_and_runs(path)
         if files:
             return path.name, path, files, []
-        runs = _logdir_runs(path) or _runs_in(path)
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
     except Exception as err:  # a filesystem's own error (credentials, network)

@@ -30,8 +30,11 @@ VALUE = "value"  # a counter sample's value
 ENV_PROFILE_START_TIME = "profile_start_time"
 ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"
+# When the event cap was reached (ns since the epoch, as event times): what ended later is lost.
+ENV_DROPPED_AFTER = "stepscope_dropped_after_ns"
 ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
+ENV_REPLACED_VALUES = "stepscope_replaced_values"  # names/values not writable as UTF-8 text
 ENV_OPTION_PREFIX = "stepscope_option_"
 ENV_PRODUCER = "stepscope_version"
 # A flight recorder's dump (capture.flight): what triggered it and the step's figures.
@@ -112,3 +115,6 @@ STEPSCOPE_ALLOCATOR = "numpy"
 # Plane stat set by the readers: events of the plane whose duration was negative (bad data),
 # read as zero-length.
 NEGATIVE_DURATIONS = "stepscope_negative_durations"
+# StepStats allocation records whose time (0, 1, or a day away from their op) was replaced by
+# their op's start.
+REPLACED_ALLOCATION_TIMES = "stepscope_replaced_allocation_times"

@@ -120,7 +120,8 @@ def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
         data = {**summary, "host": None, **extra}
     else:
         data = {"run": summary["run"], "path": summary["path"], "host": host,
-                **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **extra}
+                **summary["hosts"][host], "failed_hosts": summary["failed_hosts"],
+                "dropped_events": summary.get("dropped_events", {}), **extra}
     return ToolResult("overview_page", data, "top_ops")
 
 

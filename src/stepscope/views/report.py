@@ -161,6 +161,8 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
                      for name, h in summary["hosts"].items()], "No hosts.")
     for name, why in summary.get("failed_hosts", {}).items():
         console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
+    for dropped in summary.get("dropped_events", {}).values():
+        console.print(dropped["message"], style="yellow", highlight=False)
 
 
 def render_pod(data: dict[str, Any], console: Console, *, per_step: bool = True,

@@ -62,10 +62,10 @@ class Api:
     """The API over one logdir."""
 
     def __init__(self, logdir: str | Path, *, use_cache: bool = True,
-                 engine: str = "auto") -> None:
+                 engine: str = "auto", allow_link_local_capture: bool = False) -> None:
         self.logdir = as_path(logdir)
         self.store = RunStore(use_cache=use_cache, engine=engine)
-        self.captures = CaptureJobs(self.logdir)
+        self.captures = CaptureJobs(self.logdir, allow_link_local=allow_link_local_capture)
 
     # -- names -----------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 9  # 7: flight; 8: how steps were found; 9: the run's framework
+RUN_MODEL_VERSION = 10  # 7: flight; 8: steps found in words; 9: framework; 10: dropped
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -426,6 +426,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "memory": h.memory,
         "flight": ov.flight,
         "framework": h.framework.to_dict(),
+        "dropped": ov.dropped,
     }
 
 
@@ -444,7 +445,8 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
         ops_idle=ops_idle, flight=d.get("flight"),
-        xla_host_others_ns=int(d["xla_host_others_ns"]))
+        xla_host_others_ns=int(d["xla_host_others_ns"]),
+        dropped=None if d.get("dropped") is None else dict(d["dropped"]))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),

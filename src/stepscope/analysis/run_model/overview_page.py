@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.dropped_events import host_dropped
 from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
@@ -140,6 +141,7 @@ class HostOverview:
     # Step time that XLA ops ran on the host's threads (JAX or TF XLA on the CPU) and that the
     # breakdown, as XProf's, leaves in "all others": compute, not untraced input.
     xla_host_others_ns: int = 0
+    dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
 
 
 @dataclass
@@ -156,7 +158,8 @@ class Overview:
         out = _summary(self.hosts)
         out = {"run": self.run, "path": self.path, **out,
                "hosts": {h.name: _summary([h]) for h in self.hosts},
-               "failed_hosts": dict(self.failed)}
+               "failed_hosts": dict(self.failed),
+               "dropped_events": {h.name: h.dropped for h in self.hosts if h.dropped}}
         return out
 
 
@@ -195,7 +198,7 @@ def host_facts(name: str, table: EventTable
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
         device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table),
-        xla_host_others_ns=xla_others)
+        xla_host_others_ns=xla_others, dropped=_dropped(name, table, steps))
     return result, events, masks
 
 
@@ -251,6 +254,11 @@ def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray
     with_xla = partition(table, steps, {**masks, "xla_host": xla}, (*PRIORITY, "xla_host"),
                          end)
     return int(with_xla[:, -2].sum())
+
+
+def _dropped(name: str, table: EventTable, steps: Steps) -> dict[str, Any] | None:
+    dropped = host_dropped(name, table, steps.step_num, steps.end_ns)
+    return None if dropped is None else dropped.to_dict()
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.
