@@ -18,6 +18,7 @@ from stepscope.analysis.run_model import RunModel
 from stepscope.analysis.run_to_pod_viewer import pod_viewer_csv
 from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
+from stepscope.web.gpu_tool import gpu_timeline_csv, gpu_timeline_data, has_device_activity
 from stepscope.web.hlo_tools import graph_viewer_data, memory_viewer_data
 from stepscope.web.loaded_run import LoadedRun
 
@@ -296,6 +297,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          input_pipeline_csv),
     Tool("trace_viewer", "Trace viewer", trace_viewer_data),
     Tool("pod_viewer", "Pod viewer", pod_viewer_data, pod_viewer_table_csv),
+    Tool("gpu_timeline", "GPU timeline", gpu_timeline_data, gpu_timeline_csv,
+         available=has_device_activity),
     Tool("memory_profile", "Memory profile", memory_profile_data, memory_profile_csv,
          ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 0, 10_000, 1000),
                IntParam("from_us", 0, 1 << 50), IntParam("to_us", 0, 1 << 50)),
