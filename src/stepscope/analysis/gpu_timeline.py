@@ -468,31 +468,40 @@ def _sequences(ops: GpuOps, sel: I64, options: Options) -> list[KernelSequence]:
     names = table.name[ops.row[sel]].astype(np.int64)
     dur = ops.end[sel] - ops.start[sel]
     stream = ops.stream[sel]
-    found: dict[tuple[int, ...], tuple[int, int]] = {}
     csum = np.concatenate([[0], np.cumsum(dur)])
-    for length in range(options.min_sequence, options.max_sequence + 1):
+    # Window ids grown one op at a time: the id of the run of length L starting at i is the
+    # dense rank of (id of its first L - 1 ops, its last op's name), so every length is one
+    # sort of integers.
+    codes, dense = np.unique(names, return_inverse=True)
+    dense = dense.reshape(-1).astype(np.int64)
+    width = len(codes) + 1
+    ids = dense.copy()
+    found: dict[tuple[int, ...], tuple[int, int]] = {}
+    for length in range(2, options.max_sequence + 1):
         n = len(names) - length + 1
         if n < 2:
             break
-        idx = np.arange(n)
-        same_stream = stream[idx] == stream[idx + length - 1]
-        idx = idx[same_stream]
-        if not len(idx):
+        ids = ids[:n] * width + dense[length - 1:length - 1 + n]
+        keys, ids = np.unique(ids, return_inverse=True)
+        ids = ids.reshape(-1).astype(np.int64)
+        if length < options.min_sequence:
             continue
-        windows = np.stack([names[idx + k] for k in range(length)], axis=1)
-        keys, inverse, counts = np.unique(windows, axis=0, return_inverse=True,
-                                          return_counts=True)
-        inverse = inverse.reshape(-1)
-        totals = np.bincount(inverse, weights=csum[idx + length] - csum[idx],
+        start = np.arange(n)
+        ok = stream[start] == stream[start + length - 1]
+        counts = np.bincount(ids[ok], minlength=len(keys))
+        totals = np.bincount(ids[ok], weights=(csum[start + length] - csum[start])[ok],
                              minlength=len(keys))
-        for k in np.flatnonzero(counts >= 2)[np.argsort(-totals[counts >= 2])][:TOP_SEQUENCES]:
-            found[tuple(int(x) for x in keys[k])] = (int(counts[k]), int(totals[k]))
+        repeated = np.flatnonzero(counts >= 2)
+        for k in repeated[np.argsort(-totals[repeated], kind="stable")][:TOP_SEQUENCES]:
+            first = int(np.flatnonzero(ok & (ids == k))[0])
+            seq = tuple(int(x) for x in names[first:first + length])
+            found[seq] = (int(counts[k]), int(totals[k]))
     ranked = sorted(found.items(), key=lambda kv: (-kv[1][1], -len(kv[0])))
     out: list[KernelSequence] = []
     chosen: list[tuple[tuple[int, ...], int]] = []
     for seq, (count, total) in ranked:
         # A run inside a longer one already listed, as often, says nothing more.
-        if any(count == c and _inside(seq, codes) for codes, c in chosen):
+        if any(count == c and _inside(seq, codes_) for codes_, c in chosen):
             continue
         chosen.append((seq, count))
         out.append(KernelSequence([table.names[c] for c in seq], count, total))

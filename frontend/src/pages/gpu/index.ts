@@ -18,7 +18,18 @@ const CSS = `
 #gpu-page .gpu-legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 12px; }
 #gpu-page .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
 #gpu-page .spark { width: 220px; height: 36px; }
+#gpu-page .row { display: flex; gap: 24px; flex-wrap: wrap; }
+#gpu-page .row > div { flex: 1; min-width: 280px; }
+#gpu-page .hist td { padding: 1px 6px; }
+#gpu-page .hist .gpu-bar { height: 10px; margin: 0; }
+#gpu-page .hist td:last-child { width: 60%; }
+#gpu-page .seq code { font-size: 12px; }
 `;
+
+/** A long kernel name cut to its first ``n`` characters (the whole name on hover). */
+function short(name: string, n = 60): HTMLElement {
+  return h("code", { title: name }, name.length > n ? name.slice(0, n) + "…" : name);
+}
 
 const msOf = (us: number) => ms(us / 1000);
 
@@ -98,7 +109,8 @@ function histogram(id: string, title: string, counts: number[]): HTMLElement {
       h("td", {}, h("div", { className: "gpu-bar", style: `width:${(100 * c) / most}%` },
         h("span", { style: "width:100%;background:#3b7dd8" }))));
   });
-  return h("div", {}, h("h3", {}, title), h("table", { id }, h("tbody", {}, ...rows)));
+  return h("div", {}, h("h3", {}, title),
+           h("table", { id, className: "hist" }, h("tbody", {}, ...rows)));
 }
 
 function spark(q: Queue): SVGElement {
@@ -159,9 +171,9 @@ function deviceSection(d: Device): HTMLElement {
         : h("p", { className: "note" }, "No launches matched to device ops.")),
     h("section", { className: "card wide", id: "gpu-sequences" },
       h("h2", {}, "Frequent kernel sequences (fusion candidates)"),
-      d.sequences.length ? h("ol", {}, ...d.sequences.map((s) => h("li", {},
+      d.sequences.length ? h("ol", { className: "seq" }, ...d.sequences.map((s) => h("li", {},
           h("strong", {}, `${s.count}× — ${msOf(s.total_us)} ms in all: `),
-          s.kernels.join(" → "))))
+          ...s.kernels.flatMap((k, i) => (i ? [" → ", short(k)] : [short(k)])))))
         : h("p", { className: "note" }, "No sequence of kernels repeats.")));
 }
 
