@@ -74,7 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=DEFAULT)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=ROOT / "test-artifacts/bench/gpu_timeline.json")
+    parser.add_argument("--json", type=Path,
+                        default=ROOT / "test-artifacts/bench/gpu_timeline.json")
     args = parser.parse_args()
     profile = load(args.path, use_cache=False)
     events = sum(len(t) for t in profile.hosts.values())
