@@ -63,6 +63,10 @@ def test_devices_steps_and_critical_path(watched: Watched, server: Server) -> No
     shown = _rows(watched, "gpu-devices", "idle")
     assert sorted(shown) == sorted(f"{v:.1f}%" for v in idle.values())
 
+    # The advice the timeline calls for, each rule once.
+    rules = page.eval_on_selector_all("#gpu-advice li", "ls => ls.map(l => l.dataset.rule)")
+    assert rules == [a["rule"] for a in api["advice"]] and "exposed_communication" in rules
+
     # The first device's sections: the per-step chart, idle streams, launches, queues.
     page.wait_for_selector("#gpu-step-chart canvas")
     streams = _rows(watched, "gpu-idle", "stream")

@@ -590,8 +590,11 @@ def gpu_rule_idle_host_wait(t: GpuTimeline, pytorch: bool = True) -> Recommendat
 GPU_RULES = (gpu_rule_exposed_communication, gpu_rule_launch_bound, gpu_rule_idle_host_wait)
 
 
-def gpu_timeline_advice(t: GpuTimeline, pytorch: bool = True) -> list[Recommendation]:
-    """The GPU timeline's advice (``pytorch``: word it for PyTorch, else for XLA)."""
+def gpu_timeline_advice(t: GpuTimeline, pytorch: bool | None = None) -> list[Recommendation]:
+    """The GPU timeline's advice, worded for PyTorch (``pytorch``; by default where the run is
+    a PyTorch trace) or for XLA."""
+    if pytorch is None:
+        pytorch = t.source == "kineto"
     return [r for rule in GPU_RULES if (r := rule(t, pytorch)) is not None]
 
 

@@ -47,6 +47,7 @@ _SYNC = re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy$|^cuMemcpy[DH]to[DH](_v2)
 _HOST_COLLECTIVE = re.compile(r"^gloo:")
 MAX_SEGMENTS = 2_000  # per path, in the JSON (the shares count them all)
 DEPENDENCY_GAP_NS = 2_000  # an op ready this long before it began waited on something
+LOOK_BACK = 256  # ops of a device looked at for a cross-stream dependency
 NO_STEP = -1  # the step number of the whole profile, for runs without steps
 
 
@@ -167,7 +168,27 @@ class _Host:
     sync_row: I64
     coll_rows: I64  # host-side collectives of the host (by end)
     coll_end: I64
-    op_of_row: dict[int, int]
+    by_end: I64  # device ops by end
+    end_sorted: I64
+    device_by_end: dict[int, tuple[I64, I64]]  # per device: its ops by end, their ends
+    step_index: dict[int, int]  # step number → index into the host's steps
+    step_last: dict[int, int]  # step index → its device op that ended last
+
+
+def _ends(ops: GpuOps) -> tuple[I64, I64, dict[int, tuple[I64, I64]], dict[int, int]]:
+    order = np.argsort(ops.end, kind="stable")
+    per_device = {}
+    for device in ops.devices:
+        mine = order[ops.device[order] == device]
+        per_device[device] = (mine, ops.end[mine])
+    stepped = np.flatnonzero(ops.step >= 0)
+    by_step = stepped[np.lexsort((ops.end[stepped], ops.step[stepped]))]
+    last = {}
+    if len(by_step):
+        steps = ops.step[by_step]
+        ends = np.flatnonzero(np.append(steps[1:] != steps[:-1], True))
+        last = {int(steps[i]): int(by_step[i]) for i in ends}
+    return order, ops.end[order], per_device, last
 
 
 def _host(name: str, ops: GpuOps) -> _Host:
@@ -203,11 +224,13 @@ def _host(name: str, ops: GpuOps) -> _Host:
         np.zeros(0, np.int64)
     coll_end = table.start_ns[coll_rows] + table.duration_ns[coll_rows]
     c = np.argsort(coll_end, kind="stable")
+    by_end, end_sorted, device_by_end, step_last = _ends(ops)
     return _Host(name, ops, windows, main_line, table.start_ns[top_rows],
                  table.start_ns[top_rows] + table.duration_ns[top_rows],
                  [table.names[int(x)] for x in table.name[top_rows]],
-                 sync_end[o], sync_rows[o], coll_rows[c], coll_end[c],
-                 {int(r): i for i, r in enumerate(ops.row.tolist())})
+                 sync_end[o], sync_rows[o], coll_rows[c], coll_end[c], by_end, end_sorted,
+                 device_by_end, {int(n): i for i, n in enumerate(steps.step_num.tolist())},
+                 step_last)
 
 
 def _busiest_line(table: Any, on_host: Any) -> int:
@@ -287,12 +310,14 @@ class _Walk:
             return None
         lo, hi = window
         ops = host.ops
-        mine = np.flatnonzero(ops.step == self._step_index(h)) if self.step != NO_STEP \
-            else np.flatnonzero((ops.start >= lo) & (ops.start < hi))
+        if self.step != NO_STEP:
+            last = host.step_last.get(host.step_index.get(self.step, -2), -1)
+        else:
+            mine = np.flatnonzero((ops.start >= lo) & (ops.start < hi))
+            last = int(mine[np.argmax(ops.end[mine])]) if len(mine) else -1
         state: tuple[Any, ...]
         end = hi
-        if len(mine) and int(ops.end[mine].max()) > hi:
-            last = int(mine[np.argmax(ops.end[mine])])
+        if last >= 0 and int(ops.end[last]) > hi:
             end = int(ops.end[last])
             state = ("dev", h, last)
         else:
@@ -303,11 +328,6 @@ class _Walk:
             state = getattr(self, "_" + state[0])(*state[1:])
         self.segments.reverse()
         return Path(host.name, self.step, end - lo, _merged(self.segments))
-
-    def _step_index(self, h: int) -> int:
-        nums = self.hosts[h].ops.steps.step_num
-        found = np.flatnonzero(nums == self.step)
-        return int(found[0]) if len(found) else -2
 
     # A state handler emits its segments and returns the next state (None: done).
 
@@ -350,10 +370,8 @@ class _Walk:
         if start - ready > DEPENDENCY_GAP_NS:
             # Ready well before it started: it waited for an op of another stream (an
             # event or a stream wait), the one that ended last before it started.
-            dev = np.flatnonzero((ops.device == ops.device[i]) & (ops.stream != ops.stream[i])
-                                 & (ops.end > ready) & (ops.end <= start))
-            if len(dev):
-                other = int(dev[np.argmax(ops.end[dev])])
+            other = self._other_stream(h, i, ready, start)
+            if other >= 0:
                 self.emit(h, "idle", "wait on another stream", int(ops.end[other]), start)
                 return ("dev", h, other)
         if call_end is not None and call_start is not None and (prev_end is None
@@ -369,6 +387,20 @@ class _Walk:
         if start > prev_end:
             self.emit(h, "idle", "stream idle", prev_end, start)
         return ("dev", h, prev)
+
+    def _other_stream(self, h: int, i: int, after: int, until: int) -> int:
+        """The op of another stream of op ``i``'s device that ended last in (after, until],
+        or -1. Looks back over at most ``LOOK_BACK`` ops of the device by end."""
+        ops = self.hosts[h].ops
+        order, ends = self.hosts[h].device_by_end[int(ops.device[i])]
+        k = int(np.searchsorted(ends, until, side="right")) - 1
+        stop = max(k - LOOK_BACK, -1)
+        while k > stop and ends[k] > after:
+            j = int(order[k])
+            if ops.stream[j] != ops.stream[i]:
+                return j
+            k -= 1
+        return -1
 
     def _host(self, h: int, t: int) -> tuple[Any, ...] | None:
         host = self.hosts[h]
@@ -391,13 +423,13 @@ class _Walk:
         if kind == "coll":
             return ("coll", h, row)
         ops = host.ops
-        done = np.flatnonzero((ops.end <= end) & (ops.end > lo))
+        k = int(np.searchsorted(host.end_sorted, end, side="right")) - 1
         table = ops.table
         sync_name = table.names[int(table.name[row])]
-        if not len(done):
+        if k < 0 or host.end_sorted[k] <= lo:
             self.emit(h, "sync", sync_name, int(table.start_ns[row]), end)
             return ("host", h, int(table.start_ns[row]))
-        last = int(done[np.argmax(ops.end[done])])
+        last = int(host.by_end[k])
         self.emit(h, "sync", sync_name, int(ops.end[last]), end)
         return ("dev", h, last)
 

@@ -319,10 +319,11 @@ class GpuTimeline:
     devices: list[DeviceTimeline]
     critical_path: CriticalPaths
     options: Options = field(default_factory=Options)
+    source: str = "xspace"  # "kineto" for PyTorch traces (advice speaks PyTorch's API)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON every interface gives (docs/gpu-timeline.md lists the keys)."""
-        return {"run": self.run, "options": self.options.to_dict(),
+        return {"run": self.run, "source": self.source, "options": self.options.to_dict(),
                 "devices": [d.to_dict() for d in self.devices],
                 "critical_path": self.critical_path.to_dict()}
 
@@ -553,7 +554,7 @@ def device_timelines(ops: GpuOps, options: Options) -> list[DeviceTimeline]:
 
 
 def gpu_timeline(run: str, hosts: Mapping[str, GpuOps], options: Options | None = None,
-                 host: str | None = None) -> GpuTimeline:
+                 host: str | None = None, source: str = "xspace") -> GpuTimeline:
     """The GPU timeline of a run from each host's device ops (``gpu_ops.gpu_ops``); with
     ``host``, the devices and paths of that host only (the paths still cross every rank)."""
     options = options or Options()
@@ -568,15 +569,20 @@ def gpu_timeline(run: str, hosts: Mapping[str, GpuOps], options: Options | None 
     paths = critical_paths(hosts)
     if host is not None:
         paths = CriticalPaths([p for p in paths.paths if p.host == host], paths.origin)
-    return GpuTimeline(run, devices, paths, options)
+    return GpuTimeline(run, devices, paths, options, source)
 
 
 def gpu_timeline_of(profile: RunTables, host: str | None = None,
                     options: Options | None = None) -> GpuTimeline:
     """The GPU timeline of a loaded run (every host's table is read: the critical path
     follows collectives across all of them)."""
+    from stepscope.model import schema
+
     hosts = {name: gpu_ops(name, profile.hosts[name]) for name in profile.hosts}
-    return gpu_timeline(profile.run, hosts, options, host)
+    kineto = any(p.stats.get(schema.ENV_SOURCE_FORMAT) == "kineto"
+                 for ops in hosts.values() for p in ops.table.planes
+                 if p.name == schema.TASK_ENV_PLANE)
+    return gpu_timeline(profile.run, hosts, options, host, "kineto" if kineto else "xspace")
 
 
 def has_device_activity(profile: RunTables, host: str | None = None) -> bool:

@@ -37,6 +37,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the GPU timeline of ``args.path``."""
+    from stepscope.analysis.advice import gpu_timeline_advice
     from stepscope.analysis.gpu_timeline import Options, gpu_timeline_of, has_device_activity
     from stepscope.formats.run_reader import load
     from stepscope.views import report
@@ -58,10 +59,14 @@ def run(args: argparse.Namespace) -> int:
               "a device); only host-side collectives can be followed.", file=sys.stderr)
     result = gpu_timeline_of(profile, args.host,
                              Options(kernel_wait_ns=round(args.kernel_wait_us * 1000)))
+    advice = gpu_timeline_advice(result)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        print(json.dumps({**result.to_dict(), "advice": [r.to_dict() for r in advice]},
+                         indent=2, allow_nan=False))
     else:
         render_gpu_timeline(result, console, step=args.step)
+        for r in advice:
+            console.print(f"• {r.text}", style="yellow")
     return 0
 
 

@@ -22,8 +22,12 @@ def _timeline(run: LoadedRun, host: str | None) -> GpuTimeline:
 def gpu_timeline_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """Per device: the temporal breakdown (whole and per step), idle causes per stream,
     launch statistics, queue lengths and kernel sequences; per step, the critical path from
-    every rank."""
-    return {"host": host, **_timeline(run, host).to_dict()}
+    every rank; and the advice these call for."""
+    from stepscope.analysis.advice import gpu_timeline_advice
+
+    result = _timeline(run, host)
+    return {"host": host, **result.to_dict(),
+            "advice": [r.to_dict() for r in gpu_timeline_advice(result)]}
 
 
 def gpu_timeline_csv(run: LoadedRun, host: str | None, params: Params) -> str:

@@ -52,9 +52,11 @@ export interface PathOf {
 export interface PathStep {
   step: number; by_host: Record<string, number>; bounded_by: string | null; paths: PathOf[];
 }
+export interface Advice { rule: string; text: string; evidence: Record<string, unknown>;
+  tool: string; }
 export interface GpuTimeline {
-  run: string; host: string | null; options: Record<string, number | boolean>;
-  devices: Device[]; critical_path: { steps: PathStep[] };
+  run: string; host: string | null; source: string; options: Record<string, number | boolean>;
+  devices: Device[]; critical_path: { steps: PathStep[] }; advice: Advice[];
 }
 
 export const HISTOGRAM_EDGES_US = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000];

@@ -187,6 +187,11 @@ export async function renderGpu(ctx: PageContext): Promise<HTMLElement> {
       pathSection(data.critical_path.steps));
     return page;
   }
+  if (data.advice.length) {
+    page.append(h("section", { className: "card wide", id: "gpu-advice" },
+      h("h2", {}, "What to do"),
+      h("ul", {}, ...data.advice.map((a) => h("li", { "data-rule": a.rule }, a.text)))));
+  }
   const hosts = new Set(data.devices.map((d) => d.host)).size;
   const rows = data.devices.map((d) => ({ d, label: deviceLabel(d, hosts) }));
   const table = new SortableTable<DeviceRow>(deviceColumns(), rows, 2000, "gpu-devices");
