@@ -360,3 +360,47 @@ def test_table_has_a_row_per_device(dlrm: GpuTimeline) -> None:
     lengths = Counter(len(v) for v in table.values())
     assert lengths == Counter({len(dlrm.devices): len(table)})
     assert table["rank"] == list(range(8))
+
+
+def _random_trace(path: Path, rank: int, seed: int) -> None:
+    """A Kineto trace of random events: overlapping ops on a stream, launches that point
+    nowhere or twice, ops outside every step, zero and absurd times, collectives on one rank
+    only."""
+    rng = np.random.default_rng(seed)
+    events: list[dict[str, Any]] = []
+    t = 1_000_000.0
+    for step in range(3):
+        start = t
+        for i in range(int(rng.integers(0, 40))):
+            t += float(rng.integers(0, 50))
+            corr = int(rng.integers(0, 30))
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                           "pid": 10, "tid": 11, "ts": t, "dur": float(rng.integers(0, 9)),
+                           "args": {"correlation": corr}})
+            name = ["ncclKernel_AllReduce", "gemm", "Memcpy HtoD", "relu"][i % 4]
+            cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+            events.append({"ph": "X", "cat": cat, "name": name, "pid": 0,
+                           "tid": int(rng.integers(7, 10)),
+                           "ts": t + float(rng.integers(-20, 400)),
+                           "dur": float(rng.integers(0, 300)),
+                           "args": {"correlation": corr, "stream": 7, "device": 0}})
+        t += float(rng.integers(0, 100))
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                       "pid": 10, "tid": 11, "ts": start, "dur": t - start})
+    events.append({"ph": "X", "cat": "kernel", "name": "late", "pid": 0, "tid": 7,
+                   "ts": 9e12, "dur": 1.0, "args": {"stream": 7, "device": 0}})
+    path.write_text(json.dumps({"traceEvents": events,
+                                "distributedInfo": {"rank": rank, "world_size": 2}}))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_traces_give_answers_not_tracebacks(tmp_path: Path, seed: int) -> None:
+    for rank in range(2):
+        _random_trace(tmp_path / f"rank{rank}.pt.trace.json", rank, seed * 10 + rank)
+    result = gpu_timeline_of(load(tmp_path, use_cache=False))
+    assert len(result.devices) == 2 and result.critical_path.paths
+    json.dumps(result.to_dict(), allow_nan=False)
+    _check_breakdowns(result)
+    for p in result.critical_path.paths:
+        assert all(s.duration_ns > 0 for s in p.segments)
+        assert sum(p.shares("host").values()) == pytest.approx(100.0, abs=0.05)

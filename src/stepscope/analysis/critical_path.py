@@ -46,6 +46,7 @@ I64 = NDArray[np.int64]
 _SYNC = re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy$|^cuMemcpy[DH]to[DH](_v2)?$")
 _HOST_COLLECTIVE = re.compile(r"^gloo:")
 MAX_SEGMENTS = 2_000  # per path, in the JSON (the shares count them all)
+MAX_STEPS = 100  # steps in the JSON: the longest, where a run has more
 DEPENDENCY_GAP_NS = 2_000  # an op ready this long before it began waited on something
 LOOK_BACK = 256  # ops of a device looked at for a cross-stream dependency
 NO_STEP = -1  # the step number of the whole profile, for runs without steps
@@ -124,14 +125,18 @@ class CriticalPaths:
         return {k: round(v, 3) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
     def to_dict(self) -> dict[str, Any]:
+        chosen = self.steps()
+        if len(chosen) > MAX_STEPS:  # the longest steps: those worth reading
+            length = {s: max(p.step_ns for p in self.paths if p.step == s) for s in chosen}
+            chosen = sorted(sorted(chosen, key=lambda s: -length[s])[:MAX_STEPS])
         steps = []
-        for step in self.steps():
+        for step in chosen:
             share = self.bounding(step)
             steps.append({"step": step, "by_host": share,
                           "bounded_by": next(iter(share), None),
                           "paths": [p.to_dict(self.origin) for p in self.paths
                                     if p.step == step]})
-        return {"steps": steps}
+        return {"steps": steps, "steps_left_out": len(self.steps()) - len(chosen)}
 
     def table(self) -> dict[str, list[Any]]:
         """One row per segment of every path."""
@@ -265,9 +270,14 @@ def _groups(hosts: list[_Host]) -> dict[tuple[str, int], list[tuple[int, str, in
         table = ops.table
         rows = host.coll_rows[np.argsort(table.start_ns[host.coll_rows], kind="stable")]
         seen = {}
+        nums = np.array(list(host.windows), np.int64)
+        los = np.array([w[0] for w in host.windows.values()], np.int64)
+        his = np.array([w[1] for w in host.windows.values()], np.int64)
+        by_start = np.argsort(los, kind="stable")
         for r in rows.tolist():
             t = int(table.start_ns[r])
-            step = next((n for n, (lo, hi) in host.windows.items() if lo <= t < hi), NO_STEP)
+            k = int(np.searchsorted(los[by_start], t, side="right")) - 1
+            step = int(nums[by_start[k]]) if k >= 0 and t < his[by_start[k]] else NO_STEP
             name = table.names[int(table.name[r])]
             key = (step, name, int(table.line[r]))
             n = seen.get(key, 0)
