@@ -115,3 +115,25 @@ def test_cpu_only_run_has_no_gpu_tool(watched: Watched, server: Server) -> None:
     page.wait_for_function(
         "t => [...document.querySelectorAll('#tool option')].some(o => o.value === t)",
         arg=TOOL)
+
+
+def test_trace_viewer_draws_the_critical_path(watched: Watched, server: Server) -> None:
+    api = server.data(run="a_dlrm", tool=TOOL)
+    host = api["critical_path"]["steps"][0]["bounded_by"]
+    want = sum(1 for step in api["critical_path"]["steps"] for p in step["paths"]
+               if p["host"] == host for s in p["segments"] if s["host"] == host)
+    assert want > 0
+    server.data(run="a_dlrm", host=host, tool="trace_viewer")
+    page = watched.page
+    page.goto(server.base + "#" + urlencode({"run": "a_dlrm", "host": host,
+                                             "tool": "trace_viewer"}))
+    page.wait_for_selector("#trace-page")
+    page.wait_for_function("() => window.stepscopeTrace && window.stepscopeTrace.ready()")
+    assert page.get_attribute("#trace-canvas", "data-overlay") in (None, "0")
+    page.check("#trace-critical-path")
+    page.wait_for_function("n => window.stepscopeTrace.overlay() === n", arg=want)
+    page.wait_for_function(
+        "() => Number(document.querySelector('#trace-canvas').dataset.overlay) > 0")
+    shot(watched, "gpu-timeline-trace-overlay")
+    page.uncheck("#trace-critical-path")
+    page.wait_for_function("() => window.stepscopeTrace.overlay() === 0")

@@ -136,7 +136,8 @@ class CriticalPaths:
                           "bounded_by": next(iter(share), None),
                           "paths": [p.to_dict(self.origin) for p in self.paths
                                     if p.step == step]})
-        return {"steps": steps, "steps_left_out": len(self.steps()) - len(chosen)}
+        return {"steps": steps, "steps_left_out": len(self.steps()) - len(chosen),
+                "origin_ns": dict(self.origin)}
 
     def table(self) -> dict[str, list[Any]]:
         """One row per segment of every path."""

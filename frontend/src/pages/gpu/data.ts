@@ -56,7 +56,8 @@ export interface Advice { rule: string; text: string; evidence: Record<string, u
   tool: string; }
 export interface GpuTimeline {
   run: string; host: string | null; source: string; options: Record<string, number | boolean>;
-  devices: Device[]; critical_path: { steps: PathStep[] }; advice: Advice[];
+  devices: Device[]; advice: Advice[];
+  critical_path: { steps: PathStep[]; steps_left_out: number; origin_ns: Record<string, number> };
 }
 
 export const HISTOGRAM_EDGES_US = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000];

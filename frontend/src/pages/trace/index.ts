@@ -6,6 +6,7 @@ import { duration, h } from "../../dom";
 import type { PageContext } from "../registry";
 import { TraceData } from "./data";
 import { createSurface, Painter } from "./draw";
+import { criticalPathSwitch } from "./critical_path";
 import { bindInput } from "./input";
 import { alignedOf, createState, Meta, View, viewOfAligned } from "./state";
 import { TraceTools } from "./tools";
@@ -58,6 +59,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
                   : []),
     ready: () => !data.fetching && s.data !== null && !data.coarse,
+    overlay: () => s.overlay.length,
   };
 
   painter.buildGutter();
@@ -68,7 +70,8 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     : "";
   const page = h("div", { id: "trace-page" },
     h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev, tools.next,
-      tools.matchLabel, tools.reset, tools.timingLabel, clock),
+      tools.matchLabel, tools.reset, tools.timingLabel, clock,
+      criticalPathSwitch(ctx, s, painter)),
     h("div", { className: "trace-axis-row" }, h("div", { className: "trace-axis-gutter" },
       surface.range, " ", surface.drawnLabel), surface.axis),
     surface.scroller, tools.details);

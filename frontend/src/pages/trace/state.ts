@@ -65,7 +65,11 @@ export interface TraceState {
   drag: Drag | null;
   matchAt: number; // the search match shown
   readonly trackY: Map<number, number>; // track id → y of its first row (content coords)
+  overlay: Band[]; // spans drawn across every track (the critical path's segments)
 }
+
+/** A span drawn across the timeline (view ns), coloured by kind. */
+export interface Band { start: number; end: number; kind: string; name: string; }
 
 /** The whole run. */
 export function fullView(meta: Meta): View {
@@ -87,7 +91,7 @@ export function viewOfAligned(meta: Meta, aligned: View): View {
 export function createState(meta: Meta): TraceState {
   return { meta, tracks: meta.tracks, collapsed: new Set(), view: fullView(meta), tool: "select",
            data: null, selected: null, timing: null, drag: null, matchAt: -1,
-           trackY: new Map() };
+           trackY: new Map(), overlay: [] };
 }
 
 export function trackHeight(t: TrackInfo): number {
