@@ -312,7 +312,7 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
     out: set[str] = set()
     if isinstance(value, dict):
         for k, v in value.items():
-            if prefix.endswith(("by_host", "by_kind", "evidence")):
+            if prefix.endswith(("by_host", "by_kind", "evidence", "origin_ns")):
                 continue  # keys are host names, kinds and a rule's own figures
             out.add(k)
             out |= _keys(v, k)
