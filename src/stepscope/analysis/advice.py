@@ -572,8 +572,9 @@ def gpu_rule_idle_host_wait(t: GpuTimeline, pytorch: bool = True) -> Recommendat
     top = max(host_ops, key=lambda k: host_ops[k]) if host_ops else None
     how = ("move that work off the step (DataLoader workers, pin_memory, non_blocking "
            "copies) and avoid host syncs such as .item(), .cpu() and print of tensors"
-           if pytorch else "move that work off the step (tf.data prefetch, fewer host "
-           "round trips) and avoid host syncs")
+           if pytorch else "move that work off the step (prefetch input: tf.data's prefetch, "
+           "or a background loader feeding JAX), and avoid host round trips such as "
+           "block_until_ready or reading device values inside the step")
     return Recommendation(
         "idle_waiting_on_host",
         f"{d.device} ({d.host}) idles {d.breakdown.to_dict()['idle_percent']:.1f}% of the time, "

@@ -10,8 +10,9 @@ waited for:
   else for the previous op of its stream, or for an op of another stream of the device that
   ended in the gap (an event or a stream wait); a gap left unexplained is stream idle time;
 * the **host** before an instant worked through the top-level ops of the step's thread (those
-  become segments) back to the last call that blocked it: a synchronisation (the path goes on
-  at the device op that ended last before the sync returned) or a host-side collective;
+  become segments) back to the last call that blocked it: a synchronisation (a runtime sync, a
+  blocking copy, JAX's ``block_until_ready``: the path goes on at the device op that ended
+  last before it returned) or a host-side collective;
 * a **collective** (an NCCL/RCCL kernel, or a host-side ``gloo:`` collective) ends when its
   slowest participant arrives. The participants are the same collective (name and order in
   the step) on every rank and device; the one that arrived last is the one whose collective
@@ -43,7 +44,10 @@ from stepscope.analysis.steps import device_planes
 
 I64 = NDArray[np.int64]
 
-_SYNC = re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy$|^cuMemcpy[DH]to[DH](_v2)?$")
+# Host calls that wait for the device: the runtimes' syncs and blocking copies, and JAX's
+# block_until_ready (its wait is inside, at a level the trace may not record).
+_SYNC = re.compile(r"(?i)synchronize|^(cuda|hip)Memcpy$|^cuMemcpy[DH]to[DH](_v2)?$"
+                   r"|block_until_ready")
 _HOST_COLLECTIVE = re.compile(r"^gloo:")
 MAX_SEGMENTS = 2_000  # per path, in the JSON (the shares count them all)
 MAX_STEPS = 100  # steps in the JSON: the longest, where a run has more

@@ -86,6 +86,7 @@ def _render_path(result: GpuTimeline, console: Console, step: int | None) -> Non
                      overflow="fold" if col == "name" else "ellipsis")
     total = path.length_ns or 1
     for s in sorted(path.segments, key=lambda s: -s.duration_ns)[:MAX_PATH_ROWS]:
-        t.add_row(s.host, s.kind, s.name, f"{s.duration_ns / 1e6:.3f}",
+        name = s.name if len(s.name) <= 100 else s.name[:100] + "…"
+        t.add_row(s.host, s.kind, name, f"{s.duration_ns / 1e6:.3f}",
                   f"{100 * s.duration_ns / total:.1f}")
     console.print(t)
