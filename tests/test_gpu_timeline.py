@@ -330,6 +330,11 @@ def test_cli_json_keys_are_documented() -> None:
     assert not missing, missing
     text = _cli("gpu", str(DLRM), "--no-cache")
     assert text.returncode == 0 and "Critical path of step 10" in text.stdout
+    one = json.loads(_cli("gpu", str(DLRM), "--json", "--host", "worker3_step_12").stdout)
+    assert [d["host"] for d in one["devices"]] == ["worker3_step_12"]
+    paths = [p for s in one["critical_path"]["steps"] for p in s["paths"]]
+    assert [p["host"] for p in paths] == ["worker3_step_12"]
+    assert any(seg["host"] != "worker3_step_12" for seg in paths[0]["segments"])
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:

@@ -30,6 +30,9 @@ def add_parser(subparsers: Any) -> None:
     gpu.add_argument("--kernel-wait-us", type=float, default=30.0,
                      help="gaps shorter than this between a stream's ops are kernel wait "
                      "(default 30, HTA's)")
+    gpu.add_argument("--hta-scope", action="store_true",
+                     help="count only the device ops HTA counts (those launched in the trace by "
+                     "the end of the last step), to compare with HTA's figures")
     gpu.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     gpu.set_defaults(func=run)
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         print("stepscope: note: no GPU activity in this run (no kernels, copies or sets on "
               "a device); only host-side collectives can be followed.", file=sys.stderr)
     result = gpu_timeline_of(profile, args.host,
-                             Options(kernel_wait_ns=round(args.kernel_wait_us * 1000)))
+                             Options(kernel_wait_ns=round(args.kernel_wait_us * 1000),
+                                     hta_scope=args.hta_scope))
     advice = gpu_timeline_advice(result)
     if args.json:
         print(json.dumps({**result.to_dict(), "advice": [r.to_dict() for r in advice]},
