@@ -1,6 +1,7 @@
 // One entry per tool page: the server's tool name → the function that builds the page.
 import type { Progress, ToolInfo } from "../api";
 import { renderDiff } from "./diff/index";
+import { renderGpu } from "./gpu/index";
 import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderMemory } from "./memory/index";
@@ -33,6 +34,7 @@ export const PAGES: Record<string, Page> = {
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
+  gpu_timeline: renderGpu,
   memory_profile: renderMemory,
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,

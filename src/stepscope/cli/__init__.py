@@ -77,7 +77,7 @@ def _console(stderr: bool = False) -> Any:
 def _cmd_report(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    run = _open(args)
+    run = open_run(args)
     result = run.overview()
     if args.json:
         _print_json(result)
@@ -93,7 +93,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace) -> Run:
+def open_run(args: argparse.Namespace) -> Run:
     """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``
     and warns of hosts that could not be read."""
     from stepscope.run import Run
@@ -141,7 +141,7 @@ def _note_skipped(path: str) -> None:
 def _cmd_pod(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).pod(args.host)
+    result = open_run(args).pod(args.host)
     _emit(args, result, "steps", lambda: report.render_pod(
         result.data, _console(), per_step=True, limit=args.limit or None))
     return 0
@@ -150,7 +150,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
 def _cmd_memory(args: argparse.Namespace) -> int:
     from stepscope.views.memory_report import render_memory
 
-    result = _open(args).memory_profile(args.host, allocator=args.allocator)
+    result = open_run(args).memory_profile(args.host, allocator=args.allocator)
     data = result.data
     if args.allocator is not None:  # the terminal shows that allocator only
         chosen = data["allocators"][data["allocator"]]["name"]
@@ -164,7 +164,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 def _cmd_xla(args: argparse.Namespace) -> int:
     from stepscope.views.xla_report import render_xla
 
-    run = _open(args)
+    run = open_run(args)
     result = run.op_profile(args.host, top=args.top)
     if args.csv:
         from stepscope.views import report
@@ -184,7 +184,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
-    result = _open(args).tool("memory_viewer", args.host, module=args.module,
+    result = open_run(args).tool("memory_viewer", args.host, module=args.module,
                               memory_space=args.memory_space)
     _emit(args, result, "buffers",
           lambda: render_memory_viewer(result.data, _console(), limit=args.limit))
@@ -194,7 +194,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 def _cmd_xla_graph(args: argparse.Namespace) -> int:
     from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text
 
-    result = _open(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
+    result = open_run(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
                               depth=args.depth, expand_fusions=args.expand_fusions)
     if args.json:
         _print_json(result)
@@ -208,7 +208,7 @@ def _cmd_xla_graph(args: argparse.Namespace) -> int:
 def _cmd_ops(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).op_stats(args.host, include_idle=args.include_idle)
+    result = open_run(args).op_stats(args.host, include_idle=args.include_idle)
     _emit(args, result, "ops",
           lambda: report.render_ops(result.value, _console(), limit=args.limit or None))
     return 0
@@ -217,7 +217,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 def _cmd_kernels(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).kernel_stats(args.host)
+    result = open_run(args).kernel_stats(args.host)
     _emit(args, result, "kernel rows",
           lambda: report.render_kernels(result.value, _console(), limit=args.limit or None))
     return 0
@@ -226,7 +226,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 def _cmd_input(args: argparse.Namespace) -> int:
     from stepscope.views.input_report import render_input
 
-    result = _open(args).input_pipeline(args.host)
+    result = open_run(args).input_pipeline(args.host)
     _emit(args, result, "input ops",
           lambda: render_input(result.data, _console(), limit=args.limit or None))
     return 0
@@ -243,7 +243,7 @@ def _cmd_tool(args: argparse.Namespace) -> int:
             raise StepscopeError(f"--param takes NAME=VALUE, not {item!r}.")
         params[key.strip()] = value
     chosen.parse(params)  # a bad parameter is refused before the run is read
-    result = _open(args).tool(chosen.name, args.host, **params)
+    result = open_run(args).tool(chosen.name, args.host, **params)
     if args.csv:
         from stepscope.views import report
 
@@ -270,7 +270,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from stepscope.formats.chrome_trace_writer import write_chrome_trace
     from stepscope.views import report
 
-    run = _open(args)
+    run = open_run(args)
     names = [args.host] if args.host is not None else run.hosts
     tables = run.tables
     hosts = ((n, tables.hosts[n], run.trace_index(n)) for n in names)
@@ -632,6 +632,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "stepscope.cli.diff",
     "stepscope.cli.check",
     "stepscope.cli.mcp",
+    "stepscope.cli.gpu",
 )
 
 

@@ -237,6 +237,8 @@ def memory_profile(run: Run, host: str | None, p: Params) -> ToolResult:
 
     data = _memory(run, host)
     allocators = data["allocators"]
+    if not allocators:
+        raise ToolNotAvailableError(TOOLS["memory_profile"].missing)
     csv_text = breakdown_csv(allocators)
     index = _allocator_index(allocators, p["allocator"])
     chosen = allocators[index]
@@ -360,6 +362,34 @@ def graph_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
         **_run_host(run, host), "module_label": program.label,
         "programs": program_list(programs), "ops": ranked[:_TOP_OPS], **graph.to_dict()},
         "nodes", graph)
+
+
+# -- the GPU timeline --------------------------------------------------------------------------
+
+def _has_devices(run: Run, host: str | None) -> bool:
+    """Whether the run (or host) ran anything on a device, from the run model (no table is
+    read to decide)."""
+    hosts = run.model.hosts
+    return any(bool(hosts[name].devices) for name in run.model.host_names(host))
+
+
+def gpu_timeline(run: Run, host: str | None, p: Params) -> ToolResult:
+    """Per device: the temporal breakdown (whole and per step), idle causes per stream,
+    launch statistics, queue lengths and kernel sequences; per step, the critical path from
+    every rank; and the advice these call for. Reads every host's events (the critical path
+    crosses them)."""
+    from stepscope.analysis.csv_table import csv_text
+    from stepscope.analysis.tools.advice import gpu_timeline_advice
+    from stepscope.analysis.tools.gpu_timeline import TABLE_COLUMNS, Options, gpu_timeline_of
+
+    result = gpu_timeline_of(run.tables, host, Options(
+        kernel_wait_ns=int(p["kernel_wait_ns"] or 0), hta_scope=bool(p["hta_scope"])))
+    table = result.table()
+    rows = zip(*(table[c] for c in TABLE_COLUMNS), strict=True)
+    csv = csv_text(TABLE_COLUMNS, ([("" if v is None else v) for v in row] for row in rows))
+    return ToolResult("gpu_timeline", {
+        "run": run.name, "host": host, **result.to_dict(),
+        "advice": [r.to_dict() for r in gpu_timeline_advice(result)]}, None, result, csv)
 
 
 # -- comparing runs ---------------------------------------------------------------------------
@@ -570,6 +600,16 @@ _DECLARED: list[ToolSpec] = [
                  Param("depth", "int", "steps out from the op", 2, 0, 20),
                  Param("expand_fusions", "flag", "show the instructions inside each fusion",
                        False)), needs="hlo"),
+    ToolSpec("gpu_timeline", "GPU timeline", "Per rank and device: compute, communication, "
+             "memory and idle time, why streams sat idle, communication under compute, "
+             "launches, queues, kernel sequences; per step, the critical path across ranks.",
+             gpu_timeline, (
+                 Param("kernel_wait_ns", "int", "gaps shorter than this between a stream's "
+                       "ops are kernel wait (ns; HTA's 30 µs by default)", 30_000, 0,
+                       10**15),
+                 Param("hta_scope", "flag", "count only the device ops HTA counts (launched "
+                       "in the trace by the end of the last step)", False)),
+             available=_has_devices, csv=True),
     ToolSpec("diff", "Diff", "This run against a baseline run: the step time change with "
              "its confidence interval and verdict, and what changed (breakdown, ops, "
              "kernels, memory, hosts).", diff, (

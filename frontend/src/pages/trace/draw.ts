@@ -3,8 +3,8 @@
 // interval, never one DOM node per event.
 import { bytes, count, duration, h, int } from "../../dom";
 import { hslPixel, pixel, RowRaster } from "../raster";
-import { AXIS_H, COUNTER_H, Flow, flowsDrawn, FLOWS_AUTO_MAX, layout, ROW_H, SECTION_H,
-         TraceState, trackHeight } from "./state";
+import { AXIS_H, Band, COUNTER_H, Flow, flowsDrawn, FLOWS_AUTO_MAX, layout, ROW_H,
+         SECTION_H, TraceState, trackHeight } from "./state";
 
 /** An axis label, with as many decimals as the tick spacing needs. */
 function tickLabel(ns: number, tick: number): string {
@@ -284,6 +284,7 @@ export class Painter {
         this.drawnFlows.push(f);
       }
     };
+    canvas.dataset.overlay = String(drawBands(g, s.overlay, view.t0, scale, w, hgt));
     const flowsOn = flowsDrawn(s);
     if (flowsOn) arrows(data.flows, "rgba(95,99,104,.35)");
     this.showFlowState(flowsOn, data.flows_in_window, data.flows.length);
@@ -347,4 +348,26 @@ export class Painter {
     const x1 = Math.min(this.xOf(data.events.start[i] + data.events.dur[i]), this.width());
     return { x: r.left + (x0 + x1) / 2, y: r.top + y + ROW_H / 2 };
   }
+}
+
+const BAND_COLOURS: Record<string, string> = {
+  compute: "rgba(59,125,216,.16)", communication: "rgba(224,128,58,.2)",
+  host: "rgba(212,168,42,.18)", launch: "rgba(46,158,106,.2)",
+};
+
+/** Translucent bands across the canvas for ``bands`` (view ns); how many were in view. */
+function drawBands(g: CanvasRenderingContext2D, bands: Band[], t0: number, scale: number,
+                   w: number, hgt: number): number {
+  let shown = 0;
+  for (const b of bands) {
+    const x0 = Math.max((b.start - t0) * scale, 0);
+    const x1 = Math.min((b.end - t0) * scale, w);
+    if (x1 < 0 || x0 > w) continue;
+    g.fillStyle = BAND_COLOURS[b.kind] ?? "rgba(217,48,37,.14)";
+    g.fillRect(x0, 0, Math.max(x1 - x0, 1), hgt);
+    g.fillStyle = "rgba(217,48,37,.9)";
+    g.fillRect(x0, 0, Math.max(x1 - x0, 1), 3);
+    shown++;
+  }
+  return shown;
 }

@@ -6,6 +6,7 @@ import { duration, h } from "../../dom";
 import type { PageContext } from "../registry";
 import { TraceData } from "./data";
 import { createSurface, Painter } from "./draw";
+import { criticalPathSwitch } from "./critical_path";
 import { bindInput } from "./input";
 import { alignedOf, createState, Meta, View, viewOfAligned } from "./state";
 import { TraceTools } from "./tools";
@@ -63,6 +64,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
                   : []),
     ready: () => !data.fetching && s.data !== null && !data.coarse,
+    overlay: () => s.overlay.length,
   };
 
   painter.buildGutter();
@@ -77,7 +79,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   const controls = h("div", { className: "controls" }, tools.toolBar, tools.search, tools.prev,
     tools.next, tools.matchLabel, tools.reset, tools.timingLabel, clock,
     h("label", { id: "trace-flow-label" }, surface.flowToggle, " Flow arrows "),
-    surface.flowLabel);
+    surface.flowLabel, criticalPathSwitch(ctx, s, painter));
   const axisRow = h("div", { className: "trace-axis-row" }, h("div", {
     className: "trace-axis-gutter" }, surface.range, " ", surface.drawnLabel), surface.axis);
   const above = new ResizeObserver(() => fit());

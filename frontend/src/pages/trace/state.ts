@@ -71,7 +71,11 @@ export interface TraceState {
   matchAt: number; // the search match shown
   flows: FlowsShown;
   readonly trackY: Map<number, number>; // track id → y of its first row (content coords)
+  overlay: Band[]; // spans drawn across every track (the critical path's segments)
 }
+
+/** A span drawn across the timeline (view ns), coloured by kind. */
+export interface Band { start: number; end: number; kind: string; name: string; }
 
 /** The whole run. */
 export function fullView(meta: Meta): View {
@@ -93,7 +97,7 @@ export function viewOfAligned(meta: Meta, aligned: View): View {
 export function createState(meta: Meta): TraceState {
   return { meta, tracks: meta.tracks, collapsed: new Set(), view: fullView(meta), tool: "select",
            data: null, selected: null, timing: null, drag: null, matchAt: -1,
-           flows: "auto", trackY: new Map() };
+           flows: "auto", trackY: new Map(), overlay: [] };
 }
 
 /** Whether the window's flow arrows are drawn (the selected event's always are). */

@@ -31,6 +31,7 @@ from stepscope.analysis.run_model.framework_op_stats import DEVICE, HOST, OpStat
 from stepscope.analysis.run_model.frameworks import RunFramework
 from stepscope.analysis.run_model.input_bottleneck import PREFIX, SEP, kind_of
 from stepscope.analysis.run_model.kernel_stats import KernelStats
+from stepscope.analysis.tools.gpu_timeline import DeviceTimeline, GpuTimeline
 
 WORTH = 5.0  # percent: below this, a fix is not worth the reader's time
 # Steps past which a profile is needlessly long: the guides profile about 10 steps, but
@@ -670,4 +671,134 @@ def recommendations(model: RunModel) -> list[Recommendation]:
     return advise(facts_of(model))
 
 
-__all__ = ["RULES", "Facts", "Recommendation", "advise", "facts_of", "recommendations"]
+# --- rules fed by the GPU timeline (analysis.gpu_timeline) --------------------------------
+
+EXPOSED_COMM = WORTH  # percent of a device's span that collectives run outside compute
+HOST_WAIT_SHARE = 50.0  # percent of a device's idle time that it waited for the host
+SHORT_KERNEL_SHARE = 50.0  # percent of kernels under the short-kernel threshold
+# The median launch delay (µs) under which the GPU starts kernels as soon as they are
+# launched: the queue is empty and the launches set the pace. A long delay means the host ran
+# ahead (a deep queue), and the idle time comes from elsewhere (between steps, input).
+SHALLOW_QUEUE_US = 20.0
+
+
+def _worst(devices: list[DeviceTimeline], key: Callable[[DeviceTimeline], float]
+           ) -> DeviceTimeline:
+    return max(devices, key=key)
+
+
+def gpu_rule_exposed_communication(t: GpuTimeline, pytorch: bool = True
+                                   ) -> Recommendation | None:
+    """Collectives that run outside compute for a share of the span worth overlapping."""
+    hit = [d for d in t.devices if d.breakdown.span_ns > 0 and 100.0 * d.breakdown.
+           exposed_comm_ns / d.breakdown.span_ns >= EXPOSED_COMM]
+    if not hit:
+        return None
+    d = _worst(hit, lambda d: d.breakdown.exposed_comm_ns / d.breakdown.span_ns)
+    b = d.breakdown.to_dict()
+    how = ("overlap them with compute: let DDP start its all-reduces during backward "
+           "(bucket_cap_mb, gradient_as_bucket_view), prefetch in FSDP (backward_prefetch, "
+           "forward_prefetch), or issue collectives with async_op=True and wait late"
+           if pytorch else "overlap them with compute: XLA's latency-hiding scheduler and "
+           "asynchronous collectives (e.g. --xla_gpu_enable_latency_hiding_scheduler)")
+    bound = [s["bounded_by"] for s in t.critical_path.to_dict()["steps"] if s["bounded_by"]]
+    straggler = max(set(bound), key=bound.count) if bound else None
+    return Recommendation(
+        "exposed_communication",
+        f"Collectives run outside compute for {b['communication_percent']:.1f}% of "
+        f"{d.device}'s time on {d.host}: {how}. Where one rank arrives late at them, its work "
+        "bounds every rank's step: see the critical path.",
+        {"host": d.host, "device": d.device,
+         "exposed_comm_ms": round(b["exposed_comm_us"] / 1e3, 3),
+         "exposed_percent_of_span": b["communication_percent"],
+         "overlap_percent": b["overlap_percent"], "devices_affected": len(hit),
+         "most_often_bounding": straggler}, "gpu_timeline")
+
+
+def _host_waiting(d: DeviceTimeline) -> bool:
+    idle = d.idle_total()
+    return (d.breakdown.span_ns > 0 and 100.0 * d.breakdown.idle_ns / d.breakdown.span_ns
+            >= GPU_IDLE and idle.total_ns > 0
+            and 100.0 * idle.host_wait_ns / idle.total_ns >= HOST_WAIT_SHARE)
+
+
+def _short_share(d: DeviceTimeline) -> float:
+    return 100.0 * d.launches.short_kernels / d.launches.kernels if d.launches.kernels else 0.0
+
+
+def _launch_bound(d: DeviceTimeline) -> bool:
+    return (_host_waiting(d) and _short_share(d) >= SHORT_KERNEL_SHARE
+            and d.launches.launch_delay.p50_ns <= SHALLOW_QUEUE_US * 1e3)
+
+
+def gpu_rule_launch_bound(t: GpuTimeline, pytorch: bool = True) -> Recommendation | None:
+    """The GPU waits for launches of kernels too short to hide them: launch-bound steps."""
+    hit = [d for d in t.devices if _launch_bound(d)]
+    if not hit:
+        return None
+    d = _worst(hit, lambda d: d.breakdown.idle_ns / d.breakdown.span_ns)
+    idle = d.idle_total().to_dict()
+    how = ("capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or "
+           "torch.cuda.graphs), fuse small ops with torch.compile, or give each kernel more "
+           "work (a larger batch)" if pytorch else
+           "fuse more per kernel (jit larger functions), use CUDA graphs "
+           "(--xla_gpu_enable_command_buffer), or a larger batch")
+    return Recommendation(
+        "launch_bound",
+        f"Steps are launch-bound on {d.device} ({d.host}): the GPU idles "
+        f"{d.breakdown.to_dict()['idle_percent']:.1f}% of the time, mostly waiting for the host "
+        f"to launch the next kernel, and {_short_share(d):.0f}% of kernels run under "
+        f"{t.options.short_kernel_ns / 1e3:g} µs: {how}.",
+        {"host": d.host, "device": d.device,
+         "idle_percent": d.breakdown.to_dict()["idle_percent"],
+         "host_wait_percent_of_idle": idle["host_wait_percent"],
+         "short_kernels_percent": round(_short_share(d), 2),
+         "launch_call_p50_us": round(d.launches.cpu_duration.p50_ns / 1e3, 3),
+         "launch_delay_p50_us": round(d.launches.launch_delay.p50_ns / 1e3, 3)},
+        "gpu_timeline")
+
+
+def gpu_rule_idle_host_wait(t: GpuTimeline, pytorch: bool = True) -> Recommendation | None:
+    """The GPU idles waiting for host work (and not because launches set the pace)."""
+    hit = [d for d in t.devices if _host_waiting(d) and not _launch_bound(d)]
+    if not hit:
+        return None
+    d = _worst(hit, lambda d: d.breakdown.idle_ns / d.breakdown.span_ns)
+    idle = d.idle_total().to_dict()
+    host_ops: dict[str, int] = {}
+    for p in t.critical_path.paths:
+        for seg in p.segments:
+            if seg.host == d.host and seg.kind == "host":
+                host_ops[seg.name] = host_ops.get(seg.name, 0) + seg.duration_ns
+    top = max(host_ops, key=lambda k: host_ops[k]) if host_ops else None
+    how = ("move that work off the step (DataLoader workers, pin_memory, non_blocking "
+           "copies) and avoid host syncs such as .item(), .cpu() and print of tensors"
+           if pytorch else "move that work off the step (prefetch input: tf.data's prefetch, "
+           "or a background loader feeding JAX), and avoid host round trips such as "
+           "block_until_ready or reading device values inside the step")
+    return Recommendation(
+        "idle_waiting_on_host",
+        f"{d.device} ({d.host}) idles {d.breakdown.to_dict()['idle_percent']:.1f}% of the time, "
+        f"{idle['host_wait_percent']:.0f}% of it waiting for the host to launch work"
+        + (f" (on the critical path, most host time is in {top!r})" if top else "")
+        + f": {how}.",
+        {"host": d.host, "device": d.device,
+         "idle_percent": d.breakdown.to_dict()["idle_percent"],
+         "host_wait_percent_of_idle": idle["host_wait_percent"],
+         "top_host_op_on_path": top,
+         "top_host_op_ms": round(host_ops[top] / 1e6, 3) if top else None}, "gpu_timeline")
+
+
+GPU_RULES = (gpu_rule_exposed_communication, gpu_rule_launch_bound, gpu_rule_idle_host_wait)
+
+
+def gpu_timeline_advice(t: GpuTimeline, pytorch: bool | None = None) -> list[Recommendation]:
+    """The GPU timeline's advice, worded for PyTorch (``pytorch``; by default where the run is
+    a PyTorch trace) or for XLA."""
+    if pytorch is None:
+        pytorch = t.source == "kineto"
+    return [r for rule in GPU_RULES if (r := rule(t, pytorch)) is not None]
+
+
+__all__ = ["GPU_RULES", "RULES", "Facts", "Recommendation", "advise", "facts_of",
+           "gpu_timeline_advice", "recommendations"]
