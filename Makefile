@@ -56,8 +56,15 @@ typecheck: setup
 	$(BIN)/mypy
 	cd frontend && npm run --silent typecheck
 
-unit: setup browser
-	$(BIN)/pytest -q
+# HTA (the traceinsight package), the GPU timeline's reference, in a venv of its own (its
+# pandas and numpy pins must not move the main venv's); tests/test_gpu_timeline.py runs it.
+.make-hta:
+	test -x .venv-hta/bin/python || $(PYTHON) -m venv .venv-hta
+	.venv-hta/bin/python -m pip install -q "traceinsight==0.6.1"
+	touch .make-hta
+
+unit: setup browser .make-hta
+	STEPSCOPE_HTA_PYTHON=$(CURDIR)/.venv-hta/bin/python $(BIN)/pytest -q
 
 test: lint typecheck docs unit
 
