@@ -116,6 +116,6 @@ test-newest:
 	  || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) $(NEWEST) .make-setup .make-demo .make-frontend build dist site \
+	rm -rf $(VENV) .venv-hta .make-hta $(DEMO_VENV) $(NEWEST) .make-setup .make-demo .make-frontend build dist site \
 	  src/*.egg-info demo-logs \
 	  .bench-profiles frontend/node_modules src/stepscope/web/static test-artifacts
