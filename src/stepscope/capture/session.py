@@ -18,6 +18,7 @@ from typing import Any
 from stepscope.capture import bridges, input_pipeline, python_tracer, trace
 from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.python_sampler import PythonSampler
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
 from stepscope.capture.system_counters import SystemCounters
@@ -61,6 +62,8 @@ class _Session:
         self.start_ns = time_ns()
         self.python_tracer = (PythonTracer(self.recorder)
                               if options.python_tracer_level >= 1 else None)
+        self.python_sampler = (PythonSampler(self.recorder, options.python_sampling_hz)
+                               if options.python_sampling_hz > 0 else None)
         self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
                          if options.counter_interval_ms > 0 else None)
         self.memory_tracer = (MemoryTracer(self.recorder, options.memory_threshold_bytes)
@@ -93,6 +96,8 @@ class _Session:
             self.counters.start()
         if self.python_tracer is not None:
             self.python_tracer.start()
+        if self.python_sampler is not None:
+            self.python_sampler.start()
         if self.memory_tracer is not None:
             self.memory_tracer.start()
         # Last, so that our tracers already run while a framework's profiler starts.
@@ -109,6 +114,8 @@ class _Session:
         input_pipeline.session_stopped()  # before the profile is built: workers' events
         self.bridge_data = bridges.stop_all(self.bridges)
         self.bridges = []
+        if self.python_sampler is not None:
+            self.python_sampler.stop()
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:
@@ -314,6 +321,7 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     environment) and the bridges' planes go through protobuf messages.
     """
     from stepscope.capture import recorder_columns as rc
+    from stepscope.capture.python_sampler import sampler_plane
     from stepscope.capture.recorder_to_xplane import plane_columns
     from stepscope.formats import xplane_encoder as enc
 
@@ -339,6 +347,11 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
             rec.names.objects, start_ns, keep_from,
             lambda what: PythonTracer.event_name(what, cache))))
 
+    sampled = (sampler_plane(session.python_sampler, start_ns, keep_from)
+               if session.python_sampler is not None else None)
+    if sampled is not None:
+        planes.append(enc.encode_plane(sampled))
+
     small = xb.new_space(host)
     if rec.samples:
         counters = xb.add_plane(small, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
@@ -354,6 +367,8 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     used = {schema.HOST_PLANE_ID}
     if session.python_tracer is not None:
         used.add(schema.PYTHON_TRACER_PLANE_ID)
+    if sampled is not None:
+        used.add(schema.PYTHON_SAMPLER_PLANE_ID)
     _add_bridge_planes(small, session.bridge_data, session.keep_from_ns, used)
 
     env = xb.add_plane(small, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
@@ -412,7 +427,7 @@ def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData],
     """
     used = used | {plane.id for plane in space.planes}
     used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
-                 schema.COUNTERS_PLANE_ID))
+                 schema.COUNTERS_PLANE_ID, schema.PYTHON_SAMPLER_PLANE_ID))
     for data in bridge_data:
         for plane in data.planes:
             added = space.planes.add()
