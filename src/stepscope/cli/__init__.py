@@ -564,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
 # subparser and sets ``func`` (a function of the parsed arguments returning the exit code).
 _COMMAND_MODULES: tuple[str, ...] = (
     "stepscope.remote.cli",
+    "stepscope.cli.python",
 )
 
 
