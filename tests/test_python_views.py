@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stepscope.analysis.advice import recommendations
 from stepscope.analysis.python_views import (
     PythonDataError,
     python_views,
@@ -343,6 +344,25 @@ def test_collate_function_is_found(tmp_path: Path) -> None:
         err = s["slow_collate"][3]
         assert abs(s["slow_collate"][0] - 0.75) < _tolerance(err, 0.08), (source, s)
         assert abs(s["train_step"][0] - 0.25) < _tolerance(err, 0.08), (source, s)
+    # The run model keeps each step's Python time and the heaviest functions; the advice
+    # names the collate function.
+    model = run_model_of(profile, use_cache=False)
+    summary = model.python_dict()[host]
+    assert summary["top"]["function"][0] == "slow_collate"
+    steps = model.hosts[host].steps
+    python_share = np.array(summary["step_python_ns"]) / steps.duration_ns
+    assert summary["thread"] == "MainThread" and np.median(python_share) > 0.8
+    advice = {r.rule: r for r in recommendations(model)}
+    rule = advice["python_input_function"]
+    assert rule.evidence["function"] == "slow_collate" and "num_workers" in rule.text
+    assert abs(rule.evidence["percent_of_python_time"] - 75) < 10
+
+
+def test_no_advice_without_an_input_function(known: Any) -> None:
+    _, profile, host, _ = known
+    model = run_model_of(profile, use_cache=False)
+    assert model.python_dict()[host]["top"]["function"][0] == "heavy"
+    assert "python_input_function" not in {r.rule for r in recommendations(model)}
 
 
 def test_no_python_data_is_one_clear_error(tmp_path: Path) -> None:

@@ -479,3 +479,63 @@ def run_python_views(tables: Mapping[str, EventTable], steps: Mapping[str, Steps
         start_ns, end_ns = step_window(host_steps, step)
     return python_views(tables[host], host, source=source, thread=thread, start_ns=start_ns,
                         end_ns=end_ns, step=step)
+
+
+# How many of the heaviest functions the run model keeps per host.
+SUMMARY_TOP = 8
+
+
+def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
+    """What the overview and the advice need of a host's Python data (None: it has none):
+    per step, the time the thread that runs the steps spent in Python code itself (self time
+    of Python frames, C functions left out), and the heaviest functions over the steps (or
+    the whole recording, without steps) by self time."""
+    have = sources_of(table)
+    if not have:
+        return None
+    source = have[0]
+    plane = table.plane_index(SOURCES[source])
+    assert plane is not None
+    rows = np.flatnonzero(table.line_plane[table.line] == plane).astype(np.int64)
+    if len(steps):
+        t0, t1 = int(steps.start_ns.min()), int(steps.end_ns.max())
+    else:
+        t0 = int(table.start_ns[rows].min())
+        t1 = int((table.start_ns[rows] + table.duration_ns[rows]).max()) + 1
+    build = _tracer_tree if source == TRACER else _sampler_tree
+    tree = build(table, rows, t0, t1)[0]
+    views = PythonViews("", source, t0, t1, None, None, {}, tree, 0, 0.0)
+    top = views.functions(limit=SUMMARY_TOP)
+    out: dict[str, Any] = {
+        "source": source, "total_ns": views.total_ns,
+        "top": {k: top[k] for k in ("name", "file", "line", "function", "self_ns", "total_ns",
+                                    "self_share", "total_share", "count")},
+        "step_num": [], "step_python_ns": [], "thread": None,
+    }
+    step_lines = np.asarray(steps.lines, dtype=np.int64)
+    if not len(steps) or not len(step_lines):
+        return out
+    # The steps' threads: their Python lines have the same ids (a thread's native id).
+    line_ids = table.line_id[step_lines]
+    mine = rows[np.isin(table.line_id[table.line[rows]], line_ids)]
+    if not len(mine):
+        return out
+    mine, start, end = _clip(table, mine, t0, t1)
+    python_code = np.array([bool(_PY_FRAME.match(n)) for n in table.names], dtype=bool)
+    own = python_code[table.name[mine]]
+    if source == TRACER:
+        parent = parents(table.line[mine].astype(np.int64), start, end)
+        self_ns = end - start
+        kids = np.flatnonzero(parent >= 0)
+        np.subtract.at(self_ns, parent[kids],
+                       np.minimum(end[kids], end[parent[kids]]) - start[kids])
+        weight = np.where(own, np.maximum(self_ns, 0), 0)
+    else:
+        weight = np.where(own, end - start, 0)  # a sample's innermost frame is its name
+    step = np.searchsorted(steps.start_ns, start, side="right") - 1
+    inside = (step >= 0) & (start < steps.end_ns[np.maximum(step, 0)])
+    per_step = np.bincount(step[inside], weights=weight[inside], minlength=len(steps))
+    out["thread"] = table.line_name[int(table.line[mine[0]])] if len(mine) else None
+    out["step_num"] = steps.step_num.tolist()
+    out["step_python_ns"] = per_step.astype(np.int64).tolist()
+    return out

@@ -54,6 +54,7 @@ from stepscope.analysis.overview_page import (
     host_facts,
     partition,
 )
+from stepscope.analysis.python_views import python_summary
 from stepscope.analysis.steps import Steps, device_planes
 from stepscope.errors import StepscopeError
 from stepscope.model import schema
@@ -65,7 +66,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 6
+RUN_MODEL_VERSION = 7
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -116,6 +117,8 @@ class HostModel:
     profile_start_ns: int | None  # when the capture started on this host, where recorded
     memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
     # the host recorded no memory activity
+    python: dict[str, Any] | None = None  # Python time per step and the heaviest functions
+    # (``python_views.python_summary``); None: no Python tracer or sampler data
 
     @property
     def name(self) -> str:
@@ -218,6 +221,10 @@ class RunModel:
         if name in self.combined.get("input", {}):
             return HostInput.from_dict(self.combined["input"][name])
         return self.hosts[name].input
+
+    def python_dict(self) -> dict[str, Any]:
+        """Per host with Python data: its Python time per step and heaviest functions."""
+        return {name: h.python for name, h in self.hosts.items() if h.python is not None}
 
     def pod_dict(self) -> dict[str, Any]:
         """The pod viewer's JSON form (``run_to_pod_viewer``)."""
@@ -322,7 +329,8 @@ def build_host(name: str, table: EventTable, source: Path | None = None) -> Host
     start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, source))
+                     _host_memory(name, table, steps, start, source),
+                     python_summary(table, steps))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -415,6 +423,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
+        "python": h.python,
     }
 
 
@@ -439,4 +448,5 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         _array(d["pod_ns"], len(_HOST_ORDER) + 1),
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
         _array(d["collective_end_ns"]), None if start is None else int(start),
-        None if d["memory"] is None else dict(d["memory"]))
+        None if d["memory"] is None else dict(d["memory"]),
+        None if d.get("python") is None else dict(d["python"]))
