@@ -4,6 +4,7 @@ import { getJson, toolData, ToolInfo } from "../api";
 import { stackedColumns } from "../charts";
 import { bytes, h, int, ms, pct } from "../dom";
 import type { PageContext } from "./registry";
+import { pythonCard, PythonSummary } from "./python/overview_card";
 
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
   { key: "input", label: "Waiting for input", color: "#d93025" },
@@ -41,6 +42,7 @@ interface Overview {
   recommendations?: Advice[];
   failed_hosts: Record<string, string>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
+  python?: Record<string, PythonSummary>; // hosts with Python tracer or sampler data
 }
 
 interface Advice { rule: string; text: string; evidence: Record<string, unknown>; tool: string }
@@ -211,5 +213,6 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     h("h1", {}, `Overview — ${o.run}${o.host ? " — " + o.host : ""}`),
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
+      advice(o, ctx), pythonCard(o.python, ctx, o.steps.per_step),
+      environment(o, memory), stepGraph(o), topOps(o)));
 }

@@ -6,6 +6,7 @@ import { renderMemory } from "./memory/index";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
+import { renderPython } from "./python/index";
 import { renderTrace } from "./trace/index";
 import { renderGraphViewer } from "./hlo/graph_viewer";
 import { renderMemoryViewer } from "./hlo/memory_viewer";
@@ -33,6 +34,7 @@ export const PAGES: Record<string, Page> = {
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
   memory_profile: renderMemory,
+  python_profile: renderPython,
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,
   roofline_model: renderRoofline,

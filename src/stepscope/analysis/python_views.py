@@ -539,3 +539,15 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     out["step_num"] = steps.step_num.tolist()
     out["step_python_ns"] = per_step.astype(np.int64).tolist()
     return out
+
+
+def pruned(tree: CallTree, min_ns: int) -> CallTree:
+    """The nodes whose inclusive time reaches ``min_ns`` (a parent always has at least its
+    children's time, so every kept node's parent is kept), renumbered in the same order."""
+    keep = tree.total_ns >= min_ns
+    rows = np.flatnonzero(keep)
+    new = np.full(len(tree.parent), -1, dtype=np.int64)
+    new[rows] = np.arange(len(rows), dtype=np.int64)
+    parent = tree.parent[rows]
+    return CallTree(np.where(parent >= 0, new[np.maximum(parent, 0)], -1), tree.name[rows],
+                    tree.self_ns[rows], tree.total_ns[rows], tree.count[rows], tree.names)

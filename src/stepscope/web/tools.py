@@ -20,6 +20,7 @@ from stepscope.run_loader import run_model_of
 from stepscope.views.report import ops_csv
 from stepscope.web.hlo_tools import graph_viewer_data, memory_viewer_data
 from stepscope.web.loaded_run import LoadedRun
+from stepscope.web.python_tool import has_python, python_profile_csv, python_profile_data
 
 Params = Mapping[str, "int | bool | str"]  # flags, integer and text parameters
 DataFn = Callable[[LoadedRun, "str | None", Params], dict[str, Any]]
@@ -79,7 +80,9 @@ def _advice(run: LoadedRun) -> list[dict[str, Any]]:
 def overview_data(run: LoadedRun, host: str | None, params: Params) -> dict[str, Any]:
     """The overview page of all hosts, or of one (the advice is the whole run's)."""
     summary = _overview(run)
-    xla = {"xla_flops_utilization": _xla_flops_utilization(run, host)}
+    python = _model(run).python_dict()  # Python time per step, heaviest functions
+    xla = {"xla_flops_utilization": _xla_flops_utilization(run, host),
+           "python": python if host is None else {k: v for k, v in python.items() if k == host}}
     if host is None:
         return {**summary, "host": None, **xla, "recommendations": _advice(run)}
     return {"run": summary["run"], "path": summary["path"], "host": host,
@@ -300,6 +303,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          ints=(IntParam("allocator", 0, 10_000, 0), IntParam("width", 0, 10_000, 1000),
                IntParam("from_us", 0, 1 << 50), IntParam("to_us", 0, 1 << 50)),
          available=has_memory),
+    Tool("python_profile", "Python profile", python_profile_data, python_profile_csv,
+         ints=(IntParam("step", -(1 << 62), 1 << 62), IntParam("start_ns", 0, 1 << 62),
+               IntParam("end_ns", 0, 1 << 62)),
+         texts=("source", "thread", "sort", "filter"), available=has_python),
     Tool("op_profile", "Op profile", op_profile_data, needs_xla=True),
     Tool("hlo_op_stats", "HLO op stats", hlo_op_stats_data, hlo_op_stats_table_csv,
          needs_xla=True),
