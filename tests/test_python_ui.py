@@ -13,9 +13,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from test_python_views import KNOWN_COSTS, _run
 
 from browser import Server, Watched, settle_trace, shot
+from test_python_views import KNOWN_COSTS, _run
 
 TOOL = "python_profile"
 RUN = "2024_01_01_00_00_00"
@@ -31,10 +31,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A run without Python data: the page is not offered there.
     import stepscope
 
-    with stepscope.Profile(tmp_path_factory.mktemp("plain"),
-                           stepscope.ProfilerOptions(counter_interval_ms=0)) as p:
-        with stepscope.Trace("work"):
-            pass
+    opts = stepscope.ProfilerOptions(counter_interval_ms=0)
+    with stepscope.Profile(tmp_path_factory.mktemp("plain"), opts) as p, stepscope.Trace("work"):
+        pass
     assert p.path is not None
     plain = root / "plugins" / "profile" / "2024_01_02_00_00_00"
     plain.mkdir()
