@@ -32,6 +32,7 @@ from stepscope.analysis.python_views import (
 from stepscope.cli import main as cli_main
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
+from stepscope.model import schema
 from stepscope.run_loader import run_model_of
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -476,6 +477,9 @@ def test_sampler_names_c_functions_and_leaves_its_own_thread_out(tmp_path: Path)
     assert "waiter" in views.threads["name"]
     names = views.functions()["name"]
     assert "$time.sleep" in names  # a C function, named as the tracer names it
+    # The profile records what sampling cost: its ticks and its thread's CPU time.
+    env = next(p.stats for p in table.planes if p.name == schema.TASK_ENV_PLANE)
+    assert env[schema.ENV_SAMPLER_TICKS] >= 10 and env[schema.ENV_SAMPLER_CPU_NS] > 0
     assert any(n.startswith("$") and "Event.wait" in n for n in names)
 
 

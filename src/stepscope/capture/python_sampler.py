@@ -133,6 +133,7 @@ class PythonSampler:
         self._skip: set[int] = set()
         self.start_ns = 0
         self.stop_ns = 0
+        self.cpu_ns = 0  # CPU time of the sampler's own thread (its cost, less GIL hand-overs)
 
     def start(self) -> None:
         """Begin sampling on a thread of its own."""
@@ -181,6 +182,7 @@ class PythonSampler:
         ids, stacks, c_leaf, skip, threads = (self._stack_ids, self.stacks, self._c_leaf,
                                               self._skip, self.threads)
         due = perf() + period
+        cpu0 = time.thread_time_ns()
         while not self._stop:
             wait = due - perf()
             if wait > 0:
@@ -217,6 +219,7 @@ class PythonSampler:
                     s_thread.append(ident)
                     s_stack.append(sid)
             del frames
+        self.cpu_ns = time.thread_time_ns() - cpu0
 
     def _callee(self, frame: FrameType) -> str | None:
         """The C function a frame stopped on a call instruction is in, where it can be named."""

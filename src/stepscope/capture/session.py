@@ -379,6 +379,9 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
     env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
+    if session.python_sampler is not None:
+        env.add_plane_stat(schema.ENV_SAMPLER_TICKS, len(session.python_sampler.tick_ns))
+        env.add_plane_stat(schema.ENV_SAMPLER_CPU_NS, session.python_sampler.cpu_ns)
     for key, value in session.options.to_dict().items():
         env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
     if rec.dropped:

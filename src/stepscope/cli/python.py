@@ -48,7 +48,8 @@ def _window(args: argparse.Namespace, tables: Any, host: str | None) -> tuple[in
         return None, None
     from stepscope.analysis.python_views import hosts_with_python, python_views
 
-    name = host or (hosts_with_python(tables) or [None])[0]
+    have = hosts_with_python(tables)
+    name = host or (have[0] if have else None)
     if name is None or name not in tables:
         return None, None
     whole = python_views(tables[name], name, source=args.source)

@@ -37,6 +37,8 @@ ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
 ENV_OPTION_PREFIX = "stepscope_option_"
 ENV_PRODUCER = "stepscope_version"
+ENV_SAMPLER_TICKS = "stepscope_python_sampler_ticks"  # times the Python sampler sampled
+ENV_SAMPLER_CPU_NS = "stepscope_python_sampler_cpu_ns"  # CPU time its thread took
 
 # Counter lines on the counters plane.
 COUNTER_PROCESS_CPU = "Process CPU (%)"
