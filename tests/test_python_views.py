@@ -514,3 +514,39 @@ def test_recursion_counted_once_on_a_synthetic_tree() -> None:
     i = f["name"].index("$f")
     assert f["total_ns"][i] == 90 and f["self_ns"][i] == 15 and f["count"][i] == 3
     assert math.isclose(sum(f["self_share"]), 1.0)
+
+
+def test_hostile_python_planes_give_views_or_one_clear_error(tmp_path: Path) -> None:
+    """Samples without a stack, stacks of junk, overlapping and zero-length calls, names
+    that are markup: views come out (or one StepscopeError), never a traceback."""
+    from stepscope.errors import StepscopeError
+    from stepscope.formats import xplane_builder as xb
+
+    space = xb.new_space("evil")
+    sampler = xb.add_plane(space, schema.PYTHON_SAMPLER_PLANE_ID, schema.PYTHON_SAMPLER_PLANE)
+    line = sampler.add_line(7, "<img src=x onerror=alert(1)>", 1_000)
+    sampler.add_event(line, "$a.py:1 f", 1_000, 10, {schema.PYTHON_STACK: "$a.py:1 f"})
+    sampler.add_event(line, "no stack", 1_010, 10, None)
+    sampler.add_event(line, "junk", 1_020, 10, {schema.PYTHON_STACK: "\n\n;;\x00 \n"})
+    sampler.add_event(line, "deep", 1_030, 0, {schema.PYTHON_STACK: "\n".join(["$r.py:1 r"] * 500)})
+    tracer = xb.add_plane(space, schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE)
+    tl = tracer.add_line(7, "t", 1_000)
+    for start, dur in ((1_000, 100), (1_050, 100), (1_060, 0), (1_000, 100), (990, 5)):
+        tracer.add_event(tl, "$b.py:2 g", start, dur, None)
+    path = tmp_path / "plugins" / "profile" / "r" / "evil.xplane.pb"
+    path.parent.mkdir(parents=True)
+    xb.write_space(space, path)
+    (host, table), = load(path, use_cache=False).hosts.items()
+    for source in ("tracer", "sampler"):
+        views = python_views(table, host, source=source)
+        assert views.total_ns >= 0
+        json.dumps(views.to_dict())
+        views.speedscope_json()
+        views.collapsed()
+        views.csv()
+    deep = python_views(table, host, source="sampler").functions()
+    assert deep["count"][deep["name"].index("$r.py:1 r")] == 1  # 500 levels, one sample
+    with pytest.raises(StepscopeError):
+        python_views(table, host, start_ns=10, end_ns=5)
+    with pytest.raises(StepscopeError):
+        python_views(table, host, source="nonsense")

@@ -123,7 +123,7 @@ class PythonViews:
         count = np.bincount(t.name[outer], weights=t.count[outer], minlength=n).astype(np.int64)
         if self.source == TRACER:  # every call, recursive ones too
             count = np.bincount(t.name, weights=t.count, minlength=n).astype(np.int64)
-        rows = np.flatnonzero(total_ns > 0) if n else np.zeros(0, np.int64)
+        rows = np.flatnonzero((total_ns > 0) | (count > 0)) if n else np.zeros(0, np.int64)
         if filter_text:
             needle = filter_text.lower()
             rows = np.array([r for r in rows.tolist() if needle in t.names[r].lower()],
@@ -297,7 +297,7 @@ def python_views(table: EventTable, host: str, *, source: str | None = None,
     lo = int(table.start_ns[rows].min()) if len(rows) else 0
     hi = int((table.start_ns[rows] + table.duration_ns[rows]).max()) if len(rows) else 0
     t0 = lo if start_ns is None else int(start_ns)
-    t1 = max(hi, lo + 1) if end_ns is None else int(end_ns)
+    t1 = hi + 1 if end_ns is None else int(end_ns)  # past the last end: its instant too
     if t1 <= t0:
         raise StepscopeError(f"The window {t0}..{t1} ns is empty; pass an end after its start.")
     build = _tracer_tree if source == TRACER else _sampler_tree
