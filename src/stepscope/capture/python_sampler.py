@@ -82,6 +82,17 @@ def _callee_chains(code: CodeType) -> dict[int, list[str]]:
     return out
 
 
+def _first_resume(code: CodeType) -> int:
+    """The offset of a code object's first RESUME (its entry), or -1 where it has none."""
+    try:
+        for instr in dis.get_instructions(code):
+            if instr.opname == "RESUME":
+                return instr.offset
+    except Exception:  # a code object dis cannot read: no entry to recognise
+        pass
+    return -1
+
+
 def _resolve(chain: list[str], frame: FrameType) -> str | None:
     """The tracer's name of the C function a chain of names loads, or None for a Python
     function (the sampler sees its frame instead)."""
@@ -129,6 +140,7 @@ class PythonSampler:
         self._stack_ids: dict[tuple[Any, ...], int] = {}
         self._c_leaf: dict[tuple[CodeType, int], str | None] = {}
         self._chains: dict[CodeType, dict[int, list[str]]] = {}
+        self._entry: dict[CodeType, int] = {}  # per code: the offset of its first RESUME
         self.threads: dict[int, tuple[int, str]] = {}  # ident → (line id, name)
         self._skip: set[int] = set()
         self.start_ns = 0
@@ -181,6 +193,7 @@ class PythonSampler:
                                             self.sample_thread, self.sample_stack)
         ids, stacks, c_leaf, skip, threads = (self._stack_ids, self.stacks, self._c_leaf,
                                               self._skip, self.threads)
+        entry = self._entry
         due = perf() + period
         cpu0 = time.thread_time_ns()
         while not self._stop:
@@ -200,6 +213,14 @@ class PythonSampler:
                     if ident in skip:
                         continue
                 code = frame.f_code
+                first = entry.get(code)
+                if first is None:
+                    first = entry[code] = _first_resume(code)
+                if frame.f_lasti <= first and frame.f_back is not None:
+                    # Just entered (stopped on its first instruction, where the GIL is let
+                    # go): the time this sample stands for was its caller's, up to the call.
+                    frame = frame.f_back
+                    code = frame.f_code
                 key_c = (code, frame.f_lasti)
                 leaf = c_leaf.get(key_c, False)
                 if leaf is False:
