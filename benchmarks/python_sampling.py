@@ -205,6 +205,7 @@ def main() -> None:
                                for m in ("stepscope", "pyinstrument", "py-spy")]
     best: dict[str, float] = {}
     best_cpu: dict[str, float] = {}
+    rate: dict[str, float] = {}
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="python-sampling-") as tmp:
         work = Path(tmp)
@@ -218,6 +219,8 @@ def main() -> None:
                     continue
                 best[key] = min(best.get(key, float("inf")), float(r["loop_s"]))
                 best_cpu[key] = min(best_cpu.get(key, float("inf")), float(r["cpu_s"]))
+                if r.get("ticks"):  # samples a second the sampler got (stepscope)
+                    rate[key] = max(rate.get(key, 0.0), r["ticks"] / float(r["loop_s"]))
         both = _run(work, "both", 1000, max(args.steps // 3, 20), tools)
         agreement = _agreement(both["path"], 8) if "error" not in both else []
     base, base_cpu = best.get("none"), best_cpu.get("none")
@@ -229,7 +232,7 @@ def main() -> None:
         cpu_overhead = None if cpu is None or not base_cpu else cpu / base_cpu - 1
         goal = GOALS[hz] if mode == "stepscope" else None
         rows.append({"profiler": mode, "hz": hz, "loop_s": seconds, "overhead": overhead,
-                     "cpu_s": cpu, "cpu_overhead": cpu_overhead,
+                     "cpu_s": cpu, "cpu_overhead": cpu_overhead, "rate_got": rate.get(key),
                      "goal": goal, "met": None if goal is None or overhead is None
                      else overhead <= goal, "error": errors.get(key) if seconds is None
                      else None})
@@ -252,7 +255,7 @@ def main() -> None:
             f"<= {100 * r['goal']:.0f}% " + ("met" if r["met"] else "MISSED"))
         print(f"{r['profiler']:<14}{r['hz']:>6}Hz{r['loop_s']:>10.3f}"
               f"{100 * r['overhead']:>9.1f}%{r['cpu_s']:>9.3f}{100 * r['cpu_overhead']:>7.1f}%"
-              f"  {goal}")
+              f"  {goal}" + (f" ({r['rate_got']:.0f} samples/s got)" if r["rate_got"] else ""))
     if agreement:
         print("\nHeaviest Python functions (with the C functions they call), tracer vs "
               "sampler (1 kHz) on one run, % of the main thread's time:")
