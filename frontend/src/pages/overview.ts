@@ -7,6 +7,7 @@ import { baselineBar, baselineRuns } from "./diff/baseline";
 import type { Diff } from "./diff/data";
 import { signed, signedPct } from "./diff/data";
 import type { PageContext } from "./registry";
+import { pythonCard, PythonSummary } from "./python/overview_card";
 
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
   { key: "input", label: "Waiting for input", color: "#d93025" },
@@ -48,6 +49,7 @@ interface Overview {
              median_ms?: number; threshold_ms?: number; window?: string } | null;
   dropped_events?: Record<string, { count: number; message: string }>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
+  python?: Record<string, PythonSummary>; // hosts with Python tracer or sampler data
 }
 
 interface Advice {
@@ -239,7 +241,8 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     ...Object.values(o.dropped_events ?? {}).map((d) =>
       h("p", { className: "warning dropped-events" }, d.message)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
+      advice(o, ctx), pythonCard(o.python, ctx, o.steps.per_step),
+      environment(o, memory), stepGraph(o), topOps(o)));
 }
 
 /** Against the chosen baseline: the step time change and the categories that moved most. */

@@ -8,6 +8,7 @@ import { renderMemory } from "./memory/index";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
+import { renderPython } from "./python/index";
 import { renderTrace } from "./trace/index";
 import { renderGraphViewer } from "./hlo/graph_viewer";
 import { renderMemoryViewer } from "./hlo/memory_viewer";
@@ -36,6 +37,7 @@ export const PAGES: Record<string, Page> = {
   pod_viewer: renderPod,
   gpu_timeline: renderGpu,
   memory_profile: renderMemory,
+  python_profile: renderPython,
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,
   roofline_model: renderRoofline,

@@ -34,7 +34,8 @@ class ProfilerOptions:
     recording this long after ``start``. max_events: cap on recorded events; past it events
     are dropped and counted. counter_interval_ms: system counter sampling period (0 disables).
     memory_tracer_level: 1 records NumPy array allocations of at least memory_threshold_bytes
-    and their frees (see ``capture.memory_tracer``).
+    and their frees (see ``capture.memory_tracer``). python_sampling_hz: sample every
+    thread's Python stack this many times a second (0 off; see ``capture.python_sampler``).
     """
 
     host_tracer_level: int = 2
@@ -45,6 +46,7 @@ class ProfilerOptions:
     counter_interval_ms: int = DEFAULT_COUNTER_INTERVAL_MS
     memory_tracer_level: int = 0
     memory_threshold_bytes: int = DEFAULT_MEMORY_THRESHOLD
+    python_sampling_hz: int = 0
 
     def __post_init__(self) -> None:
         _check_int("host_tracer_level", self.host_tracer_level, 0, 3,
@@ -60,6 +62,8 @@ class ProfilerOptions:
         _check_int("memory_tracer_level", self.memory_tracer_level, 0, 1, "0 off, 1 on")
         _check_int("memory_threshold_bytes", self.memory_threshold_bytes, 0, 1 << 50,
                    "smallest NumPy allocation recorded, in bytes")
+        _check_int("python_sampling_hz", self.python_sampling_hz, 0, 10_000,
+                   "Python stack samples a second, 0 off")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a plain dict."""

@@ -19,6 +19,7 @@ from typing import Any
 from stepscope.capture import bridges, input_pipeline, python_tracer, trace
 from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.python_sampler import PythonSampler
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
 from stepscope.capture.system_counters import SystemCounters
@@ -62,6 +63,8 @@ class _Session:
         self.start_ns = time_ns()
         self.python_tracer = (PythonTracer(self.recorder)
                               if options.python_tracer_level >= 1 else None)
+        self.python_sampler = (PythonSampler(self.recorder, options.python_sampling_hz)
+                               if options.python_sampling_hz > 0 else None)
         self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
                          if options.counter_interval_ms > 0 else None)
         self.memory_tracer = (MemoryTracer(self.recorder, options.memory_threshold_bytes)
@@ -94,6 +97,8 @@ class _Session:
             self.counters.start()
         if self.python_tracer is not None:
             self.python_tracer.start()
+        if self.python_sampler is not None:
+            self.python_sampler.start()
         if self.memory_tracer is not None:
             self.memory_tracer.start()
         # Last, so that our tracers already run while a framework's profiler starts.
@@ -110,6 +115,8 @@ class _Session:
         input_pipeline.session_stopped()  # before the profile is built: workers' events
         self.bridge_data = bridges.stop_all(self.bridges)
         self.bridges = []
+        if self.python_sampler is not None:
+            self.python_sampler.stop()
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:
@@ -401,11 +408,13 @@ class SpaceParts:
     options: ProfilerOptions
     env: dict[str, Any] = field(default_factory=dict)
     keep_until_ns: int | None = None  # what began at or after it is left out (None: all)
+    sampler: Any = None  # the Python sampler's plane (PlaneColumns), where it ran
 
 
 def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     """Turn what the session recorded into a serialised ``XSpace``."""
     from stepscope.capture import recorder_columns as rc
+    from stepscope.capture.python_sampler import sampler_plane
 
     rec = session.recorder
     rec.refresh_thread_names()
@@ -415,13 +424,20 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
     if session.python_tracer is not None:
         py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
                     for buf in rec.python_buffers if len(buf)]
+    sampler = session.python_sampler
+    env: dict[str, Any] = {}
+    if sampler is not None:
+        env = {schema.ENV_SAMPLER_TICKS: len(sampler.tick_ns),
+               schema.ENV_SAMPLER_CPU_NS: sampler.cpu_ns}
     # Names of tuples just turned into columns are in `names.objects` by now.
     return encode_space(SpaceParts(
         host=host, start_ns=max(session.start_ns, session.keep_from_ns), stop_ns=stop_ns,
         keep_from_ns=session.keep_from_ns, host_lines=host_lines, python_lines=py_lines,
         objects=rec.names.objects, samples=rec.samples, bridge_data=session.bridge_data,
         recorded=rec.recorded, dropped=rec.dropped, max_events=rec.max_events,
-        options=session.options))
+        options=session.options, env=env,
+        sampler=None if sampler is None else sampler_plane(
+            sampler, max(session.start_ns, session.keep_from_ns), session.keep_from_ns)))
 
 
 def encode_space(parts: SpaceParts) -> bytes:
@@ -454,6 +470,9 @@ def encode_space(parts: SpaceParts) -> bytes:
             parts.objects, start_ns, keep_from,
             lambda what: PythonTracer.event_name(what, cache), until, repairs)))
 
+    if parts.sampler is not None:
+        planes.append(enc.encode_plane(parts.sampler))
+
     small = xb.new_space(parts.host)
     if parts.samples:
         counters = xb.add_plane(small, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
@@ -469,6 +488,8 @@ def encode_space(parts: SpaceParts) -> bytes:
     used = {schema.HOST_PLANE_ID}
     if parts.python_lines is not None:
         used.add(schema.PYTHON_TRACER_PLANE_ID)
+    if parts.sampler is not None:
+        used.add(schema.PYTHON_SAMPLER_PLANE_ID)
     _add_bridge_planes(small, parts.bridge_data, keep_from, used)
 
     env = xb.add_plane(small, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
@@ -537,7 +558,7 @@ def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData],
     """
     used = used | {plane.id for plane in space.planes}
     used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
-                 schema.COUNTERS_PLANE_ID))
+                 schema.COUNTERS_PLANE_ID, schema.PYTHON_SAMPLER_PLANE_ID))
     for data in bridge_data:
         for plane in data.planes:
             added = space.planes.add()

@@ -633,6 +633,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "stepscope.cli.check",
     "stepscope.cli.mcp",
     "stepscope.cli.gpu",
+    "stepscope.cli.python",
 )
 
 

@@ -66,6 +66,10 @@ def add_options_args(parser: argparse.ArgumentParser) -> None:
                         "TensorFlow and CUDA profilers of the frameworks the program imports "
                         "record alongside (2 is passed on to TensorFlow, which treats it as "
                         "1) (default 1)")
+    parser.add_argument("--sample", nargs="?", type=int, const=100, default=0, metavar="HZ",
+                        help="sample every thread's Python stack HZ times a second (100 when "
+                        "no HZ is given; python_sampling_hz), a few percent of overhead "
+                        "where --python-tracer records every call")
     parser.add_argument("--memory-tracer", action="store_true",
                         help="record NumPy allocations and frees (memory_tracer_level=1)")
     parser.add_argument("--memory-threshold", type=int, default=DEFAULT_MEMORY_THRESHOLD,
@@ -92,6 +96,7 @@ def options_from_args(args: argparse.Namespace) -> ProfilerOptions:
         counter_interval_ms=args.counter_interval_ms,
         memory_tracer_level=1 if args.memory_tracer else 0,
         memory_threshold_bytes=args.memory_threshold,
+        python_sampling_hz=getattr(args, "sample", 0),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 # Planes.
 HOST_PLANE = "/host:CPU"
 PYTHON_TRACER_PLANE = "/host:python-tracer"
+PYTHON_SAMPLER_PLANE = "/host:python-sampler"  # stepscope's own: Python stacks sampled
 TASK_ENV_PLANE = "Task Environment"
 COUNTERS_PLANE = "/host:stepscope-counters"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -18,6 +19,7 @@ HOST_PLANE_ID = 0
 TASK_ENV_PLANE_ID = 1000
 PYTHON_TRACER_PLANE_ID = 1001
 COUNTERS_PLANE_ID = 1002
+PYTHON_SAMPLER_PLANE_ID = 1003
 
 # Stats on events (as TraceMe metadata `name#key=value#` becomes stats).
 STEP_NUM = "step_num"
@@ -25,6 +27,7 @@ ROOT_LEVEL = "_r"
 GROUP_ID = "group_id"
 CORRELATION_ID = "correlation_id"
 VALUE = "value"  # a counter sample's value
+PYTHON_STACK = "python_stack"  # a Python sample's stack: frame names, root first, one a line
 
 # Stats on the Task Environment plane.
 ENV_PROFILE_START_TIME = "profile_start_time"
@@ -48,6 +51,8 @@ ENV_FLIGHT_WINDOW = "stepscope_flight_window"  # what the ring holds: "steps=N" 
 ENV_FLIGHT_AFTER_STEPS = "stepscope_flight_after_steps"  # steps recorded after the trigger
 ENV_FLIGHT_MAX_BYTES = "stepscope_flight_max_bytes"  # the ring's memory bound
 ENV_FLIGHT_STAT_PREFIX = "stepscope_flight_"
+ENV_SAMPLER_TICKS = "stepscope_python_sampler_ticks"  # times the Python sampler sampled
+ENV_SAMPLER_CPU_NS = "stepscope_python_sampler_cpu_ns"  # CPU time its thread took
 
 # Counter lines on the counters plane.
 COUNTER_PROCESS_CPU = "Process CPU (%)"

@@ -114,7 +114,10 @@ def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
     """The overview page: the run's (or a host's) overview, the XLA programs' FLOPS
     utilisation where there is one, and the run's advice."""
     summary = run.model.overview_dict()
+    python = run.model.python_dict()  # Python time per step, heaviest functions
     extra = {"xla_flops_utilization": _xla_flops_utilization(run, host),
+             "python": python if host is None else {k: v for k, v in python.items()
+                                                     if k == host},
              "recommendations": _advice_rows(run)}
     if host is None:
         data = {**summary, "host": None, **extra}
@@ -364,6 +367,57 @@ def graph_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
         "nodes", graph)
 
 
+# -- Python views ------------------------------------------------------------------------------
+
+# The flame graph is sent with the call paths of at least this share of the window's Python
+# time (a fraction of a pixel of the widest graph), and at most MAX_NODES of them.
+MIN_SHARE = 1 / 20_000
+MAX_NODES = 40_000
+MAX_STEPS = 10_000  # step numbers listed for the page's step picker
+
+
+def _has_python(run: Run, host: str | None) -> bool:
+    """Whether the run (or host) recorded Python calls or samples."""
+    python = run.model.python_dict()
+    return bool(python) if host is None else host in python
+
+
+def python_profile(run: Run, host: str | None, p: Params) -> ToolResult:
+    """Top functions and the flame graph of one host's Python tracer or sampler data (its
+    call paths pruned to what can be seen), for the whole recording, one step or a window."""
+    from stepscope.analysis.run_model.python_views import pruned, run_python_views, sources_of
+
+    python = run.model.python_dict()
+    if host is None:
+        if not python:
+            raise ToolNotAvailableError("This run recorded no Python calls or samples.")
+        host = sorted(python)[0]
+    elif host not in python:
+        raise ToolNotAvailableError(f"Host {host!r} recorded no Python calls or samples.")
+    chosen: str = host
+    views = run_python_views(
+        {chosen: run.tables.hosts[chosen]}, {chosen: run.model.hosts[chosen].steps},
+        host=chosen, source=str(p["source"] or "") or None,
+        thread=str(p["thread"] or "") or None,
+        step=None if p["step"] is None else int(p["step"]),
+        start_ns=None if p["start_ns"] is None else int(p["start_ns"]),
+        end_ns=None if p["end_ns"] is None else int(p["end_ns"]))
+    sort, keep = str(p["sort"] or "self"), str(p["filter"] or "")
+    data = views.to_dict(sort, keep, limit=2000)
+    tree = views.tree
+    min_ns = max(int(views.total_ns * MIN_SHARE), 1)
+    if len(tree) > MAX_NODES:
+        min_ns = max(min_ns, int(sorted(tree.total_ns.tolist(), reverse=True)[MAX_NODES]) + 1)
+    kept = pruned(tree, min_ns)
+    steps = run.model.hosts[views.host].steps
+    return ToolResult("python_profile", {
+        **data, "run": run.name, "tree": kept.to_dict(), "tree_nodes": len(tree),
+        "tree_min_ns": min_ns, "hosts": sorted(python),
+        "sources": sources_of(run.tables.hosts[views.host]),
+        "steps": steps.step_num.tolist()[:MAX_STEPS]}, "functions", views,
+        views.csv(sort, keep))
+
+
 # -- the GPU timeline --------------------------------------------------------------------------
 
 def _has_devices(run: Run, host: str | None) -> bool:
@@ -600,6 +654,17 @@ _DECLARED: list[ToolSpec] = [
                  Param("depth", "int", "steps out from the op", 2, 0, 20),
                  Param("expand_fusions", "flag", "show the instructions inside each fusion",
                        False)), needs="hlo"),
+    ToolSpec("python_profile", "Python profile", "Where the Python time went: top functions "
+             "(self and inclusive time, calls or samples) and the flame graph, for the "
+             "whole run, a step or a time range.", python_profile, (
+                 Param("step", "int", "only this step", None, -(1 << 62), 1 << 62),
+                 Param("start_ns", "int", "from (ns, the trace's clock)", None, 0, 1 << 62),
+                 Param("end_ns", "int", "to (ns, the trace's clock)", None, 0, 1 << 62),
+                 Param("source", "text", "tracer or sampler (default: what the run has)"),
+                 Param("thread", "text", "only this thread"),
+                 Param("sort", "text", "self, total, calls or name (default self)"),
+                 Param("filter", "text", "only functions whose name or file holds this")),
+             available=_has_python, csv=True),
     ToolSpec("gpu_timeline", "GPU timeline", "Per rank and device: compute, communication, "
              "memory and idle time, why streams sat idle, communication under compute, "
              "launches, queues, kernel sequences; per step, the critical path across ranks.",

@@ -10,6 +10,7 @@ import { criticalPathSwitch } from "./critical_path";
 import { bindInput } from "./input";
 import { alignedOf, createState, Meta, View, viewOfAligned } from "./state";
 import { TraceTools } from "./tools";
+import { requestPythonRange, takeTraceSearch } from "../python/link";
 
 // The moment last shown, on the run's lined-up clock: switching to another host of the same
 // run shows the same moment there (hosts' clocks differ; the pod viewer's alignment says how).
@@ -44,6 +45,13 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
   });
   const tools = new TraceTools(s, painter, data);
   data.onError = tools.showError;
+  if (ctx.tools.some((t) => t.name === "python_profile")) {
+    tools.onRange = { label: "Python profile of this range →", open: (a, b) => {
+      requestPythonRange(meta.origin_ns + a, meta.origin_ns + b);
+      ctx.go("python_profile");
+    } };
+  }
+  const search = takeTraceSearch(); // another page asked for a function's rows
   bindInput(s, painter, tools);
 
   // Hooks for tests and scripting: where an event is drawn, what the view is.
@@ -101,7 +109,11 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     above.observe(controls);
     above.observe(axisRow);
     painter.draw();
-    void data.refresh().catch(tools.showError);
+    void data.refresh().then(async () => {
+      if (search === null) return;
+      tools.search.value = search;
+      await tools.runSearch(1);
+    }).catch(tools.showError);
   }, 0);
   return page;
 }

@@ -55,6 +55,7 @@ from stepscope.analysis.run_model.overview_page import (
     host_facts,
     partition,
 )
+from stepscope.analysis.run_model.python_views import python_summary
 from stepscope.analysis.run_model.steps import Steps, device_planes
 from stepscope.errors import NotFoundError, StepscopeError, not_found
 from stepscope.model import schema
@@ -66,7 +67,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 10  # 7: flight; 8: steps found in words; 9: framework; 10: dropped
+RUN_MODEL_VERSION = 11  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -122,6 +123,8 @@ class HostModel:
     memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
     # the host recorded no memory activity
     framework: RunFramework = field(default_factory=lambda: RunFramework("python", ""))
+    python: dict[str, Any] | None = None  # Python time per step and the heaviest functions
+    # (``python_views.python_summary``); None: no Python tracer or sampler data
 
     @property
     def name(self) -> str:
@@ -223,6 +226,10 @@ class RunModel:
         if name in self.combined.get("input", {}):
             return HostInput.from_dict(self.combined["input"][name])
         return self.hosts[name].input
+
+    def python_dict(self) -> dict[str, Any]:
+        """Per host with Python data: its Python time per step and heaviest functions."""
+        return {name: h.python for name, h in self.hosts.items() if h.python is not None}
 
     def memory_dict(self, host: str | None = None) -> dict[str, Any]:
         """The memory profile's JSON form (``memory_profile``), for all hosts or one."""
@@ -329,7 +336,8 @@ def build_host(name: str, table: EventTable,
     start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, keep_memory), framework_of(table))
+                     _host_memory(name, table, steps, start, keep_memory), framework_of(table),
+                     python_summary(table, steps))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -427,6 +435,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "flight": ov.flight,
         "framework": h.framework.to_dict(),
         "dropped": ov.dropped,
+        "python": h.python,
     }
 
 
@@ -454,4 +463,5 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
         _array(d["collective_end_ns"]), None if start is None else int(start),
         None if d["memory"] is None else dict(d["memory"]),
-        RunFramework.from_dict(d["framework"]))
+        RunFramework.from_dict(d["framework"]),
+        None if d.get("python") is None else dict(d["python"]))

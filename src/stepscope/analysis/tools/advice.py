@@ -653,6 +653,47 @@ def rule_mark_steps(f: Facts) -> Recommendation | None:
         f"the profile holds {len(f.ops.rows):,} ops but no step markers.")
 
 
+# -- Python time (the Python tracer's or sampler's heaviest functions) --------------------------
+
+PYTHON_INPUT_SHARE = 25.0  # percent of the host's Python time in one input-side function
+_PY_INPUT = re.compile(r"(?i)collate|__getitem__|__getitems__|dataloader|dataset|fetch|"
+                       r"transform|augment|preprocess|decode|load_(batch|sample|image)")
+
+
+def rule_python_input(python: dict[str, Any]) -> Recommendation | None:
+    """A collate function or input stage among a host's heaviest Python functions."""
+    # (self share, inclusive share, host, function, Python time): the function doing the work
+    # itself is named, not the DataLoader's __next__ around it.
+    found: list[tuple[float, float, str, dict[str, Any], int]] = []
+    for host, summary in python.items():
+        top = summary["top"]
+        for i, name in enumerate(top["function"]):
+            where = f"{top['file'][i]}:{top['line'][i]}" if top["file"][i] else name
+            if _PY_INPUT.search(name) or _PY_INPUT.search(top["file"][i]):
+                found.append((float(top["self_share"][i]), 100.0 * float(top["total_share"][i]),
+                              host, {"function": name, "where": where},
+                              int(summary["total_ns"])))
+    if not found:
+        return None
+    _, share, host, what, total_ns = max(found, key=lambda x: x[0])
+    if share < PYTHON_INPUT_SHARE:
+        return None
+    collate = "collate" in what["function"].lower()
+    advice = ("move it into DataLoader worker processes (num_workers > 0), vectorise it "
+              "(one tensor operation per batch instead of a Python loop per sample), or do "
+              "the work once before training" if collate else
+              "run it in parallel workers (DataLoader num_workers > 0, tf.data map with "
+              "num_parallel_calls), vectorise it, or cache its results")
+    return Recommendation(
+        "python_input_function",
+        f"The Python function {what['function']} ({what['where']}), on the input side, takes "
+        f"{share:.0f}% of the Python time of host {host}: {advice}.",
+        {**what, "host": host, "percent_of_python_time": round(share, 2),
+         "python_ms": round(total_ns / 1e6, 3)}, "python_profile",
+        f"{what['function']} is {share:.1f} % of host {host}'s {total_ns / 1e6:.1f} ms of "
+        "Python time")
+
+
 RULES: tuple[Rule, ...] = (
     rule_parallel_map, rule_prefetch, rule_cache, rule_interleave, rule_vectorize_map,
     rule_py_function, rule_augment_on_device, rule_tf_data_options, rule_dataloader_workers,
@@ -668,7 +709,8 @@ def advise(f: Facts) -> list[Recommendation]:
 
 def recommendations(model: RunModel) -> list[Recommendation]:
     """The advice for a run."""
-    return advise(facts_of(model))
+    python = rule_python_input(model.python_dict())
+    return advise(facts_of(model)) + ([python] if python is not None else [])
 
 
 # --- rules fed by the GPU timeline (analysis.gpu_timeline) --------------------------------
