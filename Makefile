@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit bench clean browser screenshots
+.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest test-under-load
 
 setup: .make-setup .make-frontend
 
@@ -33,25 +33,51 @@ browser:
 	touch .make-setup
 
 # Profiles a sample workload, prints its report, then serves the web UI on it (Ctrl-C stops).
-demo: setup
-	$(BIN)/stepscope demo --logdir demo-logs --no-serve
-	$(BIN)/stepscope report demo-logs
-	$(BIN)/stepscope serve --logdir demo-logs
+# Its own venv with stepscope's core only (no framework, no test tools), as a user installs it;
+# its size on disk is printed first.
+DEMO_VENV := .venv-demo
+.make-demo: pyproject.toml setup.py .make-frontend
+	test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install -q -e .
+	touch .make-demo
+
+demo: .make-demo
+	$(DEMO_VENV)/bin/python scripts/venv_size.py $(DEMO_VENV)
+	$(DEMO_VENV)/bin/stepscope demo --logdir demo-logs --no-serve
+	$(DEMO_VENV)/bin/stepscope report demo-logs
+	$(DEMO_VENV)/bin/stepscope serve demo-logs
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff check src tests benchmarks docs examples scripts
 	$(BIN)/lint-imports  # the import contract of pyproject.toml [tool.importlinter]
 
 typecheck: setup
 	$(BIN)/mypy
 	cd frontend && npm run --silent typecheck
 
-unit: setup browser
-	$(BIN)/pytest -q
+# HTA (the traceinsight package), the GPU timeline's reference, in a venv of its own (its
+# pandas and numpy pins must not move the main venv's); tests/test_gpu_timeline.py runs it.
+.make-hta:
+	test -x .venv-hta/bin/python || $(PYTHON) -m venv .venv-hta
+	.venv-hta/bin/python -m pip install -q "traceinsight==0.6.1"
+	touch .make-hta
 
-test: lint typecheck unit
+unit: setup browser .make-hta
+	STEPSCOPE_HTA_PYTHON=$(CURDIR)/.venv-hta/bin/python $(BIN)/pytest -q
 
-# The README's pictures, from the browser tests' screenshots of the current pages.
+test: lint typecheck docs unit
+
+# The tests with two busy processes beside them (a loaded machine): see tests/under_load.sh.
+test-under-load: setup browser
+	PYTEST="$(BIN)/pytest" tests/under_load.sh -q
+
+
+# The documentation site (MkDocs, Material theme) into site/; warnings fail the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The docs' pictures, from the browser tests' screenshots of the current pages.
 screenshots: setup browser
 	$(BIN)/pytest -q $(wildcard tests/test_*ui.py)
 	$(BIN)/python docs/screenshots.py
@@ -73,6 +99,23 @@ bench: setup
 	$(BIN)/python benchmarks/memory_viewer.py
 	$(BIN)/python benchmarks/step_groups.py
 
+# The bridges and readers against the newest torch, JAX and TensorFlow on the registry (CPU;
+# a venv of its own, .venv-newest; not part of `make test`: it downloads a few GB).
+NEWEST := .venv-newest
+NEWEST_TESTS := tests/test_bridges.py tests/test_interop.py tests/test_profile_cli.py
+test-newest:
+	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q --upgrade pip
+	$(NEWEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]' \
+	  torch jax jaxlib tensorflow-cpu tensorboard xprof
+	$(NEWEST)/bin/python -c 'import importlib.metadata as m; print("newest:", ", ".join( \
+	  f"{p} {m.version(p)}" for p in ("torch", "jax", "jaxlib", "tensorflow-cpu", "keras", "xprof")))'
+	# One process per file: PyPI's CUDA build of torch loads Triton, whose import crashes in a
+	# process where TensorFlow is loaded (both carry LLVM).
+	for t in $(NEWEST_TESTS); do STEPSCOPE_REQUIRE_FRAMEWORKS=1 $(NEWEST)/bin/pytest -q $$t \
+	  || exit 1; done
+
 clean:
-	rm -rf $(VENV) .make-setup .make-frontend build dist src/*.egg-info demo-logs \
+	rm -rf $(VENV) .venv-hta .make-hta $(DEMO_VENV) $(NEWEST) .make-setup .make-demo .make-frontend build dist site \
+	  src/*.egg-info demo-logs \
 	  .bench-profiles frontend/node_modules src/stepscope/web/static test-artifacts

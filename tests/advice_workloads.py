@@ -85,3 +85,89 @@ for i in range(steps):
         step(next(it))
 tf.profiler.experimental.stop()
 """
+
+# PyTorch, the README's pattern: a schedule and `for batch in loader`, a slow dataset read in
+# the training process (num_workers=0): input-bound, the DataLoader's fault.
+TORCH_LOADER = """
+import sys, time, torch, stepscope, stepscope.torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 400
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.full((16,), float(i))
+
+model = torch.nn.Linear(16, 16)
+loader = DataLoader(Slow(), batch_size=4, num_workers=0)
+with stepscope.torch.profile(sys.argv[1], options=stepscope.ProfilerOptions(
+        counter_interval_ms=0), schedule=stepscope.torch.schedule(
+        wait=1, warmup=1, active=6, repeat=1)) as prof:
+    for i, batch in enumerate(loader):
+        model(batch).sum().backward()
+        prof.step()
+        if i == 9:
+            break
+print(prof.paths[0])
+"""
+
+# A stepscope.data pipeline (plain Python): a slow serial map, no prefetch.
+PYTHON_PIPELINE = """
+import sys, time, stepscope
+from stepscope import data
+
+def slow(x):
+    time.sleep(0.003)
+    return x
+
+it = iter(data.instrument(range(10_000)).map(slow).batch(4))
+with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
+    for i in range(12):
+        with stepscope.Trace("train", step_num=i, _r=1):
+            next(it)
+            sum(j * j for j in range(20_000))
+"""
+
+# A pure-compute jitted JAX loop on the CPU, 20 steps, under stepscope (the README's recipe).
+JAX_LOOP = """
+import sys, jax, jax.numpy as jnp, stepscope
+
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jax.grad(lambda w: jnp.sum(jax.nn.relu(x @ w)))(w)
+
+# Big enough that the step's compute, not Python's dispatch of it, fills the step.
+w, x = jnp.ones((768, 768)), jnp.ones((512, 768))
+w = step(w, x).block_until_ready()
+with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
+    for i in range(20):
+        with stepscope.Trace("train", step_num=i, _r=1):
+            w = step(w, x).block_until_ready()
+"""
+
+# Work of each framework with no step markers at all.
+NO_STEPS = {
+    "torch": """
+import sys, torch, stepscope
+model = torch.nn.Linear(32, 32)
+with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
+    for _ in range(5):
+        model(torch.randn(8, 32)).sum().backward()
+""",
+    "jax": """
+import sys, jax, jax.numpy as jnp, stepscope
+f = jax.jit(lambda w: jnp.tanh(w @ w))
+w = f(jnp.ones((64, 64))).block_until_ready()
+with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
+    for _ in range(5):
+        w = f(w).block_until_ready()
+""",
+    "python": """
+import sys, stepscope
+with stepscope.Profile(sys.argv[1], options=stepscope.ProfilerOptions(counter_interval_ms=0)):
+    for _ in range(5):
+        with stepscope.Trace("work"):
+            sum(j * j for j in range(50_000))
+""",
+}

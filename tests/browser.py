@@ -22,6 +22,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from waiting import attempts, until
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
@@ -59,14 +61,17 @@ class Server:
         return reply.status, reply.read()
 
     def data(self, **params: str) -> Any:
-        """A tool's data, asked for again while the server answers 202 (loading, indexing)."""
-        for _ in range(1200):
+        """A tool's final data, asked for again while the server answers 202 (loading,
+        indexing) or the trace viewer answers from its coarse overview."""
+        def ask() -> Any:
             status, body = self.get("data", **params)
-            if status != 202:
-                assert status == 200, body
-                return json.loads(body)
-            time.sleep(0.1)
-        raise AssertionError("run never loaded")
+            if status == 202:
+                return None
+            assert status == 200, body
+            data = json.loads(body)
+            return None if isinstance(data, dict) and data.get("coarse") else data
+
+        return until(ask, f"tool data {params}", 0.1)
 
 
 @contextmanager
@@ -79,7 +84,7 @@ def serve(logdir: Path, cache_dir: Path) -> Iterator[Server]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     srv = Server(port)
     try:
-        for _ in range(300):
+        for _ in attempts():
             if proc.poll() is not None:
                 raise AssertionError(proc.stderr.read().decode() if proc.stderr else "")
             try:

@@ -16,6 +16,7 @@ from stepscope.capture import session
 sys.path.insert(0, str(Path(__file__).parent))
 
 from browser import Server, Watched, launch, serve, watch  # noqa: E402 (after the path)
+from twins import twin  # noqa: F401  (the fixture, for every test module)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "gpu"

@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import pytest
 
 from advice_workloads import TF_PIPELINE
-from browser import Server, Watched, shot
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 from workloads import run_script
 
@@ -48,9 +48,10 @@ def test_overview_shows_the_api_advice(watched: Watched, server: Server, run: st
     assert [i.get_attribute("data-rule") for i in items] == [a["rule"] for a in api]
     for item, advice in zip(items, api, strict=True):
         assert item.query_selector(".advice-text").text_content() == advice["text"]
+        # The figures that made the rule fire, as a sentence with units (issue 30).
         evidence = item.query_selector(".evidence").text_content()
-        for key in advice["evidence"]:
-            assert key.replace("_", " ") in evidence
+        assert advice["because"] and evidence == "Because " + advice["because"]
+        assert " ms" in evidence or " %" in evidence or " µs" in evidence
 
 
 def test_advice_links_to_its_tool(watched: Watched, server: Server) -> None:

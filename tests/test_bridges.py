@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import stepscope
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -89,6 +89,23 @@ def test_keras_callback_counts_batches_across_epochs(tmp_path: Path) -> None:
     profile = stepscope.load(str(path))
     (table,) = profile.hosts.values()
     assert find_steps(table).step_num.tolist() == [7, 8, 9, 10]
+
+
+def test_keras_callback_keeps_every_requested_batch(tmp_path: Path) -> None:
+    # Issue 30: profile_batch=(10, 15) recorded six batches and the report kept four, the
+    # first and last "cut short by the capture"; they were recorded whole and are kept.
+    path = _fit(tmp_path / "logs", "10,15")
+    from stepscope.analysis.run_model.steps import find_steps
+
+    profile = stepscope.load(str(path))
+    (table,) = profile.hosts.values()
+    steps = find_steps(table)
+    assert steps.step_num.tolist() == [10, 11, 12, 13, 14, 15]
+    assert steps.trimmed == []
+    from stepscope.analysis.run_model import build_run_model
+
+    summary = build_run_model(profile).overview_dict()
+    assert summary["steps"]["count"] == 6 and summary["steps"]["trimmed"] == []
 
 
 def test_keras_callback_stops_when_training_ends_first(tmp_path: Path) -> None:
@@ -346,6 +363,19 @@ def test_jax_bridge_merges_xla_ops_into_our_steps(tmp_path: Path) -> None:
     assert any(table.names[int(table.name[i])] == "dot" or "fusion" in
                table.names[int(table.name[i])] for i in xla)
     assert _xprof_steps(path, tmp_path / "xprof") == [f"train {i}" for i in range(4)]
+    # Issue 30: an XLA op has the same self time in `report` (op stats) as in `xla` (the op
+    # profile), and the runtime's waits around it are not ops.
+    from stepscope.analysis import op_stats
+    from stepscope.run.loader import open_xla_model
+
+    ours = {r.name: r for r in op_stats(profile).rows}
+    xla = {o.name: o for o in open_xla_model(str(path), use_cache=False).ops}
+    assert xla and set(xla) <= set(ours), (sorted(xla), sorted(ours))
+    for name, o in xla.items():
+        assert ours[name].self_ns * 1000 == o.self_ps, name
+        assert ours[name].occurrences == o.occurrences, name
+    assert not [n for n in ours if "ThunkExecutor" in n or "PjRt" in n or "Pjit" in n]
+    assert "train" not in ours  # a step marker, never an op
 
 
 def test_kineto_kernel_args_become_kernel_details() -> None:

@@ -30,6 +30,7 @@ from stepscope.formats.xplane_proto import XPlane, XSpace
 from stepscope.formats.xspace_columns import decode_columns, decode_columns_protobuf
 from stepscope.model import schema
 
+import twins
 from xspace_view import Ev, plane, plane_stats
 from xspace_view import events as float_events
 
@@ -43,13 +44,11 @@ def events(p: Any) -> list[Ev]:
         ev.start_ns, ev.duration_ns = start, duration
     return out
 
-compiled_only = pytest.mark.skipif(recorder_module._fastpath is None,
-                                   reason="_fastpath is not built")
+compiled_only = twins.compiled_only("_fastpath")
 RECORDERS = [pytest.param(False, id="python"),
              pytest.param(True, id="compiled", marks=compiled_only)]
 ENCODERS = [pytest.param(False, id="numpy"),
-            pytest.param(True, id="compiled", marks=pytest.mark.skipif(
-                enc._xplane_encode is None, reason="_xplane_encode is not built"))]
+            pytest.param(True, id="compiled", marks=twins.compiled_only("_xplane_encode"))]
 
 BASE = time.time_ns() + 10**12  # ns: after the session's start, as recorded times are
 
@@ -76,7 +75,7 @@ def recorder_kind(request: pytest.FixtureRequest,
     """Run the session with the compiled records (True) or the pure-Python tuples (False)."""
     compiled: bool = request.param
     if not compiled:
-        monkeypatch.setattr(recorder_module, "_fastpath", None)
+        twins.use_twins(monkeypatch, False)
     yield compiled
 
 

@@ -14,9 +14,9 @@ from urllib.parse import urlencode
 import pytest
 
 import stepscope
-from browser import Server, Watched, shot
 from test_diff import record
 
+from browser import Server, Watched, shot
 from workloads import EVIL_OP
 
 TOOL = "diff"

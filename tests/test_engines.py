@@ -126,3 +126,25 @@ def test_the_web_ui_answers_from_the_model_and_reads_tables_only_when_asked(
         ops = client.get("/api/data", params={"run": "run1", "tool": "framework_op_stats"})
         assert ops.status_code == 200
         assert set(tables.loaded()) <= {next(iter(tables))}  # op stats come from the model
+
+
+# -- issue 29.14: a host that raises an unexpected error gets the same answer on every engine
+
+
+def test_every_engine_gives_the_same_answer_for_a_host_that_fails_unexpectedly(
+        run_with_a_bad_host: Path, local_ray: None, capsys: Any) -> None:
+    good = next(p for p in sorted(run_with_a_bad_host.iterdir()) if p.name != "broken.json"
+                and p.is_file() and "broken" not in p.name)
+    # A file name whose filesystem this process cannot open: StorageError, which the host
+    # task did not expect (it expected a bad profile, ProfileFormatError).
+    tasks = [HostTask("good", str(good), good.stat().st_size),
+             HostTask("odd", "nosuchfs://bucket/odd.xplane.pb", 0)]
+    answers = {}
+    for engine in ("local", "pool", "ray"):
+        results = run_tasks(tasks, engine, use_cache=False)
+        assert results[0].error is None and results[0].model_json, engine
+        answers[engine] = results[1].error
+    assert len(set(answers.values())) == 1, answers
+    reason = answers["local"]
+    assert reason is not None and "\n" not in reason and "\x1b" not in reason
+    assert reason.startswith("it could not be analysed (StorageError: ")

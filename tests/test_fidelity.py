@@ -17,10 +17,10 @@ import pytest
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.run_model.framework_op_stats import HOST
 from stepscope.formats.run_reader import load
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import TF_CUSTOM_LOOP, TORCH_LOOP, run_script
+from xprof_reference import xprof_tool
 
 KERAS_FIT = """
 import sys, numpy as np, keras

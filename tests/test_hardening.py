@@ -29,6 +29,7 @@ from stepscope.formats.xplane_builder import add_plane, new_space, write_space
 from stepscope.model import schema
 from stepscope.model.logdir import list_runs, new_run_dir, remove_abandoned_runs
 from stepscope.web.api import Api
+from waiting import final_reply
 
 from conftest import FIXTURES
 
@@ -144,11 +145,7 @@ def test_names_that_are_not_utf8_over_http(tmp_path: Path) -> None:
     with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
         (run,) = client.get("/api/runs").json()["runs"]
         for tool in ("overview_page", "framework_op_stats", "trace_viewer"):
-            for _ in range(600):
-                reply = client.get("/api/data", params={"run": run["name"], "tool": tool})
-                if reply.status_code != 202:
-                    break
-                threading.Event().wait(0.05)
+            reply = _final(client, {"run": run["name"], "tool": tool})
             if tool == "trace_viewer" and reply.status_code == 404:
                 continue  # the trace viewer answers on its own routes
             assert reply.status_code == 200, (tool, reply.text)
@@ -195,7 +192,7 @@ def test_a_gzip_bomb_stops_at_the_bound_with_a_reason(tmp_path: Path) -> None:
                           text=True, env=env, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert "inflates to more than the 0.06 GiB" in done.stderr
+    assert "more than the 0.06 GiB" in done.stderr
     assert "STEPSCOPE_MAX_TRACE_GB" in done.stderr
     peak_mb = float(done.stderr.split("PEAK ")[1])
     # The same command on a small honest trace: what the interpreter and libraries take.
@@ -521,3 +518,420 @@ def test_fuzz_corpus_gives_a_profile_or_one_line(tmp_path: Path, capsys: Any) ->
     assert 2 in outcomes.values()  # the corpus does damage that is caught
     # Resource use stays bounded: nothing here may grow far past the inputs.
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 8 * 2**20  # KiB: 8 GiB
+
+
+# == issue 29: nothing lost, nothing hidden ===================================================
+# -- 29.1/2 a bad name or value costs that value, never the profile; UTF-8 only --------------
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("this value has no text")
+
+    __repr__ = __str__
+
+
+def test_bad_names_and_values_are_replaced_and_counted(tmp_path: Path) -> None:
+    xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
+    stepscope.start(tmp_path / "logs")
+    try:
+        for step in range(1000):
+            with stepscope.Trace("train", step_num=step, _r=1), stepscope.Trace(
+                    "bad\ud800name", **{"key\udc00": "value\ud800", "obj": _Unprintable()}):
+                pass
+    finally:
+        path = stepscope.stop()
+    assert path is not None and path.is_file()
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())  # TensorFlow refuses invalid UTF-8
+    host = next(p for p in space.planes if p.name == schema.HOST_PLANE)
+    names = {md.name for md in host.event_metadata.values()}
+    assert "bad\ufffdname" in names and "train" in names
+    stat_names = {md.name for md in host.stat_metadata.values()}
+    assert "key\ufffd" in stat_names
+    texts = {s.str_value for line in host.lines for e in line.events for s in e.stats}
+    assert {"value\ufffd", "<unprintable _Unprintable>"} <= texts
+    env = next(p for p in space.planes if p.name == schema.TASK_ENV_PLANE)
+    env_stats = {env.stat_metadata[s.metadata_id].name: s for s in env.stats}
+    # The three distinct bad texts, and the 1,000 unprintable objects (one per event).
+    assert env_stats[schema.ENV_REPLACED_VALUES].int64_value == 1003
+    assert any("replaced 1003" in w for w in space.warnings)
+    summary = load(path).hosts
+    assert summary  # and our own reader opens it
+
+
+# -- 29.20 temporary files a killed writer left are cleaned by the next write ----------------
+
+
+def test_temporaries_of_a_killed_export_are_removed_by_the_next_write(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "trace.json"
+    out.parent.mkdir()
+    # A writer killed (SIGKILL) mid-write: its temporary file stays beside the output.
+    script = ("import os, signal, sys\n"
+              "from stepscope.formats.output_file import open_output\n"
+              f"with open_output({str(out)!r}) as f:\n"
+              "    f.write(b'half'); f.flush()\n"
+              "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=120)
+    assert done.returncode == -9
+    left = [p.name for p in out.parent.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".trace.json.") and left[0].endswith(".tmp")
+    # One of an older stepscope (no process id in the name), an hour old; and an unrelated file.
+    old = out.parent / ".trace.json.abcd1234.tmp"
+    old.write_bytes(b"old")
+    os.utime(old, (1, 1))
+    recent = out.parent / ".trace.json.efgh5678.tmp"  # may be another writer's, under way
+    recent.write_bytes(b"new")
+    other = out.parent / ".other.json.123.abcd.tmp"
+    other.write_bytes(b"not ours")
+    write_output(out, b"{}")
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [".other.json.123.abcd.tmp", ".trace.json.efgh5678.tmp", "trace.json"])
+    assert out.read_bytes() == b"{}"
+
+
+# -- 29.8/9/10/11 stats pointing nowhere, ref 2^64-1, bytes in HLO names, StepStats times ----
+
+JAX_GPU = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"
+
+
+def _dangling_stats_profile(path: Path) -> None:
+    """Host events with a stat whose metadata id has no entry and refs pointing nowhere
+    (4242, 2^64-1); a device plane with stats but no stat metadata at all."""
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    for step in range(4):
+        start = 1_000_000 + step * 10_000_000
+        host.add_event(line, "train", start, 9_000_000, {"step_num": step, "_r": 1,
+                                                          "zz_last_stat": 1})
+        event = host.add_event(line, "matmul", start + 1000, 5_000_000, {"note": "x"})
+        event.stats.add(metadata_id=999, int64_value=5)
+        event.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=4242)
+        event.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=2**64 - 1)
+    host.plane.stats.add(metadata_id=host.stat_metadata_id("note"), ref_value=2**64 - 1)
+    device = space.planes.add(id=2, name="/device:GPU:0")
+    dline = device.lines.add(id=1, name="stream 1", timestamp_ns=0)
+    device.event_metadata[1].id = 1
+    device.event_metadata[1].name = "kernel"
+    for i in range(4):
+        event = dline.events.add(metadata_id=1, offset_ps=(2_000_000 + i * 10_000_000) * 1000,
+                                 duration_ps=10**9)
+        event.stats.add(metadata_id=3, int64_value=7)
+        event.stats.add(metadata_id=4, ref_value=2**64 - 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(space.SerializeToString())
+
+
+def _bad_xla_profile(path: Path) -> None:
+    """A real JAX GPU profile with refs of 2^64-1 and dangling stat ids on every plane, and
+    bytes that are not UTF-8 in its HLO op names (same length: every length prefix holds)."""
+    from stepscope.formats.xplane_proto import XSpace
+
+    space = XSpace()
+    space.ParseFromString(JAX_GPU.read_bytes())
+    for plane in space.planes:
+        some_stat = max(plane.stat_metadata or [1])
+        for xline in plane.lines:
+            for event in xline.events[:50]:
+                event.stats.add(metadata_id=987654, int64_value=5)
+                event.stats.add(metadata_id=some_stat, ref_value=2**64 - 1)
+        plane.stats.add(metadata_id=some_stat, ref_value=2**64 - 1)
+        plane.stats.add(metadata_id=777777, ref_value=2**64 - 1)
+    data = space.SerializeToString()
+    assert b"fusion" in data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.replace(b"fusion", b"\xff\xfesion"))
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_stats_pointing_nowhere_are_named_so(tmp_path: Path, pure: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    _dangling_stats_profile(tmp_path / "run" / "h.xplane.pb")
+    table = next(iter(load(tmp_path / "run", use_cache=False).hosts.values()))
+    st = table.stats
+    assert int(st.name.min()) >= 0
+    names = [st.stat_names[int(c)] for c in st.name.tolist()]
+    assert names.count("<unknown stat>") == 12  # 999 on 4 host events, 3 and 4 on 4 kernels
+    values = [st.value_of(i) for i in range(len(st.name)) if int(st.kind[i]) == 6]
+    assert values and set(values) == {"<unknown stat>"}  # never "zz_last_stat"
+    host_plane = next(p for p in table.planes if p.name == "/host:CPU")
+    assert host_plane.stats["note"] == "<unknown stat>"
+
+
+def test_stats_pointing_nowhere_over_http(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    _dangling_stats_profile(tmp_path / "plugins" / "profile" / "run1" / "h.xplane.pb")
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
+        base = {"run": "run1"}
+        for tool in ("overview_page", "framework_op_stats", "kernel_stats", "pod_viewer",
+                     "trace_viewer"):
+            reply = _final(client, {**base, "tool": tool})
+            assert reply.status_code == 200, (tool, reply.text)
+        for name in ("matmul", "kernel"):
+            found = client.get("/api/trace/search", params={**base, "q": name}).json()
+            reply = client.get("/api/trace/event",
+                               params={**base, "id": str(found["matches"]["id"][0])})
+            assert reply.status_code == 200, reply.text
+            stats = reply.json()["stats"]
+            assert "<unknown stat>" in stats and "zz_last_stat" not in stats
+            assert "zz_last_stat" not in stats.values()
+
+
+def _final(client: Any, params: dict[str, str]) -> Any:
+    """The final answer of /api/data: not 202 (still working), not the trace viewer's
+    coarse overview (its index still building)."""
+    return final_reply(client, "/api/data", params)
+
+
+def test_refs_beyond_range_and_bytes_in_hlo_names(tmp_path: Path, capsys: Any) -> None:
+    run = tmp_path / "plugins" / "profile" / "run1"
+    _bad_xla_profile(run / "h.xplane.pb")
+    for command in (["report"], ["report", "--json"], ["xla", "--json"], ["ops", "--json"],
+                    ["kernels", "--json"], ["memory", "--json"],
+                    ["export", "--chrome-trace", str(tmp_path.parent / "o.json")]):
+        code, out, err = run_cli(capsys, command[0], str(run), *command[1:], "--no-cache")
+        assert code == 0, (command, err)
+    code, out, err = run_cli(capsys, "xla", str(run), "--json", "--no-cache")
+    ops = json.loads(out)["ops"]
+    fused = next(op for op in ops if "\ufffd" in op["name"])
+    module = json.loads(out)["programs"][0]
+    code, out, err = run_cli(capsys, "xla-graph", str(run), "--json", "--module",
+                             str(module.get("id") or module.get("program_id")),
+                             "--op", fused["name"])
+    assert code == 0, err
+    assert "\ufffd" in json.dumps(json.loads(out), ensure_ascii=False)
+
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as client:
+        for tool in ("overview_page", "framework_op_stats", "kernel_stats", "op_profile",
+                     "hlo_op_stats", "roofline_model", "memory_viewer", "pod_viewer"):
+            reply = _final(client, {"run": "run1", "tool": tool})
+            assert reply.status_code == 200, (tool, reply.text[:300])
+        reply = _final(client, {"run": "run1", "tool": "graph_viewer",
+                                "module": str(module.get("id") or module.get("program_id")),
+                                "op": fused["name"]})
+        assert reply.status_code == 200, reply.text[:300]
+
+
+@pytest.mark.parametrize("alloc_micros", [0, 1, 2**62])
+def test_step_stats_allocation_times_that_are_unset_or_absurd(tmp_path: Path, capsys: Any,
+                                                              alloc_micros: int) -> None:
+    from stepscope.formats.step_stats_proto import RunMetadata
+
+    meta = RunMetadata()
+    dev = meta.step_stats.dev_stats.add()
+    dev.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for i in range(3):
+        node = dev.node_stats.add()
+        node.node_name = f"op{i}"
+        node.all_start_micros = 1_700_000_000_000_000 + i * 100  # epoch microseconds
+        node.op_end_rel_micros, node.all_end_rel_micros = 50, 60
+        record = node.memory.add(allocator_name="cpu").allocation_records.add()
+        record.alloc_micros = alloc_micros if i == 0 else node.all_start_micros + 1
+        record.alloc_bytes = 64
+    path = tmp_path / "run.pb"
+    path.write_bytes(meta.SerializeToString())
+    for command in (["report"], ["ops", "--json"], ["memory", "--json"],
+                    ["export", "--chrome-trace", str(tmp_path / "o.json")],
+                    ["timeline", "-o", str(tmp_path / "t.json")]):
+        code, _, err = run_cli(capsys, command[0], str(path), *command[1:], *(
+            ["--no-cache"] if command[0] != "timeline" else []))
+        assert code == 0, (command, err)
+    plane = next(p for p in load(path, use_cache=False).hosts["run"].planes
+                 if p.name == schema.HOST_PLANE)
+    assert plane.stats[schema.REPLACED_ALLOCATION_TIMES] == 1
+
+
+# -- 29.18 a .json that is not a profile at the top of a logdir hides nothing ----------------
+
+
+@pytest.mark.parametrize("layout", ["plugins", "subfolders"])
+def test_a_config_json_beside_the_runs_is_skipped_and_named(tmp_path: Path, capsys: Any,
+                                                            layout: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    logdir = tmp_path / "logs"
+    run_dir = logdir / ("plugins/profile/run1" if layout == "plugins" else "run1")
+    _dangling_stats_profile(run_dir / "h.xplane.pb")
+    (logdir / "config.json").write_text('{"lr": 0.01}')
+    (logdir / "metrics.json.gz").write_bytes(gzip.compress(b'{"loss": [1, 2]}'))
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert code == 0, err
+    assert json.loads(out)["steps"]["count"] >= 1
+    assert f"skipped {logdir / 'config.json'}" in err
+    assert f"skipped {logdir / 'metrics.json.gz'}" in err
+    assert list(list_runs(logdir)) == ["run1"]
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as client:
+        runs = [r["name"] for r in client.get("/api/runs").json()["runs"]]
+        assert runs == ["run1"]
+    # A folder of only such files is still one clear error, not a traceback.
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "config.json").write_text('{"lr": 0.01}')
+    code, _, err = run_cli(capsys, "report", str(lone))
+    assert_one_clean_line(code, err)
+
+
+# -- 29.17 dropped events are shown wherever the run is shown --------------------------------
+
+
+def test_dropped_events_are_shown_with_the_steps_they_cost(tmp_path: Path,
+                                                           capsys: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from stepscope.web.app import create_app
+
+    logdir = tmp_path / "logs"
+    stepscope.start(logdir, stepscope.ProfilerOptions(max_events=400, counter_interval_ms=0,
+                                                      python_tracer_level=0))
+    from stepscope.errors import StepscopeWarning
+
+    with pytest.warns(StepscopeWarning, match="dropped"):
+        try:
+            for step in range(50):
+                with stepscope.Trace("train", step_num=step, _r=1):
+                    for _ in range(20):
+                        with stepscope.Trace("work"):
+                            pass
+        finally:
+            stepscope.stop()
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    ((host, dropped),) = summary["dropped_events"].items()
+    assert dropped["count"] > 0 and dropped["max_events"] == 400
+    assert dropped["recorded"] == 400
+    shown = summary["steps"]["count"]
+    assert shown < 50
+    assert dropped["last_step"] is not None and dropped["last_step"] < 49
+    assert dropped["missing_s"] is not None and dropped["after_s"] is not None
+    assert f"{dropped['count']:,} events were dropped" in dropped["message"]
+    assert f"step {dropped['last_step']}" in dropped["message"]
+    code, out, err = run_cli(capsys, "report", str(logdir))
+    assert code == 0
+    assert "events were dropped" in " ".join(out.split())
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as client:
+        (run,) = client.get("/api/runs").json()["runs"]
+        for params in ({}, {"host": host}):
+            reply = _final(client, {"run": run["name"], "tool": "overview_page", **params})
+            assert reply.json()["dropped_events"][host]["count"] == dropped["count"]
+    # From the cache too.
+    code, out, err = run_cli(capsys, "report", str(logdir), "--json")
+    assert json.loads(out)["dropped_events"] == summary["dropped_events"]
+
+
+# -- 29.16 a gzip bomb is refused from its compression ratio, early --------------------------
+
+
+def test_a_gzip_bomb_is_refused_from_its_ratio_before_the_bound(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.json.gz"
+    _bomb(bomb, 1 << 30)  # 1 MB on disk, 1 GiB inflated
+    # A bound of 0.5 GiB: reading up to it would take half a gigabyte; the ratio (about
+    # 1000:1) projects past it after the first 16 MiB.
+    env = {**os.environ, "STEPSCOPE_MAX_TRACE_GB": "0.5", "STEPSCOPE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(bomb)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "(a gzip bomb?)" in done.stderr and "STEPSCOPE_MAX_TRACE_GB" in done.stderr
+    peak_mb = float(done.stderr.split("PEAK ")[1])
+    honest = tmp_path / "honest.json.gz"
+    honest.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    base = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(honest)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    base_mb = float(base.stderr.split("PEAK ")[1])
+    assert peak_mb < base_mb + 100, (peak_mb, base_mb)  # not the 512 MiB of the bound
+    # An honest trace inflating less than the ratio loads, whatever its size.
+    text = gzip.decompress(KINETO.read_bytes())
+    assert len(text) / KINETO.stat().st_size < 200
+    assert len(load(KINETO, use_cache=False).hosts) == 1
+
+
+# -- 29.15 amplification: empty containers cost nothing, names cost linearly -----------------
+
+
+def _with_empty_planes(path: Path, count: int) -> None:
+    """A small real profile followed by ``count`` empty planes (2 bytes each)."""
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    for step in range(5):
+        host.add_event(line, "train", 1000 + step * 100, 50, {"step_num": step, "_r": 1})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(space.SerializeToString() + b"\x0a\x00" * count)
+
+
+def test_a_million_empty_planes_cost_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run" / "h.xplane.pb"
+    _with_empty_planes(run, 1_500_000)  # 3 MB
+    env = {**os.environ, "STEPSCOPE_NO_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(run.parent)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    peak_mb = float(done.stderr.split("PEAK ")[1])
+    small = tmp_path / "small" / "h.xplane.pb"
+    _with_empty_planes(small, 0)
+    base = subprocess.run([sys.executable, "-c", BOMB_CHILD, str(small.parent)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    base_mb = float(base.stderr.split("PEAK ")[1])
+    assert peak_mb < base_mb + 150, (peak_mb, base_mb)  # was 3.7 GB
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_empty_planes_are_left_out_of_the_table(tmp_path: Path, pure: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    run = tmp_path / "run" / "h.xplane.pb"
+    _with_empty_planes(run, 20_000)
+    space_tail = new_space("")
+    device = add_plane(space_tail, 7, "/device:GPU:0")  # a plane with lines after them
+    dline = device.add_line(1, "stream", 0)
+    device.add_event(dline, "kernel", 1010, 10)
+    del space_tail.hostnames[:]
+    named = new_space("")
+    del named.hostnames[:]
+    for i in range(1000):  # a device that recorded nothing, named 1,000 times: kept once
+        add_plane(named, 100 + i, "/device:GPU:1")
+    with open(run, "ab") as f:  # an XSpace's fields concatenate: more planes at the end
+        f.write(named.SerializeToString() + space_tail.SerializeToString())
+    table = next(iter(load(run.parent, use_cache=False).hosts.values()))
+    assert [p.name for p in table.planes] == ["/host:CPU", "/device:GPU:1", "/device:GPU:0"]
+    assert [table.planes[i].name for i in table.line_plane.tolist()] == [
+        "/host:CPU", "/device:GPU:0"]
+    assert table.names[int(table.name[-1])] == "kernel"
+
+
+def test_many_distinct_names_are_read_whole(tmp_path: Path, capsys: Any) -> None:
+    space = new_space("h")
+    host = add_plane(space, 1, "/host:CPU")
+    line = host.add_line(1, "main", 0)
+    n = 50_000
+    for step in range(5):
+        host.add_event(line, "train", 1000 + step * n * 20, n * 20 - 10,
+                       {"step_num": step, "_r": 1})
+    for i in range(n):
+        md = host.plane.event_metadata[i + 100]
+        md.id, md.name = i + 100, f"op_{i:08d}"
+        line.events.add(metadata_id=i + 100, offset_ps=(1000 + i * 100) * 1000,
+                        duration_ps=50_000)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "h.xplane.pb").write_bytes(space.SerializeToString())
+    code, out, err = run_cli(capsys, "report", str(run), "--json", "--no-cache")
+    assert code == 0, err
+    assert json.loads(out)["steps"]["count"] >= 1
+    table = next(iter(load(run, use_cache=False).hosts.values()))
+    assert len(set(table.names)) == n + 1

@@ -21,7 +21,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 import stepscope
-from browser import Server, Watched, free_port, shot, watch
 from stepscope.capture import session
 from stepscope.remote import protocol
 from stepscope.remote.plan import plan_capture
@@ -29,7 +28,9 @@ from stepscope.web import store as store_module
 from stepscope.web.api import Api
 from stepscope.web.app import create_app
 from stepscope.web.host_check import HostCheck, host_name_of
+from waiting import attempts
 
+from browser import Server, Watched, free_port, shot, watch
 from conftest import FIXTURES
 from workloads import make_stepscope_run
 
@@ -147,7 +148,7 @@ def test_serve_allow_host_option(plain_logdir: Path, tmp_path: Path) -> None:
                              "box.example", "--allow-host", "other.example"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        for _ in range(300):
+        for _ in attempts():
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             try:
                 status, _ = _raw(port, "GET", "/api/runs", f"127.0.0.1:{port}")
@@ -241,7 +242,7 @@ def test_a_bad_only_file_fails_once_and_is_remembered(
         assert logged == [f"stepscope serve: {error}"]
         # Fixed: the file changes, the next request reads it again.
         bad.write_bytes(GPU_FIXTURE.read_bytes())
-        for _ in range(600):
+        for _ in attempts():
             reply = poll()
             if reply.status_code != 202:
                 break
@@ -475,3 +476,58 @@ def test_the_harness_fails_a_test_on_any_page_error(browser: Any, server: Server
         w.page.goto(server.base + "#run=a_stepscope&tool=overview_page")
         w.page.evaluate("console.error('expected'); console.warn('only a warning')")
         w.page.wait_for_timeout(200)
+
+
+# == issue 29 =================================================================================
+# -- 29.7 a file:// repository root is its local folder, never ./file:/… ----------------------
+
+
+def test_a_file_url_repository_root_is_written_to_its_folder(
+        profiler_server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    root = tmp_path / "logs" / "plugins" / "profile"
+    plan = plan_capture(_tf_request(f"file://{root}"), 0)
+    assert plan.out_path == root / "run1" / "worker.xplane.pb"
+    request = _tf_request(f"file://{root}", "urlrun")
+    request.opts.duration_ms = request.duration_ms = 300
+    reply = _profile(profiler_server, request)
+    assert not isinstance(reply, grpc.RpcError), reply
+    assert (root / "urlrun" / "worker.xplane.pb").is_file()
+    for bad in (f"simplecache::file://{root}", f"x:/y://{root}"):
+        _refused_request(profiler_server, _tf_request(bad), "neither a local path" if "x:/" in
+                         bad else "chained URL")
+    assert not any(work.iterdir())
+
+
+# -- 29.19 captures asked for over HTTP do not reach link-local or metadata targets ----------
+
+
+@pytest.mark.parametrize("addr", [
+    "grpc://169.254.169.254:80", "169.254.10.1:6009", "metadata.google.internal:80",
+    "grpc://METADATA.google.internal.:80", "metadata:80", "grpc://[fe80::1]:6009",
+    "grpc://[::ffff:169.254.169.254]:80", "100.100.100.200:80", "[fd00:ec2::254]:80",
+    "127.0.0.1:6009,169.254.169.254:80",
+])
+def test_capture_targets_that_are_link_local_or_metadata_are_refused(client: TestClient,
+                                                                     addr: str) -> None:
+    reply = client.post("/api/capture", json={"service_addr": addr, "duration_ms": 100})
+    message = _refused(reply, 400)
+    assert "--allow-link-local-capture" in message
+    assert "link-local" in message or "metadata" in message
+    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+
+
+def test_the_serve_flag_allows_link_local_capture_targets(plain_logdir: Path,
+                                                          capsys: Any) -> None:
+    from stepscope.cli import build_parser
+    from stepscope.remote.addresses import parse
+    from stepscope.web.capture_targets import check_targets
+
+    check_targets(parse("169.254.169.254:80,[fe80::1]:1"), allow_link_local=True)
+    app = create_app(plain_logdir, allow_link_local_capture=True)
+    assert app.state.api.captures._allow_link_local  # type: ignore[attr-defined]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    assert "--allow-link-local-capture" in capsys.readouterr().out

@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 import pytest
 
 import stepscope
-from browser import Server, Watched, shot, values
 from stepscope import data
 from test_input_pipeline import TF_PIPELINE, TWO_PIPELINES
 
+from browser import Server, Watched, shot, values
 from workloads import run_script
 
 
@@ -86,7 +86,7 @@ def test_analyzer_page_shows_the_api_and_agrees_with_the_overview(
     assert split == pytest.approx(api["host_breakdown"])
     names = [c.text_content() for c in page.query_selector_all(
         "#input-op-table td[data-key=name]")]
-    assert names == [r["name"] for r in api["ops"]]
+    assert names == [r["name"] + (" ‡" if r["runs_apart"] else "") for r in api["ops"]]
     page.click("#input-op-table th[data-key=count]")
     counts = values(watched, "#input-op-table td[data-key=count]")
     assert counts == sorted(counts, reverse=True) and len(set(counts)) > 1

@@ -14,9 +14,9 @@ import pytest
 import stepscope
 from stepscope.formats.xplane_builder import read_space
 from stepscope.model import schema
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
+from xprof_reference import xprof_tool
 from xspace_view import events, plane
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

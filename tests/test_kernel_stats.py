@@ -35,9 +35,9 @@ from stepscope.analysis.run_model.kernel_stats import (
 from stepscope.errors import StepscopeError
 from stepscope.formats import run_reader
 from stepscope.formats.xplane_builder import add_plane, new_space, read_space, write_space
-from xprof_reference import gviz_rows, xprof_tool
 
 from conftest import FIXTURES
+from xprof_reference import gviz_rows, xprof_tool
 from xspace_view import events as plane_events
 
 H100_BERT = FIXTURES / "TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"

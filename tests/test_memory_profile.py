@@ -23,9 +23,9 @@ from stepscope.formats.run_reader import load_file
 from stepscope.model import schema
 from stepscope.run.loader import open_run_model
 from stepscope.web.api import Api, ApiError
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
+from xprof_reference import xprof_tool
 
 XSPACE_WITH_MEMORY = [
     "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
@@ -304,14 +304,32 @@ def test_torch_bridge_ops_match_key_averages(tmp_path: Path) -> None:
 
     model, opt, x, y = _torch_model()
     options = stepscope.ProfilerOptions(counter_interval_ms=0)
-    with stepscope.Profile(tmp_path, options=options):
+    with stepscope.Profile(tmp_path / "logs", options=options):
         for i in range(TORCH_STEPS):
             with stepscope.Trace("train", step_num=i, _r=1):
                 _torch_step(model, opt, x, y)
-    data = open_run_model(tmp_path, use_cache=False).memory_dict()
+    data = open_run_model(tmp_path / "logs", use_cache=False).memory_dict()
     _assert_ops_match(data, _key_averages(last_profiler()))
     # Every op runs inside a train step: that is where the peak is.
     assert data["allocators"][0]["peak_step"] in range(TORCH_STEPS)
+    # Issue 30: the bridge's records carry address and totals, so the breakdown at the peak
+    # gives at least what PyTorch's own trace file of the same recording gives.
+    trace = tmp_path / "own.pt.trace.json"
+    last_profiler().export_chrome_trace(str(trace))
+    theirs = open_run_model(trace, use_cache=False).memory_dict()
+    (mine_cpu,) = [a for a in data["allocators"] if a["name"] == "cpu"]
+    (their_cpu,) = [a for a in theirs["allocators"] if a["name"] == "cpu"]
+    assert not any({"no_totals", "missing_address"} & set(p)
+                   for p in data["problems"].values()), data["problems"]
+    assert mine_cpu["peak_bytes_in_use"] == their_cpu["peak_bytes_in_use"]
+    mine_rows, their_rows = mine_cpu["breakdown_at_peak"], their_cpu["breakdown_at_peak"]
+    assert len(their_rows) > 1 and len(mine_rows) >= len(their_rows)
+    assert sum(r["size_bytes"] * r["occurrences"] for r in mine_rows) == \
+        sum(r["size_bytes"] * r["occurrences"] for r in their_rows)
+    # ... and more: the tensors' data types and shapes, never TensorFlow's INVALID.
+    typed = [r for r in mine_rows if r["data_type"] == "float32" and r["shape"].startswith("[")]
+    assert typed, mine_rows
+    assert all(r["data_type"] != "INVALID" for r in mine_rows)
 
 
 # -- stepscope's memory tracer (NumPy) -----------------------------------------------------------
@@ -348,6 +366,12 @@ def test_memory_tracer_records_allocations_by_trace(numpy_run: Path) -> None:
     assert alloc["peak_step"] in range(3)
     rows = [(r["op"], r["size_bytes"], r["occurrences"]) for r in alloc["breakdown_at_peak"]]
     assert rows == [("backward", SIZE, 1), ("forward", SIZE, 1)]
+    # Memory records are instants, not ops (issue 30: zero-time rows among the top ops).
+    model = open_run_model(numpy_run, use_cache=False)
+    op_names = {r.name for r in model.op_stats().rows}
+    assert "forward" in op_names and not op_names & {"MemoryAllocation", "MemoryDeallocation"}
+    # NumPy's allocator is not told the dtype: unknown, not TensorFlow's INVALID.
+    assert [r["data_type"] for r in alloc["breakdown_at_peak"]] == ["", ""]
     ops = {o["name"]: (o["allocated_bytes"], o["self_allocated_bytes"]) for o in data["ops"]}
     # forward allocates h; backward allocates g; both are freed inside train, after backward.
     assert ops["forward"] == (3 * SIZE, 3 * SIZE)

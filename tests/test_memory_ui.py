@@ -8,16 +8,17 @@ Watched fixture's rules). Screenshots go to test-artifacts/ui/.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
 from stepscope.formats import xplane_builder as xb
 from stepscope.model import schema
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 TOOL = "memory_profile"
@@ -81,7 +82,7 @@ def test_gpu_summary_breakdown_timeline_and_zoom(watched: Watched, server: Serve
     facts = _facts(watched)
     assert facts["Allocations"] == f"{alloc['num_allocations']:,}"
     assert facts["Deallocations"] == f"{alloc['num_deallocations']:,}"
-    assert facts["Peak heap + stack in use"] == "5.8 GB"  # 6,208,853,760 B
+    assert facts["Peak heap + stack in use"] == "5.78 GiB"  # 6,208,853,760 B
     assert facts["Peak at"].startswith(f"{alloc['peak_time_ms']:.3f} ms")
 
     # The breakdown: every row, heaviest first; sizes as the API says.
@@ -90,10 +91,20 @@ def test_gpu_summary_breakdown_timeline_and_zoom(watched: Watched, server: Serve
     first = alloc["breakdown_at_peak"][0]
     assert page.text_content("#memory-breakdown tbody tr td[data-key=op]") == first["op"]
     # The smallest size shown: 100 MiB leaves only the rows that large.
-    page.fill("#memory-min-mib", "100")
+    page.fill("#memory-min-size", "100")
     big = [r for r in alloc["breakdown_at_peak"] if r["size_bytes"] >= 100 * 2**20]
     assert len(page.query_selector_all("#memory-breakdown tbody tr")) == len(big) >= 1
-    page.fill("#memory-min-mib", "0")
+    # The same in the unit the rows are written in: 200 KiB.
+    page.select_option("#memory-min-unit", "KiB")
+    page.fill("#memory-min-size", "200")
+    over = [r for r in alloc["breakdown_at_peak"] if r["size_bytes"] >= 200 * 2**10]
+    assert len(page.query_selector_all("#memory-breakdown tbody tr")) == len(over) > len(big)
+    page.select_option("#memory-min-unit", "MiB")
+    page.fill("#memory-min-size", "0")
+    # Sizes named as the terminal names them: B, KiB, MiB, GiB (never KB, MB).
+    sizes = page.eval_on_selector_all("#memory-breakdown td[data-key=size_bytes]",
+                                      "tds => tds.map(t => t.textContent)")
+    assert sizes and all(re.fullmatch(r"\d+(\.\d+)? (B|KiB|MiB|GiB)", s) for s in sizes)
     page.fill("#memory-filter", "layer_0/")
     filtered = [r for r in alloc["breakdown_at_peak"] if "layer_0/" in r["op"].lower()]
     assert len(page.query_selector_all("#memory-breakdown tbody tr")) == len(filtered) > 0
@@ -149,12 +160,12 @@ def test_torch_ops_and_overview_link(watched: Watched, server: Server) -> None:
     page.wait_for_selector("#memory-timeline path.series-free", state="attached")
     page.click("#memory-timeline button[data-series=free]")
     page.wait_for_selector("#memory-timeline path.series-free", state="detached")
-    assert _facts(watched)["Peak memory reserved"] == "116.0 MB"
+    assert _facts(watched)["Peak memory reserved"] == "116 MiB"
     shot(watched, "memory-torch")
     # The overview lists each allocator's peak, and links to the page.
     _open(watched, server, "b_torch", "overview_page")
     page.wait_for_selector("#memory-peaks")
-    assert "cuda:0: 96.6 MB" in (page.text_content("#memory-peaks") or "")
+    assert "cuda:0: 96.6 MiB" in (page.text_content("#memory-peaks") or "")
     page.click("#memory-link")
     page.wait_for_selector("#memory-page")
     assert page.eval_on_selector("#tool", "s => s.value") == TOOL

@@ -19,10 +19,10 @@ from stepscope.cli import main
 from stepscope.errors import NotFoundError, ProfileFormatError
 from stepscope.model.hlo import HEAP_ALLOC, HEAP_FREE, HEAP_SHARE_WITH, HeapTrace
 from stepscope.run.loader import open_hlo_programs
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 MIB = 1 << 20
 # The XLA fixtures (as in test_xla): TPU v6e, MI300X (JAX 0.8 and older), MI355 (JAX + TE).
@@ -189,6 +189,36 @@ def test_tpu_padding_and_memory_spaces() -> None:
         memory_viewer(program.module, 99)
 
 
+# A big one-off program (RNG set-up, the largest peak) and a small training step run often.
+JAX_RNG_THEN_STEPS = """
+import sys, jax, jax.numpy as jnp
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jnp.tanh(x @ w)
+with jax.profiler.trace(sys.argv[1]):
+    w = jax.random.normal(jax.random.PRNGKey(0), (512, 512)).block_until_ready()
+    w, x = w[:256, :256], jnp.ones((256, 256))
+    for i in range(100):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            w = step(w, x).block_until_ready()
+"""
+
+
+def test_memory_viewer_opens_the_program_that_took_the_most_time(
+        tmp_path: Path, capsys: Any) -> None:
+    # Issue 30: it opened the RNG initialisation (the largest peak), not the training step.
+    run_script(JAX_RNG_THEN_STEPS, str(tmp_path / "logs"))
+    programs = open_hlo_programs(tmp_path / "logs")
+    assert any(p.name == "jit_step" for p in programs.values())
+    assert any("random" in p.name or "normal" in p.name for p in programs.values())
+    assert main(["memory-viewer", str(tmp_path / "logs"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["module"] == "jit_step", data["module"]
+    peaks = {p.name: memory_viewer(p.module, 0).peak_heap_bytes for p in programs.values()
+             if p.module is not None and p.has_memory_data and 0 in memory_spaces(p.module)}
+    assert max(peaks.values()) > peaks["jit_step"]  # the old choice would have been another
+
+
 # -- the CLI ------------------------------------------------------------------------------------
 
 
@@ -210,7 +240,7 @@ def test_cli_json_keys(capsys: Any) -> None:
     assert json.loads(capsys.readouterr().out)["module"] == "jit__multi_slice"
     assert main(["memory-viewer", str(MI300)]) == 0
     out = capsys.readouterr().out
-    assert "Peak heap 1,104.49 MiB" in out and "input_transpose_fusion" in out
+    assert "Peak heap 1.08 GiB" in out and "input_transpose_fusion" in out
 
 
 def test_cli_graph_text_json_and_dot(capsys: Any) -> None:

@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
 from stepscope.formats.hlo_proto import HloProto
 from stepscope.formats.xplane_proto import XSpace
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
@@ -102,7 +102,7 @@ def test_memory_viewer_page(watched: Watched, server: Server) -> None:
     page = watched.page
     assert api["module_label"] == "jit_forward_3d_conv(15)"
     assert page.get_attribute("#mv-peak", "data-bytes") == str(api["peak_heap_bytes"])
-    assert page.text_content("#mv-peak") == "1,104.49 MiB"
+    assert page.text_content("#mv-peak") == "1.08 GiB"
     assert page.get_attribute("#mv-arguments", "data-bytes") == str(api["argument_bytes"])
     assert page.get_attribute("#mv-temporary", "data-bytes") == str(api["temporary_bytes"])
     assert page.get_attribute("#mv-heap-svg", "data-points") == str(len(api["heap_bytes"]))

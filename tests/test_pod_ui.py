@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 import pytest
 
 import stepscope
-from browser import Server, Watched, shot
 from stepscope import data
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 DLRM = FIXTURES / "param/et_replay/tests/inputs/dlrm_kineto"

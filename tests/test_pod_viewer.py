@@ -29,9 +29,9 @@ from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import load
 from stepscope.model import cache
 from stepscope.run.loader import open_run_model, pod_dict
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
+from xprof_reference import xprof_tool
 
 DLRM = FIXTURES / "param/et_replay/tests/inputs/dlrm_kineto"
 HTA_NCCL = FIXTURES / "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"

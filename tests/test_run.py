@@ -107,6 +107,8 @@ def test_every_tool_answers_the_same_json_through_every_door(
         ).json()["tools"]}
         assert listed == {t for t in offered if TOOLS[t].page}
         for name in offered:
+            if any(p.required for p in TOOLS[name].params):
+                continue  # (diff, which needs another run, has tests of its own)
             params = PARAMS.get(name, {})
             for which in (None, host) if host else (None,):
                 want = run.tool(name, which, **params).to_dict()

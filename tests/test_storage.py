@@ -304,3 +304,235 @@ def test_a_bucket_that_fails_at_stop_does_not_cost_the_profile(
     assert kept.is_file() and kept.name.endswith(".xplane.pb")
     assert main(["report", str(kept), "--json"]) == 0
     kept.unlink()
+
+
+# == issue 29: every filesystem failure at stop() keeps a complete local copy ================
+
+
+@pytest.fixture
+def unsent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary directory (where unsent profiles go) and home moved under tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "tmp" / "stepscope-unsent"
+
+
+@pytest.fixture
+def dead_gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    """gs:// pointed at a loopback port that takes connections and never answers (a bucket
+    behind a network that drops packets); the storage timeouts made short."""
+    import fsspec
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon"})
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def refused_gcs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gs:// pointed at a loopback port where nothing listens (gcsfs retries for ~35 s)."""
+    import fsspec
+
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}", "token": "anon"})
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+
+
+def _kept_path(message: str) -> Path:
+    return Path(message.split("saved to ")[1].split(" instead")[0])
+
+
+@pytest.mark.parametrize("endpoint", ["dead_gcs", "refused_gcs"])
+def test_an_unreachable_bucket_at_stop_keeps_a_local_copy(
+        endpoint: str, unsent: Path, request: pytest.FixtureRequest, capsys: Any) -> None:
+    request.getfixturevalue(endpoint)
+    stepscope.start("gs://no-such-bucket/logs")
+    for step in range(20):
+        with stepscope.Trace("train", step_num=step, _r=1):
+            pass
+    with pytest.raises(stepscope.LogdirError, match="saved to (.*) instead") as raised:
+        stepscope.stop()
+    message = str(raised.value)
+    assert "gs://no-such-bucket/logs/plugins/profile/" in message
+    assert "\n" not in message
+    if endpoint == "dead_gcs":
+        assert "no answer within 2 s" in message
+    kept = _kept_path(message)
+    assert kept.is_file() and kept.is_relative_to(unsent)
+    assert main(["report", str(kept), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"]["count"] > 0
+
+
+@pytest.mark.parametrize("endpoint", ["dead_gcs", "refused_gcs"])
+def test_report_of_an_unreachable_bucket_fails_within_the_timeout(
+        endpoint: str, request: pytest.FixtureRequest, capsys: Any) -> None:
+    request.getfixturevalue(endpoint)
+    assert main(["report", "gs://no-such-bucket/logs"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("stepscope: error: Cannot reach gs://no-such-bucket/logs")
+    assert locations.REACH_TIMEOUT_ENV in line
+
+
+def test_a_local_logdir_that_fails_at_stop_keeps_a_copy(tmp_path: Path, unsent: Path,
+                                                        capsys: Any) -> None:
+    logdir = tmp_path / "logs"
+    stepscope.start(logdir)
+    with stepscope.Trace("train", step_num=0, _r=1):
+        pass
+    # The profile folder is taken away during the run (a cleaner, a full or unmounted disk):
+    # a file now stands where the run folder must be made.
+    root = logdir / "plugins" / "profile"
+    root.rmdir()
+    root.write_text("not a folder")
+    with pytest.raises(stepscope.LogdirError, match="saved to (.*) instead") as raised:
+        stepscope.stop()
+    kept = _kept_path(str(raised.value))
+    assert kept.is_file() and kept.is_relative_to(unsent)
+    assert main(["report", str(kept), "--json"]) == 0
+
+
+def test_a_profile_that_can_be_written_nowhere_says_what_was_lost(tmp_path: Path) -> None:
+    # A file-size limit (what a full disk does to every write) stops the logdir's write and
+    # every local copy's: the error says where it tried and what was lost, in one line.
+    script = f"""
+import resource, signal, tempfile, sys
+import stepscope
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+tempfile.tempdir = {str(tmp_path / "tmp")!r}
+stepscope.start({str(tmp_path / "logs")!r})
+for step in range(2000):
+    with stepscope.Trace("train", step_num=step, _r=1):
+        pass
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIMIT_FSIZE_HARD
+                   if hasattr(resource, "RLIMIT_FSIZE_HARD") else resource.RLIM_INFINITY))
+try:
+    stepscope.stop()
+except stepscope.LogdirError as err:
+    print(err)
+    sys.exit(3)
+"""
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 3, done.stderr
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert "File too large" in message and "is lost" in message
+    assert "stepscope-unsent" in message and "events" in message
+
+
+# -- 29.5/6/12/13: URL forms, URL outputs, scheme case, credentials -------------------------
+
+
+def _step_stats_file(path: Path, alloc_micros: int = 5) -> Path:
+    """A small RunMetadata: two ops on one device, one allocation record."""
+    from stepscope.formats.step_stats_proto import RunMetadata
+
+    meta = RunMetadata()
+    dev = meta.step_stats.dev_stats.add()
+    dev.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    for i, name in enumerate(["MatMul", "Relu"]):
+        node = dev.node_stats.add()
+        node.node_name = name
+        node.all_start_micros = 1_000_000 + i * 100
+        node.op_start_rel_micros = 1
+        node.op_end_rel_micros = 50
+        node.all_end_rel_micros = 60
+        node.timeline_label = f"{name} = {name}(x)"
+        mem = node.memory.add()
+        mem.allocator_name = "cpu"
+        mem.total_bytes = mem.peak_bytes = 4096
+        record = mem.allocation_records.add()
+        record.alloc_micros = alloc_micros
+        record.alloc_bytes = 4096
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(meta.SerializeToString())
+    return path
+
+
+def test_output_urls_are_written_to_the_url(s3_endpoint: str, tmp_path: Path, capsys: Any,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    run = Path(str(_record(str(tmp_path / "logs"), steps=3))).parent
+    meta = _step_stats_file(tmp_path / "meta" / "run.pb")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for argv, key in ((["ops", str(run), "--csv", f"s3://{BUCKET}/out/ops.csv"], "out/ops.csv"),
+                      (["export", str(run), "--chrome-trace", f"S3://{BUCKET}/out/t.json"],
+                       "out/t.json"),
+                      (["timeline", str(meta), "-o", f"s3://{BUCKET}/out/tl.json"],
+                       "out/tl.json")):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, (argv, err)
+        data = _s3().cat_file(f"{BUCKET}/{key}")
+        assert data and (b"traceEvents" in data or b"," in data), argv
+    assert not any(work.iterdir())  # no ./s3:/… folder
+
+
+@pytest.mark.parametrize("url", ["simplecache::memory://b/l", "weird:/x://y",
+                                 "filecache::s3://b/l"])
+def test_chained_and_unknown_url_forms_are_refused(url: str, tmp_path: Path, capsys: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(StorageError, match="chained URL|neither a local path"):
+        stepscope.start(url)
+    run = Path(str(_record(str(tmp_path / "logs"), steps=2))).parent
+    for argv in (["report", url], ["ops", str(run), "--csv", url + "/x.csv"],
+                 ["export", str(run), "--chrome-trace", url + "/t.json"]):
+        code = main(argv)
+        err = capsys.readouterr()[1]
+        assert code == 2 and err.startswith("stepscope: error: "), (argv, err)
+        assert len(err.strip().splitlines()) == 1
+    assert not any(work.iterdir())  # nothing written in the current directory
+
+
+def test_an_upper_case_scheme_is_the_same_url(s3_endpoint: str, capsys: Any) -> None:
+    logdir = f"s3://{BUCKET}/job-case/logs"
+    _record(logdir, steps=3)
+    assert main(["report", f"S3://{BUCKET}/job-case/logs", "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["steps"]["count"] == 3
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "s3://AKIDEXAMPLE:wJalrSECRETKEY@nobucket/logs"],
+    ["report", "gs://user:hunter2@nobucket/logs"],
+    ["ops", "PLACEHOLDER", "--csv", "s3://AKIDEXAMPLE:wJalrSECRETKEY@nobucket/x.csv"],
+])
+def test_credentials_are_never_echoed(argv: list[str], tmp_path: Path, capsys: Any,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(locations.REACH_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(locations.WRITE_TIMEOUT_ENV, "2")
+    import fsspec
+
+    monkeypatch.setitem(fsspec.config.conf, "gcs",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}", "token": "anon"})
+    monkeypatch.setitem(fsspec.config.conf, "s3",
+                        {"endpoint_url": f"http://127.0.0.1:{_free_port()}",
+                         "client_kwargs": {"region_name": "us-east-1"}})
+    if "PLACEHOLDER" in argv:
+        argv = [a if a != "PLACEHOLDER" else str(_record(str(tmp_path / "logs"), 2))
+                for a in argv]
+    code = main(argv)
+    err = capsys.readouterr()[1]
+    assert code == 2, err
+    assert "Traceback" not in err
+    for secret in ("wJalrSECRETKEY", "AKIDEXAMPLE", "hunter2"):
+        assert secret not in err
+    assert "***@" in err

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from stepscope.formats.step_stats_proto import RunMetadata, StepStats
 from stepscope.formats.step_stats_to_chrome_trace import parse_op_label
 from stepscope.model.events import EventTable
 from stepscope.timeline import Timeline
+from waiting import final_api
 
 GRAPHS = ("mlp", "two_cpus", "while")
 HERE = Path(__file__).parent
@@ -248,11 +248,9 @@ def test_run_directory_report_and_web_api(recorded: Path, tmp_path: Path) -> Non
     assert code == 200 and overview["steps"]["count"] == 1
     code, ops = api.data("legacy", None, "framework_op_stats", {})
     assert code == 200 and {"AddN", "Mean", "_MklMatMul"} <= {o["type"] for o in ops["ops"]}
-    for _ in range(500):
-        code, viewer = api.data("legacy", None, "trace_viewer", {})
-        if code == 200:
-            break
-        time.sleep(0.02)
+    # The final answer, not the coarse overview's (no flows in its windows).
+    code, viewer = final_api(lambda: api.data("legacy", None, "trace_viewer", {}),
+                             "the legacy run's trace index")
     assert code == 200
     code, window = api.trace("window", {"run": "legacy", "start_ns": "0",
                                         "end_ns": str(viewer["span_ns"]), "width": "20000"})

@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 import pytest
 
 from browser import Server, Watched, settle_trace
-
 from conftest import FIXTURES
 
 DLRM = FIXTURES / "param/et_replay/tests/inputs/dlrm_kineto"

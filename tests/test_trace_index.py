@@ -3,6 +3,8 @@ selection, search, flows and the on-disk cache, on real profiles."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +15,10 @@ from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 from stepscope.run.storage import index_for
-from xprof_reference import xprof_pids
 
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
+from xprof_reference import xprof_pids
 
 GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 KINETO_FIXTURE = FIXTURES / "HolisticTraceAnalysis/tests/data/ns_resolution_trace/" \
@@ -235,8 +237,52 @@ def test_counters_are_counter_tracks(tmp_path: Path) -> None:
     assert counters and all(t.section == "Counters" for t in counters)
     q = ix.query(0, ix.span_ns, 500)
     got = {c["track"]: c for c in q["counters"]}
-    for t in counters:
-        assert len(got[t.id]["time"]) == t.events
+    off = ix.arrays["counter_off"]
+    for i, track in enumerate(ix.arrays["counter_track"].tolist()):
+        c, t = got[track], next(t for t in counters if t.id == track)
+        # The full view: every sample of this track, and only this track's (issue 30: the
+        # values ran one past the timestamps into the next track's first sample).
+        assert len(c["time"]) == len(c["value"]) == t.events
+        assert c["value"] == ix.arrays["counter_value"][off[i]:off[i + 1]].tolist()
+        if "CPU (%)" in t.name:
+            assert max(c["value"]) <= 100.0 * (os.cpu_count() or 1)
+    # A zoomed view agrees with the full view on the samples they share.
+    mid = ix.span_ns // 2
+    zoom = {c["track"]: c for c in ix.query(mid, ix.span_ns, 500)["counters"]}
+    for track, c in zoom.items():
+        assert len(c["time"]) == len(c["value"])
+        full = dict(zip(got[track]["time"], got[track]["value"], strict=True))
+        assert all(full[ts] == v for ts, v in zip(c["time"], c["value"], strict=True))
+
+
+def test_api_full_view_counters_are_each_tracks_own(tmp_path: Path) -> None:
+    # Issue 30, through the web API's window answer (the page's first, full view): each
+    # counter track has as many values as timestamps, and only its own samples.
+    import stepscope
+    from stepscope.model.logdir import list_runs
+    from stepscope.web.api import Api
+
+    options = stepscope.ProfilerOptions(counter_interval_ms=5)
+    with stepscope.Profile(tmp_path, options=options), \
+            stepscope.Trace("work", step_num=0, _r=1):
+        sum(i for i in range(300_000))
+    api = Api(tmp_path, use_cache=False)
+    run = next(iter(list_runs(tmp_path)))
+    code, meta = 202, {}
+    for _ in range(600):
+        code, meta = api.data(run, None, "trace_viewer", {})
+        if code == 200 and not meta.get("coarse"):
+            break
+        time.sleep(0.02)
+    assert code == 200
+    query = {"run": run, "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "800"}
+    code, window = api.trace("window", query)
+    assert code == 200 and window["counters"]
+    names = {t["id"]: t["name"] for t in meta["tracks"]}
+    for c in window["counters"]:
+        assert len(c["time"]) == len(c["value"]) >= 1, names[c["track"]]
+        if "CPU (%)" in names[c["track"]]:
+            assert max(c["value"]) <= 100.0 * (os.cpu_count() or 1), c
 
 
 def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,6 @@ host's table is read."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePrevie
 from stepscope.model.events import EventTable
 from stepscope.run.storage import cached_preview, save_preview
 from test_trace_index import _profiles
+from waiting import final_api, until
 
 from workloads import make_stepscope_run
 
@@ -83,12 +83,9 @@ def test_a_second_server_answers_from_the_preview(tmp_path: Path,
     run = next(iter(list_runs(tmp_path / "logs")))
 
     def full(api: Api) -> dict[str, Any]:
-        for _ in range(1500):
-            code, meta = api.data(run, None, "trace_viewer", {})
-            if code == 200 and not meta.get("coarse"):
-                return meta
-            time.sleep(0.02)
-        raise AssertionError("the index was never built")
+        meta: dict[str, Any] = final_api(lambda: api.data(run, None, "trace_viewer", {}),
+                                         "the index")[1]
+        return meta
 
     first = full(Api(tmp_path / "logs"))
     gate = threading.Event()
@@ -101,11 +98,9 @@ def test_a_second_server_answers_from_the_preview(tmp_path: Path,
     monkeypatch.setattr(LazyTables, "__getitem__", slow_table)
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
     api = Api(tmp_path / "logs")
-    for _ in range(500):
-        code, meta = api.data(run, None, "trace_viewer", {})
-        if code == 200:
-            break
-        time.sleep(0.02)
+    # The table cannot load (gated): the first 200 is the cached preview's coarse answer.
+    code, meta = until(lambda: (lambda a: a if a[0] == 200 else None)(
+        api.data(run, None, "trace_viewer", {})), "the preview", 0.02)
     assert code == 200 and meta["coarse"] and meta["events"] == first["events"]
     query = {"run": run, "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "300"}
     code, window = api.trace("window", query)

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from browser import Server, Watched, open_trace, settle_trace, shot
-from xprof_reference import xprof_pids
-
 from conftest import FIXTURES
 from workloads import EVIL_OP, make_stepscope_run
+from xprof_reference import xprof_pids
 
 GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 TRACE = "window.stepscopeTrace"

@@ -21,8 +21,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, free_port, shot, values
+from stepscope.views.tables import short_name
+from stepscope.views.units import size_text
 
+from browser import Server, Watched, free_port, shot, values
 from conftest import FIXTURES
 from workloads import EVIL_OP, TF_CUSTOM_LOOP, TORCH_LOOP, make_stepscope_run, run_script
 
@@ -71,6 +73,10 @@ def test_overview_page_shows_the_api_numbers(watched: Watched, server: Server,
             api["steps"]["avg_ms"])
         assert page.text_content("#avg-step-ms") == f"{api['steps']['avg_ms']:.3f}"
         assert int(page.get_attribute("#step-count", "data-value")) == api["steps"]["count"]
+        # How steps were found, in words (the machine key stays in the JSON).
+        found = page.text_content("#steps-found-by") or ""
+        assert found == api["steps"]["found_by_text"] and found.startswith("Steps were found")
+        assert api["steps"]["found_by"] not in found.split()
         shares = {row.get_attribute("data-category"): float(
             row.query_selector("td:nth-child(3)").get_attribute("data-value"))
             for row in page.query_selector_all("#breakdown tbody tr")}
@@ -189,7 +195,7 @@ def test_host_choice(watched: Watched, server: Server) -> None:
     page.wait_for_selector("h1:has-text('worker_b')")
     assert "host=worker_b" in page.url
     want = server.data(run="e_two_hosts", tool="overview_page", host="worker_b")
-    assert int(page.get_attribute("#step-count", "data-value")) == want["steps"]["count"] == 4
+    assert int(page.get_attribute("#step-count", "data-value")) == want["steps"]["count"] == 6
     shot(watched, "overview-one-host")
 
 
@@ -235,7 +241,7 @@ def test_progress_is_shown_while_the_server_loads(watched: Watched, server: Serv
     page.goto(server.base + "#run=a_stepscope&tool=overview_page")
     page.wait_for_selector("#loading")
     assert page.get_attribute("#loading [role=progressbar]", "aria-valuenow") == "50"
-    assert "512.0 KB of 1.0 MB" in page.text_content("#loading")
+    assert "512 KiB of 1.00 MiB" in page.text_content("#loading")
     shot(watched, "loading-progress")
     loaded.append(True)
     page.wait_for_selector("#overview-page")
@@ -318,8 +324,18 @@ def test_kernel_stats_page_on_the_gpu_fixture(watched: Watched, server: Server) 
     page = watched.page
     shot(watched, "kernels-d_gpu_v100")
     assert api["rows"]
-    names = [c.text_content() for c in page.query_selector_all("#kernel-table td[data-key=kernel]")]
-    assert names == [r["kernel"] for r in api["rows"]][:2000]
+    # Each kernel's name shortened as the terminal shortens it; the whole name on hover.
+    shown = page.eval_on_selector_all("#kernel-table td[data-key=kernel] .clip",
+                                      "ds => ds.map(d => [d.textContent, d.title])")
+    full = [r["kernel"] for r in api["rows"]][:2000]
+    assert [title for _, title in shown] == full
+    assert [text for text, _ in shown] == [short_name(k) for k in full]
+    assert any("<…>" in text for text, _ in shown)  # Eigen's templated kernels
+    sizes = page.eval_on_selector_all("#kernel-table td[data-key=shared_memory_bytes]",
+                                      "tds => tds.map(t => t.textContent)")
+    assert [s for s in sizes if s != "–"] == [
+        size_text(r["shared_memory_bytes"]) for r in api["rows"][:2000]
+        if r["shared_memory_bytes"] is not None]
     assert values(watched, "#kernel-table td[data-key=total_us]") == pytest.approx(
         [r["total_us"] for r in api["rows"]][:2000])
     assert page.query_selector("#pie-kernels canvas") is not None

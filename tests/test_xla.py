@@ -27,10 +27,10 @@ from stepscope.formats.xplane_proto import XSpace
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
 from stepscope.run.loader import open_xla_model
-from xprof_reference import xprof_tool
 
 from conftest import FIXTURES
 from workloads import run_script
+from xprof_reference import xprof_tool
 
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
 MI300 = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"

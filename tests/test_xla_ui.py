@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from browser import Server, Watched, shot
 from stepscope.formats.xplane_proto import XSpace
 
+from browser import Server, Watched, shot
 from conftest import FIXTURES
 
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"

@@ -1,7 +1,8 @@
 // The JSON API, by relative URLs so the UI works wherever it is mounted (stepscope serve
 // at "/", TensorBoard at "/data/plugin/stepscope/").
 
-export interface Run { name: string; hosts: string[]; }
+/** A run of the logdir; ``trigger`` is set for a flight recorder's dump (what saved it). */
+export interface Run { name: string; hosts: string[]; trigger?: string | null; }
 export interface ToolInfo { name: string; title: string; csv: boolean; flags: string[];
   runs?: string[]; }
 export interface Progress { status: string; done_bytes: number; total_bytes: number; file: string;

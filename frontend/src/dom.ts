@@ -45,13 +45,28 @@ export function int(value: number | null | undefined): string {
   return value === null || value === undefined ? "–" : Math.round(value).toLocaleString("en-US");
 }
 
-/** Bytes as KB/MB/GB. */
+const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+
+/** Bytes in binary units, named so, as the terminal writes them (stepscope/views/units.py):
+ * "512 B", "433 KiB", "1.21 MiB", "12.5 GiB"; a negative amount keeps its sign. The one
+ * byte formatter of every page. */
 export function bytes(value: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
-  let v = value;
+  let v = Math.abs(value);
   let i = 0;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return `${v.toFixed(i ? 1 : 0)} ${units[i]}`;
+  while (v >= 1024 && i < BYTE_UNITS.length - 1) { v /= 1024; i++; }
+  const sign = value < 0 ? "-" : "";
+  if (i === 0) return `${sign}${v.toFixed(0)} B`;
+  return `${sign}${v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)} ${BYTE_UNITS[i]}`;
+}
+
+/** A count or a counter's value as the terminal writes it: integers with thousands
+ * separators, fractions with three significant figures (at least), never e-notation. */
+export function count(value: number): string {
+  if (Number.isInteger(value)) return value.toLocaleString("en-US");
+  const a = Math.abs(value);
+  const digits = a >= 100 ? 0 : a >= 10 ? 1 : a >= 0.01 ? 2 : 6;
+  return value.toLocaleString("en-US", { minimumFractionDigits: digits,
+                                         maximumFractionDigits: digits });
 }
 
 /** A duration in nanoseconds, in the unit that suits it. */

@@ -55,10 +55,15 @@ async function loadRuns(): Promise<void> {
   }
 }
 
+/** A run's name in the run list; a flight recorder's dump says what triggered it. */
+function runLabel(run: Run): string {
+  return run.trigger ? `${run.name} (flight recorder: ${run.trigger.replace(/_/g, " ")})` : run.name;
+}
+
 /** Fill the selectors for a place, fixing parts that do not exist; returns the fixed place. */
 async function settle(want: Place): Promise<Place> {
   const run = runs.find((r) => r.name === want.run) ?? runs[0];
-  fill(runSelect, runs.map((r) => [r.name, r.name]), run.name);
+  fill(runSelect, runs.map((r) => [r.name, runLabel(r)]), run.name);
   const host = run.hosts.includes(want.host) ? want.host : "";
   fill(hostSelect, [["", run.hosts.length > 1 ? `All hosts (${run.hosts.length})` : "All hosts"],
                     ...run.hosts.map((n): [string, string] => [n, n])], host);

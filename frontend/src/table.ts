@@ -9,7 +9,7 @@ export interface Column<R> {
   format?: (row: R) => string;
   numeric?: boolean;
   className?: string;
-  clip?: boolean; // long text: show three lines, the whole of it on hover
+  clip?: boolean; // long text: show three lines (``format``'s text), the whole value on hover
 }
 
 /** A numeric, right-aligned column showing ``row[key]`` through ``format``. */
@@ -80,7 +80,8 @@ export class SortableTable<R> {
       return h("td", {
         className: (c.numeric ? "num" : "") + (c.className ? " " + c.className : ""),
         "data-key": c.key, "data-value": typeof v === "number" ? String(v) : undefined,
-      }, c.clip ? h("div", { className: "clip", title: String(v) }, String(v))
+      }, c.clip ? h("div", { className: "clip", title: String(v) },
+                    c.format ? c.format(row) : String(v))
          : c.format ? c.format(row) : String(v));
     }))));
     this.note.textContent = rows.length > shown.length

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stepscope.capture.flight import FlightTriggers, flight_recorder
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop
 from stepscope.capture.trace import Trace
@@ -73,6 +74,7 @@ def __getattr__(name: str) -> ModuleType:
 
 __all__ = [
     "DroppedEventsWarning",
+    "FlightTriggers",
     "InvalidOptionError",
     "LogdirError",
     "Profile",
@@ -83,6 +85,7 @@ __all__ = [
     "StepscopeError",
     "Trace",
     "__version__",
+    "flight_recorder",
     "load",
     "open",
     "start",

@@ -8,6 +8,10 @@ Mirrors ``torch.profiler.schedule`` and the ``step()`` protocol of ``torch.profi
             train_step(batch)
             prof.step()
 
+DataLoader iterators made after ``__enter__`` (``for batch in loader`` inside the ``with``)
+have their worker processes recorded in every recorded cycle; the workers of one made before
+it cannot be reached, and the input analysis says so.
+
 Steps count from 0 at ``__enter__``; ``step()`` ends one. After ``skip_first`` steps, each
 cycle waits ``wait`` steps, warms up for ``warmup`` steps (a stepscope session, with PyTorch's
 profiler through the bridge, is already running, but what it records then is left out), then
@@ -29,7 +33,7 @@ from pathlib import Path
 from time import time_ns
 from types import TracebackType
 
-from stepscope.capture import session, trace
+from stepscope.capture import input_pipeline, session, trace
 from stepscope.capture.bridges.pytorch import last_profiler
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import InvalidOptionError
@@ -111,12 +115,18 @@ class profile:  # noqa: N801 - named as torch.profiler.profile, which it stands 
         self._step_begin = 0
         self._running = False  # a session this object started
         self._recorded = 0  # steps recorded in the running session
+        self._armed = False  # DataLoader workers hooked from now on (input_pipeline.arm)
 
     def _action(self, step: int) -> Action:
         return Action.RECORD if self.schedule is None else self.schedule(step)
 
     def start(self) -> None:
         """Begin at step 0."""
+        if not self._armed:
+            # ``for batch in loader`` starts the DataLoader's workers before the first
+            # recorded step: hook them now, so that the session records them when it runs.
+            input_pipeline.arm()
+            self._armed = True
         self.step_num = 0
         self._step_begin = time_ns()
         self._enter_step()
@@ -124,6 +134,9 @@ class profile:  # noqa: N801 - named as torch.profiler.profile, which it stands 
     def stop(self) -> None:
         """End profiling; a cycle cut short is written with the steps it recorded."""
         self._end_session()
+        if self._armed:
+            input_pipeline.disarm()
+            self._armed = False
 
     def step(self) -> None:
         """Mark the end of the current step (call once per training step)."""

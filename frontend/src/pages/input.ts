@@ -10,7 +10,7 @@ import { Column, numberColumn, SortableTable } from "../table";
 import type { PageContext } from "./registry";
 
 interface OpRow { name: string; count: number; total_ms: number; total_percent: number;
-  self_ms: number; self_percent: number; category: string; }
+  self_ms: number; self_percent: number; category: string; runs_apart?: boolean; }
 interface GraphNode { name: string; kind: string; parent: string | null; start_us: number;
   total_ms: number; self_ms: number; calls: number; asynchronous: boolean; critical: boolean;
   bottleneck: boolean; }
@@ -39,7 +39,10 @@ const RED = "#d93025";
 const num = (key: keyof OpRow & string, title: string, f: (v: number) => string) =>
   numberColumn<OpRow>(key, title, f);
 const COLUMNS: Column<OpRow>[] = [
-  { key: "name", title: "Input op", value: (r) => r.name, className: "name" },
+  // ‡: the stage runs apart from its consumer (threads, DataLoader worker processes), so its
+  // total overlaps the consumer's and may exceed it.
+  { key: "name", title: "Input op", value: (r) => r.name + (r.runs_apart ? " ‡" : ""),
+    className: "name" },
   num("count", "Count", int),
   num("total_ms", "Total time (ms)", ms),
   num("total_percent", "Total %", pct),

@@ -2,7 +2,8 @@
 // and launch shape (sortable, filterable, exportable as CSV).
 import { apiUrl, toolData } from "../api";
 import { pie } from "../charts";
-import { h, int, pct } from "../dom";
+import { bytes, h, int, pct } from "../dom";
+import { shortName } from "../names";
 import { Column, numberColumn, SortableTable } from "../table";
 import type { PageContext } from "./registry";
 
@@ -24,12 +25,14 @@ const num = (key: keyof KernelRow, title: string, f: (v: number) => string = us)
   numberColumn<KernelRow>(key, title, f);
 
 const COLUMNS: Column<KernelRow>[] = [
-  { key: "kernel", title: "Kernel", value: (r) => r.kernel, className: "name", clip: true },
+  { key: "kernel", title: "Kernel", value: (r) => r.kernel, format: (r) => shortName(r.kernel),
+    className: "name", clip: true },
   { key: "op", title: "Op", value: (r) => r.op, className: "name" },
   { key: "registers_per_thread", title: "Registers/thread", numeric: true,
     value: (r) => r.registers_per_thread ?? -1, format: (r) => opt(r.registers_per_thread) },
-  { key: "shared_memory_bytes", title: "Shared mem (B)", numeric: true,
-    value: (r) => r.shared_memory_bytes ?? -1, format: (r) => opt(r.shared_memory_bytes) },
+  { key: "shared_memory_bytes", title: "Shared memory", numeric: true,
+    value: (r) => r.shared_memory_bytes ?? -1,
+    format: (r) => (r.shared_memory_bytes === null ? "–" : bytes(r.shared_memory_bytes)) },
   { key: "block", title: "Block dim", value: (r) => dims(r.block) },
   { key: "grid", title: "Grid dim", value: (r) => dims(r.grid) },
   { key: "op_tensor_core_eligible", title: "Op TC eligible",

@@ -3,6 +3,7 @@
 import { apiUrl, toolData } from "../api";
 import { pie } from "../charts";
 import { h, int, ms, pct } from "../dom";
+import { shortName } from "../names";
 import { Column, numberColumn, SortableTable } from "../table";
 import { baselineBar, baselineRuns, opChanges } from "./diff/baseline";
 import type { Change, Diff } from "./diff/data";
@@ -40,7 +41,8 @@ const knum = (key: keyof KernelRow, title: string, f: (v: number) => string = ms
   numberColumn<KernelRow>(key, title, f);
 
 const KERNEL_COLUMNS: Column<KernelRow>[] = [
-  { key: "name", title: "Kernel", value: (r) => r.name, className: "name" },
+  { key: "name", title: "Kernel", value: (r) => r.name, format: (r) => shortName(r.name),
+    className: "name", clip: true },
   { key: "type", title: "Type", value: (r) => r.type },
   { key: "op", title: "Launched by op", value: (r) => r.op, className: "name" },
   knum("occurrences", "#Occurrences", int),

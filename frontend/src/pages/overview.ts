@@ -7,6 +7,7 @@ import { baselineBar, baselineRuns } from "./diff/baseline";
 import type { Diff } from "./diff/data";
 import { signed, signedPct } from "./diff/data";
 import type { PageContext } from "./registry";
+import { pythonCard, PythonSummary } from "./python/overview_card";
 
 export const CATEGORIES: { key: string; label: string; color: string }[] = [
   { key: "input", label: "Waiting for input", color: "#d93025" },
@@ -30,7 +31,7 @@ interface Overview {
   run: string; host: string | null;
   steps: { count: number; avg_ms: number | null; min_ms: number | null; max_ms: number | null;
            stddev_ms: number | null; found_by: string | string[]; marker: string | string[];
-           trimmed: number[];
+           found_by_text: string; trimmed: number[];
            per_step: { step_num: number; ms: number; breakdown_ms: Record<string, number> }[] };
   breakdown: Record<string, number>;
   breakdown_ms: Record<string, number>;
@@ -43,10 +44,17 @@ interface Overview {
   recommendation: { next_tool: string; hints: string[] };
   recommendations?: Advice[];
   failed_hosts: Record<string, string>;
+  /** Where the run is a flight recorder's dump: what saved it and the step's figures. */
+  flight?: { trigger: string; detail?: string; step?: number | null; step_ms?: number;
+             median_ms?: number; threshold_ms?: number; window?: string } | null;
+  dropped_events?: Record<string, { count: number; message: string }>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
+  python?: Record<string, PythonSummary>; // hosts with Python tracer or sampler data
 }
 
-interface Advice { rule: string; text: string; evidence: Record<string, unknown>; tool: string }
+interface Advice {
+  rule: string; text: string; because?: string; evidence: Record<string, unknown>; tool: string;
+}
 
 function evidenceText(v: unknown): string {
   if (Array.isArray(v)) return v.map(String).join("; ");
@@ -68,8 +76,10 @@ function advice(o: Overview, ctx: PageContext): HTMLElement {
         return h("li", { "data-rule": a.rule },
           h("p", { className: "advice-text" }, a.text),
           h("p", { className: "muted evidence" },
-            "Evidence: " + Object.entries(a.evidence)
-              .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
+            a.because
+              ? "Because " + a.because
+              : "Evidence: " + Object.entries(a.evidence)
+                .map(([k, v]) => `${k.replace(/_/g, " ")} ${evidenceText(v)}`).join(", ")),
           tool
             ? h("a", { href: "#", className: "advice-tool", "data-tool": tool.name,
                        onclick: (e: Event) => { e.preventDefault(); ctx.go(tool.name); } },
@@ -92,7 +102,6 @@ function summary(o: Overview): HTMLElement {
     h("td", {}, h("span", { className: "swatch", style: `background:${c.color}` }), c.label),
     h("td", { className: "num", "data-value": String(o.breakdown_ms[c.key]) }, ms(o.breakdown_ms[c.key])),
     h("td", { className: "num", "data-value": String(o.breakdown[c.key]) }, pct(o.breakdown[c.key]))));
-  const method = Array.isArray(s.found_by) ? s.found_by.join(", ") : s.found_by;
   return h("section", { className: "card", id: "summary" },
     h("h2", {}, "Performance summary"),
     s.count ? h("div", {},
@@ -102,7 +111,9 @@ function summary(o: Overview): HTMLElement {
         "σ ", value("stddev-ms", ms(s.stddev_ms), s.stddev_ms), " ms · min ",
         value("min-ms", ms(s.min_ms), s.min_ms), " ms · max ",
         value("max-ms", ms(s.max_ms), s.max_ms), " ms · ",
-        value("step-count", int(s.count), s.count), " steps (found by ", method, ")"),
+        value("step-count", int(s.count), s.count), " steps"),
+      h("p", { className: "muted", id: "steps-found-by",
+               "data-method": [s.found_by].flat().join(",") }, s.found_by_text),
       h("table", { id: "breakdown" },
         h("thead", {}, h("tr", {}, h("th", {}, "Category"), h("th", { className: "num" }, "ms per step"),
                          h("th", { className: "num" }, "% of step"))),
@@ -186,6 +197,15 @@ function environment(o: Overview, memory: [string, Node][] = []): HTMLElement {
     ["Device names", e.device_names.join(", ") || "–"],
     ["CPU cores", e.cpu_count === null ? "–" : String(e.cpu_count)],
   ];
+  const f = o.flight;
+  if (f) {
+    const step = f.step === null || f.step === undefined ? "" : ` at step ${f.step}`;
+    const ms = f.step_ms === undefined ? "" : ` (${f.step_ms.toFixed(1)} ms` +
+      (f.median_ms === undefined ? ")" : `, median ${f.median_ms.toFixed(1)} ms)`);
+    kv.push(["Saved by", `flight recorder: ${f.trigger.replace(/_/g, " ")}${step}${ms}` +
+      (f.detail ? ` – ${f.detail}` : "")]);
+    if (f.window) kv.push(["Window", f.window]);
+  }
   return h("section", { className: "card", id: "environment" },
     h("h2", {}, "Run environment"),
     h("dl", { className: "kv" }, ...kv.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
@@ -218,8 +238,11 @@ export async function renderOverview(ctx: PageContext): Promise<HTMLElement> {
     bar ? h("section", { className: "card wide", id: "overview-baseline-card" }, bar, vsBase)
       : null,
     ...failed.map(([host, why]) => h("p", { className: "warning" }, `Host ${host} could not be read: ${why}`)),
+    ...Object.values(o.dropped_events ?? {}).map((d) =>
+      h("p", { className: "warning dropped-events" }, d.message)),
     h("div", { className: "cards" }, summary(o), precision(o), recommendation(o, ctx),
-      advice(o, ctx), environment(o, memory), stepGraph(o), topOps(o)));
+      advice(o, ctx), pythonCard(o.python, ctx, o.steps.per_step),
+      environment(o, memory), stepGraph(o), topOps(o)));
 }
 
 /** Against the chosen baseline: the step time change and the categories that moved most. */

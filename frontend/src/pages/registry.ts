@@ -1,12 +1,14 @@
 // One entry per tool page: the server's tool name → the function that builds the page.
 import type { Progress, ToolInfo } from "../api";
 import { renderDiff } from "./diff/index";
+import { renderGpu } from "./gpu/index";
 import { renderInput } from "./input";
 import { renderKernels } from "./kernels";
 import { renderMemory } from "./memory/index";
 import { renderOps } from "./ops";
 import { renderOverview } from "./overview";
 import { renderPod } from "./pod/index";
+import { renderPython } from "./python/index";
 import { renderTrace } from "./trace/index";
 import { renderGraphViewer } from "./hlo/graph_viewer";
 import { renderMemoryViewer } from "./hlo/memory_viewer";
@@ -33,7 +35,9 @@ export const PAGES: Record<string, Page> = {
   input_pipeline_analyzer: renderInput,
   trace_viewer: renderTrace,
   pod_viewer: renderPod,
+  gpu_timeline: renderGpu,
   memory_profile: renderMemory,
+  python_profile: renderPython,
   op_profile: renderOpProfile,
   hlo_op_stats: renderHloStats,
   roofline_model: renderRoofline,

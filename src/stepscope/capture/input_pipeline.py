@@ -15,6 +15,13 @@ restored at its stop): the consumer's ``next`` is ``Iterator::DataLoader``, each
 processes time their fetches themselves and send the events back on a queue made for the
 iterator (it works with the fork and the spawn start method, as it travels in the worker's
 init function); they land on one line per worker, named ``DataLoader worker N``.
+
+Workers start with their iterator (at ``for batch in loader``), which is often before the
+session: ``stepscope.torch.profile`` therefore *arms* the DataLoader from its ``__enter__``, so
+that every multi-process iterator made while it is armed gets the hook (silent until a session
+records). An iterator whose workers started with no hook (made before ``stepscope.torch.profile``
+or before ``stepscope.start``) cannot be reached: its ``Iterator::DataLoader`` events carry
+``workers_recorded=0``, which the input analysis reports.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from typing import Any
 
 from stepscope.capture import trace
 from stepscope.capture.recorder import Recorder
+from stepscope.model import schema
 
 PREFIX = "Iterator"
 SEP = "::"
@@ -431,7 +439,7 @@ def instrument(source: Iterable[Any], name: str | None = None) -> Stage:
 DATALOADER = PREFIX + SEP + "DataLoader"
 DL_BATCH = DATALOADER + SEP + "Batch"
 DL_MAP = DL_BATCH + SEP + "Map"
-WORKER_LINE = "DataLoader worker {worker}"
+WORKER_LINE = schema.DATALOADER_WORKER_LINE
 
 # A worker process's channel back to the main process: (queue, recording flag, worker id).
 _worker_channel: tuple[Any, Any, int] | None = None
@@ -439,6 +447,11 @@ _worker_channel: tuple[Any, Any, int] | None = None
 # it), and which of them are patched now.
 _originals: dict[tuple[type, str], Any] = {}
 _installed: set[tuple[type, str]] = set()
+# Armed (stepscope.torch.profile): how many arm() calls are open, and the channels of the
+# multi-process iterators made while armed, each with a weak reference to its iterator.
+_armed = 0
+_armed_channels: list[tuple[weakref.ref[Any], Any, Any]] = []
+WORKERS_RECORDED = "workers_recorded"
 
 
 class _Session:
@@ -485,9 +498,12 @@ def _dl_next(self: Any) -> Any:
     stats = self.__dict__.get("_stepscope_stats")
     if stats is None:
         batch_size = getattr(getattr(self, "_index_sampler", None), "batch_size", None)
+        workers = int(getattr(self, "_num_workers", 0) or 0)
         stats = self.__dict__["_stepscope_stats"] = {
-            ID: next(_ids), "num_workers": int(getattr(self, "_num_workers", 0) or 0),
-            "batch_size": int(batch_size or 0)}
+            ID: next(_ids), "num_workers": workers, "batch_size": int(batch_size or 0)}
+        if workers:
+            # Workers that started without stepscope's hook send nothing: say so.
+            stats[WORKERS_RECORDED] = int("_stepscope_channel" in self.__dict__)
     start = time_ns()
     try:
         return original(self)
@@ -591,7 +607,7 @@ def _dl_multi_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
 
     original = _originals[(dataloader._MultiProcessingDataLoaderIter, "__init__")]
     session = _active
-    if session is None:
+    if session is None and not _armed:
         original(self, loader, *args, **kwargs)
         return
     import multiprocessing
@@ -600,15 +616,20 @@ def _dl_multi_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
     if isinstance(ctx, str):
         ctx = multiprocessing.get_context(ctx)
     channel = ctx.Queue()
-    flag = ctx.Value("b", 1, lock=False)
+    # Armed before a session: the workers stay silent until one records.
+    flag = ctx.Value("b", 1 if session is not None else 0, lock=False)
     user_init = loader.worker_init_fn
     loader.worker_init_fn = _WorkerHook(user_init, channel, flag)
     try:
         original(self, loader, *args, **kwargs)
     finally:
         loader.worker_init_fn = user_init
-    with session.lock:
-        session.channels.append((channel, flag))
+    self.__dict__["_stepscope_channel"] = (channel, flag)
+    if _armed:
+        _armed_channels.append((weakref.ref(self), channel, flag))
+    if session is not None:
+        with session.lock:
+            session.channels.append((channel, flag))
 
 
 def _original_fetch(fetcher: Any) -> Any:
@@ -639,6 +660,38 @@ def _patch_fetchers() -> None:
     _patch(fetch._IterableDatasetFetcher, "fetch", _timed_iterable_fetch)
 
 
+def arm() -> None:
+    """Hook the workers of every multi-process DataLoader iterator made from now on (until
+    ``disarm``), so that a later session records them (only if torch.utils.data is imported:
+    otherwise the session's start patches DataLoader, as without arming)."""
+    global _armed
+    if "torch.utils.data.dataloader" not in sys.modules:
+        return
+    from torch.utils.data import dataloader
+
+    _armed += 1
+    _patch(dataloader._MultiProcessingDataLoaderIter, "__init__", _dl_multi_init)
+
+
+def disarm() -> None:
+    """Undo one ``arm``; the last one forgets the armed iterators (and, between sessions,
+    restores DataLoader)."""
+    global _armed
+    if _armed <= 0:
+        return
+    _armed -= 1
+    if _armed == 0:
+        _armed_channels.clear()
+        if _active is None:
+            _restore()
+
+
+def _live_armed() -> list[tuple[Any, Any]]:
+    """The channels of armed iterators still alive (the dead ones are forgotten)."""
+    _armed_channels[:] = [c for c in _armed_channels if c[0]() is not None]
+    return [(q, flag) for _, q, flag in _armed_channels]
+
+
 def session_started(recorder: Recorder) -> None:
     """Instrument PyTorch's DataLoader for a session (only if torch.utils.data is imported)."""
     global _active
@@ -646,10 +699,24 @@ def session_started(recorder: Recorder) -> None:
         return
     from torch.utils.data import dataloader
 
-    _active = _Session(recorder)
+    session = _Session(recorder)
+    for q, flag in _live_armed():
+        # What a worker sent before this session (a batch in flight at the last stop) is old.
+        with contextlib.suppress(Exception):
+            while True:
+                q.get_nowait()
+        flag.value = 1
+        session.channels.append((q, flag))
+    _active = session
     _patch(dataloader._BaseDataLoaderIter, "__next__", _dl_next)
     _patch(dataloader._MultiProcessingDataLoaderIter, "__init__", _dl_multi_init)
     _patch_fetchers()
+
+
+def _restore() -> None:
+    for owner, attr in list(_installed):
+        setattr(owner, attr, _originals[(owner, attr)])
+    _installed.clear()
 
 
 def session_stopped() -> None:
@@ -662,9 +729,12 @@ def session_stopped() -> None:
         flag.value = 0
     session.drain(wait_s=0.05)
     _active = None
-    for owner, attr in list(_installed):
-        setattr(owner, attr, _originals[(owner, attr)])
-    _installed.clear()
+    _restore()
+    if _armed:  # still armed: iterators made between sessions get the hook too
+        from torch.utils.data import dataloader
+
+        _patch(dataloader._MultiProcessingDataLoaderIter, "__init__", _dl_multi_init)
 
 
-__all__ = ["Stage", "instrument", "session_started", "session_stopped", "stage_kind"]
+__all__ = ["Stage", "arm", "disarm", "instrument", "session_started", "session_stopped",
+           "stage_kind"]

@@ -28,11 +28,14 @@ class ProfilerOptions:
 
     host_tracer_level: 0 off, 1 user annotations (``Trace``) only, 2 also stepscope's own
     instrumentation (default), 3 verbose. python_tracer_level: 1 records every Python call.
-    device_tracer_level: 1 lets framework/device tracers run (later bridges). delay_ms: start
+    device_tracer_level: 0 no framework or device tracing; 1 or 2 run the profilers of the
+    imported frameworks alongside (``capture.bridges``; TensorFlow gets the level as given
+    and treats 2 as 1). delay_ms: start
     recording this long after ``start``. max_events: cap on recorded events; past it events
     are dropped and counted. counter_interval_ms: system counter sampling period (0 disables).
     memory_tracer_level: 1 records NumPy array allocations of at least memory_threshold_bytes
-    and their frees (see ``capture.memory_tracer``).
+    and their frees (see ``capture.memory_tracer``). python_sampling_hz: sample every
+    thread's Python stack this many times a second (0 off; see ``capture.python_sampler``).
     """
 
     host_tracer_level: int = 2
@@ -43,12 +46,14 @@ class ProfilerOptions:
     counter_interval_ms: int = DEFAULT_COUNTER_INTERVAL_MS
     memory_tracer_level: int = 0
     memory_threshold_bytes: int = DEFAULT_MEMORY_THRESHOLD
+    python_sampling_hz: int = 0
 
     def __post_init__(self) -> None:
         _check_int("host_tracer_level", self.host_tracer_level, 0, 3,
                    "0 off, 1 user annotations, 2 default, 3 verbose")
         _check_int("python_tracer_level", self.python_tracer_level, 0, 1, "0 off, 1 on")
-        _check_int("device_tracer_level", self.device_tracer_level, 0, 2, "0 off, 1 on")
+        _check_int("device_tracer_level", self.device_tracer_level, 0, 2,
+                   "0 off, 1 or 2 framework and device tracers on")
         if self.delay_ms is not None:
             _check_int("delay_ms", self.delay_ms, 0, 24 * 3600 * 1000, "milliseconds or None")
         _check_int("max_events", self.max_events, 1, None, "events kept per session")
@@ -57,6 +62,8 @@ class ProfilerOptions:
         _check_int("memory_tracer_level", self.memory_tracer_level, 0, 1, "0 off, 1 on")
         _check_int("memory_threshold_bytes", self.memory_threshold_bytes, 0, 1 << 50,
                    "smallest NumPy allocation recorded, in bytes")
+        _check_int("python_sampling_hz", self.python_sampling_hz, 0, 10_000,
+                   "Python stack samples a second, 0 off")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a plain dict."""

@@ -31,6 +31,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from stepscope.capture.recorder import Recorder, ThreadBuffer
+from stepscope.native import compiled
 
 ProfileFunc = Callable[[FrameType, str, Any], object]
 # Empties one thread's stack of open calls: (start_ns, code or C callable), innermost first.
@@ -38,13 +39,7 @@ Drain = Callable[[], list[tuple[int, Any]]]
 # Moves the events one thread's hook holds back into its buffer (the compiled hook batches).
 Flush = Callable[[], None]
 
-_pyhook: Any
-try:
-    from stepscope.capture import _pyhook  # type: ignore[attr-defined, no-redef]
-except ImportError:  # built without a C compiler
-    _pyhook = None
-if os.environ.get("STEPSCOPE_PURE_PYTHON"):
-    _pyhook = None
+_pyhook: Any = compiled("stepscope.capture._pyhook")
 
 
 # Threads stepscope starts for itself, never traced (see ``leave_out``).
@@ -209,11 +204,8 @@ def _set_profile_all_threads() -> Callable[[Any], None] | None:
     if set_all is not None:
         return set_all  # type: ignore[no-any-return]
     # Not subject to STEPSCOPE_PURE_PYTHON: there is no pure-Python way to do this before 3.12.
-    try:
-        from stepscope.capture import _fastpath  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _fastpath.set_profile_all_threads  # type: ignore[no-any-return]
+    fastpath = compiled("stepscope.capture._fastpath", honour_pure_python=False)
+    return None if fastpath is None else fastpath.set_profile_all_threads
 
 
 def _c_name(func: Any) -> str:

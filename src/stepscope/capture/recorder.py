@@ -13,23 +13,24 @@ event, and read back as NumPy columns at stop (``recorder_columns``). Without it
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from stepscope.native import compiled
 
 # One recorded complete event: (name, start_ns, end_ns, stats or None).
 Event = tuple[str, int, int, "dict[str, Any] | None"]
 # One counter sample: (counter name, time_ns, value).
 Sample = tuple[str, int, float]
+# What one tuple event or one counter sample costs where no compiled records hold them: the
+# tuple, its two ints, the list slot and a small stats dict (a Trace with keyword metadata
+# makes one per event). An estimate, measured as RSS per event over a long flight recording
+# on CPython 3.11; the binary records report their own bytes.
+LISTED_EVENT_BYTES = 400
+SAMPLE_BYTES = 130
 
-_fastpath: Any
-try:
-    from stepscope.capture import _fastpath  # type: ignore[attr-defined, no-redef]
-except ImportError:  # built without a C compiler
-    _fastpath = None
-if os.environ.get("STEPSCOPE_PURE_PYTHON"):
-    _fastpath = None
+_fastpath: Any = compiled("stepscope.capture._fastpath")
 
 
 class PyNames:
@@ -56,6 +57,10 @@ class PyNames:
 
     def __len__(self) -> int:
         return len(self.objects)
+
+
+def _drop_event(name: str, start_ns: int, end_ns: int, stats: dict[str, Any] | None) -> None:
+    """What a released recorder does with an event offered late: nothing."""
 
 
 class ThreadBuffer:
@@ -160,6 +165,14 @@ class Recorder:
                 events = self._local.host.listed
             events.append((name, start_ns, end_ns, stats))
 
+    def release(self) -> None:
+        """Let go of the sink: its thread lookup refers back to this recorder, a cycle the
+        collector frees only at its next full pass, which a loop making few objects may not
+        reach for long (so is ``add`` where it is this recorder's own method). Events offered
+        afterwards are dropped."""
+        self.sink = None
+        self.add = _drop_event
+
     def admit(self) -> bool:
         """Count one event; False once the cap is reached (the event must then be dropped)."""
         return next(self._counter) < self.max_events
@@ -207,6 +220,19 @@ class Recorder:
     def recorded(self) -> int:
         """How many events were kept."""
         return min(self.attempted, self.max_events)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its events hold: the records' chunks as allocated, plus an estimate for
+        events kept as tuples (``LISTED_EVENT_BYTES``) and for counter samples."""
+        total = len(self.samples) * SAMPLE_BYTES
+        with self._lock:
+            buffers = self.host_buffers + self.python_buffers
+        for buf in buffers:
+            total += len(buf.listed) * LISTED_EVENT_BYTES
+            if buf.records is not None:
+                total += buf.records.nbytes
+        return total
 
     def refresh_thread_names(self) -> None:
         """Take each live thread's current name (threads are often renamed after they start)."""

@@ -1,6 +1,7 @@
 """A recorder's event columns → the columns of an XPlane (``xplane_encoder.PlaneColumns``).
 
-Per line: events that began before ``keep_from_ns`` are left out, the rest sorted by start
+Per line: events that began before ``keep_from_ns`` (or, where given, at or after
+``keep_until_ns``) are left out, the rest sorted by start
 (parents before children: the longer first), times made offsets in picoseconds from the
 line's timestamp. Event and stat metadata ids are given in order of first use, names merged
 by text, as ``xplane_builder`` gives them. Python work is per line and per distinct name or
@@ -24,6 +25,7 @@ from stepscope.capture.recorder_columns import (
     STAT_UINT,
     EventColumns,
 )
+from stepscope.capture.safe_text import TextRepairs
 from stepscope.formats import xplane_encoder as enc
 
 # (line id, line name, its events).
@@ -41,9 +43,14 @@ def _exclusive_cumsum(sizes: Any) -> I64:
     return out
 
 
-def _ordered(cols: EventColumns, keep_from_ns: int) -> EventColumns:
+def _ordered(cols: EventColumns, keep_from_ns: int,
+             keep_until_ns: int | None = None) -> EventColumns:
     """The events kept, sorted by (start, longest first), with their stats in that order."""
-    rows = np.flatnonzero(cols.start >= keep_from_ns) if keep_from_ns else None
+    rows = None
+    if keep_until_ns is not None:
+        rows = np.flatnonzero((cols.start >= keep_from_ns) & (cols.start < keep_until_ns))
+    elif keep_from_ns:
+        rows = np.flatnonzero(cols.start >= keep_from_ns)
     start = cols.start if rows is None else cols.start[rows]
     end = cols.end if rows is None else cols.end[rows]
     order = np.lexsort((-end, start))
@@ -76,7 +83,8 @@ def _first_use_ids(ids: Any, text_of: Callable[[int], str],
     return md_of[ids], list(by_text)
 
 
-def _stat_values(kind: Any, value: Any, objects: list[Any]) -> tuple[Any, I64, list[bytes]]:
+def _stat_values(kind: Any, value: Any, objects: list[Any],
+                 repairs: TextRepairs) -> tuple[Any, I64, list[bytes]]:
     """XStat value fields, values (blob indices for strings and bytes), and the blobs."""
     field_of_kind = np.zeros(max(_FIELD_OF_KIND) + 1, dtype=np.int8)
     for k, f in _FIELD_OF_KIND.items():
@@ -95,7 +103,7 @@ def _stat_values(kind: Any, value: Any, objects: list[Any]) -> tuple[Any, I64, l
                 blobs.append(obj)
             else:
                 fields[j] = enc.STR_VALUE
-                blobs.append(str(obj).encode("utf-8", "surrogatepass"))
+                blobs.append(repairs.text(obj).encode("utf-8"))
         field[rows] = fields[inverse]
         value[rows] = inverse
     return field, value, blobs
@@ -103,19 +111,37 @@ def _stat_values(kind: Any, value: Any, objects: list[Any]) -> tuple[Any, I64, l
 
 def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: list[Any],
                   timestamp_ns: int, keep_from_ns: int,
-                  name_of: Callable[[Any], str]) -> enc.PlaneColumns:
+                  name_of: Callable[[Any], str],
+                  keep_until_ns: int | None = None,
+                  repairs: TextRepairs | None = None) -> enc.PlaneColumns:
     """The plane holding ``lines``; ``objects`` are the recorder's names by id, and
-    ``name_of`` gives an event's name from its object."""
-    ordered = [_ordered(cols, keep_from_ns) for _, _, cols in lines]
+    ``name_of`` gives an event's name from its object.
+
+    A name or value that cannot be written as UTF-8 text (or whose ``str()`` raises) is
+    replaced, and counted in ``repairs``.
+    """
+    if repairs is None:
+        repairs = TextRepairs()
+    fix = repairs.text
+
+    def event_name(i: int) -> str:
+        try:
+            name = name_of(objects[i])
+        except Exception:  # noqa: BLE001 - a user's object whose name cannot be made
+            repairs.count += 1
+            return "<unprintable name>"
+        return fix(name)
+
+    ordered = [_ordered(cols, keep_from_ns, keep_until_ns) for _, _, cols in lines]
     cols = EventColumns.concat(ordered)
     size = len(objects)
-    metadata_id, event_names = _first_use_ids(cols.name, lambda i: name_of(objects[i]), size)
-    stat_md, stat_names = _first_use_ids(cols.stat_key, lambda i: str(objects[i]), size)
-    field, value, blobs = _stat_values(cols.stat_kind, cols.stat_value, objects)
+    metadata_id, event_names = _first_use_ids(cols.name, event_name, size)
+    stat_md, stat_names = _first_use_ids(cols.stat_key, lambda i: fix(objects[i]), size)
+    field, value, blobs = _stat_values(cols.stat_kind, cols.stat_value, objects, repairs)
     return enc.PlaneColumns(
         id=plane_id, name=plane_name, event_names=event_names, stat_names=stat_names,
         line_id=[line_id for line_id, _, _ in lines],
-        line_name=[name for _, name, _ in lines],
+        line_name=[fix(name) for _, name, _ in lines],
         line_timestamp_ns=[timestamp_ns] * len(lines),
         line_begin=_exclusive_cumsum([len(c) for c in ordered]),
         metadata_id=metadata_id,
@@ -123,3 +149,4 @@ def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: li
         duration_ps=(cols.end - cols.start) * 1000,
         nstats=cols.nstats.astype(np.int32, copy=False),
         stat_metadata_id=stat_md, stat_field=field, stat_value=value, blobs=blobs)
+

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from time import time_ns
@@ -18,6 +19,7 @@ from typing import Any
 from stepscope.capture import bridges, input_pipeline, python_tracer, trace
 from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailable
 from stepscope.capture.options import ProfilerOptions
+from stepscope.capture.python_sampler import PythonSampler
 from stepscope.capture.python_tracer import PythonTracer
 from stepscope.capture.recorder import Recorder
 from stepscope.capture.system_counters import SystemCounters
@@ -61,6 +63,8 @@ class _Session:
         self.start_ns = time_ns()
         self.python_tracer = (PythonTracer(self.recorder)
                               if options.python_tracer_level >= 1 else None)
+        self.python_sampler = (PythonSampler(self.recorder, options.python_sampling_hz)
+                               if options.python_sampling_hz > 0 else None)
         self.counters = (SystemCounters(self.recorder, options.counter_interval_ms)
                          if options.counter_interval_ms > 0 else None)
         self.memory_tracer = (MemoryTracer(self.recorder, options.memory_threshold_bytes)
@@ -93,6 +97,8 @@ class _Session:
             self.counters.start()
         if self.python_tracer is not None:
             self.python_tracer.start()
+        if self.python_sampler is not None:
+            self.python_sampler.start()
         if self.memory_tracer is not None:
             self.memory_tracer.start()
         # Last, so that our tracers already run while a framework's profiler starts.
@@ -109,6 +115,8 @@ class _Session:
         input_pipeline.session_stopped()  # before the profile is built: workers' events
         self.bridge_data = bridges.stop_all(self.bridges)
         self.bridges = []
+        if self.python_sampler is not None:
+            self.python_sampler.stop()
         if self.python_tracer is not None:
             self.python_tracer.stop()
         if self.counters is not None:
@@ -168,7 +176,19 @@ def start(logdir: str | os.PathLike[str], options: ProfilerOptions | None = None
         _begin(_Session(path, options))
 
 
+def _no_flight_recorder() -> bool:
+    return False
+
+
+# Whether a flight recorder (capture.flight) owns the tracers; it sets this when it starts.
+flight_running: Callable[[], bool] = _no_flight_recorder
+
+
 def _refuse_if_running() -> None:
+    if flight_running():
+        raise ProfilerAlreadyRunningError(
+            "A flight recorder is running in this process; stop it "
+            "(stepscope.flight_recorder.stop()) before starting a session.")
     if _session is None:
         return
     if _session.logdir is None:
@@ -221,28 +241,70 @@ def stop(save: bool = True) -> Path | None:
         return None
     host = layout.local_hostname()
     data = build_space(session, stop_ns, host)
-    path = layout.new_run_dir(session.logdir, session.started_at) / layout.host_file_name(host)
-    try:
-        xb.write_atomic(path, data)
-    except OSError as err:
-        if not locations.is_remote(path):
-            raise LogdirError(f"Cannot write the profile to {path} "
-                              f"({err.strerror or err}).") from err
-        # A bucket that cannot be reached at the end of a long run must not cost the profile.
-        kept = _keep_locally(data, path)
-        raise LogdirError(f"Cannot write the profile to {path} ({err.strerror or err}); it "
-                          f"was saved to {kept} instead: copy it there once the storage can "
-                          "be reached.") from err
+    path = save_profile(session.logdir, session.started_at, host, data, rec.recorded)
     log.info("stepscope profile written to %s", path)
     return path
 
 
-def _keep_locally(data: bytes, path: Path) -> Path:
-    """Where a profile that could not reach its bucket is kept: the temporary directory,
-    under the run and file names it was meant to have."""
-    local = Path(tempfile.gettempdir()) / "stepscope-unsent" / path.parent.name / path.name
-    xb.write_atomic(local, data)
-    return local
+def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, events: int) -> Path:
+    """Write a profile into a new run folder of ``logdir``; return its path.
+
+    Whatever the filesystem does (a bucket that cannot be reached, a full disk, a folder
+    removed), the recording is not lost: a complete copy is kept locally
+    (:func:`keep_locally`) and the LogdirError says where. A URL gets
+    ``STEPSCOPE_UPLOAD_TIMEOUT_S`` seconds (docs/reliability.md) before the copy is kept.
+    """
+    name = layout.host_file_name(host)
+
+    def write() -> Path:
+        path = layout.new_run_dir(logdir, started_at) / name
+        xb.write_atomic(path, data)
+        return path
+
+    try:
+        if not locations.is_remote(logdir):
+            return write()
+        limit = locations.timeout_s(locations.WRITE_TIMEOUT_ENV,
+                                    locations.DEFAULT_WRITE_TIMEOUT_S)
+        return locations.call_bounded(write, limit, str(logdir))
+    except Exception as err:  # noqa: BLE001 - any failure of any filesystem keeps a copy
+        run = layout.run_name(started_at)
+        target = locations.redact(f"{layout.profile_root(logdir)}/{run}/{name}")
+        reason = locations.failure_reason(err)
+        kept, tried = keep_locally(data, run, name)
+        if kept is not None:
+            raise LogdirError(f"Cannot write the profile to {target} ({reason}); it was saved "
+                              f"to {kept} instead: copy it there once the storage can be "
+                              "reached.") from err
+        raise LogdirError(f"Cannot write the profile to {target} ({reason}), nor a copy to "
+                          f"{'; '.join(tried)}: the recording ({events:,} events, "
+                          f"{len(data):,} bytes) is lost.") from err
+
+
+def unsent_dirs() -> list[Path]:
+    """Where profiles that could not be written are kept, in order of preference."""
+    dirs = [Path(tempfile.gettempdir()) / "stepscope-unsent"]
+    with contextlib.suppress(RuntimeError):  # no home directory
+        dirs.append(Path.home() / "stepscope-unsent")
+    return dirs
+
+
+def keep_locally(data: bytes, run: str, name: str) -> tuple[Path | None, list[str]]:
+    """Keep a profile that could not reach its logdir: the first of :func:`unsent_dirs`
+    that takes it, under the run and file names it was meant to have. Returns that path
+    (None if none took it) and, for each place that refused, where and why."""
+    tried: list[str] = []
+    for folder in unsent_dirs():
+        local, n = folder / run / name, 1
+        while local.exists():  # an earlier profile kept under the same name stays
+            local, n = folder / f"{run}_{n}" / name, n + 1
+        try:
+            xb.write_atomic(local, data)
+        except OSError as err:
+            tried.append(f"{local} ({err.strerror or err})")
+            continue
+        return local, tried
+    return None, tried
 
 
 def _end(session: _Session) -> None:
@@ -301,50 +363,122 @@ def discard_before(when_ns: int) -> None:
             _session.keep_from_ns = max(_session.keep_from_ns, when_ns)
 
 
+def start_new_bridges() -> None:
+    """Start the bridges of frameworks imported since the running session began recording
+    (the launcher calls it when the profiled program imports one)."""
+    with _lock:
+        session = _session
+        if session is None or not session.recording:
+            return
+        running = frozenset(bridge.framework for bridge in session.bridges)
+        session.bridges += bridges.start_all(session.options, running)
+
+
+def recording_since_ns() -> int:
+    """When the running session began recording (0 when none records yet)."""
+    current = _session
+    return current.start_ns if current is not None and current.recording else 0
+
+
 def is_running() -> bool:
     """True while a session is started (recording, or waiting out ``delay_ms``)."""
     return _session is not None
 
 
+@dataclass
+class SpaceParts:
+    """Everything a profile's ``XSpace`` is made of (``encode_space`` turns it into bytes).
+
+    Lines are ``(line id, line name, EventColumns)`` whose name ids index ``objects``; what
+    began before ``keep_from_ns`` is left out. ``env`` holds extra Task Environment stats.
+    """
+
+    host: str
+    start_ns: int
+    stop_ns: int
+    keep_from_ns: int
+    host_lines: list[Any]
+    python_lines: list[Any] | None
+    objects: list[Any]
+    samples: list[Any]
+    bridge_data: list[bridges.BridgeData]
+    recorded: int
+    dropped: int
+    max_events: int
+    options: ProfilerOptions
+    env: dict[str, Any] = field(default_factory=dict)
+    keep_until_ns: int | None = None  # what began at or after it is left out (None: all)
+    sampler: Any = None  # the Python sampler's plane (PlaneColumns), where it ran
+
+
 def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
-    """Turn what the session recorded into a serialised ``XSpace``.
+    """Turn what the session recorded into a serialised ``XSpace``."""
+    from stepscope.capture import recorder_columns as rc
+    from stepscope.capture.python_sampler import sampler_plane
+
+    rec = session.recorder
+    rec.refresh_thread_names()
+    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
+                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
+    py_lines = None
+    if session.python_tracer is not None:
+        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
+                    for buf in rec.python_buffers if len(buf)]
+    sampler = session.python_sampler
+    env: dict[str, Any] = {}
+    if sampler is not None:
+        env = {schema.ENV_SAMPLER_TICKS: len(sampler.tick_ns),
+               schema.ENV_SAMPLER_CPU_NS: sampler.cpu_ns}
+    # Names of tuples just turned into columns are in `names.objects` by now.
+    return encode_space(SpaceParts(
+        host=host, start_ns=max(session.start_ns, session.keep_from_ns), stop_ns=stop_ns,
+        keep_from_ns=session.keep_from_ns, host_lines=host_lines, python_lines=py_lines,
+        objects=rec.names.objects, samples=rec.samples, bridge_data=session.bridge_data,
+        recorded=rec.recorded, dropped=rec.dropped, max_events=rec.max_events,
+        options=session.options, env=env,
+        sampler=None if sampler is None else sampler_plane(
+            sampler, max(session.start_ns, session.keep_from_ns), session.keep_from_ns)))
+
+
+def encode_space(parts: SpaceParts) -> bytes:
+    """Serialise a profile's ``XSpace``.
 
     The host and Python-tracer planes, where nearly all events are, are encoded from
     columns (``recorder_to_xplane``, ``xplane_encoder``); the small ones (counters, task
     environment) and the bridges' planes go through protobuf messages.
     """
-    from stepscope.capture import recorder_columns as rc
     from stepscope.capture.recorder_to_xplane import plane_columns
+    from stepscope.capture.safe_text import TextRepairs
     from stepscope.formats import xplane_encoder as enc
 
-    rec = session.recorder
-    rec.refresh_thread_names()
-    start_ns = max(session.start_ns, session.keep_from_ns)
-    keep_from = session.keep_from_ns
-    planes: list[bytes] = []
+    start_ns, keep_from, until = parts.start_ns, parts.keep_from_ns, parts.keep_until_ns
+    repairs = TextRepairs()
+    # Events are counted as they end: once the cap was reached, what ended later was
+    # dropped, so the last kept end is when the profile became incomplete.
+    kept_until = max((int(cols.end.max()) for _, _, cols in parts.host_lines if len(cols)),
+                     default=0)
+    planes: list[bytes] = [enc.encode_plane(plane_columns(
+        schema.HOST_PLANE_ID, schema.HOST_PLANE, parts.host_lines, parts.objects, start_ns,
+        keep_from, _host_event_name, until, repairs))]
 
-    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
-                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
-    # Names of tuples just turned into columns are in `names.objects` by now.
-    planes.append(enc.encode_plane(plane_columns(
-        schema.HOST_PLANE_ID, schema.HOST_PLANE, host_lines, rec.names.objects, start_ns,
-        keep_from, _host_event_name)))
-
-    if session.python_tracer is not None:
+    if parts.python_lines is not None:
         cache: dict[Any, str] = {}
-        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
-                    for buf in rec.python_buffers if len(buf)]
+        kept_until = max([kept_until, *(int(c.end.max()) for _, _, c in parts.python_lines
+                                        if len(c))])
         planes.append(enc.encode_plane(plane_columns(
-            schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, py_lines,
-            rec.names.objects, start_ns, keep_from,
-            lambda what: PythonTracer.event_name(what, cache))))
+            schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, parts.python_lines,
+            parts.objects, start_ns, keep_from,
+            lambda what: PythonTracer.event_name(what, cache), until, repairs)))
 
-    small = xb.new_space(host)
-    if rec.samples:
+    if parts.sampler is not None:
+        planes.append(enc.encode_plane(parts.sampler))
+
+    small = xb.new_space(parts.host)
+    if parts.samples:
         counters = xb.add_plane(small, schema.COUNTERS_PLANE_ID, schema.COUNTERS_PLANE)
         lines: dict[str, Any] = {}
-        for counter, when, value in rec.samples:
-            if when < session.keep_from_ns:
+        for counter, when, value in parts.samples:
+            if when < keep_from or (until is not None and when >= until):
                 continue
             line = lines.get(counter)
             if line is None:
@@ -352,23 +486,35 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
             counters.add_event(line, counter, when, 0, {schema.VALUE: value})
 
     used = {schema.HOST_PLANE_ID}
-    if session.python_tracer is not None:
+    if parts.python_lines is not None:
         used.add(schema.PYTHON_TRACER_PLANE_ID)
-    _add_bridge_planes(small, session.bridge_data, session.keep_from_ns, used)
+    if parts.sampler is not None:
+        used.add(schema.PYTHON_SAMPLER_PLANE_ID)
+    _add_bridge_planes(small, parts.bridge_data, keep_from, used)
 
     env = xb.add_plane(small, schema.TASK_ENV_PLANE_ID, schema.TASK_ENV_PLANE)
     env.add_plane_stat(schema.ENV_PROFILE_START_TIME, start_ns)
-    env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, stop_ns)
-    env.add_plane_stat(schema.ENV_RECORDED_EVENTS, rec.recorded)
-    env.add_plane_stat(schema.ENV_DROPPED_EVENTS, rec.dropped)
-    env.add_plane_stat(schema.ENV_MAX_EVENTS, rec.max_events)
+    env.add_plane_stat(schema.ENV_PROFILE_STOP_TIME, parts.stop_ns)
+    env.add_plane_stat(schema.ENV_RECORDED_EVENTS, parts.recorded)
+    env.add_plane_stat(schema.ENV_DROPPED_EVENTS, parts.dropped)
+    if parts.dropped:
+        env.add_plane_stat(schema.ENV_DROPPED_AFTER, kept_until or parts.stop_ns)
+    env.add_plane_stat(schema.ENV_MAX_EVENTS, parts.max_events)
+    env.add_plane_stat(schema.ENV_REPLACED_VALUES, repairs.count)
     env.add_plane_stat(schema.ENV_PRODUCER, __version__)
     env.add_plane_stat(schema.ENV_CPU_COUNT, os.cpu_count() or 0)
-    for key, value in session.options.to_dict().items():
+    for key, value in parts.options.to_dict().items():
         env.add_plane_stat(schema.ENV_OPTION_PREFIX + key, -1 if value is None else value)
-    if rec.dropped:
-        small.warnings.append(
-            f"stepscope dropped {rec.dropped} events after reaching max_events={rec.max_events}.")
+    for key, value in parts.env.items():
+        env.add_plane_stat(key, value)
+    if parts.dropped:
+        small.warnings.append(f"stepscope dropped {parts.dropped} events after reaching "
+                              f"max_events={parts.max_events}.")
+    if repairs.count:
+        msg = (f"stepscope replaced {repairs.count} recorded names or values that could not be "
+               "written as UTF-8 text (a lone surrogate, or a str() that raised).")
+        small.warnings.append(msg)
+        log.warning(msg)
     # Planes first (field 1), in the order above; then the space's other fields.
     planes += [plane.SerializeToString() for plane in small.planes]
     del small.planes[:]
@@ -412,7 +558,7 @@ def _add_bridge_planes(space: Any, bridge_data: list[bridges.BridgeData],
     """
     used = used | {plane.id for plane in space.planes}
     used.update((schema.TASK_ENV_PLANE_ID, schema.PYTHON_TRACER_PLANE_ID,
-                 schema.COUNTERS_PLANE_ID))
+                 schema.COUNTERS_PLANE_ID, schema.PYTHON_SAMPLER_PLANE_ID))
     for data in bridge_data:
         for plane in data.planes:
             added = space.planes.add()

@@ -8,13 +8,13 @@ the same. Both hand finished events to the session's ``Recorder``.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from time import time_ns
 from types import TracebackType
 from typing import Any, TypeVar
 
 from stepscope.capture.recorder import Recorder
+from stepscope.native import compiled
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,13 +97,9 @@ def _decorate(name: str, stats: dict[str, Any] | None, func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_fastpath: Any
-try:
-    from stepscope.capture import _fastpath  # type: ignore[attr-defined, no-redef]
-except ImportError:  # built without a C compiler
-    _fastpath = None
+_fastpath: Any = compiled("stepscope.capture._fastpath")
 
-if _fastpath is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON"):
+if _fastpath is not None:
     _fastpath.set_decorator(_decorate)
     # Typed as PyTrace: the compiled type has the same signature and methods.
     Trace: type[PyTrace] = _fastpath.Trace

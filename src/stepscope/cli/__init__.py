@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError, StepscopeWarning
+from stepscope.model.locations import redact
 from stepscope.version import __version__
 
 if TYPE_CHECKING:
@@ -26,10 +29,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"final loss {result.final_loss:.4f}")
     print(f"profile written to {result.path}")
     if args.no_serve:
-        print(f"open it with: stepscope serve --logdir {args.logdir}")
+        print(f"open it with: stepscope serve {args.logdir}")
         return 0
     from stepscope.web.http_server import serve
 
+    _warn_if_no_bundle()
     serve(args.logdir, host=args.host, port=args.port, allow_hosts=args.allow_host)
     return 0
 
@@ -38,12 +42,27 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from stepscope.model.locations import as_path
     from stepscope.web.http_server import serve
 
+    if args.path is not None and args.logdir is not None and args.path != args.logdir:
+        raise StepscopeError(f"Two logdirs given ({args.path} and --logdir {args.logdir}); "
+                             "pass one.")
+    args.logdir = args.path or args.logdir or "logs"
+    _warn_if_no_bundle()
     if not as_path(args.logdir).is_dir():
         print(f"stepscope: note: {args.logdir} does not exist yet; runs will appear when "
               "profiles are written there.", file=sys.stderr)
     serve(args.logdir, host=args.host, port=args.port, use_cache=not args.no_cache,
-          allow_hosts=args.allow_host, engine=args.engine)
+          allow_hosts=args.allow_host, engine=args.engine,
+          allow_link_local_capture=args.allow_link_local_capture)
     return 0
+
+
+def _warn_if_no_bundle() -> None:
+    """Say so before serving when this install has no built web UI."""
+    from stepscope.web.assets import missing_bundle_message
+
+    message = missing_bundle_message()
+    if message is not None:
+        print(f"stepscope: warning: {message}", file=sys.stderr)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -58,7 +77,7 @@ def _console(stderr: bool = False) -> Any:
 def _cmd_report(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    run = _open(args)
+    run = open_run(args)
     result = run.overview()
     if args.json:
         _print_json(result)
@@ -74,7 +93,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace) -> Run:
+def open_run(args: argparse.Namespace) -> Run:
     """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``
     and warns of hosts that could not be read."""
     from stepscope.run import Run
@@ -87,6 +106,7 @@ def _open(args: argparse.Namespace) -> Run:
     run.check_host(getattr(args, "host", None))
     for name, why in run.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    _note_skipped(args.path)
     return run
 
 
@@ -109,10 +129,19 @@ def _emit(args: argparse.Namespace, result: ToolResult, what: str,
         render()
 
 
+def _note_skipped(path: str) -> None:
+    """Name the files at the top of a logdir that were left out as not profiles."""
+    from stepscope.model.logdir import skipped_files
+
+    for skipped in skipped_files(path):
+        print(f"stepscope: note: skipped {skipped} (beside the runs, not a profile)",
+              file=sys.stderr)
+
+
 def _cmd_pod(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).pod(args.host)
+    result = open_run(args).pod(args.host)
     _emit(args, result, "steps", lambda: report.render_pod(
         result.data, _console(), per_step=True, limit=args.limit or None))
     return 0
@@ -121,7 +150,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
 def _cmd_memory(args: argparse.Namespace) -> int:
     from stepscope.views.memory_report import render_memory
 
-    result = _open(args).memory_profile(args.host, allocator=args.allocator)
+    result = open_run(args).memory_profile(args.host, allocator=args.allocator)
     data = result.data
     if args.allocator is not None:  # the terminal shows that allocator only
         chosen = data["allocators"][data["allocator"]]["name"]
@@ -135,7 +164,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 def _cmd_xla(args: argparse.Namespace) -> int:
     from stepscope.views.xla_report import render_xla
 
-    run = _open(args)
+    run = open_run(args)
     result = run.op_profile(args.host, top=args.top)
     if args.csv:
         from stepscope.views import report
@@ -155,7 +184,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
-    result = _open(args).tool("memory_viewer", args.host, module=args.module,
+    result = open_run(args).tool("memory_viewer", args.host, module=args.module,
                               memory_space=args.memory_space)
     _emit(args, result, "buffers",
           lambda: render_memory_viewer(result.data, _console(), limit=args.limit))
@@ -165,7 +194,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 def _cmd_xla_graph(args: argparse.Namespace) -> int:
     from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text
 
-    result = _open(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
+    result = open_run(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
                               depth=args.depth, expand_fusions=args.expand_fusions)
     if args.json:
         _print_json(result)
@@ -179,7 +208,7 @@ def _cmd_xla_graph(args: argparse.Namespace) -> int:
 def _cmd_ops(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).op_stats(args.host, include_idle=args.include_idle)
+    result = open_run(args).op_stats(args.host, include_idle=args.include_idle)
     _emit(args, result, "ops",
           lambda: report.render_ops(result.value, _console(), limit=args.limit or None))
     return 0
@@ -188,7 +217,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 def _cmd_kernels(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = _open(args).kernel_stats(args.host)
+    result = open_run(args).kernel_stats(args.host)
     _emit(args, result, "kernel rows",
           lambda: report.render_kernels(result.value, _console(), limit=args.limit or None))
     return 0
@@ -197,7 +226,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 def _cmd_input(args: argparse.Namespace) -> int:
     from stepscope.views.input_report import render_input
 
-    result = _open(args).input_pipeline(args.host)
+    result = open_run(args).input_pipeline(args.host)
     _emit(args, result, "input ops",
           lambda: render_input(result.data, _console(), limit=args.limit or None))
     return 0
@@ -214,7 +243,7 @@ def _cmd_tool(args: argparse.Namespace) -> int:
             raise StepscopeError(f"--param takes NAME=VALUE, not {item!r}.")
         params[key.strip()] = value
     chosen.parse(params)  # a bad parameter is refused before the run is read
-    result = _open(args).tool(chosen.name, args.host, **params)
+    result = open_run(args).tool(chosen.name, args.host, **params)
     if args.csv:
         from stepscope.views import report
 
@@ -241,7 +270,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from stepscope.formats.chrome_trace_writer import write_chrome_trace
     from stepscope.views import report
 
-    run = _open(args)
+    run = open_run(args)
     names = [args.host] if args.host is not None else run.hosts
     tables = run.tables
     hosts = ((n, tables.hosts[n], run.trace_index(n)) for n in names)
@@ -262,6 +291,11 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     if args.output != "-":
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def add_listen_args(parser: argparse.ArgumentParser) -> None:
+    """--host, --port and --allow-host of a command that serves the web UI."""
+    _add_listen_args(parser)
 
 
 def _add_listen_args(parser: argparse.ArgumentParser) -> None:
@@ -294,13 +328,54 @@ def _engine(value: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+DESCRIPTION = ("stepscope: a profiler for machine-learning programs in Python. Profile a "
+               "program with `stepscope profile -- python train.py`, read a profile in the "
+               "terminal (report, ops, kernels, input, memory, pod, xla, ...) or in the web "
+               "UI (serve). PATH is a logdir (its newest run; --run picks another), a run "
+               "directory or one profile file.")
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help that shows each option's default where its text does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "default" not in text.lower()
+                and default not in (None, False, [], argparse.SUPPRESS)
+                and not isinstance(default, bool)):
+            text += " (default %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the choice that was probably meant."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:  # argparse's signature: it never returns
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if found is not None:
+            choices = re.findall(r"'([^']*)'", found.group(2))
+            close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="stepscope", description=__doc__)
+    parser = _Parser(prog="stepscope", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"stepscope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="profile a built-in sample workload")
+    demo = sub.add_parser("demo", help="profile a built-in sample workload and serve it",
+                          description="Train a small NumPy model for --steps steps under the "
+                          "profiler (Python tracer and NumPy memory tracer on), write the "
+                          "profile under --logdir, print where, and serve the web UI on it "
+                          "(unless --no-serve). Needs no framework.")
     demo.add_argument("--logdir", default="demo-logs", help="where to write the profile")
     demo.add_argument("--steps", type=int, default=30, help="training steps to run")
     demo.add_argument("--no-python-tracer", action="store_true",
@@ -313,12 +388,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="open the web UI on a logdir",
                            description="Serve the web UI (overview page, framework op stats, "
                            "...) for the runs of a logdir. New runs appear without a restart.")
-    serve.add_argument("--logdir", required=True,
-                       help="a TensorBoard logdir, a run directory or a torch trace directory")
+    serve.add_argument("path", nargs="?", metavar="PATH",
+                       help="a TensorBoard logdir, a run directory or a torch trace "
+                       "directory (default: logs)")
+    serve.add_argument("--logdir", help="the same as PATH (TensorBoard's spelling)")
     _add_listen_args(serve)
     serve.add_argument("--no-cache", action="store_true",
                        help="parse profiles again instead of using the on-disk cache")
     _add_engine_arg(serve)
+    serve.add_argument("--allow-link-local-capture", action="store_true",
+                       help="let captures started from the UI reach link-local addresses and "
+                       "cloud metadata services (refused by default)")
     serve.set_defaults(func=_cmd_serve)
 
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
@@ -517,16 +597,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in _COMMAND_MODULES:
         importlib.import_module(module).add_parser(sub)
+    for name, command in sub.choices.items():
+        if name != "serve" and any(a.dest == "path" for a in command._actions):
+            command.add_argument("--run", metavar="NAME",
+                                 help="when PATH is a logdir with several runs, this one "
+                                 "(`stepscope runs PATH` lists them; default: the newest)")
     return parser
+
+
+def _pick_run(args: argparse.Namespace) -> None:
+    """Point ``args.path`` at the run ``--run`` names under it."""
+    from stepscope.model.logdir import list_runs
+
+    runs = list_runs(args.path)
+    if args.run in runs:
+        args.path = str(runs[args.run])
+        return
+    if not runs:
+        raise StepscopeError(f"{args.path} holds no runs; pass a logdir with profiles.")
+    close = difflib.get_close_matches(args.run, list(runs), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise StepscopeError(f"No run {args.run!r} in {args.path}; {hint}"
+                         f"`stepscope runs {args.path}` lists its {len(runs)} runs.")
 
 
 # Commands that live in a module of their own: each has ``add_parser(sub)``, which adds its
 # subparser and sets ``func`` (a function of the parsed arguments returning the exit code).
 _COMMAND_MODULES: tuple[str, ...] = (
     "stepscope.remote.cli",
+    "stepscope.cli.profile",
+    "stepscope.cli.runs",
+    "stepscope.cli.doctor",
     "stepscope.cli.summary",
     "stepscope.cli.diff",
     "stepscope.cli.check",
+    "stepscope.cli.mcp",
+    "stepscope.cli.gpu",
+    "stepscope.cli.python",
 )
 
 
@@ -547,9 +654,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     try:
+        if getattr(args, "run", None) is not None and getattr(args, "path", None) is not None:
+            _pick_run(args)
         return int(args.func(args))
     except StepscopeError as err:
-        print(f"stepscope: error: {err}", file=sys.stderr)
+        print(f"stepscope: error: {redact(str(err))}", file=sys.stderr)  # no credentials
         return 2
     except KeyboardInterrupt:
         return 130

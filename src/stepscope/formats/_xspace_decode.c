@@ -1005,6 +1005,7 @@ table_free(Table *t)
 
 /* decode_table(source, maps, slots) -> dict of columns (see xspace_to_tables.py).
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
+ * (None for a plane without metadata)
  * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1. */
 static PyObject *
 decode_table(PyObject *module, PyObject *args)
@@ -1028,6 +1029,9 @@ decode_table(PyObject *module, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n_maps; i++) {
         PyObject *item = PyList_GET_ITEM(maps_arg, i);
+        /* None: a plane without metadata (its maps stay empty, as calloc left them): a file
+         * of a million empty planes must not cost a million buffer views. */
+        if (item == Py_None) continue;
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
             PyErr_SetString(PyExc_TypeError, "each map is (event keys, codes, stat keys, codes)");
             goto done;

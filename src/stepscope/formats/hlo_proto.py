@@ -162,6 +162,12 @@ HloProto: Any = _CLASSES["HloProto"]
 _MAX_TUPLE_DEPTH = 64
 
 
+def _t(value: str | bytes) -> str:
+    """A string field as text: bytes that are not UTF-8 (protobuf hands them back as bytes,
+    since these fields are not checked) are decoded with replacement characters."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def decode_hlo_proto(data: bytes, source: str = "<bytes>") -> HloModule:
     """Decode one serialized ``HloProto``; a ProfileFormatError names ``source`` if bad."""
     proto = HloProto()
@@ -174,13 +180,13 @@ def decode_hlo_proto(data: bytes, source: str = "<bytes>") -> HloModule:
     m = proto.hlo_module
     assignment = (_buffer_assignment(proto.buffer_assignment)
                   if proto.HasField("buffer_assignment") else None)
-    return HloModule(m.name, int(m.id), [_computation(c) for c in m.computations],
-                     int(m.entry_computation_id), m.entry_computation_name, assignment)
+    return HloModule(_t(m.name), int(m.id), [_computation(c) for c in m.computations],
+                     int(m.entry_computation_id), _t(m.entry_computation_name), assignment)
 
 
 def _buffer_assignment(b: Any) -> BufferAssignment:
     buffers = [LogicalBuffer(int(x.id), int(x.size), int(x.defined_at.instruction_id),
-                             x.defined_at.instruction_name, list(x.defined_at.shape_index),
+                             _t(x.defined_at.instruction_name), list(x.defined_at.shape_index),
                              int(x.color)) for x in b.logical_buffers]
     allocations = [BufferAllocation(
         int(a.index), int(a.size), bool(a.is_thread_local), bool(a.is_tuple),
@@ -196,12 +202,12 @@ def _buffer_assignment(b: Any) -> BufferAssignment:
             np.array([e.kind for e in events], np.int8),
             np.array([e.buffer_id for e in events], np.int64),
             np.array([e.share_with_canonical_id for e in events], np.int64),
-            [e.instruction_name for e in events]))
+            [_t(e.instruction_name) for e in events]))
     return BufferAssignment(buffers, allocations, traces)
 
 
 def _computation(c: Any) -> Computation:
-    return Computation(c.name, int(c.id), [_instruction(i) for i in c.instructions],
+    return Computation(_t(c.name), int(c.id), [_instruction(i) for i in c.instructions],
                        int(c.root_id), bool(c.is_fusion_computation))
 
 
@@ -225,13 +231,13 @@ def _instruction(i: Any) -> Instruction:
                         int(w.padding_high), int(w.window_dilation) or 1,
                         int(w.base_dilation) or 1) for w in i.window.dimensions]
     return Instruction(
-        name=i.name, opcode=i.opcode, shape=_shape(i.shape, 0), id=int(i.id),
+        name=_t(i.name), opcode=_t(i.opcode), shape=_shape(i.shape, 0), id=int(i.id),
         operand_ids=list(i.operand_ids), called_computation_ids=list(i.called_computation_ids),
-        fusion_kind=i.fusion_kind, custom_call_target=i.custom_call_target,
+        fusion_kind=_t(i.fusion_kind), custom_call_target=_t(i.custom_call_target),
         dimensions=list(i.dimensions), window=window, conv_dims=conv, dot_dims=dot,
         feature_group_count=int(i.feature_group_count) or 1,
         batch_group_count=int(i.batch_group_count) or 1,
-        op_type=md.op_type, op_name=md.op_name, source_file=md.source_file,
+        op_type=_t(md.op_type), op_name=_t(md.op_name), source_file=_t(md.source_file),
         source_line=int(md.source_line))
 
 

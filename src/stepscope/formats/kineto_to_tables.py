@@ -216,9 +216,17 @@ def _too_large(what: str, limit: int) -> str:
             "machine; set STEPSCOPE_MAX_TRACE_GB to allow more")
 
 
+# Real traces compress 5 to 30 times; past this ratio the data is a bomb (or padding), and its
+# size once inflated is projected from what the first megabytes gave.
+BOMB_RATIO = 200
+_PROJECT_AFTER = 16 << 20  # inflated bytes seen before a projection is trusted
+
+
 def _inflate(path: Path, data: bytes, limit: int) -> bytearray:
     """Gzip data inflated, stopping as soon as it grows past ``limit`` bytes (a gzip bomb
-    inflates a thousandfold: it must not be read whole before anything is said)."""
+    inflates a thousandfold: it must not be read whole before anything is said). Data that
+    inflates more than ``BOMB_RATIO`` times is refused as soon as the ratio seen, applied to
+    the whole file, passes ``limit``: after the first megabytes, not at the limit."""
     out = bytearray()
     rest = data
     try:
@@ -231,6 +239,14 @@ def _inflate(path: Path, data: bytes, limit: int) -> bytearray:
                 if len(out) > limit:
                     raise _bad(path, _too_large("it inflates to", limit))
                 pending = inflater.unconsumed_tail
+                consumed = len(data) - len(pending) - len(inflater.unused_data)
+                if len(out) >= _PROJECT_AFTER and consumed > 0:
+                    ratio = len(out) / consumed
+                    if ratio > BOMB_RATIO and ratio * len(data) > limit:
+                        raise _bad(path, _too_large(
+                            f"it inflates {ratio:,.0f} times (a gzip bomb?): its "
+                            f"{len(data) / 2**20:.1f} MiB would inflate to about "
+                            f"{ratio * len(data) / 2**30:.1f} GiB,", limit))
                 if not chunk and not pending:
                     break
             if not inflater.eof:

@@ -144,10 +144,15 @@ def _dtype_text(desc: Any) -> str:
     return name[3:].lower() if name.startswith("DT_") else name
 
 
+# An allocation recorded further than this from its op's start is not believed.
+_ALLOC_TIME_SLACK_NS = 86_400 * 10**9
+
+
 def _memory(space_plane: PlaneBuilder, placed: list[_Placed]) -> None:
     """Allocation records as MemoryAllocation/MemoryDeallocation events, a line per
     allocator (line ids -2, -3, ...: below the step's line, apart from the device lanes)."""
     records: dict[str, list[tuple[int, int, int, str, Any]]] = {}
+    replaced = 0
     for order, p in enumerate(placed):
         outputs: dict[tuple[str, int], Any] = {}
         for out in p.node.output:
@@ -159,9 +164,16 @@ def _memory(space_plane: PlaneBuilder, placed: list[_Placed]) -> None:
                 if rec.alloc_bytes == 0:
                     continue
                 desc = outputs.get((used.allocator_name, abs(int(rec.alloc_bytes))))
+                when = int(rec.alloc_micros) * 1000
+                if abs(when - p.start_ns) > _ALLOC_TIME_SLACK_NS:
+                    # 0 or 1 (unset) or absurd: the op's own start is the best we know, and
+                    # a time years from the step's would overflow the line's offsets.
+                    when = p.start_ns
+                    replaced += 1
                 records.setdefault(used.allocator_name, []).append(
-                    (int(rec.alloc_micros) * 1000, order, int(rec.alloc_bytes),
-                     f"{p.name}:{p.op}", desc))
+                    (when, order, int(rec.alloc_bytes), f"{p.name}:{p.op}", desc))
+    if replaced:
+        space_plane.add_plane_stat(schema.REPLACED_ALLOCATION_TIMES, replaced)
     for number, (allocator, recs) in enumerate(sorted(records.items())):
         recs.sort(key=lambda r: (r[0], r[1]))
         live, lowest, running = 0, 0, []

@@ -15,7 +15,6 @@ str_value = 5, bytes_value = 6 (a oneof: written even when 0); XSpace.planes = 1
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,14 +22,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.formats.xplane_proto import XLine, XPlane
+from stepscope.native import compiled
 
-_xplane_encode: Any
-try:
-    from stepscope.formats import _xplane_encode  # type: ignore[attr-defined, no-redef]
-except ImportError:  # built without a C compiler
-    _xplane_encode = None
-if os.environ.get("STEPSCOPE_PURE_PYTHON"):
-    _xplane_encode = None
+_xplane_encode: Any = compiled("stepscope.formats._xplane_encode")
 
 # XStat value fields, for PlaneColumns.stat_field.
 DOUBLE_VALUE, UINT64_VALUE, INT64_VALUE, STR_VALUE, BYTES_VALUE = 2, 3, 4, 5, 6

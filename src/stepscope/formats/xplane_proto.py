@@ -77,3 +77,15 @@ XEvent: Any = _CLASSES["XEvent"]
 XStat: Any = _CLASSES["XStat"]
 XEventMetadata: Any = _CLASSES["XEventMetadata"]
 XStatMetadata: Any = _CLASSES["XStatMetadata"]
+
+
+_KEY_LIMIT = 1 << 63  # metadata maps are keyed by int64
+
+
+def metadata_entry(mapping: Any, key: int) -> Any | None:
+    """The entry for ``key`` in a plane's ``event_metadata`` or ``stat_metadata``, or None
+    when there is none, ``key`` (a ``ref_value`` of 2^64-1, say) beyond the map's keys
+    included. A missing entry is never created, as ``mapping[key]`` would."""
+    if not -_KEY_LIMIT <= key < _KEY_LIMIT:
+        return None
+    return mapping.get(key)

@@ -7,7 +7,6 @@ the same columns come from the protobuf runtime (slower, same result). Plane-lev
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from numpy.typing import NDArray
 
+from stepscope import native
 from stepscope.errors import ProfileFormatError
 from stepscope.formats.xplane_proto import XPlane, XSpace
 from stepscope.model.stat_kinds import (
@@ -27,10 +27,8 @@ from stepscope.model.stat_kinds import (
     KIND_UINT64,
 )
 
-try:
-    from stepscope.formats import _xspace_decode  # type: ignore[attr-defined]
-except ImportError:  # built without a C compiler
-    _xspace_decode = None
+_xspace_decode: Any = native.compiled("stepscope.formats._xspace_decode",
+                                      honour_pure_python=False)
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -110,7 +108,7 @@ def ps_to_ns(ps: I64) -> I64:
 
 def compiled() -> bool:
     """Whether the compiled decoder is built and not turned off (``STEPSCOPE_PURE_PYTHON``)."""
-    return _xspace_decode is not None and not os.environ.get("STEPSCOPE_PURE_PYTHON")
+    return _xspace_decode is not None and not native.pure_python()
 
 
 def compiled_decoder() -> Any:

@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
-from stepscope.formats.xplane_proto import XPlane, XSpace
+from stepscope.formats.xplane_proto import XPlane, XSpace, metadata_entry
 from stepscope.model.events import (
     I32,
     I64,
@@ -40,6 +40,14 @@ def text(value: str | bytes) -> str:
     return value
 
 
+UNKNOWN_STAT = "<unknown stat>"  # the name of a stat (or ref) whose metadata id has no entry
+
+
+def _stat_name(plane: Any, key: int) -> str:
+    md = metadata_entry(plane.stat_metadata, key)
+    return UNKNOWN_STAT if md is None else text(md.name)
+
+
 def _plane_stats(plane: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for stat in plane.stats:
@@ -48,10 +56,10 @@ def _plane_stats(plane: Any) -> dict[str, Any]:
             continue
         value = getattr(stat, which)
         if which == "ref_value":
-            value = text(plane.stat_metadata[value].name)
+            value = _stat_name(plane, value)
         elif which == "str_value":
             value = text(value)
-        out[text(plane.stat_metadata[stat.metadata_id].name)] = value
+        out[_stat_name(plane, stat.metadata_id)] = value
     return out
 
 
@@ -126,6 +134,14 @@ class _Dictionaries:
             self.names.append("<unknown event>")
         return unknown
 
+    def unknown_stat(self) -> int:
+        """The code of the name given to stats (and ref values) whose metadata id has no
+        entry: an explicit name, never another stat's (code -1 indexes the last one)."""
+        unknown = self.stat_codes.setdefault(UNKNOWN_STAT, len(self.stat_codes))
+        if unknown == len(self.stat_names):
+            self.stat_names.append(UNKNOWN_STAT)
+        return unknown
+
     def typed_slots(self) -> NDArray[np.int8]:
         """Per stat code: the index in TYPED_STATS of the typed stat it is, else -1."""
         slots = np.full(len(self.stat_names), -1, np.int8)
@@ -170,6 +186,7 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
     if len(name) and name.min() < 0:
         # An event whose metadata id has no entry: keep it, under an explicit name.
         name[name < 0] = dicts.unknown_event()
+    _name_unknown_stats(dicts, stat_name, st.kind, stat_value)
 
     typed: dict[str, tuple[I64, I64]] = {}
     typed_rows = []
@@ -201,9 +218,15 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                   minlength=len(planes)).tolist()):
             if count:
                 planes[index].stats[NEGATIVE_DURATIONS] = count
+    kept_planes = _kept_planes(cols.lines.plane, [_has_metadata(p) or bool(planes[i].stats)
+                                                  for i, p in enumerate(cols.planes)],
+                               [p.name for p in planes])
+    line_plane = cols.lines.plane
+    if kept_planes is not None:
+        planes, line_plane = _keep_planes(planes, line_plane, kept_planes)
     return EventTable(
         planes=planes,
-        line_plane=cols.lines.plane, line_id=cols.lines.id,
+        line_plane=line_plane, line_id=cols.lines.id,
         line_name=[text(d or n) for n, d in zip(cols.lines.name, cols.lines.display_name,
                                                 strict=True)],
         line=ev.line, name=name, start_ns=start_ns,
@@ -230,6 +253,85 @@ def _texts(kind: NDArray[np.int8], value: I64, length: I32, blob: bytes
     return blob, offsets
 
 
+def _name_unknown_stats(dicts: _Dictionaries, name: I32, kind: NDArray[np.int8],
+                        value: I64) -> None:
+    """Give stats (and ref values) whose metadata id has no entry an explicit name, in place:
+    their code -1 would otherwise index the last stat name, a silently wrong label."""
+    unknown_name = name < 0
+    unknown_ref = (kind == KIND_REF) & (value < 0)
+    if unknown_name.any() or unknown_ref.any():
+        code = dicts.unknown_stat()
+        name[unknown_name] = code
+        value[unknown_ref] = code
+
+
+def _bare_name(raw: bytes) -> bytes | None:
+    """The name (raw bytes) of a serialised XPlane that holds nothing but its id and name;
+    None when it holds more."""
+    i, n, name = 0, len(raw), b""
+    while i < n:
+        key, i = _varint(raw, i)
+        if key >> 3 not in (1, 2):
+            return None
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(raw, i)
+        elif wire == 2:
+            size, i = _varint(raw, i)
+            if key >> 3 == 2:
+                name = raw[i:i + size]
+            i += size
+        else:
+            return None
+    return name
+
+
+def _varint(raw: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while i < len(raw):
+        byte = raw[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+    return value, i
+
+
+def _has_metadata(plane: Any) -> bool:
+    return bool(len(plane.event_metadata) or len(plane.stat_metadata) or len(plane.stats))
+
+
+def _kept_planes(line_plane: Any, has_content: list[bool], names: list[Any]
+                 ) -> NDArray[np.bool_] | None:
+    """Which planes a table keeps: those with lines, stats or metadata, and the first of the
+    others by name (a device with nothing recorded still counts, once); None when all are
+    kept (the usual case). A file of a million empty planes costs what its distinct names do."""
+    if all(has_content):
+        return None
+    keep = np.array(has_content, dtype=bool)
+    if len(line_plane):
+        keep[np.unique(np.asarray(line_plane))] = True
+    seen = set()
+    for i in np.flatnonzero(~keep).tolist():
+        if names[i] and names[i] not in seen:
+            seen.add(names[i])
+            keep[i] = True
+    return None if bool(keep.all()) else keep
+
+
+def _remap(line_plane: Any, keep: NDArray[np.bool_]) -> I32:
+    """Lines' plane indices after the planes not in ``keep`` are left out."""
+    new_index = (np.cumsum(keep) - 1).astype(np.int32)
+    return new_index[np.asarray(line_plane, dtype=np.int64)]
+
+
+def _keep_planes(planes: list[Plane], line_plane: Any, keep: NDArray[np.bool_]
+                 ) -> tuple[list[Plane], I32]:
+    return ([p for p, k in zip(planes, keep.tolist(), strict=True) if k],
+            _remap(line_plane, keep))
+
+
 def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     """A metadata map as (ids ascending, codes) for the compiled decoder."""
     keys = np.array(sorted(mapping), dtype=np.int64)
@@ -244,10 +346,15 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     try:
         head, raw_planes = decoder.scan(source)
         space = XSpace.FromString(head)
-        messages = [XPlane.FromString(b) for b in raw_planes]
+        # Planes with nothing but an id and a name (a file of a million empty planes is a few
+        # megabytes) cost no message, no map and no Plane unless they hold lines.
+        bare = [b"" if not b else _bare_name(b) for b in raw_planes]
+        full = [i for i, name in enumerate(bare) if name is None]
+        messages = [XPlane.FromString(raw_planes[i]) for i in full]
         dicts = _Dictionaries(messages)
-        maps = [(*_map_arrays(e), *_map_arrays(s))
-                for e, s in zip(dicts.event_maps, dicts.stat_maps, strict=True)]
+        maps: list[tuple[Any, ...] | None] = [None] * len(raw_planes)  # None: no metadata
+        for i, e, s in zip(full, dicts.event_maps, dicts.stat_maps, strict=True):
+            maps[i] = (*_map_arrays(e), *_map_arrays(s))
         raw = decoder.decode_table(source, maps, dicts.typed_slots())
     except (ValueError, RuntimeError, DecodeError) as err:
         raise xc.format_error(name, err) from err
@@ -259,18 +366,30 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     name_col = col("ev_name", np.int32)
     if unknown:  # an event whose metadata id has no entry: kept, under an explicit name
         name_col[name_col < 0] = dicts.unknown_event()
-    planes = _planes(messages)
-    for index, count in enumerate(raw["negative"]):
-        if count:  # bad data: an event cannot end before it starts
-            planes[index].stats[NEGATIVE_DURATIONS] = count
+    line_plane = col("ln_plane", np.int32)
+    has_content = np.zeros(len(raw_planes), bool)
+    has_content[full] = True
+    keep = _kept_planes(line_plane, has_content.tolist(), bare)
+    kept = range(len(raw_planes)) if keep is None else np.flatnonzero(keep).tolist()
+    by_index = dict(zip(full, messages, strict=True))
+    planes = _planes([by_index[i] if i in by_index else XPlane.FromString(raw_planes[i])
+                      for i in kept])
+    negative = list(raw["negative"])
+    for at, index in enumerate(kept):
+        if negative[index]:  # bad data: an event cannot end before it starts
+            planes[at].stats[NEGATIVE_DURATIONS] = negative[index]
+    if keep is not None:
+        line_plane = _remap(line_plane, keep)
     typed = {stat: (col(f"ty_rows{i}", np.int64), col(f"ty_values{i}", np.int64))
              for i, stat in enumerate(TYPED_STATS)}
-    stats = StatTable(col("st_event", np.int32), col("st_name", np.int32),
-                      col("st_kind", np.int8), col("st_value", np.int64),
+    st_name, st_kind, st_value = col("st_name", np.int32), col("st_kind", np.int8), \
+        col("st_value", np.int64)
+    _name_unknown_stats(dicts, st_name, st_kind, st_value)
+    stats = StatTable(col("st_event", np.int32), st_name, st_kind, st_value,
                       memoryview(raw["blob"]).cast("B"),
                       np.r_[np.int64(0), col("st_text_end", np.int64)], dicts.stat_names)
     return EventTable(
-        planes=planes, line_plane=col("ln_plane", np.int32), line_id=col("ln_id", np.int64),
+        planes=planes, line_plane=line_plane, line_id=col("ln_id", np.int64),
         line_name=[d or n for n, d in zip(raw["line_name"], raw["line_display_name"],
                                           strict=True)],
         line=col("ev_line", np.int32), name=name_col, start_ns=col("ev_start", np.int64),

@@ -28,6 +28,8 @@ import numpy as np
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.hlo_proto import decode_hlo_proto
+from stepscope.formats.xplane_proto import metadata_entry
+from stepscope.formats.xspace_to_tables import text
 from stepscope.model.hlo import HloModule
 from stepscope.model.locations import as_path, is_remote, read_bytes
 from stepscope.model.stat_kinds import (
@@ -104,8 +106,10 @@ def _stat_value(plane: Any, stat: Any) -> Any:
         return None
     value = getattr(stat, which)
     if which == "ref_value":
-        md = plane.stat_metadata.get(value)
-        return None if md is None else md.name
+        md = metadata_entry(plane.stat_metadata, value)
+        return None if md is None else text(md.name)
+    if which == "str_value":
+        return text(value)
     return value
 
 
@@ -114,7 +118,7 @@ def _metadata_stats(plane: Any, md: Any) -> dict[str, Any]:
     for stat in md.stats:
         smd = plane.stat_metadata.get(stat.metadata_id)
         if smd is not None:
-            out[smd.name] = _stat_value(plane, stat)
+            out[text(smd.name)] = _stat_value(plane, stat)
     return out
 
 
@@ -126,7 +130,7 @@ def _programs(cols: xc.XSpaceColumns, source: str) -> Programs:
     names: dict[str, str] = {}
     bad: dict[str, str] = {}
     for plane in cols.planes:
-        if plane.name == METADATA_PLANE:
+        if text(plane.name) == METADATA_PLANE:
             found_modules, found_names, found_bad = programs_of_plane(plane, source)
             modules.update(found_modules)
             names.update(found_names)
@@ -145,15 +149,15 @@ def programs_of_plane(plane: Any, source: str) -> Programs:
         proto = stats.get(HLO_PROTO_STAT)
         if not isinstance(proto, bytes):
             continue
-        name, pid = md.name, str(stats.get(PROGRAM_ID_STAT) or "")
-        match = _PROGRAM_SUFFIX.match(md.name)
+        name, pid = text(md.name), str(stats.get(PROGRAM_ID_STAT) or "")
+        match = _PROGRAM_SUFFIX.match(name)
         if match:
             name = match.group(1)
             pid = pid or str(int(match.group(2)) % (1 << 64))
         pid = pid or str(mid % (1 << 64))
         names[pid] = name
         try:
-            modules[pid] = decode_hlo_proto(proto, f"{source}: program {md.name}")
+            modules[pid] = decode_hlo_proto(proto, f"{source}: program {text(md.name)}")
         except ProfileFormatError as err:
             bad[pid] = str(err)
     return modules, names, bad
@@ -176,8 +180,8 @@ def _decoded(stats: xc.StatColumns, rows: Any, plane: Any) -> tuple[Any, list[st
                 length = int(stats.length[rows[sel[at]]])
                 texts.append(stats.blob[value:value + length].decode("utf-8", "replace"))
             elif kind == KIND_REF:
-                md = plane.stat_metadata.get(value)
-                texts.append("" if md is None else md.name)
+                md = metadata_entry(plane.stat_metadata, value)
+                texts.append("" if md is None else text(md.name))
             elif kind == KIND_UINT64:
                 texts.append(str(value % (1 << 64)))
             elif kind == KIND_DOUBLE:
@@ -192,7 +196,7 @@ def _kernel_ops(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: A
                 ) -> tuple[Any, list[tuple[str, str, str]], Any] | None:
     """Events of a plane that carry ``hlo_op``: (event rows, distinct (program, module, op),
     each row's index into them); None when the plane has no such stat."""
-    ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
+    ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
     if HLO_OP_STAT not in ids:
         return None
     st = cols.stats
@@ -246,10 +250,11 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
         return op_index[key]
 
     device_first = sorted(range(len(cols.planes)),
-                          key=lambda i: not _DEVICE_PLANE.match(cols.planes[i].name))
+                          key=lambda i: not _DEVICE_PLANE.match(text(cols.planes[i].name)))
     for index in device_first:
         plane = cols.planes[index]
-        if plane.name == METADATA_PLANE or (parts and not _DEVICE_PLANE.match(plane.name)):
+        plane_name = text(plane.name)
+        if plane_name == METADATA_PLANE or (parts and not _DEVICE_PLANE.match(plane_name)):
             continue  # host threads count only where no device ran XLA ops (XLA:CPU)
         on_plane = plane_of_event == index
         xla_lines = [j for j in np.flatnonzero(cols.lines.plane == index).tolist()
@@ -261,9 +266,9 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
             for mid in mids.tolist():
                 md = plane.event_metadata.get(mid)
                 stats = {} if md is None else _metadata_stats(plane, md)
-                name = "" if md is None else (md.display_name or md.name)
-                if md is not None and md.display_name and md.name.startswith("%"):
-                    stats.setdefault("expression", md.name)
+                name = "" if md is None else text(md.display_name or md.name)
+                if md is not None and md.display_name and text(md.name).startswith("%"):
+                    stats.setdefault("expression", text(md.name))
                 program = stats.get(PROGRAM_ID_STAT)
                 program = "" if program is None else str(int(program) % (1 << 64)) \
                     if isinstance(program, int) else str(program)
@@ -282,7 +287,7 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                 np.zeros(0, np.int32)
         if not len(rows):
             continue
-        span = rows if xla_lines or not _DEVICE_PLANE.match(plane.name) else \
+        span = rows if xla_lines or not _DEVICE_PLANE.match(text(plane.name)) else \
             np.flatnonzero(on_plane)
         devices.append(_device_info(plane, span, start_ps, duration_ps))
         parts.append((rows, op_rows, len(devices) - 1))
@@ -290,7 +295,7 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
         # Devices that ran no XLA op (copies only) still count in the devices' time, idle.
         seen = {d.name for d in devices}
         for index, plane in enumerate(cols.planes):
-            if _DEVICE_PLANE.match(plane.name) and plane.name not in seen:
+            if _DEVICE_PLANE.match(text(plane.name)) and text(plane.name) not in seen:
                 span = np.flatnonzero(plane_of_event == index)
                 if len(span):
                     devices.append(_device_info(plane, span, start_ps, duration_ps))
@@ -314,13 +319,13 @@ def _device_info(plane: Any, span: Any, start_ps: Any, duration_ps: Any) -> Devi
     for stat in plane.stats:
         smd = plane.stat_metadata.get(stat.metadata_id)
         if smd is not None:
-            pstats[smd.name] = _stat_value(plane, stat)
+            pstats[text(smd.name)] = _stat_value(plane, stat)
     kind = next((str(pstats[k]) for k in DEVICE_KIND_STATS if pstats.get(k)), "")
     peak = pstats.get(PEAK_TFLOPS_STAT)
     hbm = pstats.get(PEAK_HBM_STAT)
     begin = start_ps[span]
     return DeviceInfo(
-        plane.name, kind, int(begin.min()), int((begin + duration_ps[span]).max()),
+        text(plane.name), kind, int(begin.min()), int((begin + duration_ps[span]).max()),
         _positive(peak), _positive(hbm),
         {k: pstats[k] for k in DEVICE_PROP_STATS if isinstance(pstats.get(k), (int, str))})
 
@@ -335,7 +340,7 @@ def _positive(value: Any) -> float | None:
 def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, start_ps: Any,
                   duration_ps: Any, stat_event: Any) -> None:
     """Where events carry their device-clock offset and duration, use those (in place)."""
-    ids = {md.name: mid for mid, md in plane.stat_metadata.items()}
+    ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
     st = cols.stats
     wanted = np.zeros(len(cols.events), bool)
     wanted[rows] = True

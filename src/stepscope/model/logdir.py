@@ -10,10 +10,18 @@ import re
 import socket
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import unquote
 
-from stepscope.errors import ProfileFormatError
+from stepscope.errors import InvalidParameterError, ProfileFormatError, StorageError
 from stepscope.model import schema
-from stepscope.model.locations import AnyPath, as_path, is_remote
+from stepscope.model.locations import (
+    AnyPath,
+    as_path,
+    failure_reason,
+    is_remote,
+    reachable_exists,
+    redact,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _TORCH_TRACE = re.compile(r"^(?P<worker>.+?)\.(?P<stamp>\d+)\.pt\.trace\.json(\.gz)?$")
@@ -22,10 +30,36 @@ _XSPACE_SUFFIX = schema.XPLANE_SUFFIX
 _TEMP_FILE = re.compile(r"\..+\.tmp")
 # A run folder with no profile this old was abandoned: no write takes an hour.
 ABANDONED_AFTER_S = 3600.0
+MAX_NAME = 1024  # the longest run, host or tool name a client may send
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # TensorFlow's legacy RunMetadata/StepStats, binary or text.
 _STEP_STATS_SUFFIXES = (".pb", ".pbtxt", ".pb.txt")
 # In a directory only files named for what they hold count (a model's saved_model.pb does not).
 _STEP_STATS_NAME = re.compile(r"run_?metadata|step_?stats", re.IGNORECASE)
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` if it is a safe name to look up under a logdir (a run, host or tool a client
+    sent over HTTP or MCP); an InvalidParameterError if it is too long or tries to leave the
+    logdir: ``..``, an absolute path, ``~``, a backslash, a drive letter, a control character,
+    or any of these once percent-decoded again. No path is ever built from it: callers only
+    look it up among the names found on disk."""
+    if len(value) > MAX_NAME:
+        raise InvalidParameterError(f"The {what} name is too long.")
+    decoded, seen = value, {value}
+    while True:  # "%252e%252e" → "%2e%2e" → "..": look through every layer of encoding
+        once = unquote(decoded)
+        if once in seen:
+            break
+        seen.add(once)
+        decoded = once
+    for form in seen:
+        parts = form.replace("\\", "/").split("/")
+        if (_CONTROL.search(form) or "\\" in form or form.startswith(("/", "~"))
+                or ".." in parts or re.match(r"^[A-Za-z]:", form)):
+            raise InvalidParameterError(f"Invalid {what} name {value!r}: names may not leave "
+                                        "the logdir.")
+    return value
 
 
 def profile_root(logdir: str | Path) -> AnyPath:
@@ -81,6 +115,16 @@ def remove_abandoned_runs(logdir: str | Path, *, now: float,
         except OSError:
             continue  # another process got there first, or it is not ours: leave it
     return removed
+
+
+# A flight recorder's dump is a run named ``<time>-flight-<trigger>`` (``_<n>`` when taken).
+_FLIGHT_RUN = re.compile(r"-flight-(?P<trigger>[a-z_]+)(_\d+)?$")
+
+
+def flight_trigger(run: str) -> str | None:
+    """What triggered the flight recorder's dump that ``run`` (a run name) is, or None."""
+    match = _FLIGHT_RUN.search(run)
+    return match.group("trigger") if match else None
 
 
 def host_file_name(host: str) -> str:
@@ -141,6 +185,41 @@ def _run_files(directory: Path) -> list[Path]:
         or [p for p in entries if is_step_stats_path(p) and _STEP_STATS_NAME.search(p.name)]
 
 
+def _only_plain_json(files: list[Path]) -> bool:
+    """Whether ``files`` are all plain ``.json`` files (no XSpace, no PyTorch-named trace, no
+    StepStats): what a logdir's top may hold besides its runs (a config, metrics)."""
+    return bool(files) and all(
+        p.name.endswith((".json", ".json.gz")) and not _TORCH_TRACE.match(p.name)
+        for p in files)
+
+
+def _top_files_and_runs(path: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(profile files of ``path`` itself, runs below it, files left out as not profiles).
+
+    Plain ``.json`` files at the top of a folder that also holds runs (plugins/profile, or
+    sub-folders of profiles) are not a run of their own: a ``config.json`` beside the runs
+    must not hide them. They are skipped, and named so."""
+    files = _run_files(path)
+    if files and not _only_plain_json(files):
+        return files, [], []
+    runs = _logdir_runs(path) or _runs_in(path)
+    if files and runs:
+        return [], runs, files
+    return files, runs, []
+
+
+def skipped_files(path: str | Path) -> list[Path]:
+    """Files at the top of the logdir ``path`` left out because they are not profiles (see
+    :func:`list_runs`); empty for a run folder or a file."""
+    path = as_path(path)
+    try:
+        if is_remote(path) or not path.is_dir():
+            return []
+        return _top_files_and_runs(path)[2]
+    except OSError:
+        return []
+
+
 def _runs_in(directory: Path) -> list[Path]:
     """Sub-directories of ``directory`` that hold profile files, oldest name first."""
     return sorted(d for d in directory.iterdir() if d.is_dir() and _run_files(d))
@@ -175,13 +254,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     """
     logdir = as_path(logdir)
     try:
-        if not logdir.is_dir():
+        if not reachable_exists(logdir) or not logdir.is_dir():
             return {}
-        if _run_files(logdir):
+        top, runs, _ = _top_files_and_runs(logdir)
+        if top:
             name = logdir.resolve().name if isinstance(logdir, Path) else logdir.name
             return {name or ".": logdir}
-        runs = _logdir_runs(logdir) or _runs_in(logdir)
-    except OSError:
+    except (OSError, StorageError):  # not there (yet), or storage that cannot be reached now
         return {}
     plugin = "/" + "/".join(schema.PLUGIN_DIR) + "/"
     out: dict[str, Path] = {}
@@ -195,9 +274,12 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = as_path(path)
     try:
-        exists = path.exists()
+        exists = reachable_exists(path)  # a URL that cannot be reached fails in seconds
+    except StorageError:
+        raise
     except Exception as err:  # a filesystem's own error (credentials, network)
-        raise ProfileFormatError(f"Cannot read {path} ({err}).") from err
+        raise ProfileFormatError(f"Cannot read {redact(str(path))} ({failure_reason(err)})."
+                                 ) from err
     if not exists:
         raise ProfileFormatError(f"{path} does not exist.")
     if not path.is_file() and not path.is_dir():
@@ -210,10 +292,9 @@ def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
                 "RunMetadata/StepStats .pb or .pbtxt).")
         return path.parent.name or path.name, path, [path], []
     try:
-        files = _run_files(path)
+        files, runs, _ = _top_files_and_runs(path)
         if files:
             return path.name, path, files, []
-        runs = _logdir_runs(path) or _runs_in(path)
     except OSError as err:
         raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
     except Exception as err:  # a filesystem's own error (credentials, network)

@@ -9,6 +9,7 @@ from __future__ import annotations
 # Planes.
 HOST_PLANE = "/host:CPU"
 PYTHON_TRACER_PLANE = "/host:python-tracer"
+PYTHON_SAMPLER_PLANE = "/host:python-sampler"  # stepscope's own: Python stacks sampled
 TASK_ENV_PLANE = "Task Environment"
 COUNTERS_PLANE = "/host:stepscope-counters"
 GPU_PLANE_PREFIX = "/device:GPU:"
@@ -18,6 +19,7 @@ HOST_PLANE_ID = 0
 TASK_ENV_PLANE_ID = 1000
 PYTHON_TRACER_PLANE_ID = 1001
 COUNTERS_PLANE_ID = 1002
+PYTHON_SAMPLER_PLANE_ID = 1003
 
 # Stats on events (as TraceMe metadata `name#key=value#` becomes stats).
 STEP_NUM = "step_num"
@@ -25,15 +27,32 @@ ROOT_LEVEL = "_r"
 GROUP_ID = "group_id"
 CORRELATION_ID = "correlation_id"
 VALUE = "value"  # a counter sample's value
+PYTHON_STACK = "python_stack"  # a Python sample's stack: frame names, root first, one a line
 
 # Stats on the Task Environment plane.
 ENV_PROFILE_START_TIME = "profile_start_time"
 ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"
+# When the event cap was reached (ns since the epoch, as event times): what ended later is lost.
+ENV_DROPPED_AFTER = "stepscope_dropped_after_ns"
 ENV_RECORDED_EVENTS = "stepscope_recorded_events"
 ENV_MAX_EVENTS = "stepscope_max_events"
+ENV_REPLACED_VALUES = "stepscope_replaced_values"  # names/values not writable as UTF-8 text
 ENV_OPTION_PREFIX = "stepscope_option_"
 ENV_PRODUCER = "stepscope_version"
+# A flight recorder's dump (capture.flight): what triggered it and the step's figures.
+ENV_FLIGHT_TRIGGER = "stepscope_flight_trigger"  # slow_step, exception, sigterm, signal, ...
+ENV_FLIGHT_DETAIL = "stepscope_flight_detail"  # one line: the exception, the signal, the call
+ENV_FLIGHT_STEP = "stepscope_flight_step"  # the trigger's step number (-1: none)
+ENV_FLIGHT_STEP_MS = "stepscope_flight_step_ms"  # that step's time
+ENV_FLIGHT_MEDIAN_MS = "stepscope_flight_median_ms"  # the rolling median it was judged by
+ENV_FLIGHT_THRESHOLD_MS = "stepscope_flight_threshold_ms"  # the time it exceeded
+ENV_FLIGHT_WINDOW = "stepscope_flight_window"  # what the ring holds: "steps=N" or "seconds=S"
+ENV_FLIGHT_AFTER_STEPS = "stepscope_flight_after_steps"  # steps recorded after the trigger
+ENV_FLIGHT_MAX_BYTES = "stepscope_flight_max_bytes"  # the ring's memory bound
+ENV_FLIGHT_STAT_PREFIX = "stepscope_flight_"
+ENV_SAMPLER_TICKS = "stepscope_python_sampler_ticks"  # times the Python sampler sampled
+ENV_SAMPLER_CPU_NS = "stepscope_python_sampler_cpu_ns"  # CPU time its thread took
 
 # Counter lines on the counters plane.
 COUNTER_PROCESS_CPU = "Process CPU (%)"
@@ -59,6 +78,10 @@ ENV_CPU_COUNT = "cpu_count"  # logical cores of the profiled machine, where know
 # Memory activity, as TensorFlow and JAX write it (host events with these names and stats).
 MEMORY_ALLOCATION = "MemoryAllocation"
 MEMORY_DEALLOCATION = "MemoryDeallocation"
+# The line stepscope gives each PyTorch DataLoader worker process's events (another process:
+# its time is not the profiled process's own).
+DATALOADER_WORKER_LINE = "DataLoader worker {worker}"
+DATALOADER_WORKER_LINE_PREFIX = "DataLoader worker "
 ALLOCATOR_NAME = "allocator_name"
 INDEX_ON_HOST = "index_on_host"  # names the allocator where allocator_name is absent (TPU)
 DEVICE_ORDINAL = "device_ordinal"
@@ -83,6 +106,13 @@ KINETO_TOTAL_RESERVED = "Total Reserved"
 KINETO_DEVICE_TYPE = "Device Type"
 KINETO_DEVICE_ID = "Device Id"
 KINETO_ADDRESS = "Addr"
+# stepscope's PyTorch bridge: the data type of the tensor a memory record holds ("float32"),
+# with its shape in ``TENSOR_SHAPES``; PyTorch's own trace files have neither.
+KINETO_DATA_TYPE = "Data Type"
+
+# Host event stat set by stepscope's XSpace framework bridges (TensorFlow, JAX): the framework
+# whose profiler recorded the event ("tensorflow", "jax").
+BRIDGE = "stepscope_bridge"
 
 # The allocator stepscope's own capture records (NumPy array data, see capture.memory_tracer).
 STEPSCOPE_ALLOCATOR = "numpy"
@@ -90,3 +120,6 @@ STEPSCOPE_ALLOCATOR = "numpy"
 # Plane stat set by the readers: events of the plane whose duration was negative (bad data),
 # read as zero-length.
 NEGATIVE_DURATIONS = "stepscope_negative_durations"
+# StepStats allocation records whose time (0, 1, or a day away from their op) was replaced by
+# their op's start.
+REPLACED_ALLOCATION_TIMES = "stepscope_replaced_allocation_times"

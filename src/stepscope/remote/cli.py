@@ -20,9 +20,12 @@ def add_parser(subparsers: Any) -> None:
         description="Capture DURATION of every worker at once into one new run under LOGDIR. "
         "Workers run stepscope.server.start(port) or tf.profiler.experimental.server.start"
         "(port).")
-    cap.add_argument("addresses", metavar="ADDRS",
+    cap.add_argument("addresses", metavar="ADDRS", nargs="?",
                      help="grpc://host:port of each worker, comma-separated (a host without "
                      "a port means port 6009); with --tpu, a Cloud TPU name")
+    cap.add_argument("--snapshot", metavar="HOST:PORT",
+                     help="instead of recording DURATION, fetch the window a running flight "
+                     "recorder holds (stepscope.flight_recorder) from this worker at once")
     cap.add_argument("--tpu", action="store_true",
                      help="ADDRS is a Cloud TPU name: capture its workers (resolved through "
                      "the Cloud TPU API with TensorFlow's TPU cluster resolver)")
@@ -36,7 +39,9 @@ def add_parser(subparsers: Any) -> None:
     cap.add_argument("--python-tracer-level", type=int, choices=range(2), default=0,
                      help="1 records every Python call (default 0)")
     cap.add_argument("--device-tracer-level", type=int, choices=range(3), default=1,
-                     help="0 off, 1 on (default 1)")
+                     help="0: no framework or device tracing; 1 or 2: the workers' framework "
+                     "and device tracers record (2 is passed on to TensorFlow, which treats "
+                     "it as 1) (default 1)")
     cap.add_argument("--delay-ms", type=int, default=0,
                      help="start recording this long after the request (default 0)")
     cap.add_argument("--token", default=os.environ.get(TOKEN_ENV),
@@ -61,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from stepscope.model.locations import as_path
     from stepscope.remote import addresses, client
 
+    if args.snapshot:
+        if args.addresses or args.tpu:
+            raise CaptureError("Pass either --snapshot HOST:PORT or ADDRS, not both.")
+        return _snapshot(args)
+    if not args.addresses:
+        raise CaptureError("Pass the workers to capture (ADDRS), or --snapshot HOST:PORT.")
     if args.tpu:
         workers = addresses.resolve_tpu(args.addresses)
         args.addresses = ",".join(w.target for w in workers)
@@ -94,6 +105,22 @@ def run(args: argparse.Namespace) -> int:
             raise
     _print_result(result, args.json)
     return 0 if result.ok else 1
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    """Fetch one worker's flight-recorder window into a new run."""
+    from rich.markup import escape
+
+    from stepscope.remote import client
+
+    result = client.snapshot(args.snapshot, args.logdir, token=args.token)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    _console().print(f"  {escape(result.worker)} [green]✓[/] {result.events:,} events: the "
+                     f"flight recorder's window, run {escape(result.path.parent.name)} written "
+                     f"to {escape(str(result.path.parent))}")
+    return 0
 
 
 def _state_word(update: Any) -> str:

@@ -356,3 +356,66 @@ def _count_events(data: bytes) -> int:
     except Exception as err:  # protobuf's DecodeError has no stable import path
         raise _Failure("sent a profile that is not a valid XSpace", retryable=True) from err
     return sum(len(line.events) for plane in space.planes for line in plane.lines)
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    """A flight recorder's window fetched from one worker and saved as a run."""
+
+    worker: str
+    address: str
+    path: Path
+    events: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain JSON-ready data."""
+        return {"worker": self.worker, "address": self.address, "path": str(self.path),
+                "run": self.path.parent.name, "events": self.events}
+
+
+def snapshot(service_addr: str, logdir: str | os.PathLike[str], token: str | None = None,
+             timeout_s: float = 120.0) -> SnapshotResult:
+    """Fetch the running flight recorder's window from one worker (``GetSnapshot``) and save
+    it as a new run ``<time>-flight-snapshot`` under ``logdir``; no capture is planned."""
+    from stepscope.capture.flight_window import save_run
+
+    workers = addresses.parse(service_addr)
+    if len(workers) != 1:
+        raise InvalidOptionError("A snapshot is taken of one worker at a time; pass one "
+                                 "host:port.")
+    check_arguments(1, None, 1, token)
+    if not (isinstance(timeout_s, int | float) and timeout_s > 0):
+        raise InvalidOptionError(f"timeout_s must be a positive number, got {timeout_s!r}.")
+    if not str(logdir):
+        raise InvalidOptionError("logdir is empty; pass the directory to write profiles into.")
+    root = as_path(logdir)
+    check_writable(root)
+    worker = workers[0]
+    channel = grpc.insecure_channel(worker.target, options=[
+        ("grpc.max_receive_message_length", -1), ("grpc.enable_retries", 0)])
+    try:
+        call = channel.unary_unary(protocol.SNAPSHOT_METHOD, request_serializer=_serialize,
+                                   response_deserializer=protocol.ProfileResponse.FromString)
+        try:
+            response = call(protocol.GetSnapshotRequest(), timeout=timeout_s,
+                            metadata=limits.token_metadata(token) if token else None)
+        except grpc.RpcError as err:
+            failure = _failure(err)
+            code = err.code()  # type: ignore[attr-defined]
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                raise CaptureError(f"{worker.name}: its profiler server does not serve "
+                                   "snapshots (a TensorFlow server, or an older stepscope); "
+                                   "capture with a duration instead.") from None
+            raise CaptureError(f"{worker.name}: {failure.reason}.") from None
+    finally:
+        channel.close()
+    try:
+        events = _count_events(response.xspace)
+    except _Failure as failure:
+        raise CaptureError(f"{worker.name} {failure.reason}.") from None
+    try:
+        path = save_run(root, "flight-snapshot", worker.name, response.xspace)
+    except OSError as err:
+        raise LogdirError(f"Cannot write the snapshot under {root} "
+                          f"({err.strerror or err}).") from err
+    return SnapshotResult(worker.name, worker.target, path, events)

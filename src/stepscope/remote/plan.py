@@ -79,9 +79,12 @@ def _check_repository_root(root: str) -> Path:
     # from writing into an arbitrary directory of this machine. The check holds for the real
     # path too: a link named plugins/profile that leads elsewhere is refused.
     _check_text(root, "repository_root", _MAX_PATH_BYTES)
-    if locations.url_scheme(root) not in (None, "file"):
+    if locations.url_scheme(root) not in (None, "file", "local"):
         return _check_remote_root(root)
-    path = Path(root)
+    try:
+        path = locations.as_path(root)  # a file:// URL is its local path, never ./file:/…
+    except StepscopeError as err:  # a chained or unknown URL form
+        raise BadRequest(str(err)) from err
     if any(len(part.encode()) > _MAX_NAME_BYTES for part in path.parts):
         raise BadRequest(f"repository_root {_shown(root)} has a folder name longer than "
                          f"{_MAX_NAME_BYTES} bytes.")

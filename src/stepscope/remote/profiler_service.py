@@ -3,7 +3,8 @@
 A ``Profile`` request runs a stepscope capture for the requested duration in the server's own
 thread (the training loop pays only the recording cost), then answers with the ``XSpace``
 and/or writes it to ``<repository_root>/<session_id>/<host>.xplane.pb``, as TensorFlow's
-server does. One capture at a time; a second gets a "busy" error.
+server does. One capture at a time; a second gets a "busy" error. A ``GetSnapshot`` request
+answers at once with the flight recorder's window (``capture.flight``), where one runs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from stepscope.capture import python_tracer, session
 from stepscope.errors import (
     InvalidOptionError,
     ProfilerAlreadyRunningError,
+    ProfilerNotRunningError,
     ProfilerServerError,
 )
 from stepscope.formats import xplane_builder as xb
@@ -153,6 +155,7 @@ class ProfilerServer:
             "Profile": unary(self._profile, protocol.ProfileRequest.FromString),
             "Terminate": unary(self._terminate, protocol.TerminateRequest.FromString),
             "Monitor": unary(self._unserved("Monitor"), protocol.MonitorRequest.FromString),
+            "GetSnapshot": unary(self._snapshot, protocol.GetSnapshotRequest.FromString),
         }
         for name in protocol.UNSERVED_METHODS:
             methods[name] = unary(self._unserved(name), None)
@@ -249,6 +252,24 @@ class ProfilerServer:
         if plan.emit:
             response.xspace = data
         return response
+
+    def _snapshot(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """The flight recorder's window as it stands, without planning a capture."""
+        from stepscope.capture import flight
+
+        recorder = flight.active()
+        if recorder is None or not recorder.running:
+            raise _Refused(grpc.StatusCode.FAILED_PRECONDITION,
+                           "This process runs no flight recorder, so it has no recent past to "
+                           "send; start one (stepscope.flight_recorder) or capture with "
+                           "Profile.")
+        try:
+            data = recorder.snapshot()
+        except ProfilerNotRunningError as err:  # it stopped meanwhile
+            raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, str(err)) from err
+        log.info("stepscope profiler server sent the flight recorder's window (%d bytes)",
+                 len(data))
+        return protocol.ProfileResponse(xspace=data, empty_trace=False)
 
     def _terminate(self, request: Any, context: grpc.ServicerContext) -> Any:
         capture = self._capture

@@ -1,7 +1,7 @@
 """TensorFlow's profiler gRPC protocol, declared from its published field numbers.
 
 Service ``tensorflow.ProfilerService`` (``profiler_service.proto``) with the messages of its
-``Profile``, ``Terminate`` and ``Monitor`` RPCs, and ``tensorflow.ProfileOptions``
+``Profile``, ``Terminate``, ``Monitor`` and ``GetSnapshot`` RPCs, and ``tensorflow.ProfileOptions``
 (``profiler_options.proto``). The message classes are ordinary protobuf messages built at
 import time (see ``stepscope.formats.protodef``); method paths are the gRPC wire names.
 """
@@ -16,8 +16,10 @@ SERVICE = "tensorflow.ProfilerService"
 PROFILE_METHOD = f"/{SERVICE}/Profile"
 TERMINATE_METHOD = f"/{SERVICE}/Terminate"
 MONITOR_METHOD = f"/{SERVICE}/Monitor"
+# Continuous profiling's "the recent past, now": answered from the flight recorder's ring.
+SNAPSHOT_METHOD = f"/{SERVICE}/GetSnapshot"
 # RPCs the service declares that stepscope does not serve (answered UNIMPLEMENTED by gRPC).
-UNSERVED_METHODS = ("StartContinuousProfiling", "StopContinuousProfiling", "GetSnapshot")
+UNSERVED_METHODS = ("StartContinuousProfiling", "StopContinuousProfiling")
 
 # ProfileOptions.version: TensorFlow's clients send 1; with 0 a server applies its defaults
 # instead of the tracer levels in the message (proto3 cannot tell 0 from "unset").
@@ -84,6 +86,8 @@ MESSAGES = [
         Field("xspace", 8, "bytes"),
     ]),
     Message("TerminateRequest", [Field("session_id", 1, "string")]),
+    # GetSnapshot's request has no fields; its answer is a ProfileResponse.
+    Message("GetSnapshotRequest", []),
     Message("TerminateResponse", []),
     Message("MonitorRequest", [
         Field("duration_ms", 1, "uint64"),
@@ -103,6 +107,7 @@ ProfileRequest: Any = _CLASSES["ProfileRequest"]
 ProfileToolData: Any = _CLASSES["ProfileToolData"]
 ProfileResponse: Any = _CLASSES["ProfileResponse"]
 TerminateRequest: Any = _CLASSES["TerminateRequest"]
+GetSnapshotRequest: Any = _CLASSES["GetSnapshotRequest"]
 TerminateResponse: Any = _CLASSES["TerminateResponse"]
 MonitorRequest: Any = _CLASSES["MonitorRequest"]
 MonitorResponse: Any = _CLASSES["MonitorResponse"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -32,8 +33,10 @@ from typing import Any
 from stepscope.analysis.run_model import build_host, host_to_dict
 from stepscope.errors import InvalidOptionError, ProfileFormatError, StepscopeError
 from stepscope.formats.run_reader import load_file
-from stepscope.model.locations import as_path
+from stepscope.model.locations import as_path, redact
 from stepscope.run.storage import memory_keeper
+
+log = logging.getLogger(__name__)
 
 ENGINES = ("auto", "local", "pool", "ray")
 # Below this much profile data, starting worker processes costs more than it saves.
@@ -64,15 +67,36 @@ class HostResult:
 
 def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
     """Load one host's file and build its model (the unit of work of every engine)."""
+    # Every failure becomes this host's reason, here, so that every engine gives the same
+    # answer for it (the host named in failed_hosts, the others reported): the local engine
+    # raising, the pool naming it and Ray wrapping it in its own traceback differed.
     try:
         table = load_file(as_path(task.file), use_cache=use_cache)
+        model = build_host(task.name, table,
+                           memory_keeper(as_path(task.file)) if use_cache else None)
+        del table
+        text = json.dumps(host_to_dict(model), separators=(",", ":"))
     except ProfileFormatError as err:
         return HostResult(task.name, None, str(err), _peak_rss())
-    model = build_host(task.name, table,
-                       memory_keeper(as_path(task.file)) if use_cache else None)
-    del table
-    return HostResult(task.name, json.dumps(host_to_dict(model), separators=(",", ":")), None,
-                      _peak_rss())
+    except Exception as err:  # noqa: BLE001 - a bug or an unexpected error of this host
+        log.debug("host %s could not be analysed", task.name, exc_info=True)
+        return HostResult(task.name, None, unexpected_reason(err), _peak_rss())
+    return HostResult(task.name, text, None, _peak_rss())
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def unexpected_reason(err: BaseException, where: str = "") -> str:
+    """One line saying why a host failed unexpectedly (no traceback, no colour codes, no
+    credentials), the same whichever engine ran it."""
+    text = _ANSI.sub("", str(err)).strip()
+    line = text.splitlines()[-1].strip() if text else ""
+    line = redact(line)
+    if len(line) > 300:
+        line = line[:297] + "..."
+    what = f"{type(err).__name__}: {line}" if line else type(err).__name__
+    return f"it could not be analysed{where} ({what})"
 
 
 def _peak_rss() -> int:
@@ -137,9 +161,9 @@ def _run_on_pool(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterato
         for future in as_completed(futures):
             try:
                 yield future.result()
-            except Exception as err:  # its worker died (or a bug): that host failed, not the run
+            except Exception as err:  # its worker died: that host failed, not the run
                 yield HostResult(futures[future].name, None,
-                                 f"its worker process failed ({type(err).__name__}: {err})")
+                                 unexpected_reason(err, " (its worker process failed)"))
 
 
 def _run_on_ray(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator[HostResult]:
@@ -165,7 +189,10 @@ def _run_on_ray(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator
             try:
                 yield ray.get(ref)
             except Exception as err:  # a task that died: that host failed, not the run
-                yield HostResult(task.name, None, f"its task failed on Ray ({err})")
+                cause = getattr(err, "cause", None)
+                yield HostResult(task.name, None, unexpected_reason(
+                    cause if isinstance(cause, BaseException) else err,
+                    " (its task failed on Ray)"))
 
 
 def task_memory_bytes(file_bytes: int) -> int:

@@ -38,11 +38,14 @@ class Param:
     default: Value = None
     low: int = 0
     high: int = 1 << 62
+    required: bool = False  # no default: the tool cannot answer without it
 
     def parse(self, value: object) -> Value:
         """``value`` (text, or a Python value of the parameter's type) checked and converted;
         None or "" gives the default."""
         if value is None or (isinstance(value, str) and not value.strip()):
+            if self.required:
+                raise InvalidParameterError(f"Parameter {self.name} is required: {self.help}.")
             return False if self.kind == "flag" and self.default is None else self.default
         if self.kind == "flag":
             return _flag(self.name, value)
@@ -73,7 +76,7 @@ class Param:
     def to_dict(self) -> dict[str, Any]:
         """The declaration as JSON (the web UI and agents read it)."""
         out: dict[str, Any] = {"name": self.name, "type": self.kind, "help": self.help,
-                               "default": self.default}
+                               "default": self.default, "required": self.required}
         if self.kind == "int":
             out.update(minimum=self.low, maximum=self.high)
         return out

@@ -140,7 +140,8 @@ class Run:
             if kept is not None:
                 self._results[key] = kept
             else:
-                if not chosen.available_for(self, host):
+                # ``available`` only decides what is listed; a tool answers what it can.
+                if not chosen.offered(self):
                     raise ToolNotAvailableError(chosen.unavailable(self))
                 result = chosen.compute(self, host, values)
                 if chosen.keep and self.use_cache and not self.failed:
@@ -163,6 +164,12 @@ class Run:
         if hit is None:
             return None
         return ToolResult(tool, hit["data"], hit.get("table_key"), None, hit.get("csv"))
+
+    def tool_available(self, name: str, host: str | None = None) -> bool:
+        """Whether tool ``name`` has anything to show for this run (and host)."""
+        from stepscope.run.tools import spec
+
+        return spec(name).available_for(self, host)
 
     def available_tools(self, host: str | None = None) -> list[str]:
         """The tools with something to show for this run (and host)."""

@@ -114,13 +114,17 @@ def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
     """The overview page: the run's (or a host's) overview, the XLA programs' FLOPS
     utilisation where there is one, and the run's advice."""
     summary = run.model.overview_dict()
+    python = run.model.python_dict()  # Python time per step, heaviest functions
     extra = {"xla_flops_utilization": _xla_flops_utilization(run, host),
+             "python": python if host is None else {k: v for k, v in python.items()
+                                                     if k == host},
              "recommendations": _advice_rows(run)}
     if host is None:
         data = {**summary, "host": None, **extra}
     else:
         data = {"run": summary["run"], "path": summary["path"], "host": host,
-                **summary["hosts"][host], "failed_hosts": summary["failed_hosts"], **extra}
+                **summary["hosts"][host], "failed_hosts": summary["failed_hosts"],
+                "dropped_events": summary.get("dropped_events", {}), **extra}
     return ToolResult("overview_page", data, "top_ops")
 
 
@@ -236,6 +240,8 @@ def memory_profile(run: Run, host: str | None, p: Params) -> ToolResult:
 
     data = _memory(run, host)
     allocators = data["allocators"]
+    if not allocators:
+        raise ToolNotAvailableError(TOOLS["memory_profile"].missing)
     csv_text = breakdown_csv(allocators)
     index = _allocator_index(allocators, p["allocator"])
     chosen = allocators[index]
@@ -309,10 +315,14 @@ def roofline_model(run: Run, host: str | None, p: Params) -> ToolResult:
 
 def memory_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The memory viewer of one program (default: the one that took the most time)."""
+    from stepscope.analysis.xla.hlo_programs import program_times
     from stepscope.analysis.xla.memory_viewer import memory_viewer_of
 
     module = str(p["module"] or "") or None
-    result = memory_viewer_of(run.hlo_programs(host), module, int(p["memory_space"] or 0))
+    # Without a program named: the one that took the most time (the training step).
+    times = None if module else program_times(run.xla(host).ops)
+    result = memory_viewer_of(run.hlo_programs(host), module, int(p["memory_space"] or 0),
+                              times)
     return ToolResult("memory_viewer", {**_run_host(run, host), **result.to_dict()},
                       "peak_buffers", result)
 
@@ -355,6 +365,85 @@ def graph_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
         **_run_host(run, host), "module_label": program.label,
         "programs": program_list(programs), "ops": ranked[:_TOP_OPS], **graph.to_dict()},
         "nodes", graph)
+
+
+# -- Python views ------------------------------------------------------------------------------
+
+# The flame graph is sent with the call paths of at least this share of the window's Python
+# time (a fraction of a pixel of the widest graph), and at most MAX_NODES of them.
+MIN_SHARE = 1 / 20_000
+MAX_NODES = 40_000
+MAX_STEPS = 10_000  # step numbers listed for the page's step picker
+
+
+def _has_python(run: Run, host: str | None) -> bool:
+    """Whether the run (or host) recorded Python calls or samples."""
+    python = run.model.python_dict()
+    return bool(python) if host is None else host in python
+
+
+def python_profile(run: Run, host: str | None, p: Params) -> ToolResult:
+    """Top functions and the flame graph of one host's Python tracer or sampler data (its
+    call paths pruned to what can be seen), for the whole recording, one step or a window."""
+    from stepscope.analysis.run_model.python_views import pruned, run_python_views, sources_of
+
+    python = run.model.python_dict()
+    if host is None:
+        if not python:
+            raise ToolNotAvailableError("This run recorded no Python calls or samples.")
+        host = sorted(python)[0]
+    elif host not in python:
+        raise ToolNotAvailableError(f"Host {host!r} recorded no Python calls or samples.")
+    chosen: str = host
+    views = run_python_views(
+        {chosen: run.tables.hosts[chosen]}, {chosen: run.model.hosts[chosen].steps},
+        host=chosen, source=str(p["source"] or "") or None,
+        thread=str(p["thread"] or "") or None,
+        step=None if p["step"] is None else int(p["step"]),
+        start_ns=None if p["start_ns"] is None else int(p["start_ns"]),
+        end_ns=None if p["end_ns"] is None else int(p["end_ns"]))
+    sort, keep = str(p["sort"] or "self"), str(p["filter"] or "")
+    data = views.to_dict(sort, keep, limit=2000)
+    tree = views.tree
+    min_ns = max(int(views.total_ns * MIN_SHARE), 1)
+    if len(tree) > MAX_NODES:
+        min_ns = max(min_ns, int(sorted(tree.total_ns.tolist(), reverse=True)[MAX_NODES]) + 1)
+    kept = pruned(tree, min_ns)
+    steps = run.model.hosts[views.host].steps
+    return ToolResult("python_profile", {
+        **data, "run": run.name, "tree": kept.to_dict(), "tree_nodes": len(tree),
+        "tree_min_ns": min_ns, "hosts": sorted(python),
+        "sources": sources_of(run.tables.hosts[views.host]),
+        "steps": steps.step_num.tolist()[:MAX_STEPS]}, "functions", views,
+        views.csv(sort, keep))
+
+
+# -- the GPU timeline --------------------------------------------------------------------------
+
+def _has_devices(run: Run, host: str | None) -> bool:
+    """Whether the run (or host) ran anything on a device, from the run model (no table is
+    read to decide)."""
+    hosts = run.model.hosts
+    return any(bool(hosts[name].devices) for name in run.model.host_names(host))
+
+
+def gpu_timeline(run: Run, host: str | None, p: Params) -> ToolResult:
+    """Per device: the temporal breakdown (whole and per step), idle causes per stream,
+    launch statistics, queue lengths and kernel sequences; per step, the critical path from
+    every rank; and the advice these call for. Reads every host's events (the critical path
+    crosses them)."""
+    from stepscope.analysis.csv_table import csv_text
+    from stepscope.analysis.tools.advice import gpu_timeline_advice
+    from stepscope.analysis.tools.gpu_timeline import TABLE_COLUMNS, Options, gpu_timeline_of
+
+    result = gpu_timeline_of(run.tables, host, Options(
+        kernel_wait_ns=int(p["kernel_wait_ns"] or 0), hta_scope=bool(p["hta_scope"])))
+    table = result.table()
+    rows = zip(*(table[c] for c in TABLE_COLUMNS), strict=True)
+    csv = csv_text(TABLE_COLUMNS, ([("" if v is None else v) for v in row] for row in rows))
+    return ToolResult("gpu_timeline", {
+        "run": run.name, "host": host, **result.to_dict(),
+        "advice": [r.to_dict() for r in gpu_timeline_advice(result)]}, None, result, csv)
 
 
 # -- comparing runs ---------------------------------------------------------------------------
@@ -407,9 +496,7 @@ def diff(run: Run, host: str | None, p: Params) -> ToolResult:
 
     from stepscope.analysis.tools.run_diff import diff as compare
 
-    base = str(p["base"] or "")
-    if not base:
-        raise InvalidParameterError("Parameter base is required: choose a baseline run.")
+    base = str(p["base"])
     if Path(base) == Path(str(run.path)):
         raise InvalidParameterError("Choose a baseline other than the run itself.")
     try:
@@ -567,10 +654,32 @@ _DECLARED: list[ToolSpec] = [
                  Param("depth", "int", "steps out from the op", 2, 0, 20),
                  Param("expand_fusions", "flag", "show the instructions inside each fusion",
                        False)), needs="hlo"),
+    ToolSpec("python_profile", "Python profile", "Where the Python time went: top functions "
+             "(self and inclusive time, calls or samples) and the flame graph, for the "
+             "whole run, a step or a time range.", python_profile, (
+                 Param("step", "int", "only this step", None, -(1 << 62), 1 << 62),
+                 Param("start_ns", "int", "from (ns, the trace's clock)", None, 0, 1 << 62),
+                 Param("end_ns", "int", "to (ns, the trace's clock)", None, 0, 1 << 62),
+                 Param("source", "text", "tracer or sampler (default: what the run has)"),
+                 Param("thread", "text", "only this thread"),
+                 Param("sort", "text", "self, total, calls or name (default self)"),
+                 Param("filter", "text", "only functions whose name or file holds this")),
+             available=_has_python, csv=True),
+    ToolSpec("gpu_timeline", "GPU timeline", "Per rank and device: compute, communication, "
+             "memory and idle time, why streams sat idle, communication under compute, "
+             "launches, queues, kernel sequences; per step, the critical path across ranks.",
+             gpu_timeline, (
+                 Param("kernel_wait_ns", "int", "gaps shorter than this between a stream's "
+                       "ops are kernel wait (ns; HTA's 30 µs by default)", 30_000, 0,
+                       10**15),
+                 Param("hta_scope", "flag", "count only the device ops HTA counts (launched "
+                       "in the trace by the end of the last step)", False)),
+             available=_has_devices, csv=True),
     ToolSpec("diff", "Diff", "This run against a baseline run: the step time change with "
              "its confidence interval and verdict, and what changed (breakdown, ops, "
              "kernels, memory, hosts).", diff, (
-                 Param("base", "run", "the baseline run"),)),
+                 Param("base", "run", "the baseline run to compare with",
+                       required=True),)),
     ToolSpec("summary", "Summary", "The run's small, versioned summary (summary.json) that "
              "diff and check compare.", summary, page=False),
     ToolSpec("advice", "Advice", "What to change, each rule with the figures that made it "

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
+
+from stepscope.views.tables import print_table
+from stepscope.views.units import count_text
 
 
 def _ms(value: float | None) -> str:
@@ -29,36 +31,32 @@ def render_input(result: dict[str, Any], console: Console, limit: int | None = N
             f"{_ms(steps['input_avg_ms'])} ms (σ {_ms(steps['input_stddev_ms'])}, "
             f"min {_ms(steps['input_min_ms'])}, max {_ms(steps['input_max_ms'])})"))
 
-    split = Table(title="Host-side input time", title_justify="left")
-    split.add_column("category")
-    split.add_column("ms", justify="right")
-    split.add_column("%", justify="right")
-    for key, label in result["host_breakdown_labels"].items():
-        split.add_row(Text(label), _ms(result["host_breakdown"][key]),
-                      f"{result['host_breakdown_percent'][key]:.1f}")
-    console.print(split)
-
-    ops = Table(title="Input ops", title_justify="left")
-    for col in ("input op", "count", "total ms", "total %", "self ms", "self %", "category"):
-        ops.add_column(col, justify="left" if col in ("input op", "category") else "right")
+    print_table(console, "Host-side input time",
+                [("category", "name"), ("ms", "num"), ("%", "num")],
+                [[label, _ms(result["host_breakdown"][key]),
+                  f"{result['host_breakdown_percent'][key]:.1f}"]
+                 for key, label in result["host_breakdown_labels"].items()], "")
     rows = result["ops"] if limit is None else result["ops"][:limit]
-    for r in rows:
-        ops.add_row(Text(r["name"]), str(r["count"]), _ms(r["total_ms"]),
-                    f"{r['total_percent']:.1f}", _ms(r["self_ms"]), f"{r['self_percent']:.1f}",
-                    r["category"])
-    console.print(ops)
-
-    pipes = Table(title="Input pipelines (slowest run first)", title_justify="left")
-    for col in ("host", "pipeline", "output stage", "calls", "slowest run ms",
-                "bottleneck stage", "its ms"):
-        pipes.add_column(col, justify="right" if col in ("calls", "slowest run ms", "its ms")
-                         else "left")
-    for p in result["pipelines"]:
-        pb = p["bottleneck"]
-        pipes.add_row(Text(p["host"]), p["name"], Text(p["root"]), str(p["calls"]),
-                      _ms(pb["run_ms"]), Text(pb["stage"] or "none"), _ms(pb["stage_ms"]))
+    print_table(console, "Input ops",
+                [("input op", "name"), ("count", "num"), ("total ms", "num"),
+                 ("total %", "num"), ("self ms", "num"), ("self %", "num"),
+                 ("category", "text")],
+                [[r["name"] + (" ‡" if r.get("runs_apart") else ""), count_text(r["count"]),
+                  _ms(r["total_ms"]), f"{r['total_percent']:.1f}", _ms(r["self_ms"]),
+                  f"{r['self_percent']:.1f}", r["category"]] for r in rows],
+                "No input-pipeline iterator events in this profile.")
+    if any(r.get("runs_apart") for r in rows):
+        console.print(Text("‡ runs apart from its consumer (threads, DataLoader worker "
+                           "processes): its time overlaps the consumer's, so its total may "
+                           "exceed it", style="dim"))
     if result["pipelines"]:
-        console.print(pipes)
+        print_table(console, "Input pipelines (slowest run first)",
+                    [("host", "name"), ("pipeline", "name"), ("output stage", "name"),
+                     ("calls", "num"), ("slowest run ms", "num"), ("bottleneck stage", "name"),
+                     ("its ms", "num")],
+                    [[p["host"], p["name"], p["root"], count_text(p["calls"]),
+                      _ms(p["bottleneck"]["run_ms"]), p["bottleneck"]["stage"] or "none",
+                      _ms(p["bottleneck"]["stage_ms"])] for p in result["pipelines"]], "")
 
     b = result["bottleneck"]
     console.print(Text("Bottleneck: ", style="bold") + Text(b["stage"] or "none"))

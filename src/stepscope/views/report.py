@@ -17,13 +17,15 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.text import Text
 
 from stepscope.analysis.run_model.framework_op_stats import OpStats
 from stepscope.analysis.run_model.kernel_stats import KernelStats
 from stepscope.analysis.run_model.overview_page import CATEGORIES, CATEGORY_LABELS
 from stepscope.formats.output_file import write_output
 from stepscope.model.run_tables import Progress as ProgressCallback
+from stepscope.views.tables import Cell, Column, print_table, short_name
+from stepscope.views.units import count_text, size_text
 
 NEXT_TOOL_TEXT = {
     "input_pipeline": "open the input pipeline analyzer (stepscope input) to see the slow stage",
@@ -91,13 +93,25 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
         head += (f" · avg {_ms(steps['avg_ms'])} ms (σ {_ms(steps['stddev_ms'])}, "
                  f"min {_ms(steps['min_ms'])}, max {_ms(steps['max_ms'])})")
     console.print(head, style="bold", highlight=False)
+    flight = summary.get("flight")
+    if flight:
+        line = f"Saved by the flight recorder: {str(flight.get('trigger')).replace('_', ' ')}"
+        if flight.get("step") is not None:
+            line += f" at step {flight['step']}"
+        if flight.get("step_ms") is not None:
+            line += f" ({_ms(flight['step_ms'])} ms"
+            line += (f", median {_ms(flight['median_ms'])} ms)"
+                     if flight.get("median_ms") is not None else ")")
+        if flight.get("detail"):
+            line += f": {flight['detail']}"
+        console.print(line, style="yellow", highlight=False, markup=False)
     if steps["count"]:
         parts = [f"{CATEGORY_LABELS[c]} {summary['breakdown'][c]:.1f}%" for c in CATEGORIES]
         console.print("Step-time breakdown  " + "  ".join(parts), highlight=False)
-        found = f"Steps found by: {steps['found_by']} ({steps['marker']})"
+        found = steps["found_by_text"]
         if steps.get("trimmed"):
-            found += (f"; steps {', '.join(map(str, steps['trimmed']))} left out as likely "
-                      "cut short by the capture (as XProf does)")
+            found += (f" Steps {', '.join(map(str, steps['trimmed']))} were left out as likely "
+                      "cut short by the capture (as XProf does).")
         console.print(found, style="dim", highlight=False)
     else:
         console.print("No steps found in this profile; op stats are shown below.",
@@ -109,26 +123,28 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
     for hint in rec["hints"][1:]:
         console.print(f"  • {hint}", highlight=False)
     for advice in summary.get("recommendations", []):
-        evidence = ", ".join(f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
+        because = advice.get("because") or ", ".join(
+            f"{k} {_evidence(v)}" for k, v in advice["evidence"].items())
         console.print(f"Advice [{advice['rule']}]: {advice['text']}", highlight=False,
                       markup=False)
-        console.print(f"    because {evidence}; see {advice['tool']}", style="dim",
+        console.print(f"    because {because.rstrip('.')}; see {advice['tool']}", style="dim",
                       highlight=False, markup=False)
     if summary.get("precision"):
         p = summary["precision"]
         console.print(f"Device compute precision: 16-bit {p['16bit_percent']:.1f}%, "
                       f"32-bit {p['32bit_percent']:.1f}%", highlight=False)
-    table = Table(title=f"Top {len(summary['top_ops'])} ops (self time)", title_justify="left")
-    for col, justify in (("#", "right"), ("where", "left"), ("type", "left"), ("op", "left"),
-                         ("count", "right"), ("self ms", "right"), ("self %", "right"),
-                         ("cum. %", "right")):
-        table.add_column(col, justify=justify,  # type: ignore[arg-type]
-                         overflow="fold" if col == "op" else "ellipsis")
-    for i, op in enumerate(summary["top_ops"], 1):
-        table.add_row(str(i), op["host_or_device"], op["type"], op["name"],
-                      str(op["occurrences"]), f"{op['self_ms']:.3f}",
-                      f"{op['self_percent']:.1f}", f"{op['cumulative_self_percent']:.1f}")
-    console.print(table)
+    top = summary["top_ops"]
+    show_type = _types_differ(top)
+    print_table(console, f"Top {len(top)} ops (self time)",
+                [("#", "num"), ("where", "text"), ("op", "name"),
+                 *(_TYPE_COLUMN if show_type else []), ("count", "num"),
+                 ("self ms", "num"), ("self %", "num"), ("cum. %", "num")],
+                [[str(i), op["host_or_device"], op["name"],
+                  *([_type_cell(op["type"], op["name"])] if show_type else []),
+                  count_text(op["occurrences"]), f"{op['self_ms']:.3f}",
+                  f"{op['self_percent']:.1f}", f"{op['cumulative_self_percent']:.1f}"]
+                 for i, op in enumerate(top, 1)],
+                "No ops were recognised in this profile.")
     devices = ("CPU only" if env["device_type"] == "CPU"
                else f"{env['device_count']} × {env['device_type']}")
     if env["device_names"]:
@@ -137,15 +153,16 @@ def render_overview(summary: dict[str, Any], console: Console) -> None:
     console.print(f"Run environment: {env['hosts']} host{'s' if env['hosts'] != 1 else ''}, "
                   f"{devices}{cores}", highlight=False)
     if len(summary.get("hosts", {})) > 1:
-        per_host = Table(title="Per host", title_justify="left")
-        for col in ("host", "steps", "avg ms", "input %", "verdict"):
-            per_host.add_column(col)
-        for name, h in summary["hosts"].items():
-            per_host.add_row(name, str(h["steps"]["count"]), _ms(h["steps"]["avg_ms"]),
-                             f"{h['breakdown'].get('input', 0.0):.1f}", h["input"]["verdict"])
-        console.print(per_host)
+        print_table(console, "Per host",
+                    [("host", "name"), ("steps", "num"), ("avg ms", "num"), ("input %", "num"),
+                     ("verdict", "text")],
+                    [[name, str(h["steps"]["count"]), _ms(h["steps"]["avg_ms"]),
+                      f"{h['breakdown'].get('input', 0.0):.1f}", h["input"]["verdict"]]
+                     for name, h in summary["hosts"].items()], "No hosts.")
     for name, why in summary.get("failed_hosts", {}).items():
         console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
+    for dropped in summary.get("dropped_events", {}).values():
+        console.print(dropped["message"], style="yellow", highlight=False)
 
 
 def render_pod(data: dict[str, Any], console: Console, *, per_step: bool = True,
@@ -155,38 +172,36 @@ def render_pod(data: dict[str, Any], console: Console, *, per_step: bool = True,
     fields = data["categories"]
     labels = [f.removesuffix("_ms") for f in fields]
     noun = "device" if data["kind"] == "devices" else "host"
-    totals = Table(title=f"Per {noun}, average ms per step", title_justify="left")
-    for col in (noun, "steps", "step", *labels, "waited", "straggler in"):
-        totals.add_column(col, justify="left" if col == noun else "right")
+    totals = []
     for name in data["hosts"]:
         t = data["totals"][name]
         n = max(t["steps"], 1)
-        totals.add_row(name, str(t["steps"]), f"{t['total_ms'] / n:.3f}",
+        totals.append([name, str(t["steps"]), f"{t['total_ms'] / n:.3f}",
                        *(f"{t[f] / n:.3f}" for f in fields), f"{t['wait_ms'] / n:.3f}",
-                       str(data["stragglers"].get(name, 0)))
-    console.print(totals)
+                       str(data["stragglers"].get(name, 0))])
+    print_table(console, f"Per {noun}, average ms per step",
+                [(noun, "name"), ("steps", "num"), ("step", "num"),
+                 *((label, "num") for label in labels), ("waited", "num"),
+                 ("straggler in", "num")], totals, f"No {noun} has steps.")
     console.print(data["summary"], highlight=False)
     if per_step and data["steps"]:
         shown = data["steps"] if not limit else data["steps"][:limit]
-        steps = Table(title=f"Steps ({len(shown)} of {len(data['steps'])})",
-                      title_justify="left")
-        for col in ("step", noun, "total ms", *labels, "waited", ""):
-            steps.add_column(col, justify="left" if col in (noun, "") else "right")
+        rows = []
         for step in shown:
             for name, f in step["per_host"].items():
                 mark = (f"straggler +{step['straggler_lead_ms']:.3f} ms"
                         if name == step["straggler"] else "")
-                steps.add_row(str(step["step_num"]), name, f"{f['total_ms']:.3f}",
-                              *(f"{f[k]:.3f}" for k in fields), f"{f['wait_ms']:.3f}", mark)
-        console.print(steps)
+                rows.append([str(step["step_num"]), name, f"{f['total_ms']:.3f}",
+                             *(f"{f[k]:.3f}" for k in fields), f"{f['wait_ms']:.3f}", mark])
+        print_table(console, f"Steps ({len(shown)} of {len(data['steps'])})",
+                    [("step", "num"), (noun, "name"), ("total ms", "num"),
+                     *((label, "num") for label in labels), ("waited", "num"), ("", "text")],
+                    rows, "No steps.")
     if data["kind"] == "hosts" and len(data["hosts"]) > 1:
-        align = Table(title="Clock alignment", title_justify="left")
-        for col in ("host", "shift µs", "method", "why"):
-            align.add_column(col, justify="right" if col == "shift µs" else "left",
-                             overflow="fold")
-        for name, a in data["alignment"].items():
-            align.add_row(name, f"{a['shift_ns'] / 1e3:.1f}", a["method"], a["reason"])
-        console.print(align)
+        print_table(console, "Clock alignment",
+                    [("host", "name"), ("shift µs", "num"), ("method", "text"), ("why", "name")],
+                    [[name, f"{a['shift_ns'] / 1e3:.1f}", a["method"], a["reason"]]
+                     for name, a in data["alignment"].items()], "No hosts to line up.")
     for name, why in data.get("failed_hosts", {}).items():
         console.print(f"Host {name} could not be read: {why}", style="red", highlight=False)
 
@@ -198,53 +213,70 @@ OP_COLUMNS = ("host_or_device", "type", "name", "occurrences", "total_ms", "avg_
 def render_ops(stats: OpStats, console: Console, limit: int | None = None) -> None:
     """Print op stats as a table, host ops then device ops."""
     rows = stats.rows[:limit] if limit else stats.rows
-    table = Table(title="Framework op stats (self time)", title_justify="left")
-    for col in ("where", "type", "op", "count", "total ms", "avg ms", "self ms", "self %",
-                "cum %"):
-        table.add_column(col, justify="left" if col in ("where", "type", "op") else "right",
-                         overflow="fold" if col in ("type", "op") else "ellipsis")
+    show_type = _types_differ([{"name": r.name, "type": r.type} for r in rows])
+    cells = []
     for r in rows:
         d = r.to_dict()
-        table.add_row(r.host_or_device, r.type, r.name, str(r.occurrences),
-                      f"{d['total_ms']:.3f}", f"{d['avg_ms']:.4f}", f"{d['self_ms']:.3f}",
-                      f"{d['self_percent']:.1f}", f"{d['cumulative_percent']:.1f}")
-    console.print(table)
-    if not stats.rows:
-        console.print("No ops were recognised in this profile.", style="yellow")
+        cells.append([r.host_or_device, r.name,
+                      *([_type_cell(r.type, r.name)] if show_type else []),
+                      count_text(r.occurrences), f"{d['total_ms']:.3f}", f"{d['avg_ms']:.4f}",
+                      f"{d['self_ms']:.3f}", f"{d['self_percent']:.1f}",
+                      f"{d['cumulative_percent']:.1f}"])
+    print_table(console, "Framework op stats (self time)",
+                [("where", "text"), ("op", "name"), *(_TYPE_COLUMN if show_type else []),
+                 ("count", "num"), ("total ms", "num"), ("avg ms", "num"), ("self ms", "num"),
+                 ("self %", "num"), ("cum %", "num")], cells,
+                "No ops were recognised in this profile.")
     if limit and len(stats.rows) > limit:
         console.print(f"… {len(stats.rows) - limit} more (use --limit 0 for all, or --csv)",
                       style="dim")
+
+
+_TYPE_COLUMN: list[Column] = [("type", "name")]
+
+
+def _types_differ(ops: list[dict[str, Any]]) -> bool:
+    """Whether any op's type says more than its name (else the type column is left out)."""
+    return any(op["type"] and op["type"] != op["name"] for op in ops)
+
+
+def _type_cell(op_type: str, name: str) -> str:
+    return "" if op_type == name else op_type
 
 
 def _dims(d: list[int] | None) -> str:
     return "×".join(str(x) for x in d) if d else "–"
 
 
-def _maybe(value: int | None) -> str:
-    return "–" if value is None else str(value)
-
-
 def render_kernels(stats: KernelStats, console: Console, limit: int | None = None) -> None:
     """Print GPU kernel stats, by total time, one row per kernel, op and launch shape."""
     rows = stats.rows[:limit] if limit else stats.rows
-    table = Table(title="GPU kernel stats (by total time)", title_justify="left")
-    for col in ("kernel", "op", "regs", "shmem B", "block", "grid", "TC elig.", "TC used",
-                "count", "total µs", "avg µs", "min µs", "max µs", "%"):
-        table.add_column(col, justify="left" if col in ("kernel", "op") else "right",
-                         overflow="fold" if col in ("kernel", "op") else "ellipsis",
-                         min_width={"kernel": 48, "op": 16}.get(col),
-                         no_wrap=col not in ("kernel", "op"))
+    cells: list[list[Cell]] = []
     for r in rows:
         d = r.to_dict()
-        table.add_row(r.kernel, r.op or "–", _maybe(r.registers_per_thread),
-                      _maybe(r.shared_memory_bytes), _dims(d["block"]), _dims(d["grid"]),
-                      "yes" if r.op_tensor_core_eligible else "no",
-                      "yes" if r.kernel_uses_tensor_core else "no", str(r.occurrences),
-                      f"{r.total_us:.3f}", f"{r.avg_us:.3f}", f"{r.min_us:.3f}",
-                      f"{r.max_us:.3f}", f"{r.percent:.1f}")
-    console.print(table)
-    if not stats.rows:
-        console.print("No GPU kernels in this profile.", style="yellow")
+        launch = [f"grid {_dims(d['grid'])}", f"block {_dims(d['block'])}"]
+        if r.registers_per_thread is not None:
+            launch.append(f"{r.registers_per_thread} regs")
+        if r.shared_memory_bytes is not None:
+            launch.append(f"{size_text(r.shared_memory_bytes)} shared")
+        kernel = Text(short_name(r.kernel)) + Text(
+            f"\n  op {short_name(r.op, 54) if r.op else '–'}\n  " + " · ".join(launch),
+            style="dim")
+        tc = ("used" if r.kernel_uses_tensor_core
+              else "unused" if r.op_tensor_core_eligible else "–")
+        cells.append([kernel, tc, count_text(r.occurrences), f"{r.total_us:.1f}",
+                      f"{r.avg_us:.1f}", f"{r.percent:.1f}"])
+    print_table(console, "GPU kernel stats (by total time)",
+                [("kernel, its op, launch shape", "name"), ("TC", "text"), ("count", "num"),
+                 ("total µs", "num"), ("avg µs", "num"), ("%", "num")],
+                cells, "No GPU kernels in this profile: it was recorded without a GPU, or "
+                "without device tracing (device_tracer_level ≥ 1).")
+    if any(r.op_tensor_core_eligible and not r.kernel_uses_tensor_core for r in rows):
+        console.print("TC (tensor cores) 'unused': the op could run on tensor cores, its "
+                      "kernel did not.", style="dim", highlight=False)
+    if rows:
+        console.print("Full kernel names, min and max times: --csv or --json.", style="dim",
+                      highlight=False)
     if stats.implausible_launches:
         console.print(f"{stats.implausible_launches:,} launches gave figures out of any GPU's "
                       "bounds; those figures are shown as –.", style="yellow")

@@ -6,7 +6,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
+
+from stepscope.views.tables import print_table
+from stepscope.views.units import count_text
 
 
 def _pct(value: float | None) -> str:
@@ -31,27 +34,30 @@ def render_xla(data: dict[str, Any], console: Console, *, top: int = 20) -> None
                   f"({data['idle_percent']:.1f}%); FLOPS utilisation "
                   f"{_pct(data['flops_utilization'])}, bandwidth utilisation "
                   f"{_pct(data['bandwidth_utilization'])}", highlight=False)
-    cats = Table(title="By category", title_justify="left")
-    for col in ("category", "time ms", "time %", "FLOPS util.", "BW util.", "ops"):
-        cats.add_column(col, justify="left" if col == "category" else "right")
-    for c in data["categories"]:
-        cats.add_row(escape(c["name"]), f"{c['time_ms']:,.3f}", f"{c['time_percent']:.1f}",
-                     _pct(c["flops_utilization"]), _pct(c["bandwidth_utilization"]),
-                     str(len(c["ops"])))
-    console.print(cats)
-    ops = Table(title=f"Top ops ({min(top, len(data['ops']))} of {len(data['ops'])})",
-                title_justify="left")
-    for col in ("op", "program", "category", "#", "self ms", "time %", "GFLOP/s", "GB/s",
-                "FLOP/B", "bound by", "FLOPS util."):
-        ops.add_column(col, justify="left" if col in ("op", "program", "category", "bound by")
-                       else "right", overflow="fold")
-    for o in data["ops"][:top]:
-        est = "~" if o["flops_estimated"] else ""
-        ops.add_row(escape(o["name"]), escape(o["module"]), escape(o["category"]),
-                    str(o["occurrences"]), f"{o['self_ms']:,.3f}", f"{o['time_percent']:.1f}",
-                    est + _num(o["gflops_per_s"]), _num(o["gbytes_per_s"]),
-                    _num(o["operational_intensity"], 2), o["bound_by"],
-                    _pct(o["flops_utilization"]))
-    console.print(ops)
+    print_table(console, "By category",
+                [("category", "name"), ("time ms", "num"), ("time %", "num"),
+                 ("FLOPS util.", "num"), ("BW util.", "num"), ("ops", "num")],
+                [[c["name"], f"{c['time_ms']:,.3f}", f"{c['time_percent']:.1f}",
+                  _pct(c["flops_utilization"]), _pct(c["bandwidth_utilization"]),
+                  str(len(c["ops"]))] for c in data["categories"]],
+                "No XLA op ran on this device.")
+    shown = data["ops"][:top]
+    several = len(data["modules"]) > 1
+
+    def op_cell(o: dict[str, Any]) -> Text:
+        where = f"{o['module']} · {o['category']}" if several else o["category"]
+        return Text(o["name"]) + Text(f"\n  {where}", style="dim")
+
+    print_table(console, f"Top ops ({len(shown)} of {len(data['ops'])})",
+                [("op\n  " + ("program · " if several else "") + "category", "name"),
+                 ("#", "num"), ("self ms", "num"), ("time %", "num"), ("GFLOP/s", "num"),
+                 ("GB/s", "num"), ("FLOP/B", "num"), ("bound by", "text"),
+                 ("FLOPS util.", "num")],
+                [[op_cell(o), count_text(o["occurrences"]), f"{o['self_ms']:,.3f}",
+                  f"{o['time_percent']:.1f}",
+                  ("~" if o["flops_estimated"] else "") + _num(o["gflops_per_s"]),
+                  _num(o["gbytes_per_s"]), _num(o["operational_intensity"], 2), o["bound_by"],
+                  _pct(o["flops_utilization"])] for o in shown],
+                "No XLA ops in this profile.")
     for note in data["notes"]:
         console.print(f"Note: {escape(note)}", style="yellow", highlight=False)

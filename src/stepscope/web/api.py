@@ -15,19 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
-from stepscope.model.logdir import host_name, list_runs, resolve
+from stepscope.model.logdir import check_name as logdir_check_name
+from stepscope.model.logdir import flight_trigger, host_name, list_runs, resolve
 from stepscope.version import __version__
 from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
 from stepscope.web.tools import TOOLS, ToolSpec, listing, parse, tool_csv, tool_data
 
-_MAX_NAME = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CAPTURE_LEVELS = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
 
 
@@ -52,33 +50,22 @@ class Reply:
 
 
 def check_name(value: str, what: str) -> str:
-    """``value`` if it is a safe name; ApiError(400) if it tries to leave the logdir."""
-    if len(value) > _MAX_NAME:
-        raise ApiError(400, f"The {what} name is too long.")
-    decoded, seen = value, {value}
-    while True:  # "%252e%252e" → "%2e%2e" → "..": look through every layer of encoding
-        once = unquote(decoded)
-        if once in seen:
-            break
-        seen.add(once)
-        decoded = once
-    for form in seen:
-        parts = form.replace("\\", "/").split("/")
-        if (_CONTROL.search(form) or "\\" in form or form.startswith(("/", "~"))
-                or ".." in parts or re.match(r"^[A-Za-z]:", form)):
-            raise ApiError(400, f"Invalid {what} name {value!r}: names may not leave the "
-                                "logdir.")
-    return value
+    """``value`` if it is a safe name; ApiError(400) if it tries to leave the logdir (the rule
+    is ``model.logdir.check_name``, shared with the MCP server)."""
+    try:
+        return logdir_check_name(value, what)
+    except InvalidParameterError as err:
+        raise ApiError(400, str(err)) from err
 
 
 class Api:
     """The API over one logdir."""
 
     def __init__(self, logdir: str | Path, *, use_cache: bool = True,
-                 engine: str = "auto") -> None:
+                 engine: str = "auto", allow_link_local_capture: bool = False) -> None:
         self.logdir = as_path(logdir)
         self.store = RunStore(use_cache=use_cache, engine=engine)
-        self.captures = CaptureJobs(self.logdir)
+        self.captures = CaptureJobs(self.logdir, allow_link_local=allow_link_local_capture)
 
     # -- names -----------------------------------------------------------------------------
 
@@ -123,7 +110,8 @@ class Api:
         """Every run of the logdir (newest first), read afresh so new runs appear."""
         runs = list_runs(self.logdir)
         return {"logdir": str(self.logdir), "version": __version__,
-                "runs": [{"name": name, "hosts": self._host_names(path)}
+                "runs": [{"name": name, "hosts": self._host_names(path),
+                          "trigger": flight_trigger(name)}
                          for name, path in reversed(runs.items())]}
 
     def hosts(self, run: str | None) -> dict[str, Any]:

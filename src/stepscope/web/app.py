@@ -31,10 +31,14 @@ MAX_BODY_BYTES = 64 * 1024
 
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
-               hosts: HostCheck | None = None, engine: str = "auto") -> FastAPI:
+               hosts: HostCheck | None = None, engine: str = "auto",
+               allow_link_local_capture: bool = False) -> FastAPI:
     """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
-    machine's loopback names only); run models are built on ``engine``."""
-    api = Api(logdir, use_cache=use_cache, engine=engine)
+    machine's loopback names only); run models are built on ``engine``. Captures asked for
+    over HTTP may reach link-local and metadata targets only with
+    ``allow_link_local_capture``."""
+    api = Api(logdir, use_cache=use_cache, engine=engine,
+              allow_link_local_capture=allow_link_local_capture)
     hosts = hosts or HostCheck()
     app = FastAPI(title="stepscope", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json",

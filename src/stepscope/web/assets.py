@@ -1,7 +1,8 @@
 """The bundled front end's files and the headers every response carries.
 
-The files are built from ``frontend/`` into ``static/`` by ``make setup``; only files found
-there are served, looked up by name, so no request can reach another path.
+The files are built from ``frontend/`` into ``static/`` by ``make setup`` in a checkout, and
+by the package build (``setup.py``) into every wheel and sdist; only files found there are
+served, looked up by name, so no request can reach another path.
 """
 
 from __future__ import annotations
@@ -19,8 +20,22 @@ SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "n
                     "Referrer-Policy": "no-referrer"}
 
 NOT_BUILT = """<!doctype html><meta charset="utf-8"><title>stepscope</title>
-<p>The stepscope UI has not been built. Run <code>make setup</code> (or
-<code>cd frontend &amp;&amp; npm ci &amp;&amp; npm run build</code>) and reload.</p>"""
+<p>This stepscope install has no web UI bundle. In a checkout, run <code>make setup</code>
+(or <code>cd frontend &amp;&amp; npm ci &amp;&amp; npm run build</code>) and reload; otherwise
+install stepscope from a wheel or sdist, which carry it.</p>"""
+
+# The files without which the page cannot start.
+REQUIRED = ("index.html", "app.js")
+
+
+def missing_bundle_message() -> str | None:
+    """One sentence saying the web UI bundle is missing and what to do, or None if present."""
+    missing = [name for name in REQUIRED if not (STATIC / name).is_file()]
+    if not missing:
+        return None
+    return (f"this stepscope install has no web UI bundle ({', '.join(missing)} missing "
+            f"under {STATIC}): the page will only say so. In a checkout run `make setup`; "
+            "otherwise install stepscope from a wheel or sdist, which carry it.")
 
 
 def static_files() -> dict[str, Path]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.errors import StepscopeError
+from stepscope.web.capture_targets import check_targets
 
 MAX_KEPT = 20  # finished captures remembered for their pages
 
@@ -41,8 +42,9 @@ class CaptureJob:
 class CaptureJobs:
     """The captures of one server."""
 
-    def __init__(self, logdir: Path) -> None:
+    def __init__(self, logdir: Path, *, allow_link_local: bool = False) -> None:
         self._logdir = logdir
+        self._allow_link_local = allow_link_local
         self._lock = threading.Lock()
         self._jobs: dict[str, CaptureJob] = {}
 
@@ -59,6 +61,7 @@ class CaptureJobs:
             service_addr = ",".join(w.target for w in workers)
         else:
             workers = addresses.parse(service_addr)  # invalid addresses are refused here
+        check_targets(workers, self._allow_link_local)  # no link-local or metadata service
         client.check_arguments(duration_ms, options, attempts)
         with self._lock:
             if any(j.state == "running" for j in self._jobs.values()):

@@ -54,7 +54,8 @@ def host_check(host: str, allow_hosts: Sequence[str] = ()) -> HostCheck:
 
 def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
           use_cache: bool = True, quiet: bool = False,
-          allow_hosts: Sequence[str] = (), engine: str = "auto") -> None:
+          allow_hosts: Sequence[str] = (), engine: str = "auto",
+          allow_link_local_capture: bool = False) -> None:
     """Serve the UI for ``logdir`` until interrupted; requests must name ``host``, a loopback
     name or one of ``allow_hosts`` in their Host header."""
     import uvicorn
@@ -68,7 +69,8 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
         log.warning("stepscope serve: listening on %s makes every profile in %s readable "
                     "by anyone who can reach this machine.", host, logdir)
     check_port(host, port)
-    app = create_app(logdir, use_cache=use_cache, hosts=hosts, engine=engine)
+    app = create_app(logdir, use_cache=use_cache, hosts=hosts, engine=engine,
+                     allow_link_local_capture=allow_link_local_capture)
     shown = f"[{host}]" if ":" in host else host
     if not quiet:
         print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",

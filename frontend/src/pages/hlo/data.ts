@@ -25,9 +25,3 @@ export interface GraphData { run: string; module: string; module_label: string;
   program_id: string; op: string; depth: number; expand_fusions: boolean; nodes: GraphNode[];
   edges: { source: string; target: string }[]; truncated: boolean; notes: string[];
   programs: ProgramInfo[]; ops: string[]; }
-
-/** Bytes in MiB with two decimals, as XProf's memory viewer shows them. */
-export function mib(bytes: number): string {
-  return `${(bytes / 1048576).toLocaleString("en-US", { minimumFractionDigits: 2,
-                                                        maximumFractionDigits: 2 })} MiB`;
-}

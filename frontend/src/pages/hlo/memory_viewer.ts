@@ -2,9 +2,9 @@
 // size) over program order with the peak marked, and the buffers live at the peak as bars by
 // size; hovering (or focusing) a bar shows the buffer's details.
 import { toolData } from "../../api";
-import { h, svg } from "../../dom";
+import { bytes, h, svg } from "../../dom";
 import type { PageContext } from "../registry";
-import { MemoryViewerData, mib, PeakBuffer } from "./data";
+import { MemoryViewerData, PeakBuffer } from "./data";
 import { hloStyle } from "./style";
 
 const W = 760, H = 260, LEFT = 80, RIGHT = 20, TOP = 16, BOTTOM = 40;
@@ -28,7 +28,7 @@ function heapChart(d: MemoryViewerData): SVGElement {
     const v = (top * k) / 4;
     root.append(svg("line", { x1: LEFT, x2: W - RIGHT, y1: py(v), y2: py(v), stroke: "#eceff1" }),
                 svg("text", { x: LEFT - 6, y: py(v) + 4, "text-anchor": "end", "font-size": 11,
-                              fill: "#5f6368" }, mib(v)));
+                              fill: "#5f6368" }, bytes(v)));
   }
   root.append(line(d.unpadded_heap_bytes, "#8ab4f8", "mv-unpadded-line"),
               line(d.heap_bytes, "#1a73e8", "mv-heap-line"));
@@ -39,7 +39,7 @@ function heapChart(d: MemoryViewerData): SVGElement {
     svg("circle", { id: "mv-peak-dot", cx: px(at), cy: py(d.heap_bytes[at] ?? 0), r: 4,
                     fill: "#d93025", "data-index": at }),
     svg("text", { x: Math.min(px(at) + 6, W - RIGHT - 120), y: TOP + 12, "font-size": 11,
-                  fill: "#d93025" }, `peak ${mib(d.heap_bytes[at] ?? 0)}`),
+                  fill: "#d93025" }, `peak ${bytes(d.heap_bytes[at] ?? 0)}`),
     svg("text", { x: (LEFT + W - RIGHT) / 2, y: H - 10, "text-anchor": "middle", "font-size": 12 },
         "Program order (heap simulator events)"));
   return root;
@@ -49,9 +49,9 @@ function details(b: PeakBuffer): HTMLElement[] {
   const row = (k: string, v: string, key?: string) =>
     [h("dt", {}, k), h("dd", key ? { "data-key": key } : {}, v)];
   return [h("h3", {}, b.name), h("dl", { className: "kv" },
-    ...row("Op", b.op, "op"), ...row("Shape", b.shape, "shape"), ...row("Size", mib(b.size_bytes), "size"),
-    ...row("Unpadded size", mib(b.unpadded_bytes), "unpadded"),
-    ...row("Padding overhead", mib(b.padding_bytes), "padding"),
+    ...row("Op", b.op, "op"), ...row("Shape", b.shape, "shape"), ...row("Size", bytes(b.size_bytes), "size"),
+    ...row("Unpadded size", bytes(b.unpadded_bytes), "unpadded"),
+    ...row("Padding overhead", bytes(b.padding_bytes), "padding"),
     ...row("Allocation type", b.allocation_type, "type"),
     ...row("Source op", b.source_op || "–", "source-op"),
     ...(b.source ? row("Source", b.source, "source") : []))];
@@ -72,11 +72,11 @@ function bars(d: MemoryViewerData): HTMLElement {
     const y = i * rowH + 4;
     const width = Math.max(1, (b.size_bytes / largest) * barW);
     const g = svg("g", { class: "mv-bar", tabindex: 0, "data-name": b.name,
-                         "data-size": b.size_bytes, "aria-label": `${b.name}: ${mib(b.size_bytes)}` },
+                         "data-size": b.size_bytes, "aria-label": `${b.name}: ${bytes(b.size_bytes)}` },
       svg("text", { x: labelW - 6, y: y + 12, "text-anchor": "end", "font-size": 11 }, label(b.name)),
       svg("rect", { x: labelW, y, width, height: rowH - 4,
                     fill: TYPE_COLORS[b.allocation_type] ?? "#80868b" }),
-      svg("text", { x: labelW + width + 4, y: y + 12, "font-size": 11, fill: "#5f6368" }, mib(b.size_bytes)));
+      svg("text", { x: labelW + width + 4, y: y + 12, "font-size": 11, fill: "#5f6368" }, bytes(b.size_bytes)));
     const show = () => {
       card.replaceChildren(...details(b));
       card.dataset.name = b.name;
@@ -99,7 +99,7 @@ function bars(d: MemoryViewerData): HTMLElement {
           `${d.small_buffers_count} small (< ${d.small_buffer_limit.toLocaleString("en-US")} B)`),
       svg("rect", { x: labelW, y, width, height: rowH - 4, fill: "#bdc1c6" }),
       svg("text", { x: labelW + width + 4, y: y + 12, "font-size": 11, fill: "#5f6368" },
-          mib(d.small_buffers_bytes))));
+          bytes(d.small_buffers_bytes))));
   }
   wrap.append(root, card);
   return wrap;
@@ -126,7 +126,7 @@ export async function renderMemoryViewer(ctx: PageContext): Promise<HTMLElement>
     program.addEventListener("change", () => { void reload(); });
     space.addEventListener("change", () => { void reload(); });
     const kv = (k: string, v: number, id: string) =>
-      [h("dt", {}, k), h("dd", { id, "data-bytes": v }, mib(v))];
+      [h("dt", {}, k), h("dd", { id, "data-bytes": v }, bytes(v))];
     const summary = h("dl", { className: "kv", id: "mv-summary" },
       ...kv("Peak heap", d.peak_heap_bytes, "mv-peak"),
       ...kv("Peak heap, unpadded", d.peak_unpadded_heap_bytes, "mv-peak-unpadded"),

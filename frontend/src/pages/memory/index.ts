@@ -9,12 +9,13 @@ import { timelineChart } from "./chart";
 import { Allocator, BreakdownRow, fetchMemory, MemoryProfile, OpMemory } from "./data";
 
 const WIDTH = 900;
-const size = (v: number) => (v < 0 ? "−" + bytes(-v) : bytes(v));
+const SIZE_UNITS: [string, number][] = [["B", 1], ["KiB", 1024], ["MiB", 1024 ** 2],
+                                        ["GiB", 1024 ** 3]];
 
 const BREAKDOWN: Column<BreakdownRow>[] = [
   { key: "op", title: "Op", value: (r) => r.op || "(unknown)", className: "name", clip: true },
-  numberColumn<BreakdownRow>("size_bytes", "Allocation size", size),
-  numberColumn<BreakdownRow>("requested_bytes", "Requested size", size),
+  numberColumn<BreakdownRow>("size_bytes", "Allocation size", bytes),
+  numberColumn<BreakdownRow>("requested_bytes", "Requested size", bytes),
   numberColumn<BreakdownRow>("occurrences", "Occurrences", int),
   { key: "region_type", title: "Region type", value: (r) => r.region_type },
   { key: "data_type", title: "Data type", value: (r) => r.data_type },
@@ -23,8 +24,8 @@ const BREAKDOWN: Column<BreakdownRow>[] = [
 const OPS: Column<OpMemory>[] = [
   { key: "name", title: "Op", value: (r) => r.name, className: "name", clip: true },
   { key: "allocator", title: "Allocator", value: (r) => r.allocator },
-  numberColumn<OpMemory>("allocated_bytes", "Allocated (with children)", size),
-  numberColumn<OpMemory>("self_allocated_bytes", "Self allocated", size),
+  numberColumn<OpMemory>("allocated_bytes", "Allocated (with children)", bytes),
+  numberColumn<OpMemory>("self_allocated_bytes", "Self allocated", bytes),
 ];
 
 function label(a: Allocator, many: boolean): string {
@@ -60,15 +61,20 @@ function breakdown(a: Allocator, ctx: PageContext): HTMLElement {
                                                 "memory-breakdown");
   const filter = h("input", { type: "search", id: "memory-filter", placeholder: "Filter by op",
                               "aria-label": "Filter by op" });
-  const smallest = h("input", { type: "number", id: "memory-min-mib", min: 0, step: "any",
-                                value: 0, "aria-label": "Smallest size shown (MiB)" });
+  // The smallest size in the unit the rows are written in (bytes() names KiB, MiB, GiB).
+  const smallest = h("input", { type: "number", id: "memory-min-size", min: 0, step: "any",
+                                value: 0, "aria-label": "Smallest size shown" });
+  const unit = h("select", { id: "memory-min-unit", "aria-label": "Unit of the smallest size" },
+    ...SIZE_UNITS.map(([name]) => h("option", { value: name, selected: name === "MiB" }, name)));
   const apply = () => {
     const text = filter.value.toLowerCase();
-    const min = Math.max(0, Number(smallest.value) || 0) * 1024 * 1024;
+    const factor = SIZE_UNITS.find(([name]) => name === unit.value)?.[1] ?? 1;
+    const min = Math.max(0, Number(smallest.value) || 0) * factor;
     table.setFilter((r) => r.size_bytes >= min && (!text || r.op.toLowerCase().includes(text)));
   };
   filter.addEventListener("input", apply);
   smallest.addEventListener("input", apply);
+  unit.addEventListener("change", apply);
   return h("section", { className: "card wide", id: "memory-breakdown-card" },
     h("h2", {}, "Memory breakdown at the peak"),
     h("p", { className: "muted" }, "Allocations live at the peak, identical ones grouped",
@@ -76,7 +82,7 @@ function breakdown(a: Allocator, ctx: PageContext): HTMLElement {
         ? ` (the ${int(a.breakdown_at_peak.length)} heaviest of ${int(a.breakdown_rows_total)})`
         : "", "."),
     h("p", { className: "controls" }, filter, " ",
-      h("label", {}, "Smallest size shown (MiB) ", smallest), " ",
+      h("label", {}, "Smallest size shown ", smallest), " ", unit, " ",
       h("a", { id: "export-csv", download: "",
                href: apiUrl("csv", { run: ctx.run, host: ctx.host, tool: ctx.tool }) },
         "Export as CSV")),

@@ -1,10 +1,10 @@
 // Trace viewer drawing: the track gutter (DOM: a few hundred labels at most), the time axis,
 // and on one canvas the events, merged blocks, counters, flows, the selection and the timing
 // interval, never one DOM node per event.
-import { duration, h, int } from "../../dom";
+import { bytes, count, duration, h, int } from "../../dom";
 import { hslPixel, pixel, RowRaster } from "../raster";
-import { AXIS_H, COUNTER_H, Flow, layout, ROW_H, SECTION_H, TraceState, trackHeight }
-  from "./state";
+import { AXIS_H, Band, COUNTER_H, Flow, flowsDrawn, FLOWS_AUTO_MAX, layout, ROW_H,
+         SECTION_H, TraceState, trackHeight } from "./state";
 
 /** An axis label, with as many decimals as the tick spacing needs. */
 function tickLabel(ns: number, tick: number): string {
@@ -22,6 +22,15 @@ function colourPixel(code: number): number {
   return c;
 }
 const BLOCK_PIXEL = pixel(183, 185, 187); // merged sub-pixel events: grey
+// Each event at least BOUNDARY_MIN_PX wide starts with a one-pixel white line: back-to-back
+// steps (or ops) of one colour would otherwise draw as one bar.
+const BOUNDARY_PIXEL = pixel(255, 255, 255);
+const BOUNDARY_MIN_PX = 3;
+
+/** A counter's value as its track's unit asks: bytes in KiB/MiB/GiB, else a plain count. */
+function counterText(track: string, value: number): string {
+  return /\(bytes\)$/.test(track) ? bytes(value) : count(value);
+}
 
 /** ``text`` as it fits in ``room`` pixels: whole, else cut short with an ellipsis ("" when
  * not even one character fits). */
@@ -60,6 +69,8 @@ export interface Surface {
   scroller: HTMLElement;
   range: HTMLElement; // the shown time range, as text
   drawnLabel: HTMLElement; // how much was drawn, as text
+  flowToggle: HTMLInputElement; // draw the window's flow arrows
+  flowLabel: HTMLElement; // how many flows the window has, and whether they are drawn
 }
 
 export function createSurface(): Surface {
@@ -74,6 +85,8 @@ export function createSurface(): Surface {
         h("div", { className: "trace-canvas-col" }, canvas))),
     range: h("span", { id: "trace-range", className: "muted" }),
     drawnLabel: h("span", { id: "trace-drawn", className: "muted" }),
+    flowToggle: h("input", { type: "checkbox", id: "trace-flow-toggle" }),
+    flowLabel: h("span", { id: "trace-flow-note", className: "muted" }),
   };
 }
 
@@ -83,6 +96,7 @@ export class Painter {
   drawnRects = 0;
   drawnBlocks = 0;
   drawnLabels: { id: number; text: string; x: number; y: number; room: number }[] = [];
+  drawnCounters: { track: string; text: string }[] = [];
   drawMs = 0;
   private readonly raster = new RowRaster();
 
@@ -194,6 +208,7 @@ export class Painter {
       const wd = Math.max(ev.dur[i] * scale, 1);
       if (x0 + wd < 0 || x0 > w) continue;
       this.raster.add(y, x0, x0 + wd, colourPixel(ev.name[i]));
+      if (wd >= BOUNDARY_MIN_PX) this.raster.add(y, x0, x0 + 1, BOUNDARY_PIXEL);
       drawn++;
       if (wd > 40) labelled.push(i, x0, y, wd);
     }
@@ -215,6 +230,7 @@ export class Painter {
     this.drawnRects = drawn;
     this.drawnBlocks = blocks;
     // Counters: a line normalised to the window's largest value.
+    this.drawnCounters = [];
     for (const c of data.counters) {
       const y = s.trackY.get(c.track);
       if (y === undefined || !c.time.length) continue;
@@ -229,7 +245,10 @@ export class Painter {
       });
       g.stroke();
       g.fillStyle = "#5f6368";
-      g.fillText(`max ${max.toPrecision(4)}`, 4, top + 8);
+      const track = s.tracks[c.track]?.name ?? "";
+      const text = `max ${counterText(track, max)}`;
+      g.fillText(text, 4, top + 8);
+      this.drawnCounters.push({ track, text });
     }
     // Timing interval and drag rectangle.
     const { timing, drag } = s;
@@ -265,7 +284,10 @@ export class Painter {
         this.drawnFlows.push(f);
       }
     };
-    arrows(data.flows, "rgba(95,99,104,.35)");
+    canvas.dataset.overlay = String(drawBands(g, s.overlay, view.t0, scale, w, hgt));
+    const flowsOn = flowsDrawn(s);
+    if (flowsOn) arrows(data.flows, "rgba(95,99,104,.35)");
+    this.showFlowState(flowsOn, data.flows_in_window, data.flows.length);
     const selected = s.selected;
     if (selected) {
       arrows(selected.flows, "#d93025");
@@ -287,6 +309,32 @@ export class Painter {
     this.drawMs = performance.now() - began;
   }
 
+  /** The flow toggle's state and its note: how many flows the window has, and why they
+   * are (not) drawn. */
+  private showFlowState(on: boolean, inWindow: number, sent: number): void {
+    const { flowToggle, flowLabel } = this.el;
+    flowToggle.checked = on;
+    flowToggle.dataset.mode = this.s.flows;
+    const n = int(inWindow);
+    flowLabel.textContent = !inWindow ? "(none in view)"
+      : on && sent < inWindow ? `(${n} in view: too many to draw; zoom in)`
+      : on ? `(${n} in view)`
+      : this.s.flows === "auto" ? `(${n} in view: hidden past ${FLOWS_AUTO_MAX}; tick to draw)`
+      : `(${n} in view, hidden)`;
+  }
+
+  /** Where event ``id`` of the last window is drawn, on the canvas (x from its left, y from
+   * its top): its first and last pixel column and its row's top. */
+  box(id: number): { x0: number; x1: number; y: number } | null {
+    const data = this.s.data;
+    if (!data) return null;
+    const i = data.events.id.indexOf(id);
+    const y = i < 0 ? null : this.yOf(data.events.track[i], data.events.row[i]);
+    if (y === null) return null;
+    return { x0: this.xOf(data.events.start[i]),
+             x1: this.xOf(data.events.start[i] + data.events.dur[i]), y };
+  }
+
   /** Where event ``id`` of the last window is drawn, in page coordinates. */
   locate(id: number): { x: number; y: number } | null {
     const data = this.s.data;
@@ -300,4 +348,26 @@ export class Painter {
     const x1 = Math.min(this.xOf(data.events.start[i] + data.events.dur[i]), this.width());
     return { x: r.left + (x0 + x1) / 2, y: r.top + y + ROW_H / 2 };
   }
+}
+
+const BAND_COLOURS: Record<string, string> = {
+  compute: "rgba(59,125,216,.16)", communication: "rgba(224,128,58,.2)",
+  host: "rgba(212,168,42,.18)", launch: "rgba(46,158,106,.2)",
+};
+
+/** Translucent bands across the canvas for ``bands`` (view ns); how many were in view. */
+function drawBands(g: CanvasRenderingContext2D, bands: Band[], t0: number, scale: number,
+                   w: number, hgt: number): number {
+  let shown = 0;
+  for (const b of bands) {
+    const x0 = Math.max((b.start - t0) * scale, 0);
+    const x1 = Math.min((b.end - t0) * scale, w);
+    if (x1 < 0 || x0 > w) continue;
+    g.fillStyle = BAND_COLOURS[b.kind] ?? "rgba(217,48,37,.14)";
+    g.fillRect(x0, 0, Math.max(x1 - x0, 1), hgt);
+    g.fillStyle = "rgba(217,48,37,.9)";
+    g.fillRect(x0, 0, Math.max(x1 - x0, 1), 3);
+    shown++;
+  }
+  return shown;
 }

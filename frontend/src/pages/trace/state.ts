@@ -33,6 +33,11 @@ export interface Selection { events: number;
   rows: { name: string; count: number; total_ns: number; average_ns: number }[]; }
 
 export type Tool = "select" | "pan" | "zoom" | "timing";
+/** Flow arrows: drawn when the window has at most FLOWS_AUTO_MAX of them ("auto"), or as the
+ * user chose. JAX and GPU traces link every launch to its kernel: thousands of arrows hide
+ * the events they join. */
+export type FlowsShown = "auto" | "on" | "off";
+export const FLOWS_AUTO_MAX = 300;
 export const TOOL_KEYS: [Tool, string][] = [["select", "1"], ["pan", "2"], ["zoom", "3"],
                                              ["timing", "4"]];
 export const ROW_H = 18;
@@ -64,8 +69,13 @@ export interface TraceState {
   timing: [number, number] | null;
   drag: Drag | null;
   matchAt: number; // the search match shown
+  flows: FlowsShown;
   readonly trackY: Map<number, number>; // track id → y of its first row (content coords)
+  overlay: Band[]; // spans drawn across every track (the critical path's segments)
 }
+
+/** A span drawn across the timeline (view ns), coloured by kind. */
+export interface Band { start: number; end: number; kind: string; name: string; }
 
 /** The whole run. */
 export function fullView(meta: Meta): View {
@@ -87,7 +97,13 @@ export function viewOfAligned(meta: Meta, aligned: View): View {
 export function createState(meta: Meta): TraceState {
   return { meta, tracks: meta.tracks, collapsed: new Set(), view: fullView(meta), tool: "select",
            data: null, selected: null, timing: null, drag: null, matchAt: -1,
-           trackY: new Map() };
+           flows: "auto", trackY: new Map(), overlay: [] };
+}
+
+/** Whether the window's flow arrows are drawn (the selected event's always are). */
+export function flowsDrawn(s: TraceState): boolean {
+  if (s.flows !== "auto") return s.flows === "on";
+  return (s.data?.flows_in_window ?? 0) <= FLOWS_AUTO_MAX;
 }
 
 export function trackHeight(t: TrackInfo): number {

@@ -32,6 +32,8 @@ export class TraceTools {
                                  onclick: () => this.setView(fullView(this.s.meta)) },
                      "Reset view");
   private readonly toolButtons = new Map<Tool, HTMLButtonElement>();
+  /** Open another page on a selected range (the Python profile), where the run offers it. */
+  onRange: { label: string; open: (a: number, b: number) => void } | null = null;
 
   constructor(private readonly s: TraceState, private readonly painter: Painter,
               private readonly data: TraceData) {
@@ -42,6 +44,10 @@ export class TraceTools {
       this.toolBar.append(b);
     }
     this.setTool("select");
+    painter.el.flowToggle.addEventListener("change", () => {
+      this.s.flows = painter.el.flowToggle.checked ? "on" : "off";
+      this.painter.draw();
+    });
     this.search.addEventListener("keydown", (e) => {
       if (e.key === "Enter") void this.runSearch(e.shiftKey ? -1 : 1).catch(this.showError);
     });
@@ -154,7 +160,11 @@ export class TraceTools {
                          h("th", {}, "Total"), h("th", {}, "Average"))),
         h("tbody", {}, ...sel.rows.slice(0, 500).map((r) => h("tr", {},
           h("td", { className: "name" }, r.name), h("td", {}, int(r.count)),
-          h("td", {}, duration(r.total_ns)), h("td", {}, duration(r.average_ns)))))));
+          h("td", {}, duration(r.total_ns)), h("td", {}, duration(r.average_ns)))))),
+      ...(this.onRange
+        ? [h("button", { type: "button", id: "trace-range-python",
+                         onclick: () => this.onRange?.open(a, b) }, this.onRange.label)]
+        : []));
     this.painter.draw();
   }
 

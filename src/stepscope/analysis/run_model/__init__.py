@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.framework_op_stats import OpStats, merge
+from stepscope.analysis.run_model.frameworks import RunFramework, combined_framework, framework_of
 from stepscope.analysis.run_model.input_bottleneck import (
     Bottleneck,
     Pipeline,
@@ -54,6 +55,7 @@ from stepscope.analysis.run_model.overview_page import (
     host_facts,
     partition,
 )
+from stepscope.analysis.run_model.python_views import python_summary
 from stepscope.analysis.run_model.steps import Steps, device_planes
 from stepscope.errors import NotFoundError, StepscopeError, not_found
 from stepscope.model import schema
@@ -65,7 +67,7 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 6
+RUN_MODEL_VERSION = 11  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -87,19 +89,23 @@ class HostInput:
     categories: list[str]
     bottleneck: Bottleneck
     pipelines: list[Pipeline] = field(default_factory=list)
+    asynchronous: list[str] = field(default_factory=list)  # stages whose producers run
+    # apart from them (threads, worker processes): their children's time overlaps theirs
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
                 "work_ns": self.work_ns, "categories": self.categories,
                 "bottleneck": self.bottleneck.to_dict(),
-                "pipelines": [p.to_dict() for p in self.pipelines]}
+                "pipelines": [p.to_dict() for p in self.pipelines],
+                "asynchronous": list(self.asynchronous)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostInput:
         return cls(list(d["nodes"]), [int(x) for x in d["calls"]],
                    [int(x) for x in d["total_ns"]], [int(x) for x in d["work_ns"]],
                    list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]),
-                   [Pipeline.from_dict(p) for p in d.get("pipelines", [])])
+                   [Pipeline.from_dict(p) for p in d.get("pipelines", [])],
+                   [str(n) for n in d.get("asynchronous", [])])
 
 
 @dataclass
@@ -116,6 +122,9 @@ class HostModel:
     profile_start_ns: int | None  # when the capture started on this host, where recorded
     memory: dict[str, Any] | None = None  # the memory profile's JSON form (HostMemory); None:
     # the host recorded no memory activity
+    framework: RunFramework = field(default_factory=lambda: RunFramework("python", ""))
+    python: dict[str, Any] | None = None  # Python time per step and the heaviest functions
+    # (``python_views.python_summary``); None: no Python tracer or sampler data
 
     @property
     def name(self) -> str:
@@ -218,6 +227,10 @@ class RunModel:
             return HostInput.from_dict(self.combined["input"][name])
         return self.hosts[name].input
 
+    def python_dict(self) -> dict[str, Any]:
+        """Per host with Python data: its Python time per step and heaviest functions."""
+        return {name: h.python for name, h in self.hosts.items() if h.python is not None}
+
     def memory_dict(self, host: str | None = None) -> dict[str, Any]:
         """The memory profile's JSON form (``memory_profile``), for all hosts or one."""
         if host is None and "memory" in self.combined:
@@ -228,6 +241,13 @@ class RunModel:
         if host is None:
             self.combined["memory"] = out
         return out
+
+    def framework(self) -> RunFramework:
+        """The framework the run used and its input library (``frameworks``)."""
+        if "framework" not in self.combined:
+            self.combined["framework"] = combined_framework(
+                [h.framework for h in self.hosts.values()]).to_dict()
+        return RunFramework.from_dict(self.combined["framework"])
 
     def to_dict(self) -> dict[str, Any]:
         """The lossless JSON form (integer nanoseconds), read back by ``from_dict``; each
@@ -278,6 +298,7 @@ def combine(model: RunModel) -> dict[str, Any]:
         "kernels": merged_groups([h.kernels for h in hosts]).to_list(),
         "input": {h.name: h.input.to_dict() for h in hosts},
         "memory": model.memory_dict(),
+        "framework": combined_framework([h.framework for h in hosts]).to_dict(),
     }
 
 
@@ -315,7 +336,8 @@ def build_host(name: str, table: EventTable,
     start = _profile_start(table)
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
-                     _host_memory(name, table, steps, start, keep_memory))
+                     _host_memory(name, table, steps, start, keep_memory), framework_of(table),
+                     python_summary(table, steps))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -340,7 +362,8 @@ def _host_input(name: str, table: EventTable) -> HostInput:
     return HostInput(list(ev.nodes), [int(x) for x in totals.calls],
                      [int(x) for x in totals.total_ns], [int(x) for x in work],
                      [category_of(n, kids[n], asynchronous) for n in ev.nodes],
-                     find_bottleneck(name, table, ev, pipelines), pipelines)
+                     find_bottleneck(name, table, ev, pipelines), pipelines,
+                     sorted(asynchronous))
 
 
 def _profile_start(table: EventTable) -> int | None:
@@ -401,6 +424,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "device_type": ov.device_type, "device_count": ov.device_count,
         "device_names": list(ov.device_names), "cpu_count": ov.cpu_count,
         "sixteen_bit_ns": ov.sixteen_bit_ns, "device_compute_ns": ov.device_compute_ns,
+        "xla_host_others_ns": ov.xla_host_others_ns,
         "kernels": h.kernels.to_list(),
         "input": h.input.to_dict(),
         "pod_ns": _ints(h.pod_ns),
@@ -408,6 +432,10 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "collective_end_ns": _ints(h.collective_end_ns),
         "profile_start_ns": h.profile_start_ns,
         "memory": h.memory,
+        "flight": ov.flight,
+        "framework": h.framework.to_dict(),
+        "dropped": ov.dropped,
+        "python": h.python,
     }
 
 
@@ -425,11 +453,15 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         device_count=int(d["device_count"]), device_names=[str(n) for n in d["device_names"]],
         cpu_count=None if d["cpu_count"] is None else int(d["cpu_count"]),
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
-        ops_idle=ops_idle)
+        ops_idle=ops_idle, flight=d.get("flight"),
+        xla_host_others_ns=int(d["xla_host_others_ns"]),
+        dropped=None if d.get("dropped") is None else dict(d["dropped"]))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),
         _array(d["pod_ns"], len(_HOST_ORDER) + 1),
         {str(k): _array(v, len(_DEVICE_ORDER) + 1) for k, v in d["devices"].items()},
         _array(d["collective_end_ns"]), None if start is None else int(start),
-        None if d["memory"] is None else dict(d["memory"]))
+        None if d["memory"] is None else dict(d["memory"]),
+        RunFramework.from_dict(d["framework"]),
+        None if d.get("python") is None else dict(d["python"]))

@@ -4,7 +4,13 @@ Which events are ops depends on who wrote the profile:
 
 * TensorFlow host ops are named ``op_name:OpType``; tf.data's ``Iterator::…`` events are ops
   of type ``Dataset``; events of stepscope's own ``Trace`` are ops named and typed by their
-  name (step markers excluded).
+  name (step markers excluded). Memory records (``MemoryAllocation``/``MemoryDeallocation``)
+  are not ops, nor are the events of PyTorch DataLoader worker processes (lines named
+  ``DataLoader worker N``): they ran in other processes, in parallel with this one. Events
+  that stepscope's TensorFlow and JAX bridges merged (``stepscope_bridge`` stat) are ops by
+  those frameworks' rules: TensorFlow ops, tf.data stages and XLA ops run on the host (an
+  ``hlo_op`` stat), so that an XLA op's self time is the XLA tools' and a runtime wait such
+  as ``ThunkExecutor::Execute (wait for completion)`` is not an op.
 * PyTorch (Kineto) host ops are ``cpu_op`` and ``user_annotation`` events (step markers
   excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events. In a
   stepscope profile, events merged from PyTorch's profiler keep that category, which decides
@@ -57,7 +63,10 @@ DERIVED_OTHER_LINES = ("Steps", "XLA Modules", "TensorFlow Name Scope", "Framewo
 KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
+_HLO_OP = "hlo_op"  # stat of an XLA op's execution event
 KINETO_DEVICE_OPS = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+# Host events that are never ops: zero-length memory records.
+_NOT_OP_NAMES = (schema.MEMORY_ALLOCATION, schema.MEMORY_DEALLOCATION)
 # Non-host planes that hold no framework ops.
 _NOT_OP_PLANES = (schema.PYTHON_TRACER_PLANE, schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE,
                   "/host:metadata")
@@ -206,18 +215,39 @@ def classify(table: EventTable) -> OpEvents:
                 _fill(op, rows, table,
                       lambda n, t=KINETO_DEVICE_OPS[cat]: code_of(DEVICE, t, n))
     else:
-        def host_op(name: str) -> int:
+        def host_op(name: str, framework_rules: bool = False) -> int:
             if name.startswith(_DATASET):
                 return code_of(HOST, "Dataset", name)
             match = tf_op.match(name)
             if match:
                 return code_of(HOST, match["type"], match["name"])
-            return code_of(HOST, name, name) if stepscope_made else -1
+            return code_of(HOST, name, name) if stepscope_made and not framework_rules else -1
 
-        host_rows = np.flatnonzero(on_host & ~step_marker)
+        # Not ops: memory records (instants), and what DataLoader worker processes did (in
+        # other processes, in parallel: the input pipeline analyzer shows it).
+        not_op = np.array([n in _NOT_OP_NAMES for n in table.names] + [False], dtype=bool)
+        worker = np.array([n.startswith(schema.DATALOADER_WORKER_LINE_PREFIX)
+                           for n in table.line_name] + [False], dtype=bool)
+        host_rows = np.flatnonzero(on_host & ~step_marker & ~not_op[table.name]
+                                   & ~worker[table.line])
         # Events merged from PyTorch's profiler keep their Kineto category: those are ops
         # only when it says so (not the CUDA runtime calls, not the memory records).
         categorised = category[host_rows] >= 0
+        # Events merged from TensorFlow's or JAX's profiler are ops by their rules: TensorFlow
+        # ops and tf.data stages, and XLA ops run on the host (those with an hlo_op stat,
+        # as the XLA tools count them), not the runtime around them (PjRt calls, waits).
+        bridged = np.zeros(len(table), dtype=bool)
+        bridge_rows, _, _ = table.text_stat(schema.BRIDGE)
+        bridged[bridge_rows] = True
+        if stepscope_made and bridged.any():
+            xla_rows, _, _ = table.text_stat(_HLO_OP)
+            is_xla = np.zeros(len(table), dtype=bool)
+            is_xla[xla_rows] = True
+            theirs = host_rows[~categorised & bridged[host_rows]]
+            _fill(op, theirs[is_xla[theirs]], table, lambda n: code_of(HOST, n, n))
+            rest = theirs[~is_xla[theirs]]
+            _fill(op, rest, table, lambda n: host_op(n, framework_rules=True))
+            categorised |= bridged[host_rows]
         _fill(op, host_rows[~categorised], table, host_op)
         for cat_code, cat in enumerate(categories):
             if cat in KINETO_HOST_OPS:

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.frameworks import input_library_of
 from stepscope.analysis.run_model.steps import device_planes
 from stepscope.model import schema
 from stepscope.model.events import EventTable
@@ -387,6 +388,7 @@ def find_pipelines(host: str, table: EventTable,
     """Every input pipeline of ``host``, each with its slowest run's bottleneck."""
     ev = ev if ev is not None else iterator_events(table)
     roots = [i for i, n in enumerate(ev.nodes) if parent_of(n) is None]
+    library = input_library_of(table) if len(ev) else ""
     out: list[Pipeline] = []
     counts = {"host": 0, "device": 0}
     for p in range(len(ev.pipelines)):
@@ -401,7 +403,7 @@ def find_pipelines(host: str, table: EventTable,
         name = f"{kind.capitalize()}:{counts[kind]}"
         counts[kind] += 1
         took = (mine.end_ns[calls] - mine.start_ns[calls]).astype(np.float64)
-        found = _run_bottleneck(host, table, mine, roots)
+        found = _run_bottleneck(host, table, mine, roots, library)
         found.pipeline = name
         out.append(Pipeline(host, name, kind, root, len(calls), float(took.mean()) / 1e6,
                             float(took.min()) / 1e6, float(took.max()) / 1e6,
@@ -421,7 +423,7 @@ def find_bottleneck(host: str, table: EventTable, ev: IteratorEvents | None = No
 
 
 def _run_bottleneck(host: str, table: EventTable, ev: IteratorEvents,
-                    roots: list[int]) -> Bottleneck:
+                    roots: list[int], library: str = "") -> Bottleneck:
     """The bottleneck of the slowest run among ``ev``'s (one pipeline's events)."""
     root_rows = _steady_root_rows(ev, roots)
     slowest = int(root_rows[np.argmax(ev.end_ns[root_rows] - ev.start_ns[root_rows])])
@@ -459,8 +461,11 @@ def _run_bottleneck(host: str, table: EventTable, ev: IteratorEvents,
         total_ms=int(totals.total_ns[index[n]]) / 1e6, self_ms=int(work[index[n]]) / 1e6,
         calls=int(totals.calls[index[n]]), asynchronous=n in asynchronous,
         critical=n in path, bottleneck=n == stage) for n in members]
-    workers = _dataloader_workers(table, ev, slowest)
-    return Bottleneck(host, stage, recommend(stage, run_ns, workers), lo, run_ns / 1e6,
+    workers = _dataloader_stat(table, ev, slowest, "num_workers")
+    text = recommend(stage, run_ns, workers, library)
+    if workers and _dataloader_stat(table, ev, slowest, WORKERS_RECORDED) == 0:
+        text = UNRECORDED_WORKERS.format(workers=workers) + " " + text
+    return Bottleneck(host, stage, text, lo, run_ns / 1e6,
                       path, graph,
                       stage_ms=int(work[index[stage]]) / 1e6 if stage is not None else None)
 
@@ -484,19 +489,33 @@ def _steady_root_rows(ev: IteratorEvents, roots: list[int]) -> I64:
     return out
 
 
-def _dataloader_workers(table: EventTable, ev: IteratorEvents, row: int) -> int | None:
-    """The DataLoader's ``num_workers`` stat on the run's event, where it has one."""
+# Set by stepscope's DataLoader instrumentation: 0 when the iterator's workers started before
+# stepscope could hook them (capture.input_pipeline).
+WORKERS_RECORDED = "workers_recorded"
+UNRECORDED_WORKERS = (
+    "The DataLoader's {workers} worker processes started before stepscope was recording, so "
+    "their work is NOT in this profile (only the training loop's waits for them are): make "
+    "the iterator (for batch in loader) inside stepscope.torch.profile(...), or start the "
+    "session before it.")
+
+
+def _dataloader_stat(table: EventTable, ev: IteratorEvents, row: int,
+                     stat: str) -> int | None:
+    """A stat of the DataLoader's event of the run (``num_workers``...), where it has one."""
     st = table.stats
     try:
-        code = st.stat_names.index("num_workers")
+        code = st.stat_names.index(stat)
     except ValueError:
         return None
     hit = np.flatnonzero((st.name == code) & (st.event == ev.rows[row]))
     return int(st.value_of(int(hit[0]))) if len(hit) else None
 
 
-def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) -> str:
-    """A concrete next step for the bottleneck ``stage`` (None: no slow stage)."""
+def recommend(stage: str | None, run_ns: int, num_workers: int | None = None,
+              library: str = "tf.data") -> str:
+    """A concrete next step for the bottleneck ``stage`` (None: no slow stage), in the words
+    of the pipeline's library (``frameworks.INPUT_LIBRARIES``: tf.data, stepscope.data, or ""
+    for stages the user named by hand, which get advice that names no library)."""
     if stage is None:
         return (f"No input stage is slow: the slowest pipeline call took {run_ns / 1e3:.1f} µs "
                 f"(slow is {SLOW_CALL_NS / 1e3:.0f} µs or more), or no stage did work of its "
@@ -514,19 +533,26 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) ->
             return (f"Batching (collate_fn) is the bottleneck: make collate_fn cheaper, "
                     f"or {workers}.")
         return (f"The training loop waits for the DataLoader with no slow stage inside it: "
-                f"{workers}, raise prefetch_factor, and use pin_memory=True on a GPU.")
+                f"{workers}, raise prefetch_factor, keep workers with persistent_workers=True, "
+                "and use pin_memory=True on a GPU.")
+    tf = library == "tf.data"
+    ours = library == "stepscope.data"
     if kind == "ParallelMap":
-        return ("The parallel map is the bottleneck: raise num_parallel_calls (tf.data.AUTOTUNE "
-                "in tf.data), make the mapped function cheaper, cache after it if it is "
-                "deterministic, or move augmentation to the device.")
+        more = ("raise num_parallel_calls (tf.data.AUTOTUNE)" if tf
+                else "raise num_parallel_calls" if ours else "run more of it at once")
+        return (f"The parallel map is the bottleneck: {more}, make the mapped function "
+                "cheaper, cache after it if it is deterministic, or move augmentation to the "
+                "device.")
     if kind in ("Map", "MapAndBatch"):
-        return ("The map stage is the bottleneck: run it in parallel (num_parallel_calls="
-                "tf.data.AUTOTUNE, or .map(fn, num_parallel_calls=N) in stepscope.data), make "
-                "the function cheaper, cache after it if it is deterministic, or move "
-                "augmentation to the device.")
+        parallel = ("run it in parallel (num_parallel_calls=tf.data.AUTOTUNE), " if tf
+                    else "run it in parallel (.map(fn, num_parallel_calls=N)), " if ours
+                    else "run it in parallel (threads, or worker processes for "
+                    "Python-heavy work), ")
+        return (f"The map stage is the bottleneck: {parallel}make the function cheaper, "
+                "cache after it if it is deterministic, or move augmentation to the device.")
     if kind in ("Batch", "PaddedBatch", "ParallelBatch"):
         return ("Batching is the bottleneck: batch before the map (vectorise the map over a "
-                "batch), or batch in parallel (num_parallel_calls).")
+                "batch)" + (", or batch in parallel (num_parallel_calls)." if tf else "."))
     if kind == "Filter":
         return ("The filter is the bottleneck: make its predicate cheaper or filter earlier, "
                 "before expensive stages.")
@@ -543,9 +569,14 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None) ->
     if ENQUEUE_KIND.search(kind):
         return ("Transfer to the device is the bottleneck: prefetch to the device, pin host "
                 "memory and send larger batches.")
-    return (f"Reading data ({kind}) is the bottleneck: read in parallel (interleave with "
-            "num_parallel_calls), cache after the expensive read (.cache()), and add prefetch "
-            "after it.")
+    if tf:
+        return (f"Reading data ({kind}) is the bottleneck: read in parallel (interleave with "
+                "num_parallel_calls), cache after the expensive read (.cache()), and add "
+                "prefetch after it.")
+    return (f"Reading data ({kind}) is the bottleneck: read ahead of the step on a thread "
+            + ("(.prefetch(n) after the read) " if ours else "")
+            + "and keep what is read more than once in memory"
+            + (" (.cache())." if ours else "."))
 
 
 __all__ = ["ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "Bottleneck", "GraphNode",

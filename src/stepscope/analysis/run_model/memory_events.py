@@ -8,7 +8,8 @@ Two sources are read, keyed by event and stat names (never by file format):
   (``bytes_available``), fragmentation, the allocator's own peak, requested and allocated size,
   address, op, region type, data type, shape; the step is the event's ``group_id``.
 * PyTorch's ``[memory]`` instants: ``Bytes`` (negative for a free), ``Total Allocated``,
-  ``Total Reserved``, device type and id, ``Addr``. The op is the innermost ``cpu_op`` or
+  ``Total Reserved``, device type and id, ``Addr`` (and, from stepscope's PyTorch bridge,
+  ``Data Type`` and ``shape``). The op is the innermost ``cpu_op`` or
   ``user_annotation`` open on the instant's thread; heap in use is ``Total Allocated`` (or the
   running sum of ``Bytes`` in traces too old to have it), reserved is ``Total Reserved``, free
   is the device's memory less what is reserved, and fragmentation is the share of reserved
@@ -37,7 +38,7 @@ F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
 # Bump when MemoryEvents or how it is computed changes: cached entries are then not read.
-MEMORY_EVENTS_VERSION = 1
+MEMORY_EVENTS_VERSION = 2
 
 # Larger sizes are taken for corrupt data (8 PiB; sums of them stay exact in a double).
 MAX_BYTES = 1 << 53
@@ -347,8 +348,10 @@ def _xspace_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         problems["missing_address"] = problems.get("missing_address", 0) + int(
             (~addr_present).sum())
     type_values, type_code = np.unique(dtype, return_inverse=True)
+    # No data_type stat (stepscope's NumPy tracer: NumPy's allocator is not told the dtype):
+    # unknown, shown as such, not TensorFlow's INVALID.
     type_names = [TF_DATA_TYPES[int(t)] if 0 <= int(t) < len(TF_DATA_TYPES)
-                  else ("INVALID" if int(t) == MISSING else f"type {int(t)}")
+                  else ("" if int(t) == MISSING else f"type {int(t)}")
                   for t in type_values.tolist()]
     ours = any(p.stats.get(schema.ENV_PRODUCER) for p in table.planes)
     # stepscope's own capture: ops own the memory recorded while they are open.
@@ -445,7 +448,8 @@ def _kineto_part(table: EventTable, rows: I64, texts: _Texts, problems: dict[str
         "allocator_peak": np.full(n, MISSING, dtype=np.int64), "requested": size,
         "size": size, "address": np.where(addr_present, addr, MISSING),
         "op": texts.encode(op_code, table.names), "region": texts.encode(none, []),
-        "data_type": texts.encode(none, []), "shape": texts.encode(none, []),
+        "data_type": texts.encode(*rs.texts(schema.KINETO_DATA_TYPE)),
+        "shape": texts.encode(*rs.texts(schema.TENSOR_SHAPES)),
         "group": np.full(n, MISSING, dtype=np.int64), "owner": owners,
     }
 

@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model.intervals import parents
 from stepscope.analysis.run_model.memory_events import NO_STEP, MemoryEvents, op_rows
+from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 
 I64 = NDArray[np.int64]
@@ -233,11 +234,16 @@ def allocator_profile(ev: MemoryEvents, index: int, host: str, start_ns: int,
     keyed = [((int(g[0]), int(g[1]), texts[g[2]], texts[g[3]], texts[g[4]], texts[g[5]]),
               int(c)) for g, c in zip(groups[top].tolist(), counts[top].tolist(), strict=True)]
     specials = []
+    # XProf gives these rows TensorFlow's INVALID type; where we are not matching XProf's
+    # own answer (PyTorch, stepscope's NumPy tracer), the type is unknown, said as such.
+    xprof_like = ev.source[index] == "xspace" and \
+        ev.allocators[index] != schema.STEPSCOPE_ALLOCATOR
+    no_type, no_shape = ("INVALID", "unknown") if xprof_like else ("", "")
     if unmapped > 0:
         specials.append((int(unmapped), int(unmapped), label_unmapped, "persist/dynamic",
-                         "INVALID", "unknown"))
+                         no_type, no_shape))
     if n and int(stack[p]) > 0:
-        specials.append((int(stack[p]), int(stack[p]), STACK, STACK, "INVALID", "unknown"))
+        specials.append((int(stack[p]), int(stack[p]), STACK, STACK, no_type, no_shape))
     keyed += [(k, 1) for k in specials]
     keyed.sort(key=lambda kc: (-kc[0][0], -kc[0][1], *kc[0][2:]))
     breakdown = [BreakdownRow(k[2], k[0], k[1], c, k[3], k[4], k[5])

@@ -30,7 +30,9 @@ thread.
 
 The input verdict uses XProf's published thresholds: at least 20 % of step time in input is
 "highly" input-bound, at least 5 % "moderately"; below that, at least 3 % in "all others"
-is "potentially" input-bound (untraced input may hide there), else "not".
+is "potentially" input-bound (untraced input may hide there), else "not". Unlike XProf, the
+"all others" the verdict reads leaves out the step time that XLA ops ran on the host's threads
+(JAX on the CPU): that is compute, not untraced input (the breakdown's figures stay XProf's).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model import intervals
+from stepscope.analysis.run_model.dropped_events import host_dropped
 from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
@@ -59,6 +62,7 @@ from stepscope.analysis.run_model.framework_op_stats import (
 )
 from stepscope.analysis.run_model.step_groups import grouped_step, has_links
 from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
+from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.model import schema
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables
@@ -133,6 +137,11 @@ class HostOverview:
     sixteen_bit_ns: int
     device_compute_ns: int
     ops_idle: OpStats | None = None  # the op stats with idle rows, where computed
+    flight: dict[str, Any] | None = None  # a flight recorder's dump: what triggered it
+    # Step time that XLA ops ran on the host's threads (JAX or TF XLA on the CPU) and that the
+    # breakdown, as XProf's, leaves in "all others": compute, not untraced input.
+    xla_host_others_ns: int = 0
+    dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
 
 
 @dataclass
@@ -149,7 +158,8 @@ class Overview:
         out = _summary(self.hosts)
         out = {"run": self.run, "path": self.path, **out,
                "hosts": {h.name: _summary([h]) for h in self.hosts},
-               "failed_hosts": dict(self.failed)}
+               "failed_hosts": dict(self.failed),
+               "dropped_events": {h.name: h.dropped for h in self.hosts if h.dropped}}
         return out
 
 
@@ -175,6 +185,9 @@ def host_facts(name: str, table: EventTable
     order = [PRIORITY.index(c) for c in CATEGORIES[:-1]] + [len(PRIORITY)]
     ends = instant_ends(table, steps, masks, PRIORITY) if has_links(table) else None
     per_step = partition(table, steps, masks, PRIORITY, ends)[:, order]
+    # XLA's execution on the host: its ops (hlo_op) and the program runs around them (run_id:
+    # the executor that waits for the ops it hands to the host's thread pool).
+    xla_others = _xla_host_others(table, steps, masks, ends)
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
@@ -184,8 +197,68 @@ def host_facts(name: str, table: EventTable
         device_type=device_type, device_count=count, device_names=names,
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
-        device_compute_ns=int(dur.sum()), ops_idle=ops)
+        device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table),
+        xla_host_others_ns=xla_others, dropped=_dropped(name, table, steps))
     return result, events, masks
+
+
+def flight_info(table: EventTable) -> dict[str, Any] | None:
+    """What triggered a flight recorder's dump and the step's figures, from the Task
+    Environment plane's ``stepscope_flight_*`` stats (None for any other profile)."""
+    for p in table.planes:
+        trigger = p.stats.get(schema.ENV_FLIGHT_TRIGGER)
+        if isinstance(trigger, str):
+            out: dict[str, Any] = {}
+            for key, value in p.stats.items():
+                if key.startswith(schema.ENV_FLIGHT_STAT_PREFIX):
+                    out[key[len(schema.ENV_FLIGHT_STAT_PREFIX):]] = value
+            if out.get("step") == -1:
+                out["step"] = None
+            return out
+    return None
+
+
+def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+                     ends: I64 | None) -> int:
+    """Step time (ns) that XLA's execution on the host covers and no category of the
+    breakdown does ("all others" in XProf's figures): from the start of each program run
+    (``run_id``) to the end of its last op, the gaps between its ops on the thread pool
+    included, and its ops (``hlo_op``)."""
+    if not len(steps) or not len(table):
+        return 0
+    on_host = ~device_planes(table)[table.plane] if len(table.planes) else np.ones(
+        len(table), bool)
+    xla = np.zeros(len(table), dtype=bool)
+    xla[table.text_stat("hlo_op")[0]] = True
+    run_rows, run_ids = table.int_stat("run_id")
+    keep = on_host[run_rows]
+    run_rows, run_ids = run_rows[keep], run_ids[keep]
+    xla[run_rows] = True
+    xla &= on_host
+    if not xla.any():
+        return 0
+    end = (ends if ends is not None else table.start_ns + table.duration_ns).copy()
+    # Each run's span, carried by one of its events that no category counts (an op on the
+    # pool's threads), so that the categories' own times stay as they are.
+    counted = np.zeros(len(table), dtype=bool)
+    for cat in PRIORITY:
+        counted |= masks[cat]
+    free = ~counted[run_rows]
+    run_rows, run_ids = run_rows[free], run_ids[free]
+    if len(run_rows):
+        order = np.lexsort((table.start_ns[run_rows], run_ids))
+        run_rows, run_ids = run_rows[order], run_ids[order]
+        first = np.flatnonzero(np.r_[True, run_ids[1:] != run_ids[:-1]])
+        last_end = np.maximum.reduceat(end[run_rows], first)
+        end[run_rows[first]] = np.maximum(end[run_rows[first]], last_end)
+    with_xla = partition(table, steps, {**masks, "xla_host": xla}, (*PRIORITY, "xla_host"),
+                         end)
+    return int(with_xla[:, -2].sum())
+
+
+def _dropped(name: str, table: EventTable, steps: Steps) -> dict[str, Any] | None:
+    dropped = host_dropped(name, table, steps.step_num, steps.end_ns)
+    return None if dropped is None else dropped.to_dict()
 
 
 # Names already tested, per pattern: the hosts of a run share most of their event names.
@@ -462,7 +535,11 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
     n = len(times)
     has_steps = n > 0
     input_percent = breakdown["input"] if has_steps else None
-    kind = verdict(breakdown["input"], breakdown["all_others"]) if has_steps else "not"
+    # Our verdict does not take XLA compute on the host for untraced input (XProf's does).
+    xla_percent = (100.0 * sum(h.xla_host_others_ns for h in hosts) / total_step_ns
+                   if total_step_ns else 0.0)
+    others = max(breakdown["all_others"] - xla_percent, 0.0)
+    kind = verdict(breakdown["input"], others) if has_steps else "not"
     ops = merge([h.ops for h in hosts])
     top = ops.top(10)
     methods = sorted({h.steps.method for h in hosts})
@@ -480,6 +557,7 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "stddev_ms": float(ms.std()) if has_steps else None,
             "found_by": methods[0] if len(methods) == 1 else methods,
             "marker": markers[0] if len(markers) == 1 else markers,
+            "found_by_text": steps_found_sentence(methods, markers),
             "trimmed": sorted({n for h in hosts for n in h.steps.trimmed}),
             "per_step": [{"step_num": int(s), "ms": float(t),
                           "breakdown_ms": dict(zip(CATEGORIES, (c / 1e6).tolist(), strict=True))}
@@ -490,7 +568,8 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
                                                                    for h in hosts), 1))
                          for i, c in enumerate(CATEGORIES)},
         "input": {"percent": input_percent, "verdict": kind,
-                  "statement": _input_statement(kind, breakdown, has_steps)},
+                  "statement": _input_statement(kind, breakdown, has_steps, xla_percent),
+                  "xla_on_host_percent": xla_percent},
         "precision": ({"16bit_percent": 100.0 * sixteen_ns / device_ns,
                        "32bit_percent": 100.0 - 100.0 * sixteen_ns / device_ns}
                       if device_ns else None),
@@ -509,16 +588,24 @@ def _summary(hosts: list[HostOverview]) -> dict[str, Any]:
             "device_names": sorted({d for h in hosts for d in h.device_names if d}),
             "cpu_count": sum(cores) if cores else None,
         },
+        # A flight recorder's dump: what saved it, and the step's figures.
+        "flight": next((h.flight for h in hosts if h.flight), None),
     }
     out["recommendation"] = _recommendation(out, has_steps)
     return out
 
 
-def _input_statement(kind: str, breakdown: dict[str, float], has_steps: bool) -> str:
+def _input_statement(kind: str, breakdown: dict[str, float], has_steps: bool,
+                     xla_percent: float = 0.0) -> str:
     if not has_steps:
-        return ("No steps were found, so input-boundness is unknown; mark each step with "
-                "stepscope.Trace('train', step_num=i, _r=1).")
+        return ("No steps were found, so input-boundness is unknown; the advice says how to "
+                "mark steps in the framework this run used.")
     pct = breakdown["input"]
+    if xla_percent >= 1.0 and kind in ("not", "moderately", "highly"):
+        xla = (f" XLA ops ran on the host's threads for {xla_percent:.1f}% of step time: "
+               "compute, which XProf's breakdown counts as 'all others'.")
+    else:
+        xla = ""
     if kind == "highly":
         return (f"This run is HIGHLY input-bound: {pct:.1f}% of step time waits for input. "
                 "Reduce input time first.")
@@ -529,7 +616,7 @@ def _input_statement(kind: str, breakdown: dict[str, float], has_steps: bool) ->
         return (f"This run is POTENTIALLY input-bound: {breakdown['all_others']:.1f}% of step "
                 "time went to 'all others' (untraced I/O or Python, or both).")
     return (f"This run is NOT input-bound: only {pct:.1f}% of step time waits for input. "
-            "Focus on the rest of the step.")
+            f"Focus on the rest of the step.{xla}")
 
 
 def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
@@ -558,7 +645,8 @@ def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
     if b["compilation"] >= 10.0:
         hints.append(f"{b['compilation']:.1f}% of step time compiles: look for shapes or "
                      "arguments that change from step to step and force recompilation.")
-    if kind != "potentially" and b["all_others"] >= 20.0:
+    others = b["all_others"] - float(summary["input"].get("xla_on_host_percent") or 0.0)
+    if kind != "potentially" and others >= 20.0:
         hints.append(f"{b['all_others']:.1f}% of step time is untraced: turn on the Python "
                      "tracer (python_tracer_level=1) to see it.")
     return {"next_tool": next_tool, "hints": hints}

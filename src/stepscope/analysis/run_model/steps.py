@@ -14,8 +14,11 @@ Steps are looked for in this order, the first that yields any wins:
 
 Like XProf, when more than ``TRIM_ABOVE`` steps were found from TensorFlow-style markers
 (methods 1 and 3), the first and the last are left out (``Steps.trimmed``): a capture
-started and stopped mid-run usually cuts them short. PyTorch's ``ProfilerStep#N`` marks
-whole steps, so those are all kept.
+started and stopped mid-run usually cuts them short. In stepscope's own captures (which
+record a step when it ends, with its true start, and note when the capture started and
+stopped) only the steps that began before the capture or ended after it are left out: the
+steps a user asked for (Keras ``profile_batch``) and recorded whole are kept. PyTorch's
+``ProfilerStep#N`` marks whole steps, so those are all kept.
 
 Host events belong to the step whose span holds their start; device events follow the host
 event that launched them (same correlation id), or else their start time.
@@ -101,14 +104,33 @@ def _from_rows(table: EventTable, rows: I64, nums: I64, method: str) -> Steps:
     step_num, lo, hi, lines = _merge(nums, start, end, table.line[rows].astype(np.int64))
     trimmed: list[int] = []
     if method in ("root", "step_num") and len(step_num) > TRIM_ABOVE:
-        trimmed = [int(step_num[0]), int(step_num[-1])]
-        step_num, lo, hi = step_num[1:-1], lo[1:-1], hi[1:-1]
+        window = _capture_window(table)
+        if window is not None:
+            # stepscope's own capture records a step when it ends, with its true start: the
+            # steps that lie inside the capture are whole, and only those are kept.
+            cut = (lo < window[0]) | (hi > window[1])
+        else:
+            cut = np.zeros(len(step_num), dtype=bool)
+            cut[[0, -1]] = True
+        trimmed = [int(n) for n in step_num[cut]]
+        step_num, lo, hi = step_num[~cut], lo[~cut], hi[~cut]
     names = np.unique(table.name[rows])
     marker = table.names[int(names[0])] if len(names) == 1 else method
     steps = Steps(method, marker, step_num, lo, hi, lines, np.zeros(0, dtype=np.int32),
                   trimmed)
     steps.event_step = assign(table, steps)
     return steps
+
+
+def _capture_window(table: EventTable) -> tuple[int, int] | None:
+    """When stepscope's own capture recorded ``table``: its start and stop times (ns)."""
+    for plane in table.planes:
+        stats = plane.stats
+        start = stats.get(schema.ENV_PROFILE_START_TIME)
+        stop = stats.get(schema.ENV_PROFILE_STOP_TIME)
+        if stats.get(schema.ENV_PRODUCER) and isinstance(start, int) and isinstance(stop, int):
+            return start, stop
+    return None
 
 
 def find_steps(table: EventTable) -> Steps:

@@ -30,6 +30,7 @@ from stepscope.analysis.run_model.input_bottleneck import (
     CATEGORY_LABELS,
     Bottleneck,
     Pipeline,
+    parent_of,
 )
 from stepscope.errors import not_found
 from stepscope.model.run_tables import RunTables
@@ -46,6 +47,9 @@ class InputOpRow:
     self_ms: float
     self_percent: float
     category: str
+    # Its consumer is asynchronous: this stage runs apart from it (tf.data's threads, the
+    # DataLoader's worker processes), so its total overlaps the consumer's and may exceed it.
+    runs_apart: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -118,8 +122,10 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     stage_sums: dict[str, list[float]] = {}  # name → [count, total, self(work)]
     category: dict[str, str] = {}
     breakdown = dict.fromkeys(CATEGORIES, 0)
+    apart: set[str] = set()
     for name in names:
         stages = model.host_input(name)
+        apart |= {n for n in stages.nodes if parent_of(n) in set(stages.asynchronous)}
         for i, node in enumerate(stages.nodes):
             cat = category.setdefault(node, stages.categories[i])
             sums = stage_sums.setdefault(node, [0, 0, 0])
@@ -132,7 +138,7 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     rows = [InputOpRow(name=n, count=int(c), total_ms=t / 1e6,
                        total_percent=100.0 * t / all_self if all_self else 0.0,
                        self_ms=s / 1e6, self_percent=100.0 * s / all_self if all_self else 0.0,
-                       category=category[n])
+                       category=category[n], runs_apart=n in apart)
             for n, (c, t, s) in stage_sums.items()]
     rows.sort(key=lambda r: (-r.self_ms, r.name))
 
@@ -167,14 +173,14 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
 
 
 CSV_COLUMNS = ("input_op", "count", "total_ms", "total_percent", "self_ms", "self_percent",
-               "category")
+               "category", "runs_apart")
 
 
 def input_ops_csv(result: InputPipelineAnalysis) -> str:
     """The input-op table as CSV."""
     return csv_text(CSV_COLUMNS, (
         [r.name, r.count, f"{r.total_ms:.6f}", f"{r.total_percent:.4f}", f"{r.self_ms:.6f}",
-         f"{r.self_percent:.4f}", r.category] for r in result.rows))
+         f"{r.self_percent:.4f}", r.category, int(r.runs_apart)] for r in result.rows))
 
 
 __all__ = ["CSV_COLUMNS", "InputOpRow", "InputPipelineAnalysis", "input_ops_csv",

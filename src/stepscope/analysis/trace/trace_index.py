@@ -297,11 +297,12 @@ def window_counters(arrays: dict[str, NDArray[Any]], t0: int, t1: int, bnd: I64,
         if tracks is not None and track not in tracks:
             continue
         lo, hi = int(counter_off[i]), int(counter_off[i + 1])
-        times = counter_time[lo:hi]
+        # Both slices stop at the track's end: past it lie the next track's samples.
+        times, values = counter_time[lo:hi], counter_value[lo:hi]
         first = max(int(np.searchsorted(times, t0, side="right")) - 1, 0)
         last = int(np.searchsorted(times, t1, side="left"))
         t = times[first:last + 1]
-        v = counter_value[lo + first:lo + last + 1]
+        v = values[first:last + 1]
         if len(t) > 2 * w:
             col = np.clip(np.searchsorted(bnd, t, side="right") - 1, 0, w - 1)
             cut = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])

@@ -7,7 +7,9 @@ hosts is the same program; the first host's copy is kept).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from stepscope.errors import NotFoundError
 from stepscope.model.hlo import HloModule
@@ -37,6 +39,16 @@ def program_list(programs: dict[str, HloProgram]) -> list[dict[str, object]]:
     return [{"program_id": p.program_id, "name": p.name, "label": p.label,
              "hlo": p.module is not None, "buffer_assignment": p.has_memory_data,
              "error": p.error} for p in programs.values()]
+
+
+def program_times(ops: Iterable[Any]) -> dict[str, int]:
+    """Each program's time (ps, its ops' self times summed) from the XLA model's ops
+    (``XlaModel.ops``): which program the run spent its time in."""
+    out: dict[str, int] = {}
+    for o in ops:
+        if o.program_id:
+            out[o.program_id] = out.get(o.program_id, 0) + int(o.self_ps)
+    return out
 
 
 def choose_program(programs: dict[str, HloProgram], wanted: str) -> HloProgram:

@@ -389,9 +389,12 @@ def _peak_buffer(buf: _Buffer, allocations: dict[int, BufferAllocation]) -> Peak
 
 
 def memory_viewer_of(programs: dict[str, HloProgram], module: str | None = None,
-                     memory_space: int = 0) -> MemoryViewer:
+                     memory_space: int = 0,
+                     times_ps: dict[str, int] | None = None) -> MemoryViewer:
     """The memory viewer of the program ``module`` names (see ``choose_program``), or, when
-    none is named, of the program with the largest peak heap; the result lists every
+    none is named, of the program that took the most time (``times_ps``, by program id:
+    ``program_times``), the training step rather than a one-off such as RNG set-up, and
+    failing times of the program with the largest peak heap; the result lists every
     program with a buffer assignment in ``programs``."""
     usable = {k: p for k, p in programs.items() if p.has_memory_data}
     if not usable:
@@ -413,7 +416,8 @@ def memory_viewer_of(programs: dict[str, HloProgram], module: str | None = None,
                 continue  # a program without that memory space
         if not results:
             raise NotFoundError(f"No program has memory space {memory_space}.")
-        result = max(results, key=lambda r: r.peak_heap_bytes)
+        spent = times_ps or {}
+        result = max(results, key=lambda r: (spent.get(r.program_id, 0), r.peak_heap_bytes))
     result.programs = [p for p in program_list(usable)]
     return result
 

@@ -79,13 +79,22 @@ def _warn(message: str) -> None:
     log.warning(message)
 
 
-def start_all(options: ProfilerOptions) -> list[Bridge]:
-    """Start the bridge of every imported framework (none when ``device_tracer_level`` is 0)."""
+def _imported(name: str) -> bool:
+    """Whether module ``name`` is imported and done initialising (not mid-import, as a
+    framework is while it imports another that sets a bridge starting)."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
+
+
+def start_all(options: ProfilerOptions, running: frozenset[str] = frozenset()) -> list[Bridge]:
+    """Start the bridge of every imported framework (none when ``device_tracer_level`` is 0),
+    but for the frameworks named in ``running``, whose bridges already run."""
     started: list[Bridge] = []
     if options.device_tracer_level < 1:
         return started
     for framework, triggers, module_name in REGISTRY:
-        if not any(name in sys.modules for name in triggers):
+        if framework in running or not any(_imported(name) for name in triggers):
             continue
         try:
             module = importlib.import_module(module_name)

@@ -91,14 +91,59 @@ class TorchBridge:
         """Stop Kineto and convert what it recorded."""
         self._profile.stop()
         results = self._profile.profiler.kineto_results
-        return convert(results.events() if results is not None else [])
+        if results is None:
+            return convert([])
+        try:
+            memory = allocations(results.experimental_event_tree())
+        except Exception:  # a PyTorch without the event tree: sizes only, as before
+            memory = {}
+        return convert(results.events(), memory)
 
 
-def convert(events: Iterable[Any]) -> BridgeData:
-    """Kineto's events (``_KinetoEvent``) as host lines and GPU planes."""
+def allocations(tree: Iterable[Any]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """What PyTorch's event tree knows of each memory record and Kineto's flat events do not:
+    the address, the allocator's totals after it (as PyTorch's own trace file writes them),
+    and the data type and shape of the tensor it holds (from the first op that took the
+    allocation as an input). Keyed by (time in ns, signed size), in record order."""
+    records: list[tuple[int, int, Any]] = []
+    tensors: dict[int, tuple[str, str]] = {}
+    todo = list(tree)
+    while todo:
+        node = todo.pop()
+        todo.extend(node.children)
+        fields = node.extra_fields
+        if hasattr(fields, "alloc_size") and hasattr(fields, "ptr"):
+            records.append((int(node.start_time_ns), int(fields.alloc_size), fields))
+            continue
+        for value in getattr(fields, "inputs", None) or ():
+            allocation = getattr(value, "allocation_id", None)
+            dtype = getattr(value, "dtype", None)
+            if allocation is None or dtype is None or allocation in tensors:
+                continue
+            sizes = getattr(value, "sizes", None) or []
+            tensors[int(allocation)] = (str(dtype).removeprefix("torch."),
+                                        "[" + ",".join(str(int(d)) for d in sizes) + "]")
+    out: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for when, size, fields in sorted(records, key=lambda r: r[0]):
+        info: dict[str, Any] = {
+            schema.KINETO_ADDRESS: int(fields.ptr),
+            schema.KINETO_TOTAL_ALLOCATED: int(fields.total_allocated),
+            schema.KINETO_TOTAL_RESERVED: int(fields.total_reserved)}
+        tensor = tensors.get(int(getattr(fields, "allocation_id", -1)))
+        if tensor is not None:
+            info[schema.KINETO_DATA_TYPE], info[schema.TENSOR_SHAPES] = tensor
+        out.setdefault((when, size), []).append(info)
+    return out
+
+
+def convert(events: Iterable[Any],
+            memory: dict[tuple[int, int], list[dict[str, Any]]] | None = None) -> BridgeData:
+    """Kineto's events (``_KinetoEvent``) as host lines and GPU planes; ``memory``
+    (``allocations``) adds what the event tree knows of the memory records."""
     data = BridgeData(FRAMEWORK)
     lines: dict[int, HostLine] = {}
     device: list[DeviceEvent] = []
+    memory = memory or {}
     for event in events:
         begin = int(event.start_ns())
         end = begin + max(int(event.duration_ns()), 0)
@@ -108,7 +153,12 @@ def convert(events: Iterable[Any]) -> BridgeData:
             line = lines.get(tid)
             if line is None:
                 line = lines[tid] = HostLine(tid, _thread_name(tid))
-            line.events.append((event.name(), begin, end, _host_stats(event)))
+            stats = _host_stats(event)
+            if event.name() == MEMORY_EVENT:
+                same = memory.get((begin, int(event.nbytes())))
+                if same:
+                    stats.update(same.pop(0))
+            line.events.append((event.name(), begin, end, stats))
         else:
             device.append(DeviceEvent(int(event.device_index()), int(event.device_resource_id()),
                                       event.name(), begin, end, int(event.correlation_id()),

@@ -9,9 +9,13 @@ it wrote into a private temporary directory. Its ``/host:CPU`` lines join our ho
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,39 @@ from stepscope.formats.xplane_builder import read_space
 from stepscope.model import schema
 
 FRAMEWORK = "tensorflow"
+log = logging.getLogger(__name__)
+
 # TF's host tracer level at which op executions are traced (1 is user annotations only).
 _TF_OPS_LEVEL = 2
+# The options TF's profiler session uses when it is given none (tsl's ProfileOptions
+# defaults as TF sets them: host 2, device 1, Python 0, no delay).
+_TF_DEFAULTS = {"host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0}
+
+
+@contextmanager
+def _native_stderr_to_log() -> Iterator[None]:
+    """While TF's profiler starts or stops, what its C++ code writes to file descriptor 2
+    (its "Profiler session started" lines, the temporary folder it collects into, and, in
+    TF 2.21, an "expects an i value" warning per option it is given from Python, since its
+    binding's option map never takes a Python int) goes to this module's debug log instead
+    of the user's terminal: kept, not shown."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 (a daemon): nothing to keep out
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            text = caught.read().decode("utf-8", "replace").strip()
+            if text:
+                log.debug("TensorFlow's profiler said: %s", text)
 
 
 class TensorFlowBridge:
@@ -34,14 +69,19 @@ class TensorFlowBridge:
     def __init__(self, options: ProfilerOptions) -> None:
         tf: Any = sys.modules[FRAMEWORK]
         self._dir = Path(tempfile.mkdtemp(prefix="stepscope-tf-"))
-        tf_options = tf.profiler.experimental.ProfilerOptions(
+        wanted = {
             # TF ops are framework activity, which device_tracer_level >= 1 asks for, so
             # they are traced even when our own host level keeps only user annotations.
-            host_tracer_level=max(options.host_tracer_level, _TF_OPS_LEVEL),
-            python_tracer_level=0,  # stepscope's own Python tracer covers Python calls
-            device_tracer_level=options.device_tracer_level)
+            "host_tracer_level": max(options.host_tracer_level, _TF_OPS_LEVEL),
+            "python_tracer_level": 0,  # stepscope's own Python tracer covers Python calls
+            "device_tracer_level": options.device_tracer_level}
+        # Options equal to TF's defaults are not passed: TF then uses the same levels, and
+        # has no option to warn about.
+        tf_options = (None if wanted == _TF_DEFAULTS
+                      else tf.profiler.experimental.ProfilerOptions(**wanted))
         try:
-            tf.profiler.experimental.start(str(self._dir), options=tf_options)
+            with _native_stderr_to_log():
+                tf.profiler.experimental.start(str(self._dir), options=tf_options)
         except Exception:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
@@ -50,7 +90,8 @@ class TensorFlowBridge:
         """Stop TF's profiler and convert what it wrote."""
         tf: Any = sys.modules[FRAMEWORK]
         try:
-            tf.profiler.experimental.stop()
+            with _native_stderr_to_log():
+                tf.profiler.experimental.stop()
             files = sorted(self._dir.glob("plugins/profile/*/*" + schema.XPLANE_SUFFIX))
             data = BridgeData(FRAMEWORK)
             for path in files:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.capture.bridges import BridgeData, HostLine
+from stepscope.formats.xplane_proto import metadata_entry
 from stepscope.model import schema
 
 
@@ -21,8 +22,13 @@ def _stat_value(plane: Any, stat: Any) -> Any:
     if kind is None:
         return None
     if kind == "ref_value":  # a string interned as a stat metadata name
-        return plane.stat_metadata[stat.ref_value].name
+        md = metadata_entry(plane.stat_metadata, stat.ref_value)
+        return "<unknown stat>" if md is None else md.name
     return getattr(stat, kind)
+
+
+def _name(md: Any, what: str) -> str:
+    return f"<unknown {what}>" if md is None else str(md.name)
 
 
 def profile_start_ns(space: Any) -> int:
@@ -31,22 +37,27 @@ def profile_start_ns(space: Any) -> int:
         if plane.name != schema.TASK_ENV_PLANE:
             continue
         for stat in plane.stats:
-            if plane.stat_metadata[stat.metadata_id].name == schema.ENV_PROFILE_START_TIME:
+            md = metadata_entry(plane.stat_metadata, stat.metadata_id)
+            if md is not None and md.name == schema.ENV_PROFILE_START_TIME:
                 return int(_stat_value(plane, stat) or 0)
     return 0
 
 
-def host_lines(plane: Any, base_ns: int) -> list[HostLine]:
-    """A host plane's lines as ``HostLine``s with absolute times (``base_ns`` added)."""
+def host_lines(plane: Any, base_ns: int, framework: str | None = None) -> list[HostLine]:
+    """A host plane's lines as ``HostLine``s with absolute times (``base_ns`` added); with
+    ``framework``, each event says which framework's profiler recorded it (the
+    ``stepscope_bridge`` stat), so that the analysis reads it by that framework's rules."""
     lines: list[HostLine] = []
     for line in plane.lines:
         start = base_ns + line.timestamp_ns
         out = HostLine(line.id, line.name or line.display_name or str(line.id))
         for event in line.events:
             begin = start + event.offset_ps // 1000
-            stats = {plane.stat_metadata[s.metadata_id].name: _stat_value(plane, s)
-                     for s in event.stats}
-            name = plane.event_metadata[event.metadata_id].name
+            stats = {_name(metadata_entry(plane.stat_metadata, s.metadata_id), "stat"):
+                     _stat_value(plane, s) for s in event.stats}
+            if framework:
+                stats[schema.BRIDGE] = framework
+            name = _name(metadata_entry(plane.event_metadata, event.metadata_id), "event")
             out.events.append((name, begin, begin + event.duration_ps // 1000, stats or None))
         lines.append(out)
     return lines
@@ -83,7 +94,7 @@ def merge_space(space: Any, data: BridgeData) -> None:
         if plane.name != schema.HOST_PLANE:
             data.planes.append(shift_plane(plane, base))
             continue
-        lines = host_lines(plane, base)
+        lines = host_lines(plane, base, data.framework)
         mains = [line for line in lines if main_name and line.name == main_name]
         for line in lines:
             if len(mains) == 1 and line is mains[0] and main_id is not None:

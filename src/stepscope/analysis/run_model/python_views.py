@@ -1,0 +1,553 @@
+"""Where the Python time goes: top functions and the call tree (flame graph) of one host.
+
+Two sources give the same views. The Python tracer's plane holds every call (one event per
+call, nested per thread): a call's inclusive time is its event's, its self time what its
+direct children leave. The Python sampler's plane holds samples (one event per thread and
+tick, spanning the time it stands for, its stack an interned stat): a frame's time is the
+summed spans of the samples it is in (inclusive) or innermost in (self).
+
+Both become one call tree, merged by call path over the threads chosen: a node per distinct
+path (root first), with its self and inclusive time and its calls (tracer) or samples
+(sampler). Top functions sum the nodes of each function; a function's inclusive time counts
+only its outermost nodes, so recursion is counted once. Everything is columns: the tracer's
+events are grouped by path one nesting level at a time, never one event at a time.
+
+A window (``start_ns``, ``end_ns``: a step or a selection) clips events and samples to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis.csv_table import csv_text
+from stepscope.analysis.run_model.intervals import parents
+from stepscope.analysis.run_model.steps import Steps
+from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.model import schema
+from stepscope.model.events import EventTable
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+
+TRACER, SAMPLER = "tracer", "sampler"
+SOURCES = {TRACER: schema.PYTHON_TRACER_PLANE, SAMPLER: schema.PYTHON_SAMPLER_PLANE}
+SORT_KEYS = ("self", "total", "count", "name")
+# ``$<file>:<line> <function>`` (Python code); anything else is a C function's ``$module.name``.
+_PY_FRAME = re.compile(r"^\$(?P<file>.*):(?P<line>\d+) (?P<function>.*)$", re.S)
+
+
+class PythonDataError(NotFoundError):
+    """The host recorded no Python calls or samples (or not of the source asked for)."""
+
+
+@dataclass(frozen=True)
+class CallTree:
+    """Call paths merged over threads: node ``i``'s parent (-1: a root), its function (an
+    index into ``names``), self and inclusive time (ns), and its calls or samples. Parents
+    come before their children."""
+
+    parent: I64
+    name: I64
+    self_ns: I64
+    total_ns: I64
+    count: I64
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"names": self.names, "parent": self.parent.tolist(),
+                "name": self.name.tolist(), "self_ns": self.self_ns.tolist(),
+                "total_ns": self.total_ns.tolist(), "count": self.count.tolist()}
+
+    def paths(self) -> list[list[int]]:
+        """Each node's path of function indices, root first."""
+        out: list[list[int]] = []
+        for i, (p, n) in enumerate(zip(self.parent.tolist(), self.name.tolist(), strict=True)):
+            out.append((out[p] if p >= 0 else []) + [n])
+            del i
+        return out
+
+
+def split_frame(name: str) -> tuple[str, int, str]:
+    """(file, first line, function) of a frame name; a C function has no file ("", 0)."""
+    m = _PY_FRAME.match(name)
+    if m:
+        return m["file"], int(m["line"]), m["function"]
+    return "", 0, name.removeprefix("$")
+
+
+@dataclass(frozen=True)
+class PythonViews:
+    """One host's Python time by function and by call path, for a window and threads."""
+
+    host: str
+    source: str  # "tracer" (count = calls) or "sampler" (count = samples)
+    start_ns: int
+    end_ns: int
+    step: int | None
+    thread: str | None  # the thread chosen (its name or line id), None: all
+    threads: dict[str, list[Any]]  # line_id, name, total_ns, count (per thread)
+    tree: CallTree
+    samples: int  # samples in the window (sampler), else calls
+    hz: float  # the sampling rate got (samples per second per thread), 0 for the tracer
+
+    @property
+    def total_ns(self) -> int:
+        """Python time in the window, summed over the threads chosen."""
+        return int(self.tree.self_ns.sum())
+
+    def functions(self, sort: str = "self", filter_text: str = "",
+                  limit: int | None = None) -> dict[str, list[Any]]:
+        """Top functions as columns: name, file, line, function, self and inclusive time,
+        their shares of ``total_ns``, calls or samples (``count``) and, for samples, the
+        self share's standard error. ``sort`` by self, total, count or name; ``filter_text``
+        keeps names that contain it (case-insensitive)."""
+        if sort not in SORT_KEYS:
+            raise StepscopeError(f"Cannot sort Python functions by {sort!r}; use one of "
+                                 f"{', '.join(SORT_KEYS)}.")
+        t = self.tree
+        n = len(t.names)
+        self_ns = np.bincount(t.name, weights=t.self_ns, minlength=n).astype(np.int64)
+        outer = _outermost(t.parent, t.name)
+        total_ns = np.bincount(t.name[outer], weights=t.total_ns[outer],
+                               minlength=n).astype(np.int64)
+        count = np.bincount(t.name[outer], weights=t.count[outer], minlength=n).astype(np.int64)
+        if self.source == TRACER:  # every call, recursive ones too
+            count = np.bincount(t.name, weights=t.count, minlength=n).astype(np.int64)
+        rows = np.flatnonzero((total_ns > 0) | (count > 0)) if n else np.zeros(0, np.int64)
+        if filter_text:
+            needle = filter_text.lower()
+            rows = np.array([r for r in rows.tolist() if needle in t.names[r].lower()],
+                            dtype=np.int64)
+        if sort == "name":
+            rows = rows[np.argsort([t.names[r] for r in rows.tolist()], kind="stable")]
+        else:
+            key = {"self": self_ns, "total": total_ns, "count": count}[sort]
+            rows = rows[np.lexsort((-total_ns[rows], -key[rows]))]
+        if limit is not None:
+            rows = rows[:limit]
+        whole = max(self.total_ns, 1)
+        self_share = self_ns[rows] / whole
+        parts = [split_frame(t.names[r]) for r in rows.tolist()]
+        out: dict[str, list[Any]] = {
+            "name": [t.names[r] for r in rows.tolist()],
+            "file": [p[0] for p in parts], "line": [p[1] for p in parts],
+            "function": [p[2] for p in parts],
+            "self_ns": self_ns[rows].tolist(), "total_ns": total_ns[rows].tolist(),
+            "self_share": self_share.tolist(), "total_share": (total_ns[rows] / whole).tolist(),
+            "count": count[rows].tolist(),
+        }
+        if self.source == SAMPLER:
+            n_samples = max(self.samples, 1)
+            out["self_share_error"] = np.sqrt(self_share * (1 - self_share)
+                                              / n_samples).tolist()
+        return out
+
+    def table(self) -> dict[str, list[Any]]:
+        """The top functions by self time (every function)."""
+        return self.functions()
+
+    def to_dict(self, sort: str = "self", filter_text: str = "",
+                limit: int | None = None) -> dict[str, Any]:
+        return {"host": self.host, "source": self.source,
+                "count_kind": "calls" if self.source == TRACER else "samples",
+                "start_ns": self.start_ns, "end_ns": self.end_ns, "step": self.step,
+                "thread": self.thread, "total_ns": self.total_ns, "samples": self.samples,
+                "hz": self.hz, "threads": self.threads,
+                "functions": self.functions(sort, filter_text, limit),
+                "tree": self.tree.to_dict()}
+
+    def csv(self, sort: str = "self", filter_text: str = "") -> str:
+        """The top functions as CSV."""
+        f = self.functions(sort, filter_text)
+        cols = ["function", "file", "line", "self_ns", "total_ns", "self_share",
+                "total_share", "count"]
+        header = [*cols[:-1], "calls" if self.source == TRACER else "samples"]
+        return csv_text(header, zip(*(f[c] for c in cols), strict=True))
+
+    def collapsed(self) -> str:
+        """Collapsed stacks (``root;…;leaf self``), one a path with self time: nanoseconds
+        for the tracer, samples for the sampler (what flame-graph scripts expect)."""
+        t = self.tree
+        clean = [n.replace(";", ",").replace("\n", " ") for n in t.names]
+        lines = []
+        weight = t.self_ns if self.source == TRACER else _self_counts(t)
+        for path, w in zip(t.paths(), weight.tolist(), strict=True):
+            if w > 0:
+                lines.append(";".join(clean[i] for i in path) + f" {int(w)}")
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def speedscope(self, run: str = "") -> dict[str, Any]:
+        """The speedscope file format (one "sampled" profile: each call path with its self
+        time as its weight, in nanoseconds)."""
+        t = self.tree
+        frames = []
+        for name in t.names:
+            file, line, function = split_frame(name)
+            frame: dict[str, Any] = {"name": function}
+            if file:
+                frame.update(file=file, line=line)
+            frames.append(frame)
+        samples, weights = [], []
+        for path, w in zip(t.paths(), t.self_ns.tolist(), strict=True):
+            if w > 0:
+                samples.append(path)
+                weights.append(int(w))
+        label = f"{run} {self.host} python {self.source}".strip()
+        return {"$schema": "https://www.speedscope.app/file-format-schema.json",
+                "shared": {"frames": frames},
+                "profiles": [{"type": "sampled", "name": label, "unit": "nanoseconds",
+                              "startValue": 0, "endValue": int(sum(weights)),
+                              "samples": samples, "weights": weights}],
+                "name": label, "exporter": "stepscope"}
+
+    def speedscope_json(self, run: str = "") -> str:
+        return json.dumps(self.speedscope(run), separators=(",", ":"))
+
+
+def _self_counts(t: CallTree) -> I64:
+    """Per node, the samples innermost there (count less the children's)."""
+    out = t.count.copy()
+    kids = np.flatnonzero(t.parent >= 0)
+    np.subtract.at(out, t.parent[kids], t.count[kids])
+    return out
+
+
+def _outermost(parent: I64, name: I64) -> NDArray[np.bool_]:
+    """Per node: no ancestor is the same function (its time is not counted twice)."""
+    n = len(parent)
+    inner = np.zeros(n, dtype=bool)
+    anc = parent.copy()
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        up = anc[live]
+        inner[live[name[up] == name[live]]] = True
+        anc[live] = parent[up]
+        live = live[anc[live] >= 0]
+    return ~inner
+
+
+def sources_of(table: EventTable) -> list[str]:
+    """The Python sources a host recorded (tracer, sampler), those with events."""
+    out = []
+    for source, plane in SOURCES.items():
+        index = table.plane_index(plane)
+        if index is not None and bool(np.any(table.line_plane[table.line] == index)):
+            out.append(source)
+    return out
+
+
+def _rows_of(table: EventTable, plane: int, thread: str | None) -> tuple[I64, str | None]:
+    """The plane's events (of one thread, named or by line id), and that thread's label."""
+    lines = np.flatnonzero(table.line_plane == plane)
+    if thread is not None:
+        by_name = [i for i in lines.tolist() if table.line_name[i] == thread
+                   or str(int(table.line_id[i])) == thread]
+        if not by_name:
+            names = sorted({table.line_name[i] or str(int(table.line_id[i]))
+                            for i in lines.tolist()})
+            raise NotFoundError(f"No thread {thread!r} has Python data on this host (threads: "
+                                f"{', '.join(names) or 'none'}); pass one of those.")
+        lines = np.asarray(by_name, dtype=np.int64)
+    rows = np.flatnonzero(np.isin(table.line, lines))
+    return rows.astype(np.int64), thread
+
+
+def _threads(table: EventTable, line: I64, weight: I64, count: I64) -> dict[str, list[Any]]:
+    """Per line: its id, name, time and count, the busiest first."""
+    lines, inverse = np.unique(line, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    total = np.bincount(inverse, weights=weight, minlength=len(lines)).astype(np.int64)
+    calls = np.bincount(inverse, weights=count, minlength=len(lines)).astype(np.int64)
+    order = np.argsort(-total, kind="stable")
+    return {"line_id": [int(table.line_id[lines[i]]) for i in order],
+            "name": [table.line_name[lines[i]] for i in order],
+            "total_ns": total[order].tolist(), "count": calls[order].tolist()}
+
+
+def python_views(table: EventTable, host: str, *, source: str | None = None,
+                 thread: str | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None, step: int | None = None) -> PythonViews:
+    """The Python views of one host's events: ``source`` tracer or sampler (None: the tracer
+    where it recorded, else the sampler), one ``thread`` or all, within [start_ns, end_ns)."""
+    have = sources_of(table)
+    if not have:
+        raise PythonDataError(
+            f"Host {host!r} recorded no Python calls or samples; profile with "
+            "ProfilerOptions(python_tracer_level=1) or python_sampling_hz=100.")
+    if source is None:
+        source = have[0]
+    if source not in SOURCES:
+        raise StepscopeError(f"No Python source {source!r}; use tracer or sampler.")
+    if source not in have:
+        raise PythonDataError(f"Host {host!r} has no Python {source} data (it has "
+                              f"{' and '.join(have)}); pass --source {have[0]}.")
+    plane = table.plane_index(SOURCES[source])
+    assert plane is not None
+    rows, label = _rows_of(table, plane, thread)
+    lo = int(table.start_ns[rows].min()) if len(rows) else 0
+    hi = int((table.start_ns[rows] + table.duration_ns[rows]).max()) if len(rows) else 0
+    t0 = lo if start_ns is None else int(start_ns)
+    t1 = hi + 1 if end_ns is None else int(end_ns)  # past the last end: its instant too
+    if t1 <= t0:
+        raise StepscopeError(f"The window {t0}..{t1} ns is empty; pass an end after its start.")
+    build = _tracer_tree if source == TRACER else _sampler_tree
+    tree, threads, samples, hz = build(table, rows, t0, t1)
+    return PythonViews(host, source, t0, t1, step, label, threads, tree, samples, hz)
+
+
+def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64]:
+    """The rows overlapping [t0, t1) (zero-length ones inside it), and their clipped spans."""
+    start = table.start_ns[rows]
+    end = start + table.duration_ns[rows]
+    keep = ((start < t1) & (end > t0)) | ((end == start) & (start >= t0) & (start < t1))
+    rows, start, end = rows[keep], start[keep], end[keep]
+    return rows, np.maximum(start, t0), np.minimum(end, t1)
+
+
+def _depths(parent: I64) -> I64:
+    """Each item's depth below its root, by pointer doubling (log of the depth passes)."""
+    depth = (parent >= 0).astype(np.int64)
+    anc = parent.copy()
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        up = anc[live]
+        depth[live] += depth[up]
+        anc[live] = anc[up]
+        live = live[anc[live] >= 0]
+    return depth
+
+
+def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
+    """Items grouped by call path, a nesting level at a time: (each item's node, each node's
+    parent node, each node's name)."""
+    n = len(parent)
+    node = np.full(n, -1, dtype=np.int64)
+    depth = _depths(parent)
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=-1)) + 2))
+    node_parent: list[I64] = []
+    node_name: list[I64] = []
+    made = 0
+    width = int(name.max(initial=0)) + 1
+    for level in range(len(bounds) - 1):
+        items = order[bounds[level]:bounds[level + 1]]
+        if not len(items):
+            continue
+        up = node[parent[items]] if level else np.full(len(items), -1, dtype=np.int64)
+        key = (up + 1) * width + name[items]
+        keys, inverse = np.unique(key, return_inverse=True)
+        node[items] = made + inverse.reshape(-1)
+        node_parent.append(keys // width - 1)
+        node_name.append(keys % width)
+        made += len(keys)
+    cat = (np.concatenate(node_parent) if node_parent else np.zeros(0, np.int64),
+           np.concatenate(node_name) if node_name else np.zeros(0, np.int64))
+    return node, cat[0], cat[1]
+
+
+def _compact(names: list[str], name: I64) -> tuple[I64, list[str]]:
+    """Function codes renumbered to those used, and their names."""
+    used, inverse = np.unique(name, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), [names[int(i)] for i in used]
+
+
+def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
+                 ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
+    rows, start, end = _clip(table, rows, t0, t1)
+    line = table.line[rows].astype(np.int64)
+    parent = parents(line, start, end)
+    dur = end - start
+    self_ns = dur.copy()
+    kids = np.flatnonzero(parent >= 0)
+    np.subtract.at(self_ns, parent[kids], np.minimum(end[kids], end[parent[kids]]) - start[kids])
+    self_ns = np.maximum(self_ns, 0)
+    name, names = _compact(table.names, table.name[rows].astype(np.int64))
+    node, node_parent, node_name = _paths(parent, name)
+    m = len(node_parent)
+    tree = CallTree(node_parent, node_name,
+                    np.bincount(node, weights=self_ns, minlength=m).astype(np.int64),
+                    np.bincount(node, weights=dur, minlength=m).astype(np.int64),
+                    np.bincount(node, minlength=m).astype(np.int64), names)
+    # A thread's Python time is what its outermost calls cover; its count, all its calls.
+    threads = _threads(table, line, np.where(parent < 0, dur, 0), np.ones(len(line), np.int64))
+    return tree, threads, len(rows), 0.0
+
+
+def _sampler_tree(table: EventTable, rows: I64, t0: int, t1: int
+                  ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
+    rows, start, end = _clip(table, rows, t0, t1)
+    weight = end - start
+    stat_rows, codes, stacks = table.text_stat(schema.PYTHON_STACK)
+    # Each sample's stack: its stat's value (a sample without one has its name as stack).
+    at = np.searchsorted(stat_rows, rows)
+    at_ok = np.minimum(at, max(len(stat_rows) - 1, 0))
+    has = (at < len(stat_rows)) & (stat_rows[at_ok] == rows) if len(stat_rows) else \
+        np.zeros(len(rows), bool)
+    texts = list(stacks) + list(table.names)
+    stack = np.where(has, codes[at_ok] if len(codes) else 0,
+                     len(stacks) + table.name[rows].astype(np.int64))
+    used, inverse = np.unique(stack, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    # A trie of the distinct stacks (few, however many samples there are).
+    index: dict[tuple[int, str], int] = {}
+    node_parent: list[int] = []
+    node_name: list[str] = []
+    leaf = np.zeros(len(used), dtype=np.int64)
+    for j, code in enumerate(used.tolist()):
+        at_node = -1
+        for frame in texts[code].split("\n"):
+            key = (at_node, frame)
+            nxt = index.get(key)
+            if nxt is None:
+                nxt = index[key] = len(node_parent)
+                node_parent.append(at_node)
+                node_name.append(frame)
+            at_node = nxt
+        leaf[j] = at_node
+    m = len(node_parent)
+    sample_node = leaf[inverse]
+    self_ns = np.bincount(sample_node, weights=weight, minlength=m).astype(np.int64)
+    total_ns = self_ns.copy()
+    count = np.bincount(sample_node, minlength=m).astype(np.int64)
+    parent = np.asarray(node_parent, dtype=np.int64)
+    for i in range(m - 1, -1, -1):  # children come after their parents
+        p = node_parent[i]
+        if p >= 0:
+            total_ns[p] += total_ns[i]
+            count[p] += count[i]
+    distinct = sorted(set(node_name))
+    code_of = {n: i for i, n in enumerate(distinct)}
+    tree = CallTree(parent, np.array([code_of[n] for n in node_name], dtype=np.int64),
+                    self_ns, total_ns, count, distinct)
+    line = table.line[rows].astype(np.int64)
+    threads = _threads(table, line, weight, np.ones(len(rows), np.int64))
+    ticks = len(np.unique(start)) if len(start) else 0
+    span = (int(end.max()) - int(start.min())) if len(start) else 0
+    hz = ticks / (span / 1e9) if span > 0 else 0.0
+    return tree, threads, len(rows), hz
+
+
+def hosts_with_python(tables: Mapping[str, EventTable]) -> list[str]:
+    """The hosts that recorded Python calls or samples, in name order."""
+    return [name for name in sorted(tables) if sources_of(tables[name])]
+
+
+def step_window(steps: Steps, step: int) -> tuple[int, int]:
+    """[start, end) of step number ``step``; a NotFoundError naming the steps there are."""
+    where = np.flatnonzero(steps.step_num == step)
+    if not len(where):
+        nums = steps.step_num.tolist()
+        shown = ", ".join(str(n) for n in nums[:10]) + (" …" if len(nums) > 10 else "")
+        raise NotFoundError(f"No step {step} on this host (steps: {shown or 'none'}); pass "
+                            "one of those.")
+    i = int(where[0])
+    return int(steps.start_ns[i]), int(steps.end_ns[i])
+
+
+def run_python_views(tables: Mapping[str, EventTable], steps: Mapping[str, Steps], *,
+                     host: str | None = None, source: str | None = None,
+                     thread: str | None = None, step: int | None = None,
+                     start_ns: int | None = None, end_ns: int | None = None) -> PythonViews:
+    """The Python views of one host of a run (None: the first with Python data), for one
+    step (its bounds from ``steps``) or a window."""
+    have = hosts_with_python(tables)
+    if host is None:
+        if not have:
+            raise PythonDataError(
+                "This run recorded no Python calls or samples; profile with "
+                "ProfilerOptions(python_tracer_level=1) or python_sampling_hz=100.")
+        host = have[0]
+    elif host not in tables:
+        raise NotFoundError(f"No host {host!r} in this run (hosts: {', '.join(sorted(tables))});"
+                            " pass one of those.")
+    if step is not None:
+        if start_ns is not None or end_ns is not None:
+            raise StepscopeError("Pass a step or a time window, not both.")
+        host_steps = steps.get(host)
+        if host_steps is None or not len(host_steps):
+            raise NotFoundError(f"Host {host!r} has no steps; leave out the step.")
+        start_ns, end_ns = step_window(host_steps, step)
+    return python_views(tables[host], host, source=source, thread=thread, start_ns=start_ns,
+                        end_ns=end_ns, step=step)
+
+
+# How many of the heaviest functions the run model keeps per host.
+SUMMARY_TOP = 8
+
+
+def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
+    """What the overview and the advice need of a host's Python data (None: it has none):
+    per step, the time the thread that runs the steps spent in Python code itself (self time
+    of Python frames, C functions left out), and the heaviest functions over the steps (or
+    the whole recording, without steps) by self time."""
+    have = sources_of(table)
+    if not have:
+        return None
+    source = have[0]
+    plane = table.plane_index(SOURCES[source])
+    assert plane is not None
+    rows = np.flatnonzero(table.line_plane[table.line] == plane).astype(np.int64)
+    if len(steps):
+        t0, t1 = int(steps.start_ns.min()), int(steps.end_ns.max())
+    else:
+        t0 = int(table.start_ns[rows].min())
+        t1 = int((table.start_ns[rows] + table.duration_ns[rows]).max()) + 1
+    build = _tracer_tree if source == TRACER else _sampler_tree
+    tree = build(table, rows, t0, t1)[0]
+    views = PythonViews("", source, t0, t1, None, None, {}, tree, 0, 0.0)
+    top = views.functions(limit=SUMMARY_TOP)
+    out: dict[str, Any] = {
+        "source": source, "total_ns": views.total_ns,
+        "top": {k: top[k] for k in ("name", "file", "line", "function", "self_ns", "total_ns",
+                                    "self_share", "total_share", "count")},
+        "step_num": [], "step_python_ns": [], "thread": None,
+    }
+    step_lines = np.asarray(steps.lines, dtype=np.int64)
+    if not len(steps) or not len(step_lines):
+        return out
+    # The steps' threads: their Python lines have the same ids (a thread's native id).
+    line_ids = table.line_id[step_lines]
+    mine = rows[np.isin(table.line_id[table.line[rows]], line_ids)]
+    if not len(mine):
+        return out
+    mine, start, end = _clip(table, mine, t0, t1)
+    python_code = np.array([bool(_PY_FRAME.match(n)) for n in table.names], dtype=bool)
+    own = python_code[table.name[mine]]
+    if source == TRACER:
+        parent = parents(table.line[mine].astype(np.int64), start, end)
+        self_ns = end - start
+        kids = np.flatnonzero(parent >= 0)
+        np.subtract.at(self_ns, parent[kids],
+                       np.minimum(end[kids], end[parent[kids]]) - start[kids])
+        weight = np.where(own, np.maximum(self_ns, 0), 0)
+    else:
+        weight = np.where(own, end - start, 0)  # a sample's innermost frame is its name
+    step = np.searchsorted(steps.start_ns, start, side="right") - 1
+    inside = (step >= 0) & (start < steps.end_ns[np.maximum(step, 0)])
+    per_step = np.bincount(step[inside], weights=weight[inside], minlength=len(steps))
+    out["thread"] = table.line_name[int(table.line[mine[0]])] if len(mine) else None
+    out["step_num"] = steps.step_num.tolist()
+    out["step_python_ns"] = per_step.astype(np.int64).tolist()
+    return out
+
+
+def pruned(tree: CallTree, min_ns: int) -> CallTree:
+    """The nodes whose inclusive time reaches ``min_ns`` (a parent always has at least its
+    children's time, so every kept node's parent is kept), renumbered in the same order."""
+    keep = tree.total_ns >= min_ns
+    rows = np.flatnonzero(keep)
+    new = np.full(len(tree.parent), -1, dtype=np.int64)
+    new[rows] = np.arange(len(rows), dtype=np.int64)
+    parent = tree.parent[rows]
+    return CallTree(np.where(parent >= 0, new[np.maximum(parent, 0)], -1), tree.name[rows],
+                    tree.self_ns[rows], tree.total_ns[rows], tree.count[rows], tree.names)

@@ -1,0 +1,11 @@
+"""Types of the compiled XSpace decoder (``_xspace_decode.c``); its twin is the protobuf path
+of ``xspace_columns.py`` / ``xspace_to_tables.py``."""
+
+from typing import Any
+
+class Column:
+    """Decoded column bytes (read with numpy.frombuffer)."""
+
+def decode(data: bytes) -> dict[str, Any]: ...
+def scan(source: int | bytes) -> tuple[bytes, list[bytes]]: ...
+def decode_table(source: int | bytes, maps: Any, slots: Any) -> dict[str, Any]: ...
