@@ -178,3 +178,34 @@ def test_duration_stops_recording(tmp_path: Path) -> None:
     steps = report(tmp_path / "logs")["steps"]
     # 60 steps of at least 50 ms ran; recording stopped after half a second of them.
     assert 1 <= steps["count"] < 55, steps
+
+
+SLOW_STEP = textwrap.dedent("""
+    import time
+    import stepscope
+
+    for i in range(60):
+        with stepscope.flight_recorder.step(i):
+            time.sleep(0.05 if i == 45 else 0.002)
+    print("done")
+""")
+
+
+def test_flight_recorder_saves_the_slow_step_and_nothing_else(tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(SLOW_STEP)
+    done = profile(tmp_path / "logs", "--flight-recorder", "--flight-steps", "20",
+                   "--slow-factor", "5", "--", "python", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "done" in done.stdout and "saved slow_step window" in done.stderr, done.stderr
+    runs = sorted((tmp_path / "logs" / "plugins" / "profile").iterdir())
+    assert len(runs) == 1 and runs[0].name.endswith("flight-slow_step")
+
+
+def test_flight_recorder_keeps_the_window_of_an_exception(tmp_path: Path) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text(SLOW_STEP.replace('print("done")', 'raise RuntimeError("boom")'))
+    done = profile(tmp_path / "logs", "--flight-recorder", "--slow-ms", "10000", "--",
+                   "python", str(script))
+    assert done.returncode == 1 and "RuntimeError: boom" in done.stderr
+    assert "saved exception window" in done.stderr, done.stderr

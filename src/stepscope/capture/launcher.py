@@ -340,8 +340,36 @@ def run(program: Program, logdir: str | os.PathLike[str], options: ProfilerOptio
                         failures[0] if failures else None)
 
 
-def _run_main(program: Program) -> int:
-    """Run the program as ``__main__``; its exit code (1 after an uncaught exception)."""
+def run_flight(program: Program, logdir: str | os.PathLike[str], recorder: dict[str, Any], *,
+               on_interrupt: Callable[[], None] | None = None) -> tuple[int, list[Any], bool]:
+    """Run ``program`` under a flight recorder (``capture.flight.start_from_args`` with
+    ``recorder``) instead of a session: nothing is written unless a trigger fires (a slow
+    step the program marks with ``stepscope.flight_recorder.step(i)``, SIGUSR1, SIGTERM, a
+    snapshot, or an exception that ends the program). Returns the exit code, the dumps and
+    whether Ctrl-C ended it."""
+    from stepscope.capture import flight
+
+    recording = flight.start_from_args(str(logdir), **recorder)
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    exit_code, interrupted = 0, False
+    try:
+        exit_code = _run_main(program, on_error=recording.report_exception)
+    except KeyboardInterrupt:
+        interrupted, exit_code = True, 130
+        if on_interrupt is not None:
+            on_interrupt()
+    finally:
+        sys.argv[:] = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+        dumps = flight.stop()
+    return exit_code, dumps, interrupted
+
+
+def _run_main(program: Program,
+              on_error: Callable[[BaseException], object] | None = None) -> int:
+    """Run the program as ``__main__``; its exit code (1 after an uncaught exception, which
+    ``on_error`` hears of first)."""
     sys.argv[:] = list(program.argv)
     # sys.path[0] as python sets it: the script's folder, or the working directory.
     first = {"module": os.getcwd(), "code": ""}.get(
@@ -362,7 +390,9 @@ def _run_main(program: Program) -> int:
         return _exit_code(done.code)
     except KeyboardInterrupt:
         raise
-    except BaseException:  # the program's own failure: shown as Python shows it
+    except BaseException as err:  # the program's own failure: shown as Python shows it
+        if on_error is not None:
+            on_error(err)
         traceback.print_exc()
         return 1
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.capture.options import (
     DEFAULT_COUNTER_INTERVAL_MS,
@@ -15,6 +15,9 @@ from stepscope.capture.options import (
 from stepscope.errors import StepscopeError
 
 DEFAULT_LOGDIR = "logs"
+
+if TYPE_CHECKING:
+    from stepscope.capture.launcher import Program
 
 
 def add_parser(sub: Any) -> None:
@@ -33,6 +36,7 @@ def add_parser(sub: Any) -> None:
     prof.add_argument("--logdir", default=DEFAULT_LOGDIR,
                       help="where to write the profile (default %(default)s)")
     add_options_args(prof)
+    add_flight_args(prof)
     prof.add_argument("--delay", type=_seconds, default=0.0, metavar="SECONDS",
                       help="start recording this long after the program starts "
                       "(default 0)")
@@ -120,11 +124,53 @@ def _positive(text: str) -> int:
     return value
 
 
+def add_flight_args(parser: argparse.ArgumentParser) -> None:
+    """``--flight-recorder`` and its settings (``capture.flight.start_from_args``)."""
+    group = parser.add_argument_group(
+        "flight recorder", "Keep a bounded window of the last steps instead of recording "
+        "everything, and save it when something goes wrong (docs/flight-recorder.md)")
+    group.add_argument("--flight-recorder", action="store_true",
+                       help="run under a flight recorder: a run is saved only on a slow step "
+                       "(marked with stepscope.flight_recorder.step(i)), an exception, "
+                       "SIGUSR1, SIGTERM or a snapshot")
+    group.add_argument("--flight-steps", type=_positive, metavar="N",
+                       help="keep the last N steps (default 1000 when --flight-seconds is "
+                       "not given)")
+    group.add_argument("--flight-seconds", type=_seconds, metavar="S",
+                       help="keep the last S seconds instead")
+    group.add_argument("--slow-factor", type=float, default=3.0, metavar="K",
+                       help="a step longer than K x the rolling median is slow (default 3)")
+    group.add_argument("--slow-ms", type=float, metavar="MS",
+                       help="a step longer than MS milliseconds is slow")
+    group.add_argument("--max-dumps", type=_positive, default=5, metavar="N",
+                       help="at most N automatic dumps (default 5)")
+
+
+def _run_flight(args: argparse.Namespace, program: Program) -> int:
+    from stepscope.capture import launcher
+
+    print(f"stepscope: flight recorder on {program.describe()} into {args.logdir}",
+          file=sys.stderr, flush=True)
+    code, dumps, _ = launcher.run_flight(
+        program, args.logdir,
+        {"steps": args.flight_steps, "seconds": args.flight_seconds,
+         "slow_factor": args.slow_factor, "slow_ms": args.slow_ms,
+         "max_dumps": args.max_dumps, "python_tracer": args.python_tracer,
+         "counters": args.counter_interval_ms > 0})
+    for d in dumps:
+        print(f"stepscope: saved {d.trigger} window to {d.path}", file=sys.stderr)
+    if not dumps:
+        print("stepscope: nothing triggered a dump; nothing was written.", file=sys.stderr)
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the program under a session; its exit code (130 after Ctrl-C)."""
     from stepscope.capture import launcher
 
     program = launcher.parse_command(args.program)
+    if args.flight_recorder:
+        return _run_flight(args, program)
     options = options_from_args(args)
     print(f"stepscope: profiling {program.describe()} into {args.logdir}", file=sys.stderr,
           flush=True)
