@@ -53,7 +53,7 @@ def test_plain_python_exit_code_output_and_steps(tmp_path: Path) -> None:
     assert "profile written to" in done.stderr and "Run " in done.stderr  # the report
     steps = report(tmp_path)["steps"]
     assert (steps["found_by"], steps["marker"]) == ("root", "train")
-    assert steps["count"] == 10  # 12 marked, the first and last left out as XProf does
+    assert steps["count"] == 12  # all 12 marked: stepscope's own captures keep whole steps
 
 
 def test_python_m_stepscope_profile_runs_modules_and_code(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_pytorch_example_optimizer_steps_and_ops(tmp_path: Path) -> None:
                    "8")
     assert done.returncode == 0, done.stderr
     data = report(tmp_path)
-    assert data["steps"]["count"] == 6  # 8 optimizer steps, first and last left out
+    assert data["steps"]["count"] == 8  # the 8 optimizer steps, all whole
     names = {op["name"] for op in data["top_ops"]}
     assert any(name.startswith("aten::") for name in names), names  # the torch bridge ran
 
@@ -148,7 +148,7 @@ def test_jax_example_step_trace_annotation(tmp_path: Path) -> None:
     done = profile(tmp_path, "--", "python", str(EXAMPLES / "jax_train.py"), "--steps", "7")
     assert done.returncode == 0, done.stderr
     steps = report(tmp_path)["steps"]
-    assert (steps["count"], steps["marker"]) == (5, "train")
+    assert (steps["count"], steps["marker"]) == (7, "train")
 
 
 def test_keras_example_batches(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_keras_example_batches(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("final loss")
     steps = report(tmp_path)["steps"]
-    assert (steps["count"], steps["marker"]) == (6, "train")  # 8 batches, 2 left out
+    assert (steps["count"], steps["marker"]) == (8, "train")  # the 8 batches, all whole
 
 
 def test_duration_stops_recording(tmp_path: Path) -> None:

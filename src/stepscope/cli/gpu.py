@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the GPU timeline of ``args.path`` (the ``gpu_timeline`` tool)."""
-    from stepscope.cli import open_run
+    from stepscope.cli.common import open_run
     from stepscope.views.gpu_report import render_gpu_timeline
 
     if not 0 <= args.kernel_wait_us <= 1e9:

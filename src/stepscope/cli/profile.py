@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any) -> None:
     """Register ``profile`` on ``sub`` (from ``add_subparsers``)."""
-    from stepscope.cli import add_listen_args
+    from stepscope.cli.common import add_listen_args
 
     prof = sub.add_parser(
         "profile", help="run a Python program under the profiler and print its report",

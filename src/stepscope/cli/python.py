@@ -61,7 +61,7 @@ def _window(args: argparse.Namespace, tables: Any, host: str | None) -> tuple[in
 def run(args: argparse.Namespace) -> int:
     """Print (or export) the Python views of a run."""
     from stepscope.analysis.run_model.python_views import run_python_views
-    from stepscope.cli import open_run
+    from stepscope.cli.common import open_run
     from stepscope.views import report
     from stepscope.views.python_report import render_python
 
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(views.to_dict(args.sort, args.filter), indent=2, allow_nan=False))
     elif not wrote:
-        from stepscope.cli import _console
+        from stepscope.cli.common import console as _console
 
         render_python(views, _console(), sort=args.sort, filter_text=args.filter,
                       limit=args.limit or None)

@@ -1,0 +1,100 @@
+"""What the command line's commands share: the console, opening a run with a progress bar,
+printing a tool's answer, and the arguments several commands take."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from stepscope.errors import StepscopeError
+
+if TYPE_CHECKING:
+    from stepscope.run import Run, ToolResult
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console (on standard error with ``stderr``), 160 columns wide when piped."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:  # piped: no terminal width to fit, keep names whole
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
+
+
+def open_run(args: argparse.Namespace) -> Run:
+    """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``
+    and warns of hosts that could not be read."""
+    from stepscope.run import Run
+    from stepscope.views import report
+
+    with report.loading_progress(console(stderr=True)) as progress:
+        run = Run.open(args.path, engine=getattr(args, "engine", "auto"),
+                       cache=not getattr(args, "no_cache", False), progress=progress)
+        run.model  # noqa: B018  (read here, under the progress bar)
+    run.check_host(getattr(args, "host", None))
+    for name, why in run.failed.items():
+        print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
+    note_skipped(args.path)
+    return run
+
+
+def print_json(result: ToolResult) -> None:
+    print(result.to_json(indent=2))
+
+
+def emit(args: argparse.Namespace, result: ToolResult, what: str,
+          render: Callable[[], None]) -> None:
+    """Write ``--csv``, print ``--json``, or render the result (the default)."""
+    from stepscope.views import report
+
+    if getattr(args, "csv", None):
+        report.write_text(args.csv, result.to_csv())
+        rows = len(next(iter(result.table().values()), []))
+        print(f"wrote {rows} {what} to {args.csv}", file=sys.stderr)
+    if args.json:
+        print_json(result)
+    elif not getattr(args, "csv", None):
+        render()
+
+
+def note_skipped(path: str) -> None:
+    """Name the files at the top of a logdir that were left out as not profiles."""
+    from stepscope.model.logdir import skipped_files
+
+    for skipped in skipped_files(path):
+        print(f"stepscope: note: skipped {skipped} (beside the runs, not a profile)",
+              file=sys.stderr)
+
+
+def add_listen_args(parser: argparse.ArgumentParser) -> None:
+    """--host, --port and --allow-host of a command that serves the web UI."""
+    from stepscope.web.http_server import DEFAULT_HOST, DEFAULT_PORT
+
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help=f"address to listen on (default {DEFAULT_HOST}, this machine "
+                        "only; 0.0.0.0 exposes the profiles to the network)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT})")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests addressed to this host name (repeatable; "
+                        "requests naming any other host than 127.0.0.1, localhost, [::1] and "
+                        "--host are refused, against DNS rebinding)")
+
+
+def add_engine_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default="auto", type=engine_choice, metavar="ENGINE",
+                        help="where each host's file is read and analysed: local (this "
+                        "process), pool (a process per core), ray or ray://ADDRESS (a Ray "
+                        "cluster); default auto: pool for several large hosts, else local")
+
+
+def engine_choice(value: str) -> str:
+    from stepscope.run.engines import check_engine
+
+    try:
+        return check_engine(value)
+    except StepscopeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err

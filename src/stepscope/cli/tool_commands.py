@@ -1,0 +1,336 @@
+"""The commands named for the tools (report, ops, kernels, input, pod, memory, xla,
+memory-viewer, xla-graph) and ``tool``/``tools``: each opens the run, asks it one tool
+(``stepscope.run.tools``) and prints the answer, writes its CSV or prints its JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from stepscope.cli.common import (
+    add_engine_arg,
+    console,
+    emit,
+    open_run,
+    print_json,
+)
+from stepscope.errors import StepscopeError
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from stepscope.views import report
+
+    run = open_run(args)
+    result = run.overview()
+    if args.json:
+        print_json(result)
+        return 0
+    out = console()
+    summary = result.data
+    report.render_overview(summary, out)
+    if summary["xla_flops_utilization"] is not None:
+        out.print(f"FLOPS utilisation (XLA programs): "
+                  f"{100 * summary['xla_flops_utilization']:.3g}%")
+    if len(run.hosts) > 1:
+        report.render_pod(run.pod().data, out, per_step=False)
+    return 0
+
+
+def _cmd_pod(args: argparse.Namespace) -> int:
+    from stepscope.views import report
+
+    result = open_run(args).pod(args.host)
+    emit(args, result, "steps", lambda: report.render_pod(
+        result.data, console(), per_step=True, limit=args.limit or None))
+    return 0
+
+
+def _cmd_memory(args: argparse.Namespace) -> int:
+    from stepscope.views.memory_report import render_memory
+
+    result = open_run(args).memory_profile(args.host, allocator=args.allocator)
+    data = result.data
+    if args.allocator is not None:  # the terminal shows that allocator only
+        chosen = data["allocators"][data["allocator"]]["name"]
+        data = {**data, "allocators": [a for a in data["allocators"] if a["name"] == chosen],
+                "ops": [o for o in data["ops"] if o["allocator"] == chosen]}
+    emit(args, result, "allocation groups at the peak",
+          lambda: render_memory(data, console(), limit=args.limit or None))
+    return 0
+
+
+def _cmd_xla(args: argparse.Namespace) -> int:
+    from stepscope.views.xla_report import render_xla
+
+    run = open_run(args)
+    result = run.op_profile(args.host, top=args.top)
+    if args.csv:
+        from stepscope.views import report
+
+        stats = run.hlo_op_stats(args.host)
+        report.write_text(args.csv, stats.to_csv())
+        print(f"wrote {len(stats.data['ops'])} HLO ops to {args.csv}", file=sys.stderr)
+    if args.json:
+        print_json(result)
+    elif not args.csv:
+        render_xla(result.data, console(), top=args.top or 20)
+    return 0
+
+
+def _cmd_memory_viewer(args: argparse.Namespace) -> int:
+    from stepscope.views.memory_viewer_report import render_memory_viewer
+
+    if args.limit < 0:
+        raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
+    result = open_run(args).tool("memory_viewer", args.host, module=args.module,
+                              memory_space=args.memory_space)
+    emit(args, result, "buffers",
+          lambda: render_memory_viewer(result.data, console(), limit=args.limit))
+    return 0
+
+
+def _cmd_xla_graph(args: argparse.Namespace) -> int:
+    from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text
+
+    result = open_run(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
+                              depth=args.depth, expand_fusions=args.expand_fusions)
+    if args.json:
+        print_json(result)
+    elif args.dot:
+        print(graph_dot(result.value))
+    else:
+        print(graph_text(result.value))
+    return 0
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from stepscope.views import report
+
+    result = open_run(args).op_stats(args.host, include_idle=args.include_idle)
+    emit(args, result, "ops",
+          lambda: report.render_ops(result.value, console(), limit=args.limit or None))
+    return 0
+
+
+def _cmd_kernels(args: argparse.Namespace) -> int:
+    from stepscope.views import report
+
+    result = open_run(args).kernel_stats(args.host)
+    emit(args, result, "kernel rows",
+          lambda: report.render_kernels(result.value, console(), limit=args.limit or None))
+    return 0
+
+
+def _cmd_input(args: argparse.Namespace) -> int:
+    from stepscope.views.input_report import render_input
+
+    result = open_run(args).input_pipeline(args.host)
+    emit(args, result, "input ops",
+          lambda: render_input(result.data, console(), limit=args.limit or None))
+    return 0
+
+
+def _cmd_tool(args: argparse.Namespace) -> int:
+    from stepscope.run.tools import spec
+
+    chosen = spec(args.name)
+    params: dict[str, str] = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise StepscopeError(f"--param takes NAME=VALUE, not {item!r}.")
+        params[key.strip()] = value
+    chosen.parse(params)  # a bad parameter is refused before the run is read
+    result = open_run(args).tool(chosen.name, args.host, **params)
+    if args.csv:
+        from stepscope.views import report
+
+        report.write_text(args.csv, result.to_csv())
+        print(f"wrote {args.name}'s table to {args.csv}", file=sys.stderr)
+    if args.json or not args.csv:
+        print_json(result)
+    return 0
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    from stepscope.run.tools import TOOLS
+
+    if args.json:
+        print(json.dumps([t.to_dict() for t in TOOLS.values()], indent=2))
+        return 0
+    for t in TOOLS.values():
+        params = ", ".join(p.name for p in t.params)
+        print(f"{t.name:26} {t.summary}" + (f" (parameters: {params})" if params else ""))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Register the tool commands on ``sub`` (from ``add_subparsers``)."""
+    rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
+                         description="Print the overview of a run: step time, its breakdown, "
+                         "the input-bound verdict, top ops and the run environment.")
+    rep.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    rep.add_argument("--json", action="store_true", help="print the overview as JSON")
+    rep.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(rep)
+    rep.set_defaults(func=_cmd_report)
+
+    ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
+                         description="Time per op on the host and on devices, with self time.")
+    ops.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    ops.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
+    ops.add_argument("--json", action="store_true", help="print all rows as JSON")
+    ops.add_argument("--host", help="only this host (default: all hosts summed)")
+    ops.add_argument("--include-idle", action="store_true",
+                     help="add IDLE rows: time on op threads/streams when no op ran")
+    ops.add_argument("--limit", type=int, default=30,
+                     help="rows shown in the terminal (0: all; default 30)")
+    ops.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(ops)
+    ops.set_defaults(func=_cmd_ops)
+
+    kern = sub.add_parser("kernels", help="GPU kernel stats (time per kernel, op and shape)",
+                          description="Per kernel, the op that launched it and launch shape: "
+                          "registers, shared memory, block and grid, Tensor Core use, and "
+                          "count and total/avg/min/max time, by total time.")
+    kern.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    kern.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
+    kern.add_argument("--json", action="store_true", help="print all rows as JSON")
+    kern.add_argument("--host", help="only this host (default: all hosts)")
+    kern.add_argument("--limit", type=int, default=30,
+                      help="rows shown in the terminal (0: all; default 30)")
+    kern.add_argument("--no-cache", action="store_true",
+                      help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(kern)
+    kern.set_defaults(func=_cmd_kernels)
+
+    inp = sub.add_parser("input", help="input pipeline analyzer: input-bound?, slow stage",
+                         description="Is the run input-bound, where input time goes on the "
+                         "host (reading, preprocessing, transfer), the input-op table, and the "
+                         "bottleneck stage of the slowest pipeline run with a recommendation.")
+    inp.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    inp.add_argument("--csv", metavar="FILE", help="write the input-op table as CSV to FILE")
+    inp.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    inp.add_argument("--host", help="only this host (default: all hosts)")
+    inp.add_argument("--limit", type=int, default=30,
+                     help="input ops shown in the terminal (0: all; default 30)")
+    inp.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(inp)
+    inp.set_defaults(func=_cmd_input)
+
+    pod = sub.add_parser("pod", help="pod viewer: every host's step time side by side, "
+                         "stragglers",
+                         description="Per step, each host's (or, for one host with several "
+                         "devices, each device's) step time split into compute, input, "
+                         "collectives, copies and other; the straggler of each step and how "
+                         "long the others waited for it; how the hosts' clocks were lined up.")
+    pod.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    pod.add_argument("--json", action="store_true", help="print the pod viewer as JSON")
+    pod.add_argument("--csv", metavar="FILE", help="write one row per step and host to FILE")
+    pod.add_argument("--host", help="only this host's figures per step (stragglers are still "
+                     "judged over all hosts)")
+    pod.add_argument("--limit", type=int, default=20,
+                     help="steps shown in the terminal (0: all; default 20)")
+    pod.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(pod)
+    pod.set_defaults(func=_cmd_pod)
+
+    mem = sub.add_parser("memory", help="memory profile: peak memory per allocator and what "
+                         "was live at the peak",
+                         description="Per memory allocator (each device's, the host's, "
+                         "PyTorch's CUDA and CPU allocators, stepscope's NumPy capture): "
+                         "allocations and frees, capacity, the peak in use, when and in which "
+                         "step it happened, reserved, stack and fragmentation at the peak, and "
+                         "the allocations live at the peak, heaviest first; per op, the memory "
+                         "allocated while it ran (PyTorch and stepscope's capture).")
+    mem.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    mem.add_argument("--json", action="store_true", help="print the memory profile as JSON")
+    mem.add_argument("--csv", metavar="FILE",
+                     help="write the breakdowns at the peak (one row per allocation group) "
+                     "to FILE")
+    mem.add_argument("--host", help="only this host (default: all hosts)")
+    mem.add_argument("--allocator", help="only this allocator (e.g. GPU_0_bfc, cuda:0, cpu)")
+    mem.add_argument("--limit", type=int, default=10,
+                     help="rows per table shown in the terminal (0: all; default 10)")
+    mem.add_argument("--no-cache", action="store_true",
+                     help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(mem)
+    mem.set_defaults(func=_cmd_memory)
+
+    xla = sub.add_parser("xla", help="op profile of XLA programs: time, FLOPS utilisation "
+                         "and bound by, per category and HLO op",
+                         description="Op profile of the XLA programs of a JAX, TensorFlow "
+                         "(jit_compile) or PyTorch/XLA profile, with HLO op stats as CSV.")
+    xla.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xla.add_argument("--json", action="store_true", help="print the op profile as JSON")
+    xla.add_argument("--csv", metavar="FILE", help="write the HLO op stats (one row per op) "
+                     "to FILE")
+    xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
+                     "category (default: all in --json, 20 shown in the terminal)")
+    xla.add_argument("--host", help="only this host's XLA programs (default: every host)")
+    xla.add_argument("--no-cache", action="store_true",
+                     help="read the profile afresh, bypassing the on-disk cache")
+    xla.set_defaults(func=_cmd_xla)
+
+    mv = sub.add_parser("memory-viewer", help="XLA memory viewer: what fills one program's "
+                        "memory at its peak",
+                        description="Peak heap, argument, temporary and reserved sizes, "
+                        "padding, the heap over program order and the buffers live at the "
+                        "peak of one XLA program, from the buffer assignment in its HLO.")
+    mv.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    mv.add_argument("--module", help="the program: name(id), its id, or a name only one "
+                    "program has (default: the program with the largest peak heap)")
+    mv.add_argument("--memory-space", default="0",
+                    help="memory space (XLA memory colour; default 0, the device's memory)")
+    mv.add_argument("--host", help="only this host's programs (default: every host)")
+    mv.add_argument("--json", action="store_true", help="print the result as JSON")
+    mv.add_argument("--limit", type=int, default=20,
+                    help="buffers shown in the terminal (0: all; default 20)")
+    mv.set_defaults(func=_cmd_memory_viewer)
+
+    xg = sub.add_parser("xla-graph", help="XLA graph viewer: the HLO graph around one op",
+                        description="The operands and users of one HLO op to a depth, with "
+                        "each op's shape and its device time from the op profile.")
+    xg.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    xg.add_argument("--module", help="the program: name(id), its id, or a name only one "
+                    "program has (default: the program with the most device time)")
+    xg.add_argument("--op", help="the HLO instruction's name (default: the program's "
+                    "costliest op)")
+    xg.add_argument("--depth", type=int, default=2, help="steps out from the op (default 2)")
+    xg.add_argument("--expand-fusions", action="store_true",
+                    help="show the instructions inside each fusion")
+    xg.add_argument("--host", help="only this host's programs (default: every host)")
+    out = xg.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the graph as JSON")
+    out.add_argument("--dot", action="store_true", help="print the graph as Graphviz DOT")
+    xg.add_argument("--no-cache", action="store_true",
+                    help="read the profile afresh, bypassing the on-disk cache")
+    xg.set_defaults(func=_cmd_xla_graph)
+
+    tool = sub.add_parser("tool", help="any tool's answer as JSON (or its table as CSV), "
+                          "with its parameters as declared (see `stepscope tools`)",
+                          description="Answer one tool of the run, exactly as the web API's "
+                          "/api/data and stepscope.open(PATH).tool(NAME, ...) answer it.")
+    tool.add_argument("name", metavar="NAME", help="the tool (see `stepscope tools`)")
+    tool.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    tool.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                      help="a parameter of the tool (repeatable)")
+    tool.add_argument("--host", help="only this host (default: all hosts)")
+    tool.add_argument("--json", action="store_true", help="print the answer as JSON (the "
+                      "default unless --csv)")
+    tool.add_argument("--csv", metavar="FILE", help="write the tool's table as CSV to FILE")
+    tool.add_argument("--no-cache", action="store_true",
+                      help="parse the profile again instead of using the on-disk cache")
+    add_engine_arg(tool)
+    tool.set_defaults(func=_cmd_tool)
+
+    tools = sub.add_parser("tools", help="list the tools and their parameters",
+                           description="Every tool stepscope answers, with its parameters.")
+    tools.add_argument("--json", action="store_true", help="the declarations as JSON")
+    tools.set_defaults(func=_cmd_tools)
