@@ -27,8 +27,9 @@ MAX_LIMIT = 1000
 SHORT_TEXT = 80  # strings longer than this are shortened unless full_names
 _SKELETON_TEXT = 200
 # Sentences (advice, verdicts, notes) are kept whole far longer than names.
-_PROSE = {"text", "statement", "evidence", "reason", "hints", "notes", "note", "summary",
-          "message", "why", "detail", "description", "error", "missing"}
+_PROSE = {"text", "because", "statement", "evidence", "reason", "hints", "notes", "note",
+          "summary", "found_by_text", "message", "why", "detail", "description", "error",
+          "missing"}
 _PROSE_TEXT = 600  # strings in the last-resort answer
 _SHORT_LIST = 4  # lists of this many scalars or fewer (shapes, pairs) are never cut
 _MAX_OMITTED = 12  # places named in ``omitted``; the rest are summed as "(elsewhere)"

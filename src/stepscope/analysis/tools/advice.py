@@ -660,7 +660,21 @@ _PY_INPUT = re.compile(r"(?i)collate|__getitem__|__getitems__|dataloader|dataset
                        r"transform|augment|preprocess|decode|load_(batch|sample|image)")
 
 
-def rule_python_input(python: dict[str, Any]) -> Recommendation | None:
+_PY_INPUT_ADVICE = {
+    "torch": ("move it into DataLoader worker processes (num_workers > 0), vectorise it (one "
+              "tensor operation per batch instead of a Python loop per sample), or do the "
+              "work once before training"),
+    "tensorflow": ("run it in tf.data's map with num_parallel_calls=tf.data.AUTOTUNE, express "
+                   "it in TensorFlow ops instead of Python, or cache its results"),
+    "jax": ("run it in parallel workers (Grain's worker_count, or a thread pool), vectorise "
+            "it with NumPy/jax.numpy, or do the work once before training"),
+    "python": ("run it in parallel (stepscope.data's .map(fn, num_parallel_calls=N), or a "
+               "thread or process pool), vectorise it with NumPy, or cache its results"),
+}
+
+
+def rule_python_input(python: dict[str, Any],
+                      framework: str = "python") -> Recommendation | None:
     """A collate function or input stage among a host's heaviest Python functions."""
     # (self share, inclusive share, host, function, Python time): the function doing the work
     # itself is named, not the DataLoader's __next__ around it.
@@ -679,11 +693,8 @@ def rule_python_input(python: dict[str, Any]) -> Recommendation | None:
     if share < PYTHON_INPUT_SHARE:
         return None
     collate = "collate" in what["function"].lower()
-    advice = ("move it into DataLoader worker processes (num_workers > 0), vectorise it "
-              "(one tensor operation per batch instead of a Python loop per sample), or do "
-              "the work once before training" if collate else
-              "run it in parallel workers (DataLoader num_workers > 0, tf.data map with "
-              "num_parallel_calls), vectorise it, or cache its results")
+    advice = _PY_INPUT_ADVICE["torch" if collate else framework if framework in
+                              _PY_INPUT_ADVICE else "python"]
     return Recommendation(
         "python_input_function",
         f"The Python function {what['function']} ({what['where']}), on the input side, takes "
@@ -691,7 +702,7 @@ def rule_python_input(python: dict[str, Any]) -> Recommendation | None:
         {**what, "host": host, "percent_of_python_time": round(share, 2),
          "python_ms": round(total_ns / 1e6, 3)}, "python_profile",
         f"{what['function']} is {share:.1f} % of host {host}'s {total_ns / 1e6:.1f} ms of "
-        "Python time")
+        "Python time.")
 
 
 RULES: tuple[Rule, ...] = (
@@ -709,7 +720,7 @@ def advise(f: Facts) -> list[Recommendation]:
 
 def recommendations(model: RunModel) -> list[Recommendation]:
     """The advice for a run."""
-    python = rule_python_input(model.python_dict())
+    python = rule_python_input(model.python_dict(), model.framework().framework)
     return advise(facts_of(model)) + ([python] if python is not None else [])
 
 
