@@ -40,16 +40,20 @@ def main() -> None:
                   f"{args.repeats} (ms; goal <= {GOAL_MS:.0f})")
     root = Path(tempfile.mkdtemp(prefix="stepscope-bench-runs-"))
     try:
+        dirs = {label: root / label for label in RUNS}
         for label, source in RUNS.items():
-            run_dir = root / label
-            shutil.copytree(source, run_dir)
+            shutil.copytree(source, dirs[label])
+        for label, run_dir in dirs.items():
+            # diff needs a baseline: another of the runs
+            base = next(str(d) for other, d in dirs.items() if other != label)
+            params = {**PARAMS, "diff": {"base": base}}
             first = stepscope.open(run_dir)
             cold = Bench.time(lambda r=first: r.overview(), 1)
             for name in first.available_tools():  # answered once: kept in the cache
-                first.tool(name, **PARAMS.get(name, {}))
+                first.tool(name, **params.get(name, {}))
             for name in first.available_tools():
-                ms = Bench.time(lambda n=name, d=run_dir: stepscope.open(d).tool(
-                    n, **PARAMS.get(n, {})), args.repeats)
+                ms = Bench.time(lambda n=name, d=run_dir, p=params: stepscope.open(d).tool(
+                    n, **p.get(n, {})), args.repeats)
                 bench.row(run=label, tool=name, ms=ms, within_goal=ms <= GOAL_MS,
                           cold_open_and_overview_ms=round(cold))
     finally:
