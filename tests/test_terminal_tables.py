@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import stepscope.cli
+import stepscope.cli.common
 from stepscope.cli import main
 from stepscope.views.tables import short_name
 from stepscope.views.units import count_text, size_text
@@ -50,7 +50,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     """What the commands print, on a 100-column terminal."""
     out = io.StringIO()
-    monkeypatch.setattr(stepscope.cli, "_console", lambda stderr=False: Console(
+    monkeypatch.setattr(stepscope.cli.common, "console", lambda stderr=False: Console(
         file=io.StringIO() if stderr else out, width=WIDTH, highlight=False,
         color_system=None))
     yield out

@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from stepscope.cli.common import console, open_run
+from stepscope.cli import common
+from stepscope.cli.common import open_run
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -19,7 +20,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     tables = run.tables
     hosts = ((n, tables.hosts[n], run.trace_index(n)) for n in names)
     total = sum(len(tables.hosts[n]) for n in names)
-    with report.count_progress(console(stderr=True), "writing events", total) as progress:
+    with report.count_progress(common.console(stderr=True), "writing events", total) as progress:
         count = write_chrome_trace(args.chrome_trace, hosts, progress=progress)
     print(f"wrote {count} events to {args.chrome_trace}", file=sys.stderr)
     return 0

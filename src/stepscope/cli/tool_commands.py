@@ -9,9 +9,9 @@ import json
 import sys
 from typing import Any
 
+from stepscope.cli import common
 from stepscope.cli.common import (
     add_engine_arg,
-    console,
     emit,
     open_run,
     print_json,
@@ -27,7 +27,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    out = console()
+    out = common.console()
     summary = result.data
     report.render_overview(summary, out)
     if summary["xla_flops_utilization"] is not None:
@@ -43,7 +43,7 @@ def _cmd_pod(args: argparse.Namespace) -> int:
 
     result = open_run(args).pod(args.host)
     emit(args, result, "steps", lambda: report.render_pod(
-        result.data, console(), per_step=True, limit=args.limit or None))
+        result.data, common.console(), per_step=True, limit=args.limit or None))
     return 0
 
 
@@ -57,7 +57,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
         data = {**data, "allocators": [a for a in data["allocators"] if a["name"] == chosen],
                 "ops": [o for o in data["ops"] if o["allocator"] == chosen]}
     emit(args, result, "allocation groups at the peak",
-          lambda: render_memory(data, console(), limit=args.limit or None))
+          lambda: render_memory(data, common.console(), limit=args.limit or None))
     return 0
 
 
@@ -75,7 +75,7 @@ def _cmd_xla(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif not args.csv:
-        render_xla(result.data, console(), top=args.top or 20)
+        render_xla(result.data, common.console(), top=args.top or 20)
     return 0
 
 
@@ -87,7 +87,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
     result = open_run(args).tool("memory_viewer", args.host, module=args.module,
                               memory_space=args.memory_space)
     emit(args, result, "buffers",
-          lambda: render_memory_viewer(result.data, console(), limit=args.limit))
+          lambda: render_memory_viewer(result.data, common.console(), limit=args.limit))
     return 0
 
 
@@ -110,7 +110,7 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
     result = open_run(args).op_stats(args.host, include_idle=args.include_idle)
     emit(args, result, "ops",
-          lambda: report.render_ops(result.value, console(), limit=args.limit or None))
+          lambda: report.render_ops(result.value, common.console(), limit=args.limit or None))
     return 0
 
 
@@ -119,7 +119,7 @@ def _cmd_kernels(args: argparse.Namespace) -> int:
 
     result = open_run(args).kernel_stats(args.host)
     emit(args, result, "kernel rows",
-          lambda: report.render_kernels(result.value, console(), limit=args.limit or None))
+          lambda: report.render_kernels(result.value, common.console(), limit=args.limit or None))
     return 0
 
 
@@ -128,7 +128,7 @@ def _cmd_input(args: argparse.Namespace) -> int:
 
     result = open_run(args).input_pipeline(args.host)
     emit(args, result, "input ops",
-          lambda: render_input(result.data, console(), limit=args.limit or None))
+          lambda: render_input(result.data, common.console(), limit=args.limit or None))
     return 0
 
 
