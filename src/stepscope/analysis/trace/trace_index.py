@@ -2,8 +2,9 @@
 
 Every event of a host (but the Task Environment's and Kineto's zero-length flow markers)
 is placed on a *track* (one per line of a plane) and, within its track, on a *row*: events
-that nest go one row below their parent, and events that overlap without nesting are pushed
-down until nothing on a row overlaps anything else. Lines whose events are all zero-length
+that nest go one row below their parent (or, where that row is taken, the lowest free row
+below it), and events that overlap without nesting go to the lowest free row; nothing on a
+row overlaps anything else, and the layout costs O(n log n). Lines whose events are all zero-length
 samples with a ``value`` stat become *counter tracks* instead.
 
 Tracks are grouped in *sections*: one per device plane (``/device:GPU:0``: Steps, op lines,
@@ -23,7 +24,6 @@ the pixels and segments in view, not on how many events the window holds.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -43,7 +43,7 @@ F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
 # Bump when the index layout changes: old cached indexes are then never read.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
@@ -215,9 +215,11 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
     """A row per event such that no two events of one track and row overlap, and the
     event order by (track, row, start).
 
-    Nested events get their nesting depth (counted, not walked); events that overlap
-    without nesting are pushed one row down at a time until their row is free. ``by_start``:
-    the events' order by (track, start), when already made (``by_track_and_start``).
+    Every event first gets its nesting depth (counted, not walked: the events of its track
+    still running when it starts), which is the layout wherever events nest properly. The
+    tracks where that leaves two events of a row overlapping are laid out again, one event
+    at a time in start order (``_overlapping_rows``). ``by_start``: the events' order by
+    (track, start), when already made (``by_track_and_start``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
@@ -234,13 +236,17 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
     # Events of the same track still running when this one starts (and started before it).
     depth[by_start] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
     del skeys, ekeys
-    for _ in range(64):
-        order = _by_row(track, depth, by_start)
-        clash = _clashes(order, track, depth, start, lay_end, bits)
-        if not len(clash):
-            return depth, order
-        depth[clash] += 1
-    _greedy(by_start, track, depth, start, lay_end, bits)
+    order = _by_row(track, depth, by_start)
+    clash = _clashes(order, track, depth, start, lay_end, bits)
+    if not len(clash):
+        return depth, order
+    del order
+    # The tracks that clash are contiguous runs of ``by_start``.
+    sorted_track = track[by_start]
+    for t in np.unique(track[clash]).tolist():
+        lo, hi = np.searchsorted(sorted_track, [t, t + 1])
+        rows = by_start[lo:hi]
+        depth[rows] = _overlapping_rows(start[rows], lay_end[rows])
     return depth, _by_row(track, depth, by_start)
 
 
@@ -261,27 +267,75 @@ def _clashes(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
     return np.asarray(order[bad], np.int64)
 
 
-def _greedy(by_start: I64, track: I64, depth: I64, start: I64, lay_end: I64,
-            bits: int) -> None:
-    """Lay out the tracks that still clash one event at a time (a rare, slow fallback)."""
-    order = _by_row(track, depth, by_start)
-    bad_tracks = np.unique(track[_clashes(order, track, depth, start, lay_end, bits)])
-    for t in bad_tracks.tolist():
-        rows = np.flatnonzero(track == t)
-        rows = rows[np.lexsort((-lay_end[rows], start[rows]))]
-        free: list[int] = []
-        busy: list[tuple[int, int]] = []
-        used = 0
-        for row, s, e in zip(rows.tolist(), start[rows].tolist(), lay_end[rows].tolist(),
-                             strict=True):
-            while busy and busy[0][0] <= s:
-                heapq.heappush(free, heapq.heappop(busy)[1])
-            if free:
-                r = heapq.heappop(free)
-            else:
-                r, used = used, used + 1
-            depth[row] = r
-            heapq.heappush(busy, (e, r))
+def _overlapping_rows(start: I64, end: I64) -> I64:
+    """Rows for one track's events, given in start order (the longer first of events
+    starting together), where some overlap without nesting: an event nested in another
+    (inside it, and the latest started such event still running) goes to the lowest free
+    row below its parent's; any other goes to the lowest free row. O(n log rows).
+
+    Which rows are free is kept in a segment tree over the rows holding, per node, the
+    earliest time one of its rows frees up; "the lowest row at or after ``k`` free at time
+    ``s``" is one walk up and down that tree.
+    """
+    n = len(start)
+    cap = 64
+    tree = [-1] * (2 * cap)  # leaves: when each row frees up (-1: never used)
+    out = [0] * n
+    stack_end: list[int] = []  # the chain of events nested in one another still running
+    stack_row: list[int] = []
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        # Events on the chain that end before this one cannot be its parent, nor the
+        # parent of anything starting later that this one does not also contain.
+        while stack_end and stack_end[-1] < e:
+            stack_end.pop()
+            stack_row.pop()
+        k = stack_row[-1] + 1 if stack_row else 0
+        while True:
+            # The row just below the parent's is most often free: no walk then.
+            r = k if k < cap and tree[k + cap] <= s else _first_free(tree, cap, k, s)
+            if r >= 0:
+                break
+            # Every row from k on is busy: double the rows the tree covers.
+            leaves = tree[cap:] + [-1] * cap
+            cap *= 2
+            tree = [0] * cap + leaves
+            for j in range(cap - 1, 0, -1):
+                tree[j] = min(tree[2 * j], tree[2 * j + 1])
+        out[i] = r
+        j = r + cap
+        tree[j] = e
+        j >>= 1
+        while j:
+            m = min(tree[2 * j], tree[2 * j + 1])
+            if tree[j] == m:
+                break
+            tree[j] = m
+            j >>= 1
+        stack_end.append(e)
+        stack_row.append(r)
+    return np.asarray(out, np.int64)
+
+
+def _first_free(tree: list[int], cap: int, k: int, s: int) -> int:
+    """The lowest row ``>= k`` that is free at time ``s`` (its last event ended by then),
+    or -1 if none of the ``cap`` rows the tree covers is."""
+    if k >= cap:
+        return -1
+    i = k + cap
+    if tree[i] <= s:
+        return k
+    # Up: to the first right sibling (a span of rows after i's) holding a free row.
+    while i > 1:
+        if not i & 1 and tree[i + 1] <= s:
+            i += 1
+            break
+        i >>= 1
+    else:
+        return -1
+    # Down: the lowest free row of that span.
+    while i < cap:
+        i = 2 * i if tree[2 * i] <= s else 2 * i + 1
+    return i - cap
 
 
 def window_counters(arrays: dict[str, NDArray[Any]], t0: int, t1: int, bnd: I64,
