@@ -217,9 +217,10 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
 
     Every event first gets its nesting depth (counted, not walked: the events of its track
     still running when it starts), which is the layout wherever events nest properly. The
-    tracks where that leaves two events of a row overlapping are laid out again, one event
-    at a time in start order (``_overlapping_rows``). ``by_start``: the events' order by
-    (track, start), when already made (``by_track_and_start``).
+    tracks where they do not (``_unnested``) are laid out again, one event at a time in
+    start order (``_overlapping_rows``), which gives nested events the same rows.
+    ``by_start``: the events' order by (track, start), when already made
+    (``by_track_and_start``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
@@ -237,83 +238,96 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
     depth[by_start] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
     del skeys, ekeys
     order = _by_row(track, depth, by_start)
-    clash = _clashes(order, track, depth, start, lay_end, bits)
-    if not len(clash):
+    odd = _unnested(order, track, depth, start, lay_end, bits)
+    if not len(odd):
         return depth, order
     del order
-    # The tracks that clash are contiguous runs of ``by_start``.
+    # A track's events are a contiguous run of ``by_start``.
     sorted_track = track[by_start]
-    for t in np.unique(track[clash]).tolist():
+    for t in np.unique(track[odd]).tolist():
         lo, hi = np.searchsorted(sorted_track, [t, t + 1])
         rows = by_start[lo:hi]
         depth[rows] = _overlapping_rows(start[rows], lay_end[rows])
     return depth, _by_row(track, depth, by_start)
 
 
-def _clashes(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
-             bits: int) -> I64:
-    """Events that overlap an earlier event on their track and row (``order``: the events
-    by track, row and start)."""
-    t, d, s, e = track[order], depth[order], start[order], lay_end[order]
+def _unnested(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
+              bits: int) -> I64:
+    """Events at a depth d > 0 not inside the event before them (by start) on row d - 1 of
+    their track (``order``: the events by track, row and start). Where there are none, every
+    event's row holds its containers above it and nothing else running: the tracks nest
+    properly and the depths are the layout."""
+    d = depth[order]
     new_group = np.ones(len(order), bool)
-    new_group[1:] = (t[1:] != t[:-1]) | (d[1:] != d[:-1])
-    group = np.cumsum(new_group) - 1
-    if int(group[-1]).bit_length() + bits > 62:
+    new_group[1:] = (track[order][1:] != track[order][:-1]) | (d[1:] != d[:-1])
+    seg = np.cumsum(new_group) - 1
+    if int(seg[-1]).bit_length() + bits > 62:
         raise _too_wide()
-    running = np.maximum.accumulate((group << np.int64(bits)) | e)
-    prev_end = np.zeros(len(order), np.int64)
-    prev_end[1:] = running[:-1] & ((np.int64(1) << np.int64(bits)) - 1)
-    bad = ~new_group & (s < prev_end)
-    return np.asarray(order[bad], np.int64)
+    shift = np.int64(bits)
+    s = start[order]
+    key = (seg << shift) | s
+    # The rows of a track are consecutive segments (a depth d > 0 has events at d - 1).
+    inner = np.flatnonzero(d > 0)
+    above = np.searchsorted(key, ((seg[inner] - 1) << shift) | s[inner], side="right") - 1
+    ok = (above >= 0) & (seg[np.maximum(above, 0)] == seg[inner] - 1)
+    ok &= lay_end[order[np.maximum(above, 0)]] >= lay_end[order[inner]]
+    return np.asarray(order[inner[~ok]], np.int64)
 
 
 def _overlapping_rows(start: I64, end: I64) -> I64:
     """Rows for one track's events, given in start order (the longer first of events
-    starting together), where some overlap without nesting: an event nested in another
-    (inside it, and the latest started such event still running) goes to the lowest free
-    row below its parent's; any other goes to the lowest free row. O(n log rows).
+    starting together), where some overlap without nesting: each event goes to the lowest
+    row that is free when it starts and lies below every running event that contains it
+    (nested events thus keep their nesting depth, the others take the lowest free row).
+    O(n log rows).
 
-    Which rows are free is kept in a segment tree over the rows holding, per node, the
-    earliest time one of its rows frees up; "the lowest row at or after ``k`` free at time
-    ``s``" is one walk up and down that tree.
+    Per row, the end of its last event (the latest, as a row's events do not overlap) is
+    kept in two segment trees over the rows, one of minima and one of maxima: "the lowest
+    row from ``k`` on free at time ``s``" is a walk in the first, "the highest row whose
+    last event ends at or after ``e``" (the lowest container of an event ending at ``e``,
+    as any event started before that ends that late contains it) one in the second.
     """
     n = len(start)
     cap = 64
-    tree = [-1] * (2 * cap)  # leaves: when each row frees up (-1: never used)
+    lo = [-1] * (2 * cap)  # minimum over a node's rows of when they free up (-1: unused)
+    hi = [-1] * (2 * cap)  # maximum of the same
     out = [0] * n
-    stack_end: list[int] = []  # the chain of events nested in one another still running
-    stack_row: list[int] = []
     for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
-        # Events on the chain that end before this one cannot be its parent, nor the
-        # parent of anything starting later that this one does not also contain.
-        while stack_end and stack_end[-1] < e:
-            stack_end.pop()
-            stack_row.pop()
-        k = stack_row[-1] + 1 if stack_row else 0
+        if hi[1] < e:
+            k = 0  # nothing running contains this event
+        else:
+            j = 1
+            while j < cap:
+                j = 2 * j + 1 if hi[2 * j + 1] >= e else 2 * j
+            k = j - cap + 1  # just below its lowest container
         while True:
-            # The row just below the parent's is most often free: no walk then.
-            r = k if k < cap and tree[k + cap] <= s else _first_free(tree, cap, k, s)
+            r = k if k < cap and lo[k + cap] <= s else _first_free(lo, cap, k, s)
             if r >= 0:
                 break
-            # Every row from k on is busy: double the rows the tree covers.
-            leaves = tree[cap:] + [-1] * cap
+            # Every row from k on is busy: double the rows the trees cover.
+            lo = _grown(lo, cap, min)
+            hi = _grown(hi, cap, max)
             cap *= 2
-            tree = [0] * cap + leaves
-            for j in range(cap - 1, 0, -1):
-                tree[j] = min(tree[2 * j], tree[2 * j + 1])
         out[i] = r
         j = r + cap
-        tree[j] = e
+        lo[j] = hi[j] = e
         j >>= 1
         while j:
-            m = min(tree[2 * j], tree[2 * j + 1])
-            if tree[j] == m:
-                break
-            tree[j] = m
+            a, b = lo[2 * j], lo[2 * j + 1]
+            lo[j] = a if a < b else b
+            a, b = hi[2 * j], hi[2 * j + 1]
+            hi[j] = a if a > b else b
             j >>= 1
-        stack_end.append(e)
-        stack_row.append(r)
     return np.asarray(out, np.int64)
+
+
+def _grown(tree: list[int], cap: int, pick: Callable[[int, int], int]) -> list[int]:
+    """A segment tree over ``cap`` rows grown to cover twice as many (the new ones unused)."""
+    leaves = tree[cap:] + [-1] * cap
+    out = [0] * (2 * cap) + leaves
+    for j in range(2 * cap - 1, 0, -1):
+        out[j] = pick(out[2 * j], out[2 * j + 1])
+    return out
 
 
 def _first_free(tree: list[int], cap: int, k: int, s: int) -> int:
