@@ -110,6 +110,51 @@ def test_events_starting_together_nest_longest_first() -> None:
     assert depth.tolist() == [1, 0, 2, 1]
 
 
+def test_overlapping_events_take_the_lowest_free_row() -> None:
+    # A [0,100) and B [50,150) overlap without nesting: B goes to row 1. C [60,80) sits
+    # inside B (and A, but B started later): below B, row 2. D [120,140) inside B after A
+    # ended: row 0 is free but above its parent, so the lowest free row below B, 2 again.
+    # E [160,170) is inside nothing: row 0. F [165,300) overlaps E: row 1; G [200,210)
+    # inside F once E ended: row 2 (just below F).
+    start = np.array([0, 50, 60, 120, 160, 165, 200])
+    dur = np.array([100, 100, 20, 20, 10, 135, 10])
+    ix = build(synthetic_table(start, dur, np.zeros(7, np.int64)))
+    _, depth, _ = ix.where(np.arange(7))
+    assert depth.tolist() == [0, 1, 2, 2, 0, 1, 2]
+
+
+def test_overlapping_rows_never_overlap_and_nested_events_stay_below() -> None:
+    # A staircase of 2,000 events per thread on 3 threads, each overlapping the next few
+    # without containing them, every one with two children and a grandchild inside it: each
+    # event's row must hold nothing it overlaps, and each child sit below its parent.
+    rng = np.random.default_rng(11)
+    m, threads = 2000, 3
+    p_start = np.tile(np.arange(m, dtype=np.int64) * 100, threads) \
+        + rng.integers(0, 50, m * threads)
+    p_dur = rng.integers(300, 2000, m * threads)
+    c1 = p_start + 10
+    c2 = p_start + 10 + p_dur // 2
+    g = c1 + 5
+    start = np.concatenate([p_start, c1, c2, g])
+    dur = np.concatenate([p_dur, p_dur // 3, p_dur // 3, p_dur // 10])
+    line = np.tile(np.repeat(np.arange(threads), m), 4)
+    perm = rng.permutation(len(start))
+    ix = build(synthetic_table(start[perm], dur[perm], line[perm]))
+    track, depth, rel = ix.where(np.argsort(perm))  # back in the order built above
+    end = rel + np.maximum(dur, 1)
+    assert int(depth.max()) > 8  # the staircase really does stack
+    order = np.lexsort((rel, depth, track))
+    t, d, s, e = track[order], depth[order], rel[order], end[order]
+    same = (t[1:] == t[:-1]) & (d[1:] == d[:-1])
+    assert not np.any(same & (s[1:] < e[:-1]))
+    n = m * threads
+    parent, child1, child2, grand = (depth[i * n:(i + 1) * n] for i in range(4))
+    assert np.all(child1 > parent) and np.all(child2 > parent) and np.all(grand > child1)
+    # Rows are used from the top: every row below 0 holds an event overlapping one above.
+    rows_per_track = [int(depth[track == tr].max()) + 1 for tr in range(threads)]
+    assert [tr.rows for tr in ix.tracks] == rows_per_track
+
+
 def test_query_matches_brute_force(stepscope_profile: Path) -> None:
     rng = np.random.default_rng(1)
     for table in _profiles(stepscope_profile):

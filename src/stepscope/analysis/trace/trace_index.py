@@ -2,8 +2,9 @@
 
 Every event of a host (but the Task Environment's and Kineto's zero-length flow markers)
 is placed on a *track* (one per line of a plane) and, within its track, on a *row*: events
-that nest go one row below their parent, and events that overlap without nesting are pushed
-down until nothing on a row overlaps anything else. Lines whose events are all zero-length
+that nest go one row below their parent (or, where that row is taken, the lowest free row
+below it), and events that overlap without nesting go to the lowest free row; nothing on a
+row overlaps anything else, and the layout costs O(n log n). Lines whose events are all zero-length
 samples with a ``value`` stat become *counter tracks* instead.
 
 Tracks are grouped in *sections*: one per device plane (``/device:GPU:0``: Steps, op lines,
@@ -23,7 +24,6 @@ the pixels and segments in view, not on how many events the window holds.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -43,7 +43,7 @@ F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
 # Bump when the index layout changes: old cached indexes are then never read.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
@@ -215,9 +215,12 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
     """A row per event such that no two events of one track and row overlap, and the
     event order by (track, row, start).
 
-    Nested events get their nesting depth (counted, not walked); events that overlap
-    without nesting are pushed one row down at a time until their row is free. ``by_start``:
-    the events' order by (track, start), when already made (``by_track_and_start``).
+    Every event first gets its nesting depth (counted, not walked: the events of its track
+    still running when it starts), which is the layout wherever events nest properly. The
+    tracks where they do not (``_unnested``) are laid out again, one event at a time in
+    start order (``_overlapping_rows``), which gives nested events the same rows.
+    ``by_start``: the events' order by (track, start), when already made
+    (``by_track_and_start``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
@@ -234,54 +237,119 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
     # Events of the same track still running when this one starts (and started before it).
     depth[by_start] = np.arange(n) - np.searchsorted(ekeys, skeys, side="right")
     del skeys, ekeys
-    for _ in range(64):
-        order = _by_row(track, depth, by_start)
-        clash = _clashes(order, track, depth, start, lay_end, bits)
-        if not len(clash):
-            return depth, order
-        depth[clash] += 1
-    _greedy(by_start, track, depth, start, lay_end, bits)
+    order = _by_row(track, depth, by_start)
+    odd = _unnested(order, track, depth, start, lay_end, bits)
+    if not len(odd):
+        return depth, order
+    del order
+    # A track's events are a contiguous run of ``by_start``.
+    sorted_track = track[by_start]
+    for t in np.unique(track[odd]).tolist():
+        lo, hi = np.searchsorted(sorted_track, [t, t + 1])
+        rows = by_start[lo:hi]
+        depth[rows] = _overlapping_rows(start[rows], lay_end[rows])
     return depth, _by_row(track, depth, by_start)
 
 
-def _clashes(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
-             bits: int) -> I64:
-    """Events that overlap an earlier event on their track and row (``order``: the events
-    by track, row and start)."""
-    t, d, s, e = track[order], depth[order], start[order], lay_end[order]
+def _unnested(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
+              bits: int) -> I64:
+    """Events at a depth d > 0 not inside the event before them (by start) on row d - 1 of
+    their track (``order``: the events by track, row and start). Where there are none, every
+    event's row holds its containers above it and nothing else running: the tracks nest
+    properly and the depths are the layout."""
+    d = depth[order]
     new_group = np.ones(len(order), bool)
-    new_group[1:] = (t[1:] != t[:-1]) | (d[1:] != d[:-1])
-    group = np.cumsum(new_group) - 1
-    if int(group[-1]).bit_length() + bits > 62:
+    new_group[1:] = (track[order][1:] != track[order][:-1]) | (d[1:] != d[:-1])
+    seg = np.cumsum(new_group) - 1
+    if int(seg[-1]).bit_length() + bits > 62:
         raise _too_wide()
-    running = np.maximum.accumulate((group << np.int64(bits)) | e)
-    prev_end = np.zeros(len(order), np.int64)
-    prev_end[1:] = running[:-1] & ((np.int64(1) << np.int64(bits)) - 1)
-    bad = ~new_group & (s < prev_end)
-    return np.asarray(order[bad], np.int64)
+    shift = np.int64(bits)
+    s = start[order]
+    key = (seg << shift) | s
+    # The rows of a track are consecutive segments (a depth d > 0 has events at d - 1).
+    inner = np.flatnonzero(d > 0)
+    above = np.searchsorted(key, ((seg[inner] - 1) << shift) | s[inner], side="right") - 1
+    ok = (above >= 0) & (seg[np.maximum(above, 0)] == seg[inner] - 1)
+    ok &= lay_end[order[np.maximum(above, 0)]] >= lay_end[order[inner]]
+    return np.asarray(order[inner[~ok]], np.int64)
 
 
-def _greedy(by_start: I64, track: I64, depth: I64, start: I64, lay_end: I64,
-            bits: int) -> None:
-    """Lay out the tracks that still clash one event at a time (a rare, slow fallback)."""
-    order = _by_row(track, depth, by_start)
-    bad_tracks = np.unique(track[_clashes(order, track, depth, start, lay_end, bits)])
-    for t in bad_tracks.tolist():
-        rows = np.flatnonzero(track == t)
-        rows = rows[np.lexsort((-lay_end[rows], start[rows]))]
-        free: list[int] = []
-        busy: list[tuple[int, int]] = []
-        used = 0
-        for row, s, e in zip(rows.tolist(), start[rows].tolist(), lay_end[rows].tolist(),
-                             strict=True):
-            while busy and busy[0][0] <= s:
-                heapq.heappush(free, heapq.heappop(busy)[1])
-            if free:
-                r = heapq.heappop(free)
-            else:
-                r, used = used, used + 1
-            depth[row] = r
-            heapq.heappush(busy, (e, r))
+def _overlapping_rows(start: I64, end: I64) -> I64:
+    """Rows for one track's events, given in start order (the longer first of events
+    starting together), where some overlap without nesting: each event goes to the lowest
+    row that is free when it starts and lies below every running event that contains it
+    (nested events thus keep their nesting depth, the others take the lowest free row).
+    O(n log rows).
+
+    Per row, the end of its last event (the latest, as a row's events do not overlap) is
+    kept in two segment trees over the rows, one of minima and one of maxima: "the lowest
+    row from ``k`` on free at time ``s``" is a walk in the first, "the highest row whose
+    last event ends at or after ``e``" (the lowest container of an event ending at ``e``,
+    as any event started before that ends that late contains it) one in the second.
+    """
+    n = len(start)
+    cap = 64
+    lo = [-1] * (2 * cap)  # minimum over a node's rows of when they free up (-1: unused)
+    hi = [-1] * (2 * cap)  # maximum of the same
+    out = [0] * n
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        if hi[1] < e:
+            k = 0  # nothing running contains this event
+        else:
+            j = 1
+            while j < cap:
+                j = 2 * j + 1 if hi[2 * j + 1] >= e else 2 * j
+            k = j - cap + 1  # just below its lowest container
+        while True:
+            r = k if k < cap and lo[k + cap] <= s else _first_free(lo, cap, k, s)
+            if r >= 0:
+                break
+            # Every row from k on is busy: double the rows the trees cover.
+            lo = _grown(lo, cap, min)
+            hi = _grown(hi, cap, max)
+            cap *= 2
+        out[i] = r
+        j = r + cap
+        lo[j] = hi[j] = e
+        j >>= 1
+        while j:
+            a, b = lo[2 * j], lo[2 * j + 1]
+            lo[j] = a if a < b else b
+            a, b = hi[2 * j], hi[2 * j + 1]
+            hi[j] = a if a > b else b
+            j >>= 1
+    return np.asarray(out, np.int64)
+
+
+def _grown(tree: list[int], cap: int, pick: Callable[[int, int], int]) -> list[int]:
+    """A segment tree over ``cap`` rows grown to cover twice as many (the new ones unused)."""
+    leaves = tree[cap:] + [-1] * cap
+    out = [0] * (2 * cap) + leaves
+    for j in range(2 * cap - 1, 0, -1):
+        out[j] = pick(out[2 * j], out[2 * j + 1])
+    return out
+
+
+def _first_free(tree: list[int], cap: int, k: int, s: int) -> int:
+    """The lowest row ``>= k`` that is free at time ``s`` (its last event ended by then),
+    or -1 if none of the ``cap`` rows the tree covers is."""
+    if k >= cap:
+        return -1
+    i = k + cap
+    if tree[i] <= s:
+        return k
+    # Up: to the first right sibling (a span of rows after i's) holding a free row.
+    while i > 1:
+        if not i & 1 and tree[i + 1] <= s:
+            i += 1
+            break
+        i >>= 1
+    else:
+        return -1
+    # Down: the lowest free row of that span.
+    while i < cap:
+        i = 2 * i if tree[2 * i] <= s else 2 * i + 1
+    return i - cap
 
 
 def window_counters(arrays: dict[str, NDArray[Any]], t0: int, t1: int, bnd: I64,
