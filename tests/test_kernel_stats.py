@@ -198,7 +198,7 @@ def _xspace_expected(path: Path) -> dict[Key, list[int]]:
         tf_ops = [e for e in evs if e.line == "TensorFlow Ops"]
         for e in evs:
             text = e.stats.get("kernel_details", "")
-            if e.line in DERIVED_LINES or not text.strip() or COPY_OR_FILL.search(e.name):
+            if e.line in DERIVED_LINES or not text.strip():
                 continue
             d = _details(text)
             regs = int(d["regs"]) if "regs" in d else None
@@ -244,10 +244,21 @@ def test_garbage_registers_are_not_reported() -> None:
     assert stats.implausible_launches == sum(r.occurrences for r in stats.rows) == 25
 
 
-def test_blit_kernels_are_not_kernels() -> None:
-    """ROCm runs copies and fills as kernels (``__amd_rocclr_copyBuffer``); they are left out."""
+def test_blit_kernels_are_kernels_in_xspace(tmp_path: Path) -> None:
+    """ROCm runs copies and fills as kernels (``__amd_rocclr_copyBuffer``) on a kernel stream,
+    with kernel_details: they are rows of the kernel table, as in XProf's kernel_stats, with
+    XProf's occurrences and total time, and no op where XProf names none."""
     stats = kernel_stats(run_reader.load(JAX_MI300))
-    assert stats.rows and not any("rocclr" in r.kernel for r in stats.rows)
+    copies = [r for r in stats.rows if r.kernel == "__amd_rocclr_copyBuffer.kd"]
+    theirs = [r for r in _xprof_rows(JAX_MI300, tmp_path)
+              if r["kernel_name"] == "__amd_rocclr_copyBuffer.kd"]
+    assert len(copies) == len(theirs) == 1
+    assert copies[0].occurrences == theirs[0]["occurrences"] == 35
+    assert copies[0].total_us == pytest.approx(theirs[0]["total_duration_us"], abs=1e-3)
+    assert copies[0].op == theirs[0]["op_name"] == ""
+    fills = [r for r in kernel_stats(run_reader.load(JAX_TE)).rows
+             if r.kernel == "__amd_rocclr_fillBufferAligned.kd"]
+    assert sum(r.occurrences for r in fills) == 20
     conv = [r for r in stats.rows if r.op == "jit(forward_3d_conv)/conv_general_dilated"]
     assert {r.op_tensor_core_eligible for r in conv} == {True}
     assert [r.kernel_uses_tensor_core for r in conv].count(True) == 1
@@ -428,8 +439,7 @@ def _by_launch_config(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], 
 
 @pytest.mark.parametrize("path", XSPACE_FILES, ids=lambda p: p.name[:24])
 def test_xspace_agrees_with_xprof(path: Path, tmp_path: Path) -> None:
-    theirs = [r for r in _xprof_rows(path, tmp_path)
-              if not COPY_OR_FILL.search(r["kernel_name"])]
+    theirs = _xprof_rows(path, tmp_path)  # ROCm's copy and fill kernels included
     stats = kernel_stats(run_reader.load(path))
     assert all(r.min_us > 0 for r in stats.rows)  # XProf drops zero-length kernels
     ours = [{"kernel_name": r.kernel, "block_dim": ",".join(map(str, r.block or (1, 1, 1))),

@@ -19,8 +19,10 @@ Where the figures come from:
   roctracer the LDS size) and the JSON lists ``grid`` and ``block``. ROCm traces often give
   only grid and block, and some kernels nothing.
 
-Memcpy and memset are not kernels, even where a GPU runs them as one (ROCm's
-``__amd_rocclr_copyBuffer``/``fillBuffer`` blit kernels, which XProf lists).
+Memcpy and memset records are not kernels. ROCm runs copies and fills as ordinary kernels
+(``__amd_rocclr_copyBuffer``/``fillBuffer`` blit kernels) on a kernel stream, with
+``kernel_details``: in an XSpace those are kernels, listed as XProf lists them. (In a Kineto
+trace the copy kernels are left out, as PyTorch's ``key_averages`` files copies apart.)
 
 Figures that no GPU can have are not reported (``None``) and counted in
 ``KernelStats.implausible_launches``: CUPTI's launch records have been seen carrying
@@ -57,8 +59,8 @@ Tensor Cores (NVIDIA) and Matrix Cores (AMD):
   XProf, an op whose kernel uses Tensor Cores is eligible, and a kernel with no op is not.
 
 Other differences from XProf's kernel_stats: kernels of zero duration are counted (XProf drops
-them; traces rounded to microseconds have many); memcpy/memset blit kernels are left out;
-figures a file does not give are ``None`` (XProf shows 0 registers, 0 bytes and 1,1,1), and
+them; traces rounded to microseconds have many); Kineto's memcpy/memset blit kernels are left
+out; figures a file does not give are ``None`` (XProf shows 0 registers, 0 bytes and 1,1,1), and
 ``shm``/``group_mem`` are read (XProf reads neither); TensorFlow kernels get the op that
 launched them (XProf leaves it empty); XLA kernels get the op of their ``name`` stat, where
 XProf looks the HLO instruction up in the module's HLO proto; rows are not capped at 1,000.
@@ -475,10 +477,10 @@ def _kernel_rows(table: EventTable, events: OpEvents) -> tuple[I64, bool]:
     with_details = np.zeros(len(table), bool)
     with_details[rows[nonempty[codes]]] = True
     if (with_details & candidates).any():
-        chosen = candidates & with_details
-    else:  # no launch records at all: every GPU event that is not a copy or a fill
-        chosen = candidates & gpu_plane[table.plane]
-    rows = np.flatnonzero(chosen)
+        # A launch record makes a kernel: ROCm's copy and fill blit kernels included.
+        return np.flatnonzero(candidates & with_details), False
+    # No launch records at all: every GPU event that is not a copy or a fill.
+    rows = np.flatnonzero(candidates & gpu_plane[table.plane])
     return rows[~not_kernel[table.name[rows]]], False
 
 
