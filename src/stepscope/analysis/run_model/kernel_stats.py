@@ -80,6 +80,7 @@ from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
+    KINETO_KERNEL_CATEGORIES,
     OpEvents,
     classify,
     kernel_type,
@@ -106,7 +107,7 @@ KINETO_REGISTERS = "registers per thread"
 KINETO_SHARED_MEMORY = "shared memory"
 KINETO_GRID = "grid"
 KINETO_BLOCK = "block"
-KINETO_KERNEL = "kernel"  # the Kineto category of kernels
+KINETO_KERNEL = "kernel"  # the Kineto category of (CUDA, ROCm, XPU...) kernels
 
 # Bounds beyond any GPU (see the module docstring).
 MAX_REGISTERS = 1024
@@ -462,9 +463,11 @@ def _kernel_rows(table: EventTable, events: OpEvents) -> tuple[I64, bool]:
     """Event rows of the kernels of a table, and whether it is a Kineto table."""
     not_kernel = np.array([kernel_type(n) != "Kernel" for n in table.names] + [True], bool)
     if events.categories:
-        if KINETO_KERNEL not in events.categories:
+        kernel_cats = [i for i, c in enumerate(events.categories)
+                       if c in KINETO_KERNEL_CATEGORIES]
+        if not kernel_cats:
             return np.zeros(0, np.int64), True
-        rows = np.flatnonzero(events.category == events.categories.index(KINETO_KERNEL))
+        rows = np.flatnonzero(np.isin(events.category, kernel_cats))
         return rows[~not_kernel[table.name[rows]]], True
     if not table.planes or not table.line_name:
         return np.zeros(0, np.int64), False
