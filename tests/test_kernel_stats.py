@@ -35,6 +35,7 @@ from stepscope.analysis.run_model.kernel_stats import (
 from stepscope.errors import StepscopeError
 from stepscope.formats import run_reader
 from stepscope.formats.xplane_builder import add_plane, new_space, read_space, write_space
+from stepscope.formats.xspace_to_hlo import load_hlo
 
 from conftest import FIXTURES
 from xprof_reference import gviz_rows, xprof_tool
@@ -190,6 +191,7 @@ def _details(text: str) -> dict[str, str]:
 def _xspace_expected(path: Path) -> dict[Key, list[int]]:
     """Kernel launches of an XSpace file grouped by key, with their durations in ns."""
     out: dict[Key, list[int]] = defaultdict(list)
+    hlo = load_hlo(path)[0]
     for plane in read_space(path).planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
@@ -212,7 +214,10 @@ def _xspace_expected(path: Path) -> dict[Key, list[int]]:
             block = tuple(int(v) for v in d["block"].split(","))
             grid = tuple(int(v) for v in d["grid"].split(","))
             if e.stats.get("tf_op", "").startswith("XlaModule"):
-                op = e.stats.get("name", "")
+                # As XProf: the HLO instruction's op_name where the file has its HLO.
+                module = hlo.get(str(e.stats.get("program_id", "")))
+                inst = module.instruction(e.stats.get("hlo_op", "")) if module else None
+                op = inst.op_name if inst is not None else e.stats.get("name", "")
             else:
                 around = [o for o in tf_ops if o.start_ns <= e.start_ns and o.end_ns >= e.end_ns]
                 op = around[-1].name.rsplit(":", 1)[0] if around else ""
@@ -242,6 +247,18 @@ def test_garbage_registers_are_not_reported() -> None:
     stats = kernel_stats(run_reader.load(JAX_MI300_LEGACY))
     assert stats.rows and all(r.registers_per_thread is None for r in stats.rows)
     assert stats.implausible_launches == sum(r.occurrences for r in stats.rows) == 25
+
+
+@pytest.mark.parametrize("path", [JAX_MI300, JAX_MI300_LEGACY, JAX_TE],
+                         ids=lambda p: p.name[:24])
+def test_xla_kernel_rows_and_ops_equal_xprof(path: Path, tmp_path: Path) -> None:
+    """Every row of XProf's kernel_stats on the AMD JAX profiles, by kernel, op (the HLO
+    instruction's op_name, empty where XProf's is: no guessed op), occurrences and total."""
+    theirs = sorted((r["kernel_name"], r["op_name"], int(r["occurrences"]),
+                     round(r["total_duration_us"], 3)) for r in _xprof_rows(path, tmp_path))
+    ours = sorted((r.kernel, r.op, r.occurrences, round(r.total_us, 3))
+                  for r in kernel_stats(run_reader.load(path, use_cache=False)).rows)
+    assert ours == theirs
 
 
 def test_blit_kernels_are_kernels_in_xspace(tmp_path: Path) -> None:

@@ -62,8 +62,11 @@ Other differences from XProf's kernel_stats: kernels of zero duration are counte
 them; traces rounded to microseconds have many); Kineto's memcpy/memset blit kernels are left
 out; figures a file does not give are ``None`` (XProf shows 0 registers, 0 bytes and 1,1,1), and
 ``shm``/``group_mem`` are read (XProf reads neither); TensorFlow kernels get the op that
-launched them (XProf leaves it empty); XLA kernels get the op of their ``name`` stat, where
-XProf looks the HLO instruction up in the module's HLO proto; rows are not capped at 1,000.
+launched them (XProf leaves it empty); rows are not capped at 1,000. XLA kernels get the op
+XProf gives them: the ``op_name`` of their HLO instruction (``program_id`` + ``hlo_op``) in
+the file's HLO (``schema.HLO_OP_NAMES``, which the reader attaches), empty where the
+instruction has none, never guessed from the kernel's ``name`` stat (which names another op
+for some fusions); only a file without HLO falls back to that ``name`` stat.
 """
 
 from __future__ import annotations
@@ -103,6 +106,8 @@ DEVICE_VENDOR = "device_vendor"  # GPU plane stat: "Nvidia", "AMD"
 XLA_TF_OP = "tf_op"
 XLA_MODULE_MARKER = "XlaModule"  # XLA's GPU kernels: tf_op "XlaModule:", the op in "name"
 XLA_OP_NAME = "name"
+XLA_HLO_OP = "hlo_op"  # the HLO instruction an XLA kernel runs
+XLA_PROGRAM_ID = "program_id"  # and its program
 KINETO_REGISTERS = "registers per thread"
 KINETO_SHARED_MEMORY = "shared memory"
 KINETO_GRID = "grid"
@@ -512,12 +517,53 @@ def _xla_op_names(table: EventTable, kernels: I64, op: I64, op_names: list[str],
     op[marked] = -1
     is_marked = np.zeros(len(kernels), bool)
     is_marked[marked] = True
+    hlo_names = _hlo_op_names(table)
+    if hlo_names:
+        # As XProf: the op is the HLO instruction's op_name ("" where it has none), looked
+        # up by the kernel's program id and hlo_op; the kernel's name stat is not read.
+        program = np.full(len(kernels), -1, np.int64)
+        pid_rows, pid_values = table.int_stat(XLA_PROGRAM_ID)
+        keep, at = _positions(table, kernels, pid_rows)
+        program[at] = pid_values[keep]
+        hlo_rows, hlo_codes, hlo_values = table.text_stat(XLA_HLO_OP)
+        keep, at = _positions(table, kernels, hlo_rows)
+        hlo_of = np.full(len(kernels), -1, np.int64)
+        hlo_of[at] = hlo_codes[keep]
+        # One look-up per distinct (program, instruction), not per launch.
+        pairs, inverse = np.unique(np.stack([program[marked], hlo_of[marked]], axis=1),
+                                   axis=0, return_inverse=True)
+        codes_of: dict[str, int] = {}
+        code_of_pair = np.full(len(pairs), -1, np.int64)
+        for i, (pid, inst) in enumerate(pairs.tolist()):
+            name = (hlo_names.get(str(pid), {}).get(hlo_values[inst])
+                    if pid >= 0 and inst >= 0 else None)
+            if name:
+                if name not in codes_of:
+                    codes_of[name] = len(op_names)
+                    op_names.append(name)
+                    op_types.append(name.rsplit("/", 1)[-1])
+                code_of_pair[i] = codes_of[name]
+        op[marked] = code_of_pair[inverse.reshape(-1)]
+        return
     rows, codes, values = table.text_stat(XLA_OP_NAME)
     keep, named = _positions(table, kernels, rows)
     use = is_marked[named]
     op[named[use]] = len(op_names) + codes[keep][use]
     op_names.extend(values)
     op_types.extend(v.rsplit("/", 1)[-1] for v in values)
+
+
+def _hlo_op_names(table: EventTable) -> dict[str, dict[str, str]]:
+    """The HLO op names the file's HLO gives (see ``schema.HLO_OP_NAMES``); {} if none."""
+    for plane in table.planes:
+        text = plane.stats.get(schema.HLO_OP_NAMES)
+        if isinstance(text, str):
+            try:
+                names = json.loads(text)
+            except ValueError:
+                return {}
+            return names if isinstance(names, dict) else {}
+    return {}
 
 
 # A group's key: (kernel, op, regs, shared, block, grid, uses tensor cores, op eligible).
