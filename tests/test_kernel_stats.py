@@ -35,6 +35,7 @@ from stepscope.analysis.run_model.kernel_stats import (
 from stepscope.errors import StepscopeError
 from stepscope.formats import run_reader
 from stepscope.formats.xplane_builder import add_plane, new_space, read_space, write_space
+from stepscope.formats.xspace_to_hlo import load_hlo
 
 from conftest import FIXTURES
 from xprof_reference import gviz_rows, xprof_tool
@@ -190,6 +191,7 @@ def _details(text: str) -> dict[str, str]:
 def _xspace_expected(path: Path) -> dict[Key, list[int]]:
     """Kernel launches of an XSpace file grouped by key, with their durations in ns."""
     out: dict[Key, list[int]] = defaultdict(list)
+    hlo = load_hlo(path)[0]
     for plane in read_space(path).planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
@@ -198,7 +200,7 @@ def _xspace_expected(path: Path) -> dict[Key, list[int]]:
         tf_ops = [e for e in evs if e.line == "TensorFlow Ops"]
         for e in evs:
             text = e.stats.get("kernel_details", "")
-            if e.line in DERIVED_LINES or not text.strip() or COPY_OR_FILL.search(e.name):
+            if e.line in DERIVED_LINES or not text.strip():
                 continue
             d = _details(text)
             regs = int(d["regs"]) if "regs" in d else None
@@ -212,7 +214,10 @@ def _xspace_expected(path: Path) -> dict[Key, list[int]]:
             block = tuple(int(v) for v in d["block"].split(","))
             grid = tuple(int(v) for v in d["grid"].split(","))
             if e.stats.get("tf_op", "").startswith("XlaModule"):
-                op = e.stats.get("name", "")
+                # As XProf: the HLO instruction's op_name where the file has its HLO.
+                module = hlo.get(str(e.stats.get("program_id", "")))
+                inst = module.instruction(e.stats.get("hlo_op", "")) if module else None
+                op = inst.op_name if inst is not None else e.stats.get("name", "")
             else:
                 around = [o for o in tf_ops if o.start_ns <= e.start_ns and o.end_ns >= e.end_ns]
                 op = around[-1].name.rsplit(":", 1)[0] if around else ""
@@ -244,10 +249,33 @@ def test_garbage_registers_are_not_reported() -> None:
     assert stats.implausible_launches == sum(r.occurrences for r in stats.rows) == 25
 
 
-def test_blit_kernels_are_not_kernels() -> None:
-    """ROCm runs copies and fills as kernels (``__amd_rocclr_copyBuffer``); they are left out."""
+@pytest.mark.parametrize("path", [JAX_MI300, JAX_MI300_LEGACY, JAX_TE],
+                         ids=lambda p: p.name[:24])
+def test_xla_kernel_rows_and_ops_equal_xprof(path: Path, tmp_path: Path) -> None:
+    """Every row of XProf's kernel_stats on the AMD JAX profiles, by kernel, op (the HLO
+    instruction's op_name, empty where XProf's is: no guessed op), occurrences and total."""
+    theirs = sorted((r["kernel_name"], r["op_name"], int(r["occurrences"]),
+                     round(r["total_duration_us"], 3)) for r in _xprof_rows(path, tmp_path))
+    ours = sorted((r.kernel, r.op, r.occurrences, round(r.total_us, 3))
+                  for r in kernel_stats(run_reader.load(path, use_cache=False)).rows)
+    assert ours == theirs
+
+
+def test_blit_kernels_are_kernels_in_xspace(tmp_path: Path) -> None:
+    """ROCm runs copies and fills as kernels (``__amd_rocclr_copyBuffer``) on a kernel stream,
+    with kernel_details: they are rows of the kernel table, as in XProf's kernel_stats, with
+    XProf's occurrences and total time, and no op where XProf names none."""
     stats = kernel_stats(run_reader.load(JAX_MI300))
-    assert stats.rows and not any("rocclr" in r.kernel for r in stats.rows)
+    copies = [r for r in stats.rows if r.kernel == "__amd_rocclr_copyBuffer.kd"]
+    theirs = [r for r in _xprof_rows(JAX_MI300, tmp_path)
+              if r["kernel_name"] == "__amd_rocclr_copyBuffer.kd"]
+    assert len(copies) == len(theirs) == 1
+    assert copies[0].occurrences == theirs[0]["occurrences"] == 35
+    assert copies[0].total_us == pytest.approx(theirs[0]["total_duration_us"], abs=1e-3)
+    assert copies[0].op == theirs[0]["op_name"] == ""
+    fills = [r for r in kernel_stats(run_reader.load(JAX_TE)).rows
+             if r.kernel == "__amd_rocclr_fillBufferAligned.kd"]
+    assert sum(r.occurrences for r in fills) == 20
     conv = [r for r in stats.rows if r.op == "jit(forward_3d_conv)/conv_general_dilated"]
     assert {r.op_tensor_core_eligible for r in conv} == {True}
     assert [r.kernel_uses_tensor_core for r in conv].count(True) == 1
@@ -428,8 +456,7 @@ def _by_launch_config(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], 
 
 @pytest.mark.parametrize("path", XSPACE_FILES, ids=lambda p: p.name[:24])
 def test_xspace_agrees_with_xprof(path: Path, tmp_path: Path) -> None:
-    theirs = [r for r in _xprof_rows(path, tmp_path)
-              if not COPY_OR_FILL.search(r["kernel_name"])]
+    theirs = _xprof_rows(path, tmp_path)  # ROCm's copy and fill kernels included
     stats = kernel_stats(run_reader.load(path))
     assert all(r.min_us > 0 for r in stats.rows)  # XProf drops zero-length kernels
     ours = [{"kernel_name": r.kernel, "block_dim": ",".join(map(str, r.block or (1, 1, 1))),

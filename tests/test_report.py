@@ -223,7 +223,8 @@ def test_tf_gpu_fixture_kernels_know_their_ops() -> None:
     assert sum(1 for k in stats.kernels if k.op) > len(stats.kernels) // 2
     summary = overview(profile).to_dict()
     assert summary["environment"]["device_type"] == "GPU"
-    assert summary["environment"]["device_count"] == 8
+    # 8 GPU planes, of which 3 ran something (GPU 1 copies only; GPUs 4 and 6 the model).
+    assert summary["environment"]["device_count"] == 3
     assert summary["breakdown"]["device_compute"] > 50
 
 

@@ -13,7 +13,8 @@ What the table looks like, for the analyses that read it:
   own names. ``hostnames`` is the file's ``host_name`` where it has one, else empty.
 * **Which pid is a GPU.** Kineto gives each device the pid of its device number and says so in
   ``process_labels`` (or ``process_name``) metadata: ``"GPU <n>"``. A pid is also a GPU when it
-  holds device-side events (kernels, memcpy, memset, GPU annotations, syncs), whose device is
+  holds device-side events (kernels, MTIA's ``mtia_ccp_events``, memcpy, memset, GPU
+  annotations, syncs), whose device is
   then the ``device`` argument of those events, or the pid. Host categories (``cpu_op``,
   ``python_function``, ``user_annotation``, ``*_runtime``, ``*_driver``, instants) stay on the
   host even when their pid is a GPU's: Kineto files Python threads it cannot place under pid 0,
@@ -107,8 +108,12 @@ _LEGACY_CATEGORIES = {
 _HOST_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver",
     "cpu_instant_event", "Trace",
+    "hpu_op",  # Kineto: "HPU host side runtime event"
 })
-_DEVICE_CATEGORIES = frozenset({"kernel", "cuda_sync", "cuda_profiler_range"})
+# Device-side categories not named gpu_*: kernels (CUDA, ROCm, XPU, PrivateUse1) and MTIA's
+# on-device events; MTIA's, XPU's and PrivateUse1's launches end in _runtime/_driver (host).
+_DEVICE_CATEGORIES = frozenset({"kernel", "mtia_ccp_events", "cuda_sync",
+                                "cuda_profiler_range"})
 _ARG_ALIASES = {"external id": "External id"}
 
 _GPU_LABEL = re.compile(r"GPU\s*(\d+)", re.IGNORECASE)

@@ -8,14 +8,17 @@ by PyTorch's ``tensorboard_trace_handler``, or a single file (``.xplane.pb``, Ki
 
 from __future__ import annotations
 
+import json
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from stepscope.errors import ProfileFormatError
+from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats.kineto_to_tables import load_chrome_trace
 from stepscope.formats.step_stats_to_tables import load_step_stats
+from stepscope.formats.xspace_to_hlo import load_hlo
 from stepscope.formats.xspace_to_tables import load_xspace
+from stepscope.formats.xspace_to_xla import may_hold_hlo
 from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
 from stepscope.model.logdir import host_name, is_step_stats_path, resolve
@@ -34,6 +37,7 @@ def load_file(path: Path, *, use_cache: bool = True,
             return cached
     if path.name.endswith(schema.XPLANE_SUFFIX):
         table = load_xspace(path)
+        _attach_hlo_op_names(table, path)
     elif is_step_stats_path(path):
         table = load_step_stats(path)
         table.hostnames = table.hostnames or [host_name(path)]
@@ -47,6 +51,29 @@ def load_file(path: Path, *, use_cache: bool = True,
         else:
             saved(lambda: cache.save_table(path, table))
     return table
+
+
+def _attach_hlo_op_names(table: EventTable, path: Path) -> None:
+    """Give the table, as a stat of its first device plane, the framework op of each HLO
+    instruction its events name (``hlo_op``), from the file's HLO protos: XProf names an XLA
+    kernel's op this way. Nothing is attached where the file holds no HLO or it is unreadable
+    (the kernel stats then read the kernels' own ``name`` stat)."""
+    device = next((p for p in table.planes if p.name.startswith("/device:")), None)
+    wanted = set(table.text_stat("hlo_op")[2])
+    if device is None or not wanted or not may_hold_hlo(path):
+        return
+    try:
+        modules, _, _ = load_hlo(path)
+    except StepscopeError:
+        return  # the op names stay the events' own
+    names: dict[str, dict[str, str]] = {}
+    for pid, module in modules.items():
+        ops = {i.name: i.op_name for c in module.computations for i in c.instructions
+               if i.name in wanted}
+        if ops:
+            names[pid] = ops
+    if names:
+        device.stats[schema.HLO_OP_NAMES] = json.dumps(names, sort_keys=True)
 
 
 def load(path: str | Path, *, use_cache: bool = True,

@@ -30,6 +30,10 @@ VALUE = "value"  # a counter sample's value
 PYTHON_STACK = "python_stack"  # a Python sample's stack: frame names, root first, one a line
 
 # Stats on the Task Environment plane.
+# Stepscope's own stat on an XSpace table's first device plane: the framework op (HLO
+# metadata ``op_name``, "" where the HLO gives none) of each HLO instruction the device events
+# name, as JSON {program id: {instruction: op name}}, from the file's HLO protos.
+HLO_OP_NAMES = "stepscope_hlo_op_names"
 ENV_PROFILE_START_TIME = "profile_start_time"
 ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"

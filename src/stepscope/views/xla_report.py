@@ -26,9 +26,10 @@ def render_xla(data: dict[str, Any], console: Console, *, top: int = 20) -> None
     peak = ("unknown peak" if dev["peak_tflops"] is None
             else f"peak {dev['peak_tflops']:,.1f} TFLOP/s")
     bw = ("unknown bandwidth" if dev["peak_gbytes_per_s"] is None
-          else f"{dev['peak_gbytes_per_s']:,.0f} GB/s")
+          else f"{dev['peak_gbytes_per_s']:,.0f} GiB/s")
     console.print(f"Device: {escape(dev['name'] or 'unknown')} × {dev['count']} ({peak}, {bw}; "
-                  f"{escape(dev['peak_source'])})", highlight=False)
+                  f"{escape(dev['peak_source'])}; bandwidth: "
+                  f"{escape(dev.get('peak_bandwidth_source', 'unknown'))})", highlight=False)
     console.print(f"Programs: {escape(', '.join(data['modules']))}", highlight=False)
     console.print(f"XLA device time {data['total_ms']:,.3f} ms, idle {data['idle_ms']:,.3f} ms "
                   f"({data['idle_percent']:.1f}%); FLOPS utilisation "
@@ -51,7 +52,7 @@ def render_xla(data: dict[str, Any], console: Console, *, top: int = 20) -> None
     print_table(console, f"Top ops ({len(shown)} of {len(data['ops'])})",
                 [("op\n  " + ("program · " if several else "") + "category", "name"),
                  ("#", "num"), ("self ms", "num"), ("time %", "num"), ("GFLOP/s", "num"),
-                 ("GB/s", "num"), ("FLOP/B", "num"), ("bound by", "text"),
+                 ("GiB/s", "num"), ("FLOP/B", "num"), ("bound by", "text"),
                  ("FLOPS util.", "num")],
                 [[op_cell(o), count_text(o["occurrences"]), f"{o['self_ms']:,.3f}",
                   f"{o['time_percent']:.1f}",

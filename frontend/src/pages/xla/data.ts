@@ -1,7 +1,8 @@
 // The XLA tools' data as the server sends it (analysis/op_profile, hlo_op_stats, roofline).
 
 export interface Device { name: string; peak_tflops: number | null;
-  peak_gbytes_per_s: number | null; peak_source: string; count: number; }
+  peak_gbytes_per_s: number | null; peak_source: string;
+  peak_bandwidth_source: string; count: number; }
 
 export interface FusedOp { name: string; opcode: string; expression: string; flops: number; }
 

@@ -22,7 +22,7 @@ const COLUMNS: Column<OpRow>[] = [
   { key: "time_percent", title: "Time %", numeric: true, value: (r) => r.time_percent,
     format: (r) => pct(r.time_percent) },
   opt("gflops_per_s", "GFLOP/s", (v) => fig(v)),
-  opt("gbytes_per_s", "GB/s"),
+  opt("gbytes_per_s", "GiB/s"),
   opt("operational_intensity", "FLOP/byte"),
   opt("flops_utilization", "FLOPS util.", (v) => util(v)),
   { key: "bound_by", title: "Bound by", value: (r) => r.bound_by },

@@ -52,7 +52,7 @@ function details(o: OpRow | null): HTMLElement {
       ...row("Occurrences", int(o.occurrences)), ...row("Self time", `${ms(o.self_ms)} ms`),
       ...row("FLOPs", o.flops === null ? "unknown" : fig(o.flops) + (o.flops_estimated ? " (estimated)" : "")),
       ...row("FLOP rate", o.gflops_per_s === null ? "–" : `${fig(o.gflops_per_s)} GFLOP/s`),
-      ...row("Bandwidth", o.gbytes_per_s === null ? "–" : `${fig(o.gbytes_per_s)} GB/s`),
+      ...row("Bandwidth", o.gbytes_per_s === null ? "–" : `${fig(o.gbytes_per_s)} GiB/s`),
       ...row("FLOPS utilisation", util(o.flops_utilization)),
       ...row("Bound by", o.bound_by),
       ...row("Shape and layout", o.shape || "–"),
@@ -80,7 +80,7 @@ export async function renderOpProfile(ctx: PageContext): Promise<HTMLElement> {
     h("dl", { className: "kv" },
       h("dt", {}, "Device"), h("dd", { id: "xla-device" }, `${d.name || "unknown"} × ${d.count}`),
       h("dt", {}, "Peak"), h("dd", { id: "xla-peak" }, d.peak_tflops === null ? "unknown peak"
-        : `${fig(d.peak_tflops)} TFLOP/s, ${fig(d.peak_gbytes_per_s)} GB/s (${d.peak_source})`),
+        : `${fig(d.peak_tflops)} TFLOP/s, ${fig(d.peak_gbytes_per_s)} GiB/s (${d.peak_source}; bandwidth: ${d.peak_bandwidth_source})`),
       h("dt", {}, "Programs"), h("dd", {}, data.modules.join(", ")),
       h("dt", {}, "XLA device time"), h("dd", {}, `${ms(data.total_ms)} ms`),
       h("dt", {}, "Idle"), h("dd", { id: "xla-idle" }, `${ms(data.idle_ms)} ms (${pct(data.idle_percent)})`),

@@ -17,7 +17,9 @@ function decades(lo: number, hi: number): [number, number] {
 function chart(data: RooflineData, points: RoofPoint[]): HTMLElement {
   const xs = points.map((p) => p.operational_intensity).filter((v) => v > 0);
   const ys = points.map((p) => p.gflops_per_s).filter((v) => v > 0);
-  const peak = data.peak_gflops_per_s, bw = data.peak_gbytes_per_s, ridge = data.ridge_point;
+  // The memory roof in GFLOP/s is intensity × 10^9 bytes/s; the peak is given in GiB/s.
+  const peak = data.peak_gflops_per_s, ridge = data.ridge_point;
+  const bw = data.peak_gbytes_per_s === null ? null : data.peak_gbytes_per_s * 2 ** 30 / 1e9;
   if (ridge) xs.push(ridge);
   if (peak) ys.push(peak);
   const [x0, x1] = decades(Math.min(...xs, 0.01), Math.max(...xs, 1) * 1.01);
@@ -67,7 +69,7 @@ function chart(data: RooflineData, points: RoofPoint[]): HTMLElement {
         h("dt", {}, "Intensity"), h("dd", {}, `${fig(p.operational_intensity)} FLOP/B`),
         h("dt", {}, "Rate"), h("dd", { "data-key": "gflops" }, `${fig(p.gflops_per_s)} GFLOP/s` +
           (p.flops_estimated ? " (estimated FLOPs)" : "")),
-        h("dt", {}, "Bandwidth"), h("dd", {}, `${fig(p.gbytes_per_s)} GB/s`),
+        h("dt", {}, "Bandwidth"), h("dd", {}, `${fig(p.gbytes_per_s)} GiB/s`),
         h("dt", {}, "Self time"), h("dd", {}, `${ms(p.self_ms)} ms × ${int(p.occurrences)}`),
         h("dt", {}, "Bound by"), h("dd", {}, p.bound_by)));
       card.hidden = false;
@@ -93,7 +95,7 @@ export async function renderRoofline(ctx: PageContext): Promise<HTMLElement> {
   const d = data.device;
   page.append(h("p", { id: "roof-device" }, `${d.name || "unknown device"}: ` +
     (data.peak_gflops_per_s === null ? "unknown peak (no roofs drawn)"
-      : `peak ${fig(data.peak_gflops_per_s)} GFLOP/s, ${fig(data.peak_gbytes_per_s)} GB/s`)),
+      : `peak ${fig(data.peak_gflops_per_s)} GFLOP/s, ${fig(data.peak_gbytes_per_s)} GiB/s`)),
     ...data.notes.map((n) => h("p", { className: "note" }, n)));
   if (data.unplaced) {
     page.append(h("p", { className: "muted", id: "roof-unplaced" },

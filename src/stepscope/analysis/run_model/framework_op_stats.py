@@ -64,7 +64,12 @@ KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 _HLO_OP = "hlo_op"  # stat of an XLA op's execution event
-KINETO_DEVICE_OPS = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
+# Kineto's categories of device kernels, of every backend: CUDA, ROCm, XPU, HPU and
+# PrivateUse1 devices write ``kernel``; Meta's MTIA accelerators ``mtia_ccp_events`` (their
+# launches, on the host, are ``mtia_runtime``, as XPU's are ``xpu_runtime``).
+KINETO_KERNEL_CATEGORIES = ("kernel", "mtia_ccp_events")
+KINETO_DEVICE_OPS = {**{c: "Kernel" for c in KINETO_KERNEL_CATEGORIES},
+                     "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}
 # Host events that are never ops: zero-length memory records.
 _NOT_OP_NAMES = (schema.MEMORY_ALLOCATION, schema.MEMORY_DEALLOCATION)
 # Non-host planes that hold no framework ops.

@@ -19,8 +19,10 @@ Where the figures come from:
   roctracer the LDS size) and the JSON lists ``grid`` and ``block``. ROCm traces often give
   only grid and block, and some kernels nothing.
 
-Memcpy and memset are not kernels, even where a GPU runs them as one (ROCm's
-``__amd_rocclr_copyBuffer``/``fillBuffer`` blit kernels, which XProf lists).
+Memcpy and memset records are not kernels. ROCm runs copies and fills as ordinary kernels
+(``__amd_rocclr_copyBuffer``/``fillBuffer`` blit kernels) on a kernel stream, with
+``kernel_details``: in an XSpace those are kernels, listed as XProf lists them. (In a Kineto
+trace the copy kernels are left out, as PyTorch's ``key_averages`` files copies apart.)
 
 Figures that no GPU can have are not reported (``None``) and counted in
 ``KernelStats.implausible_launches``: CUPTI's launch records have been seen carrying
@@ -57,11 +59,14 @@ Tensor Cores (NVIDIA) and Matrix Cores (AMD):
   XProf, an op whose kernel uses Tensor Cores is eligible, and a kernel with no op is not.
 
 Other differences from XProf's kernel_stats: kernels of zero duration are counted (XProf drops
-them; traces rounded to microseconds have many); memcpy/memset blit kernels are left out;
-figures a file does not give are ``None`` (XProf shows 0 registers, 0 bytes and 1,1,1), and
+them; traces rounded to microseconds have many); Kineto's memcpy/memset blit kernels are left
+out; figures a file does not give are ``None`` (XProf shows 0 registers, 0 bytes and 1,1,1), and
 ``shm``/``group_mem`` are read (XProf reads neither); TensorFlow kernels get the op that
-launched them (XProf leaves it empty); XLA kernels get the op of their ``name`` stat, where
-XProf looks the HLO instruction up in the module's HLO proto; rows are not capped at 1,000.
+launched them (XProf leaves it empty); rows are not capped at 1,000. XLA kernels get the op
+XProf gives them: the ``op_name`` of their HLO instruction (``program_id`` + ``hlo_op``) in
+the file's HLO (``schema.HLO_OP_NAMES``, which the reader attaches), empty where the
+instruction has none, never guessed from the kernel's ``name`` stat (which names another op
+for some fusions); only a file without HLO falls back to that ``name`` stat.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
+    KINETO_KERNEL_CATEGORIES,
     OpEvents,
     classify,
     kernel_type,
@@ -100,11 +106,13 @@ DEVICE_VENDOR = "device_vendor"  # GPU plane stat: "Nvidia", "AMD"
 XLA_TF_OP = "tf_op"
 XLA_MODULE_MARKER = "XlaModule"  # XLA's GPU kernels: tf_op "XlaModule:", the op in "name"
 XLA_OP_NAME = "name"
+XLA_HLO_OP = "hlo_op"  # the HLO instruction an XLA kernel runs
+XLA_PROGRAM_ID = "program_id"  # and its program
 KINETO_REGISTERS = "registers per thread"
 KINETO_SHARED_MEMORY = "shared memory"
 KINETO_GRID = "grid"
 KINETO_BLOCK = "block"
-KINETO_KERNEL = "kernel"  # the Kineto category of kernels
+KINETO_KERNEL = "kernel"  # the Kineto category of (CUDA, ROCm, XPU...) kernels
 
 # Bounds beyond any GPU (see the module docstring).
 MAX_REGISTERS = 1024
@@ -460,9 +468,11 @@ def _kernel_rows(table: EventTable, events: OpEvents) -> tuple[I64, bool]:
     """Event rows of the kernels of a table, and whether it is a Kineto table."""
     not_kernel = np.array([kernel_type(n) != "Kernel" for n in table.names] + [True], bool)
     if events.categories:
-        if KINETO_KERNEL not in events.categories:
+        kernel_cats = [i for i, c in enumerate(events.categories)
+                       if c in KINETO_KERNEL_CATEGORIES]
+        if not kernel_cats:
             return np.zeros(0, np.int64), True
-        rows = np.flatnonzero(events.category == events.categories.index(KINETO_KERNEL))
+        rows = np.flatnonzero(np.isin(events.category, kernel_cats))
         return rows[~not_kernel[table.name[rows]]], True
     if not table.planes or not table.line_name:
         return np.zeros(0, np.int64), False
@@ -475,10 +485,10 @@ def _kernel_rows(table: EventTable, events: OpEvents) -> tuple[I64, bool]:
     with_details = np.zeros(len(table), bool)
     with_details[rows[nonempty[codes]]] = True
     if (with_details & candidates).any():
-        chosen = candidates & with_details
-    else:  # no launch records at all: every GPU event that is not a copy or a fill
-        chosen = candidates & gpu_plane[table.plane]
-    rows = np.flatnonzero(chosen)
+        # A launch record makes a kernel: ROCm's copy and fill blit kernels included.
+        return np.flatnonzero(candidates & with_details), False
+    # No launch records at all: every GPU event that is not a copy or a fill.
+    rows = np.flatnonzero(candidates & gpu_plane[table.plane])
     return rows[~not_kernel[table.name[rows]]], False
 
 
@@ -507,12 +517,53 @@ def _xla_op_names(table: EventTable, kernels: I64, op: I64, op_names: list[str],
     op[marked] = -1
     is_marked = np.zeros(len(kernels), bool)
     is_marked[marked] = True
+    hlo_names = _hlo_op_names(table)
+    if hlo_names:
+        # As XProf: the op is the HLO instruction's op_name ("" where it has none), looked
+        # up by the kernel's program id and hlo_op; the kernel's name stat is not read.
+        program = np.full(len(kernels), -1, np.int64)
+        pid_rows, pid_values = table.int_stat(XLA_PROGRAM_ID)
+        keep, at = _positions(table, kernels, pid_rows)
+        program[at] = pid_values[keep]
+        hlo_rows, hlo_codes, hlo_values = table.text_stat(XLA_HLO_OP)
+        keep, at = _positions(table, kernels, hlo_rows)
+        hlo_of = np.full(len(kernels), -1, np.int64)
+        hlo_of[at] = hlo_codes[keep]
+        # One look-up per distinct (program, instruction), not per launch.
+        pairs, inverse = np.unique(np.stack([program[marked], hlo_of[marked]], axis=1),
+                                   axis=0, return_inverse=True)
+        codes_of: dict[str, int] = {}
+        code_of_pair = np.full(len(pairs), -1, np.int64)
+        for i, (pid, inst) in enumerate(pairs.tolist()):
+            name = (hlo_names.get(str(pid), {}).get(hlo_values[inst])
+                    if pid >= 0 and inst >= 0 else None)
+            if name:
+                if name not in codes_of:
+                    codes_of[name] = len(op_names)
+                    op_names.append(name)
+                    op_types.append(name.rsplit("/", 1)[-1])
+                code_of_pair[i] = codes_of[name]
+        op[marked] = code_of_pair[inverse.reshape(-1)]
+        return
     rows, codes, values = table.text_stat(XLA_OP_NAME)
     keep, named = _positions(table, kernels, rows)
     use = is_marked[named]
     op[named[use]] = len(op_names) + codes[keep][use]
     op_names.extend(values)
     op_types.extend(v.rsplit("/", 1)[-1] for v in values)
+
+
+def _hlo_op_names(table: EventTable) -> dict[str, dict[str, str]]:
+    """The HLO op names the file's HLO gives (see ``schema.HLO_OP_NAMES``); {} if none."""
+    for plane in table.planes:
+        text = plane.stats.get(schema.HLO_OP_NAMES)
+        if isinstance(text, str):
+            try:
+                names = json.loads(text)
+            except ValueError:
+                return {}
+            return names if isinstance(names, dict) else {}
+    return {}
 
 
 # A group's key: (kernel, op, regs, shared, block, grid, uses tensor cores, op eligible).

@@ -53,6 +53,7 @@ from stepscope.analysis.run_model.framework_op_stats import (
     DEVICE,
     HOST,
     IDLE,
+    KINETO_DEVICE_OPS,
     OpEvents,
     OpStats,
     classify,
@@ -304,7 +305,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         else np.zeros(0, bool)
     category, categories = events.category, events.categories
     if categories:
-        gpu_cats = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in categories]
+        gpu_cats = np.array([c in KINETO_DEVICE_OPS for c in categories]
                             + [False], dtype=bool)
         device_work = gpu_cats[category]
         annotation = np.array([c == "gpu_user_annotation" for c in categories] + [False], bool)
@@ -465,8 +466,12 @@ def _next_after(times: I64, t: I64, side: Literal["left", "right"], default: int
 
 
 def _devices(table: EventTable) -> tuple[str, int, list[str]]:
-    """Device type (CPU, GPU, TPU, ...), how many, and their names where known."""
-    planes = [p for p, dev in zip(table.planes, device_planes(table), strict=True) if dev]
+    """Device type (CPU, GPU, TPU, ...), how many ran something (a device plane with no
+    event, as XSpace files keep for every idle GPU, is not counted), and the names of all."""
+    ran = np.bincount(table.plane, minlength=len(table.planes)) > 0 if len(table) \
+        else np.zeros(len(table.planes), bool)
+    planes = [p for p, dev, used in zip(table.planes, device_planes(table), ran, strict=True)
+              if dev and used]
     if not planes:
         return "CPU", 0, []
     kinds = sorted({p.name.split(":")[1] for p in planes})

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.run_model.framework_op_stats import (
     DERIVED_OP_LINES,
     DERIVED_OTHER_LINES,
+    KINETO_KERNEL_CATEGORIES,
     OpEvents,
     classify,
     kineto_categories,
@@ -47,7 +48,8 @@ KINDS = ("compute", "communication", "memcpy", "memset")
 _COMM = re.compile(r"(?i)^(nccl|rccl|hccl|msccl)|ncclKernel|ncclDevKernel")
 _MEMCPY = re.compile(r"(?i)^(hip)?memcpy|copybuffer")
 _MEMSET = re.compile(r"(?i)^(hip)?memset|fillbuffer")
-_KINETO_KINDS = {"kernel": COMPUTE, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+_KINETO_KINDS = {**{c: COMPUTE for c in KINETO_KERNEL_CATEGORIES},
+                 "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 
 
 def kind_of(name: str, default: int = COMPUTE) -> int:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class DevicePeaks:
-    """One device model's peaks: TFLOP/s by precision and HBM bandwidth in GB/s."""
+    """One device model's peaks: TFLOP/s by precision and HBM bandwidth in GB/s (10^9 bytes/s,
+    as data sheets state it; the tools show bandwidth in GiB/s)."""
 
     name: str
     tflops: dict[str, float] = field(default_factory=dict)  # "fp32", "bf16", "fp16", "fp8"...

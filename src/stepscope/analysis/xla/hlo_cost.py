@@ -13,7 +13,10 @@ usual ones, as XLA's cost analysis counts them:
 - fusion: the sum over its fused computation.
 
 Bytes accessed are the operands' and the output's sizes (a fusion counts only its own
-operands and output: what it reads and writes of memory).
+operands and output: what it reads and writes of memory). A custom call's bytes are counted
+only for convolutions (their operands); other custom calls (library GEMMs, FFI kernels such
+as fused attention) count none, as XLA's GPU cost analysis and so XProf count none, rather
+than a guess that can exceed the device's bandwidth.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ def _bytes(module: HloModule, inst: Instruction) -> float:
         return 0.0
     operands = sum(op.shape.bytes() for op in _operands(module, inst))
     if inst.opcode == "custom-call":
+        if not inst.custom_call_target.startswith(_CONV_TARGETS):
+            return 0.0  # what a library call reads is unknown: XLA (and XProf) count none
         return float(operands)  # scratch space in the output tuple is not data
     return float(operands + inst.shape.bytes())
 

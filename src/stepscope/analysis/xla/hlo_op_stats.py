@@ -4,6 +4,11 @@ Rates are over the op's self time; operational intensity is FLOPs per byte acces
 is compute-bound when its intensity reaches the device's ridge point (peak FLOP/s ÷ peak
 bandwidth), memory-bound below it, and "other" when neither FLOPs nor bytes are known
 (or the device's peaks are not).
+
+Bandwidths (``gbytes_per_s``, ``peak_gbytes_per_s``) are in GiB/s (2^30 bytes per second),
+the unit XProf's "GB/s" columns use, so the figures equal XProf's. Bandwidth utilisation is
+bytes/s ÷ the peak in bytes/s, capped at 1 where an op's counted bytes exceed what the peak
+allows in its time (its bytes were partly served from caches), as XProf caps it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,19 @@ from stepscope.analysis.xla import device_peaks
 from stepscope.analysis.xla.xla_model import OpMetrics, XlaModel
 
 PS_PER_MS = 1e9
+GIB = float(2**30)  # bytes in a GiB: the unit of every bandwidth shown
+
+
+def gib_per_s(gbps: float | None) -> float | None:
+    """A peak in 10^9 bytes/s (as devices and data sheets state it) in GiB/s."""
+    return gbps * 1e9 / GIB if gbps else None
+
+
+def bandwidth_utilization(nbytes: float, seconds: float, gbps: float | None) -> float | None:
+    """Bytes per second over the peak (10^9 bytes/s), never above 1; None when unknown."""
+    if not nbytes or not gbps or seconds <= 0:
+        return None
+    return min(nbytes / seconds / (gbps * 1e9), 1.0)
 
 
 @dataclass
@@ -37,9 +55,12 @@ def device_dict(model: XlaModel) -> dict[str, Any]:
     """The device the figures are judged against: name and peaks (None: unknown)."""
     name, tflops, gbps = model.peaks()
     source = model.devices[0].peak_source if model.devices else "unknown"
+    bw_source = model.devices[0].bandwidth_source if model.devices else "unknown"
     table = device_peaks.lookup(name) if name else None
     return {"name": name or (model.devices[0].name if model.devices else ""),
-            "peak_tflops": tflops, "peak_gbytes_per_s": gbps, "peak_source": source,
+            # Bandwidth in GiB/s (see the module docstring); each peak names its source.
+            "peak_tflops": tflops, "peak_gbytes_per_s": gib_per_s(gbps), "peak_source": source,
+            "peak_bandwidth_source": bw_source,
             # The published peak per precision (utilisation uses ``peak_tflops``).
             "peak_tflops_by_precision": dict(table.tflops) if table else {},
             "count": len(model.devices)}
@@ -64,7 +85,7 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
     """One op's figures as the tools show them."""
     seconds = o.self_ps / 1e12
     gflops = o.flops / seconds / 1e9 if seconds > 0 and o.flops_known else None
-    gbytes = o.bytes_accessed / seconds / 1e9 if seconds > 0 and o.bytes_accessed else None
+    gbytes = o.bytes_accessed / seconds / GIB if seconds > 0 and o.bytes_accessed else None
     intensity = o.flops / o.bytes_accessed if o.bytes_accessed > 0 and o.flops_known else None
     return {
         "name": o.name, "module": o.module, "program_id": o.program_id,
@@ -79,7 +100,7 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
         "operational_intensity": intensity,
         "flops_utilization": gflops / (tflops * 1e3) if gflops is not None and tflops
         else None,
-        "bandwidth_utilization": gbytes / gbps if gbytes is not None and gbps else None,
+        "bandwidth_utilization": bandwidth_utilization(o.bytes_accessed, seconds, gbps),
         "bound_by": bound_by(intensity, o.flops if o.flops_known else 0.0, o.bytes_accessed,
                              tflops, gbps),
         "flops_estimated": o.flops_estimated,

@@ -1,8 +1,10 @@
 """Op profile: how the run's XLA programs spent device time, by program, category and op.
 
 Shares are of all devices' XLA time, idle included (so categories, programs and idle add up
-to 100 %). Utilisations are over busy time: achieved FLOP/s ÷ the device's peak, bytes/s ÷
-its peak bandwidth; blank where the peak or the FLOPs are unknown.
+to 100 %). A group's utilisations are over its own time: achieved FLOP/s ÷ the device's
+peak, bytes/s ÷ its peak bandwidth (capped at 100 %); blank where the peak or the FLOPs are
+unknown. The whole profile's FLOPS utilisation is over busy time and its bandwidth
+utilisation over all time, idle included, as XProf computes them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis.xla.hlo_op_stats import PS_PER_MS, device_dict, op_row
+from stepscope.analysis.xla.hlo_op_stats import (
+    PS_PER_MS,
+    bandwidth_utilization,
+    device_dict,
+    op_row,
+)
 from stepscope.analysis.xla.xla_model import OpMetrics, XlaModel
 
 
@@ -49,7 +56,7 @@ def _group(name: str, ops: list[OpMetrics], total_ps: int, tflops: float | None,
     nbytes = sum(o.bytes_accessed for o in ops)
     fu = (flops / seconds / (tflops * 1e12)
           if known and tflops and seconds > 0 else None)
-    bu = nbytes / seconds / (gbps * 1e9) if nbytes and gbps and seconds > 0 else None
+    bu = bandwidth_utilization(nbytes, seconds, gbps)
     return {"name": name, "time_ms": self_ps / PS_PER_MS,
             "time_percent": 100.0 * self_ps / total_ps if total_ps else 0.0,
             "flops_utilization": fu, "bandwidth_utilization": bu,
@@ -94,9 +101,12 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
                          "flops": f.flops} for f in o.fused]
         rows.append(row)
     overall = _group("", model.ops, total, tflops, gbps)
+    # XProf's whole-profile bandwidth figure is over all devices' time, idle included.
+    overall_bu = bandwidth_utilization(sum(o.bytes_accessed for o in model.ops),
+                                       total / 1e12, gbps)
     return OpProfile(device_dict(model), sorted({p["name"] for p in programs}),
                      total / PS_PER_MS, model.idle_ps() / PS_PER_MS,
-                     overall["flops_utilization"], overall["bandwidth_utilization"],
+                     overall["flops_utilization"], overall_bu,
                      categories, programs, rows, list(model.notes))
 
 

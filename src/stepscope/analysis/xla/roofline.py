@@ -2,7 +2,8 @@
 device's roofs (peak FLOP/s, and peak bandwidth × intensity), for the whole run and per step.
 
 Ops without FLOPs or bytes (unknown, or none: copies) cannot be placed on log–log axes and
-are counted apart.
+are counted apart. Bandwidths are in GiB/s, as XProf shows them (the ridge point, FLOPs per
+byte, does not depend on the unit).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis.xla.hlo_op_stats import bound_by, device_dict
+from stepscope.analysis.xla.hlo_op_stats import GIB, bound_by, device_dict, gib_per_s
 from stepscope.analysis.xla.xla_model import OpMetrics, XlaModel
 
 
@@ -20,7 +21,7 @@ class Roofline:
 
     device: dict[str, Any]
     peak_gflops_per_s: float | None
-    peak_gbytes_per_s: float | None
+    peak_gbytes_per_s: float | None  # GiB/s
     ridge_point: float | None  # FLOPs per byte where the two roofs meet
     points: list[dict[str, Any]]
     steps: list[int]
@@ -47,7 +48,7 @@ def _point(o: OpMetrics, occurrences: int, self_ps: int, step: int | None,
     return {"name": o.name, "module": o.module, "category": o.category, "step": step,
             "occurrences": occurrences, "self_ms": self_ps / 1e9,
             "operational_intensity": intensity, "gflops_per_s": flops / seconds / 1e9,
-            "gbytes_per_s": nbytes / seconds / 1e9,
+            "gbytes_per_s": nbytes / seconds / GIB,
             "bound_by": bound_by(intensity, flops, nbytes, tflops, gbps),
             "flops_estimated": o.flops_estimated}
 
@@ -68,6 +69,6 @@ def roofline(model: XlaModel) -> Roofline:
             if sp is not None:
                 points.append(sp)
     peak = tflops * 1e3 if tflops else None
-    ridge = peak / gbps if peak and gbps else None
-    return Roofline(device_dict(model), peak, gbps, ridge, points, list(model.steps), unplaced,
-                    list(model.notes))
+    ridge = peak / gbps if peak and gbps else None  # both per 10^9: FLOPs per byte
+    return Roofline(device_dict(model), peak, gib_per_s(gbps), ridge, points,
+                    list(model.steps), unplaced, list(model.notes))

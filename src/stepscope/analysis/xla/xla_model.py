@@ -26,7 +26,7 @@ from stepscope.analysis.xla.hlo_cost import category_of, cost_of, expression, fu
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 1
+XLA_MODEL_VERSION = 2
 
 
 @dataclass
@@ -73,8 +73,11 @@ class DeviceSummary:
     model: str  # "" when unknown
     busy_ps: int  # span of its XLA work
     peak_tflops: float | None
-    peak_gbytes_per_s: float | None
-    peak_source: str  # "profile", a published source, or "unknown"
+    peak_gbytes_per_s: float | None  # 10^9 bytes/s
+    peak_source: str  # of the FLOP/s peak: "profile", a published source, or "unknown"
+    # Of the bandwidth peak: "profile" (stated by the profile: the device reported it), a
+    # published source, or "unknown".
+    bandwidth_source: str = "unknown"
 
 
 @dataclass
@@ -216,13 +219,14 @@ def _device_summary(host: str, name: str, model: str, busy: int, stated_tflops: 
     table = device_peaks.lookup(model) if model else None
     tflops = stated_tflops if stated_tflops else (table.peak_tflops() if table else None)
     gbps = stated_gbps
+    bw_source = "profile" if gbps is not None else "unknown"
     bandwidth = props.get("memory_bandwidth")  # bytes/s, as GPU planes state it
     if gbps is None and isinstance(bandwidth, int) and bandwidth > 0:
-        gbps = bandwidth / 1e9
+        gbps, bw_source = bandwidth / 1e9, "profile (device-reported memory_bandwidth)"
     if gbps is None and table is not None:
-        gbps = table.gbytes_per_s
+        gbps, bw_source = table.gbytes_per_s, table.source
     source = "profile" if stated_tflops else (table.source if table else "unknown")
-    return DeviceSummary(host, name, model, int(busy), tflops, gbps, source)
+    return DeviceSummary(host, name, model, int(busy), tflops, gbps, source, bw_source)
 
 
 def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
