@@ -143,7 +143,10 @@ def test_graph_viewer_page(watched: Watched, server: Server) -> None:
     page = watched.page
     assert page.get_attribute("#gv-svg", "data-nodes") == str(len(default["nodes"]))
     # Choose the convolution at depth 1: four nodes, three edges, the root marked.
+    # One change at a time, each waited for (two at once race: the default op is another).
     page.fill("#gv-op", "cudnn-conv.1")
+    page.press("#gv-op", "Enter")
+    page.wait_for_selector(".gv-node[data-root=true][data-name='cudnn-conv.1']")
     page.select_option("#gv-depth", "1")
     page.wait_for_selector("#gv-svg[data-nodes='4']")
     assert page.get_attribute("#gv-svg", "data-edges") == "3"
