@@ -104,6 +104,7 @@ MESSAGES = [
         Field("custom_call_target", 28, "string"),
         Field("dot_dimension_numbers", 30, "DotDimensionNumbers"),
         Field("id", 35, "int64"),
+        Field("backend_config", 43, "bytes"),  # JSON text on GPU (a GEMM's dot dimensions)
         Field("operand_ids", 36, "int64", repeated=True),
         Field("called_computation_ids", 38, "int64", repeated=True),
         Field("feature_group_count", 50, "int64"),
@@ -211,6 +212,10 @@ def _computation(c: Any) -> Computation:
                        int(c.root_id), bool(c.is_fusion_computation))
 
 
+# A backend config longer than this is not read (it names dimensions: a few KiB at most).
+_MAX_CONFIG = 1 << 16
+
+
 def _instruction(i: Any) -> Instruction:
     md = i.metadata
     conv = None
@@ -238,7 +243,7 @@ def _instruction(i: Any) -> Instruction:
         feature_group_count=int(i.feature_group_count) or 1,
         batch_group_count=int(i.batch_group_count) or 1,
         op_type=_t(md.op_type), op_name=_t(md.op_name), source_file=_t(md.source_file),
-        source_line=int(md.source_line))
+        source_line=int(md.source_line), backend_config=_t(bytes(i.backend_config)[:_MAX_CONFIG]))
 
 
 def _shape(s: Any, depth: int) -> Shape:

@@ -241,6 +241,7 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     op_index: dict[tuple[str, str], int] = {}
     devices: list[DeviceInfo] = []
     parts: list[tuple[Any, Any, int]] = []  # (event rows, op per row, device index)
+    executions: dict[int, int] = {}  # op → times it ran, where it runs several kernels
 
     def op_of(program: str, module: str, name: str, stats: dict[str, Any]) -> int:
         key = (program or module, name)
@@ -285,6 +286,8 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                      for program, module, name in triples]
             op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
                 np.zeros(0, np.int32)
+            for o, n in _executions(op_rows, ev.metadata_id[rows], duration_ps[rows]).items():
+                executions[o] = executions.get(o, 0) + n
         if not len(rows):
             continue
         span = rows if xla_lines or not _DEVICE_PLANE.match(text(plane.name)) else \
@@ -307,7 +310,26 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     else:
         rows, op, device = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
     return XlaHostOps(ops, devices, op, device, ev.line[rows].astype(np.int32), start_ps[rows],
-                      duration_ps[rows], modules, module_names, bad)
+                      duration_ps[rows], modules, module_names, bad, executions)
+
+
+def _executions(op_rows: Any, kernel: Any, duration: Any) -> dict[int, int]:
+    """Per op that ran several distinct kernels on one device: how many times it ran, as the
+    runs of its kernel with the most time (the one doing its work: a helper kernel may run
+    twice per execution, and a capture's edge may cut off another's first or last run)."""
+    if not len(op_rows):
+        return {}
+    pairs, inverse, counts = np.unique(
+        np.stack([op_rows.astype(np.int64), kernel.astype(np.int64)]), axis=1,
+        return_inverse=True, return_counts=True)
+    time = np.bincount(inverse.reshape(-1), weights=duration, minlength=pairs.shape[1])
+    ops, first = np.unique(pairs[0], return_index=True)
+    ends = np.r_[first[1:], len(counts)]
+    out = {}
+    for o, a, b in zip(ops.tolist(), first.tolist(), ends.tolist(), strict=True):
+        if b - a > 1:
+            out[int(o)] = int(counts[a + int(np.argmax(time[a:b]))])
+    return out
 
 
 def _device_info(plane: Any, span: Any, start_ps: Any, duration_ps: Any) -> DeviceInfo:

@@ -150,6 +150,7 @@ class Instruction:
     op_name: str = ""
     source_file: str = ""
     source_line: int = 0
+    backend_config: str = ""  # the backend's JSON configuration (GPU), where given
 
 
 @dataclass

@@ -60,6 +60,9 @@ class XlaHostOps:
     modules: dict[str, HloModule]  # program id (text) → its HLO, where the profile has it
     module_names: dict[str, str]  # program id → program name, HLO or not
     bad_modules: dict[str, str] = field(default_factory=dict)  # program id → why unreadable
+    # op index → times it ran, for ops that run several kernels per execution (GPU); an op
+    # not here ran once per row
+    executions: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.op)

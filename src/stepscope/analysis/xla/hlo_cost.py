@@ -1,16 +1,34 @@
 """What an HLO instruction costs, estimated from its program: FLOPs, bytes, category, text.
 
-Used where a profile records no FLOP counts (GPU and CPU profiles). The formulas are the
-usual ones, as XLA's cost analysis counts them:
+Used where a profile records no FLOP counts (GPU and CPU profiles). FLOPs are counted as
+XLA's generic cost analysis (``HloCostAnalysis``) counts them:
 
 - dot: 2 × output elements × the contracted size;
 - convolution (and cuDNN/MIOpen convolution custom calls): 2 × batch × output features ×
   input features per group × the (output, kernel) position pairs that land on real input
   (padding and dilation holes excluded), per spatial dimension;
-- elementwise arithmetic: one FLOP per output element (transcendental functions, which XLA
-  counts apart, are not FLOPs);
-- reduce: (input elements − output elements) × the reducer's FLOPs per application;
-- fusion: the sum over its fused computation.
+- elementwise arithmetic, comparisons, selects, clamps and converts: one FLOP per output
+  element; transcendental functions (exp, log, logistic, power, sqrt, cbrt, rsqrt, tanh,
+  sin, cos, tan, expm1, log1p, atan2, erf) are counted apart, as transcendentals, not FLOPs;
+- reduce: (elements of the first input − elements of the first output) × the reducer's
+  FLOPs per application; reduce-window: (window elements − 1) × output elements × the
+  reducer's;
+- fusion: the sum over its fused computation (Triton and cuDNN GEMM fusions included: their
+  dot is inside).
+
+Past XLA's cost analysis (which, and so XProf, counts library calls as 0 FLOPs):
+
+- library GEMMs (``__cublas$gemm``, ``__cublas$lt$matmul``…, cuBLAS on CUDA and
+  rocBLAS/hipBLASLt on ROCm under the same targets): 2 × output elements × the contracted
+  size, the contracting dimensions read from the call's ``gemm_backend_config``;
+- fused attention (TransformerEngine's ``te_fused_attn_{forward,backward}_ffi``): the
+  flash-attention convention, 2 × batch × heads × query length × key length × (query-key
+  head size + value head size) forward, half of it under a causal mask, 2.5 × that backward.
+
+XProf on GPU counts elementwise ops by XLA's GPU cost model, which prices each element in
+estimated clock cycles (3 for a plain op, more for a transcendental one), not FLOPs: its
+elementwise and reduce fusions show about 3× (or more) our figures; dots and convolutions
+agree.
 
 Bytes accessed are the operands' and the output's sizes (a fusion counts only its own
 operands and output: what it reads and writes of memory). A custom call's bytes are counted
@@ -21,26 +39,42 @@ than a guess that can exceed the device's bandwidth.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.model.hlo import HloModule, Instruction, WindowDim
+from stepscope.model.hlo import HloModule, Instruction, Shape, WindowDim
 
 # Elementwise opcodes XLA counts as one FLOP per element.
 ELEMENTWISE_FLOPS = frozenset({
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder",
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder",
     "abs", "negate", "compare", "select", "clamp", "and", "or", "xor", "not", "sign", "floor",
-    "ceil", "round-nearest-afz", "round-nearest-even", "atan2", "is-finite", "shift-left",
+    "ceil", "round-nearest-afz", "round-nearest-even", "is-finite", "shift-left",
     "shift-right-arithmetic", "shift-right-logical", "popcnt", "clz", "real", "imag",
+    "convert", "complex",
+})
+# Elementwise opcodes XLA counts as one transcendental per element (and no FLOPs).
+TRANSCENDENTAL = frozenset({
+    "exponential", "log", "logistic", "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine",
+    "cosine", "tan", "exponential-minus-one", "log-plus-one", "atan2", "erf",
 })
 # Data movement and bookkeeping: no FLOPs.
 _NO_FLOPS = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "reshape", "transpose",
     "broadcast", "copy", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate",
-    "pad", "iota", "convert", "reverse", "gather", "scatter", "copy-start", "copy-done",
+    "pad", "iota", "reverse", "gather", "scatter", "copy-start", "copy-done",
 })
 _CONV_TARGETS = ("__cudnn$conv", "__miopen$conv")
+# Library GEMM calls (XLA's names; ROCm's rocBLAS and hipBLASLt calls use the same ones).
+GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
+# TransformerEngine's fused attention (JAX FFI custom calls).
+_TE_ATTENTION = re.compile(r"^te_fused_attn_(forward|backward)")
+# TransformerEngine's causal mask kinds (NVTE_Mask_Type: causal, padding-causal, and their
+# bottom-right variants).
+_TE_CAUSAL = frozenset({2, 3, 4, 5})
+_TE_ATTR = re.compile(r"(\w+)\s*=\s*(-?\d+)\s*:\s*i64")
 # Fusion kinds as XProf names their categories.
 FUSION_CATEGORY = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion",
                    "kCustom": "custom fusion"}
@@ -53,10 +87,11 @@ _MAX_DIM = 1 << 20
 
 @dataclass(frozen=True)
 class Cost:
-    """One execution's estimated FLOPs and bytes accessed."""
+    """One execution's estimated FLOPs, bytes accessed and transcendentals."""
 
     flops: float
     bytes_accessed: float
+    transcendentals: float = 0.0
 
 
 def category_of(inst: Instruction) -> str:
@@ -68,7 +103,17 @@ def category_of(inst: Instruction) -> str:
 
 def cost_of(module: HloModule, inst: Instruction) -> Cost:
     """The estimated cost of one execution of ``inst``."""
-    return Cost(_flops(module, inst, 0, {}), _bytes(module, inst))
+    return Cost(_flops(module, inst, 0, {}), _bytes(module, inst),
+                _flops(module, inst, 0, {}, TRANSCENDENTAL))
+
+
+def flops_known(inst: Instruction) -> bool:
+    """Whether our count of ``inst``'s FLOPs means something: False for a custom call whose
+    work we cannot count (an FFI kernel, a library call other than a GEMM or convolution)."""
+    if inst.opcode != "custom-call":
+        return True
+    target = inst.custom_call_target
+    return target.startswith(_CONV_TARGETS + GEMM_TARGETS) or bool(_TE_ATTENTION.match(target))
 
 
 def _operands(module: HloModule, inst: Instruction) -> list[Instruction]:
@@ -86,27 +131,33 @@ def _bytes(module: HloModule, inst: Instruction) -> float:
     return float(operands + inst.shape.bytes())
 
 
-def _flops(module: HloModule, inst: Instruction, depth: int, memo: dict[int, float]) -> float:
+def _flops(module: HloModule, inst: Instruction, depth: int, memo: dict[int, float],
+           elementwise: frozenset[str] = ELEMENTWISE_FLOPS) -> float:
+    """FLOPs of one execution of ``inst`` (with ``elementwise=TRANSCENDENTAL``: its
+    transcendentals, which only elementwise ops, and what calls them, have)."""
     op = inst.opcode
     if depth > _MAX_DEPTH or op in _NO_FLOPS:
         return 0.0
-    if op in ELEMENTWISE_FLOPS:
+    if op in elementwise:
         return float(inst.shape.elements())
+    counting_flops = elementwise is ELEMENTWISE_FLOPS
     if op == "dot":
-        return _dot_flops(module, inst)
+        return _dot_flops(module, inst) if counting_flops else 0.0
     if op == "convolution" or (op == "custom-call"
                                and inst.custom_call_target.startswith(_CONV_TARGETS)):
-        return _conv_flops(module, inst)
+        return _conv_flops(module, inst) if counting_flops else 0.0
+    if op == "custom-call":
+        return _library_flops(module, inst) if counting_flops else 0.0
     if op in ("reduce", "reduce-window"):
-        return _reduce_flops(module, inst, depth, memo)
+        return _reduce_flops(module, inst, depth, memo, elementwise)
     if op in ("fusion", "call"):
-        return sum(_computation_flops(module, c, depth + 1, memo)
+        return sum(_computation_flops(module, c, depth + 1, memo, elementwise)
                    for c in inst.called_computation_ids)
     return 0.0
 
 
-def _computation_flops(module: HloModule, cid: int, depth: int, memo: dict[int, float]
-                       ) -> float:
+def _computation_flops(module: HloModule, cid: int, depth: int, memo: dict[int, float],
+                       elementwise: frozenset[str] = ELEMENTWISE_FLOPS) -> float:
     # Memoised per computation (and 0 while being computed: a cycle in bad input ends there),
     # so that many callers of one computation cost one walk of it.
     if cid in memo:
@@ -115,7 +166,8 @@ def _computation_flops(module: HloModule, cid: int, depth: int, memo: dict[int, 
     if comp is None or depth > _MAX_DEPTH:
         return 0.0
     memo[cid] = 0.0
-    memo[cid] = total = sum(_flops(module, i, depth, memo) for i in comp.instructions)
+    memo[cid] = total = sum(_flops(module, i, depth, memo, elementwise)
+                            for i in comp.instructions)
     return total
 
 
@@ -123,12 +175,62 @@ def _dot_flops(module: HloModule, inst: Instruction) -> float:
     operands = _operands(module, inst)
     if not operands or inst.dot_dims is None:
         return 0.0
-    dims = operands[0].shape.dimensions
+    return _gemm_flops(operands[0], inst.shape, inst.dot_dims.lhs_contracting)
+
+
+def _gemm_flops(lhs: Instruction, out: Shape, contracting: list[int]) -> float:
+    """2 × output elements × the size of the lhs's contracting dimensions."""
+    dims = lhs.shape.dimensions
     contracted = 1
-    for d in inst.dot_dims.lhs_contracting:
+    for d in contracting:
         if 0 <= d < len(dims):
             contracted *= dims[d]
-    return 2.0 * inst.shape.elements() * contracted
+    return 2.0 * out.elements() * contracted
+
+
+def _library_flops(module: HloModule, inst: Instruction) -> float:
+    """FLOPs of a library call XLA's cost analysis leaves at 0: a GEMM or fused attention."""
+    target = inst.custom_call_target
+    if target.startswith(GEMM_TARGETS):
+        operands = _operands(module, inst)
+        contracting = _gemm_contracting(inst.backend_config)
+        if not operands or contracting is None:
+            return 0.0
+        out = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
+            else inst.shape  # (result, workspace)
+        return _gemm_flops(operands[0], out, contracting)
+    match = _TE_ATTENTION.match(target)
+    if match:
+        return _te_attention_flops(inst.backend_config, backward=match.group(1) == "backward")
+    return 0.0
+
+
+def _gemm_contracting(config: str) -> list[int] | None:
+    """The lhs contracting dimensions a GEMM call's backend config names (None: unreadable)."""
+    try:
+        data = json.loads(config)
+        dims = data["gemm_backend_config"]["dot_dimension_numbers"]["lhs_contracting_dimensions"]
+        return [int(d) for d in dims]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _te_attention_flops(config: str, *, backward: bool) -> float:
+    """FLOPs of one TransformerEngine fused attention call, from its attributes."""
+    attrs = {k: int(v) for k, v in _TE_ATTR.findall(config[:8192])}
+    try:
+        b, h = attrs["input_batch"], attrs["attn_heads"]
+        sq, skv = attrs["q_max_seqlen"], attrs["kv_max_seqlen"]
+        dqk = attrs.get("qk_head_dim") or attrs["head_dim"]
+        dv = attrs.get("v_head_dim") or dqk
+    except KeyError:
+        return 0.0
+    if min(b, h, sq, skv, dqk, dv) <= 0:
+        return 0.0
+    forward = 2.0 * b * h * sq * skv * (dqk + dv)
+    if attrs.get("mask_type") in _TE_CAUSAL:
+        forward /= 2.0
+    return 2.5 * forward if backward else forward
 
 
 def _valid_pairs(size_in: int, size_out: int, w: WindowDim) -> int:
@@ -166,17 +268,22 @@ def _conv_flops(module: HloModule, inst: Instruction) -> float:
 
 
 def _reduce_flops(module: HloModule, inst: Instruction, depth: int,
-                  memo: dict[int, float]) -> float:
+                  memo: dict[int, float], elementwise: frozenset[str]) -> float:
     operands = _operands(module, inst)
     if not operands:
         return 0.0
-    inputs = operands[: max(len(operands) // 2, 1)]  # (inputs..., init values...)
-    out = inst.shape.tuple_shapes if inst.shape.is_tuple else [inst.shape]
-    applications = max(sum(s.shape.elements() for s in inputs)
-                       - sum(s.elements() for s in out), 0)
-    per = sum(_computation_flops(module, c, depth + 1, memo)
+    out = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
+        else inst.shape
+    if inst.opcode == "reduce-window":
+        window = 1
+        for w in inst.window:
+            window *= w.size
+        applications = max(window - 1, 0) * out.elements()
+    else:  # the first input's and output's elements: the reducer already prices the others
+        applications = max(operands[0].shape.elements() - out.elements(), 0)
+    per = sum(_computation_flops(module, c, depth + 1, memo, elementwise)
               for c in inst.called_computation_ids)
-    return float(applications) * max(per, 1.0)
+    return float(applications) * per
 
 
 def expression(module: HloModule, inst: Instruction) -> str:

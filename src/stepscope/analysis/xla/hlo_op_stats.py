@@ -90,11 +90,15 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
     return {
         "name": o.name, "module": o.module, "program_id": o.program_id,
         "category": o.category, "occurrences": o.occurrences,
+        # Times the op ran: fewer than occurrences where each run is several kernels (GPU).
+        "executions": o.executions,
         "total_ms": o.total_ps / PS_PER_MS, "avg_ms": o.total_ps / PS_PER_MS / o.occurrences
         if o.occurrences else 0.0,
         "self_ms": o.self_ps / PS_PER_MS,
         "time_percent": 100.0 * o.self_ps / total_ps if total_ps else 0.0,
         "flops": o.flops if o.flops_known else None,
+        "model_flops": o.model_flops if o.flops_known else None,
+        "transcendentals": o.transcendentals,
         "bytes_accessed": o.bytes_accessed or None,
         "gflops_per_s": gflops, "gbytes_per_s": gbytes,
         "operational_intensity": intensity,
@@ -118,8 +122,9 @@ def hlo_op_stats(model: XlaModel) -> HloOpStats:
                       model.idle_ps() / PS_PER_MS, list(model.notes))
 
 
-CSV_COLUMNS = ("name", "module", "program_id", "category", "occurrences", "total_ms", "avg_ms",
-               "self_ms", "time_percent", "flops", "bytes_accessed", "gflops_per_s",
+CSV_COLUMNS = ("name", "module", "program_id", "category", "occurrences", "executions",
+               "total_ms", "avg_ms", "self_ms", "time_percent", "flops", "model_flops",
+               "transcendentals", "bytes_accessed", "gflops_per_s",
                "gbytes_per_s", "operational_intensity", "flops_utilization",
                "bandwidth_utilization", "bound_by", "flops_estimated", "padding_percent",
                "tf_op", "source", "expression")

@@ -4,7 +4,10 @@ Shares are of all devices' XLA time, idle included (so categories, programs and 
 to 100 %). A group's utilisations are over its own time: achieved FLOP/s ÷ the device's
 peak, bytes/s ÷ its peak bandwidth (capped at 100 %); blank where the peak or the FLOPs are
 unknown. The whole profile's FLOPS utilisation is over busy time and its bandwidth
-utilisation over all time, idle included, as XProf computes them.
+utilisation over all time, idle included, as XProf computes them. Where ops whose FLOPs are
+unknown (custom calls we cannot count) hold most of the busy time, the headline says so:
+``flops_coverage`` is the share of busy time whose FLOPs are known, and ``flops_note`` the
+sentence.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class OpProfile:
     programs: list[dict[str, Any]]
     ops: list[dict[str, Any]]
     notes: list[str]
+    flops_coverage: float | None = None  # share of busy time in ops whose FLOPs are known
+    flops_note: str = ""  # why the FLOPS utilisation speaks for part of the work only
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "modules": self.modules, "total_ms": self.total_ms,
@@ -42,6 +47,7 @@ class OpProfile:
                 "idle_percent": 100.0 * self.idle_ms / self.total_ms if self.total_ms else 0.0,
                 "flops_utilization": self.flops_utilization,
                 "bandwidth_utilization": self.bandwidth_utilization,
+                "flops_coverage": self.flops_coverage, "flops_note": self.flops_note,
                 "categories": self.categories, "programs": self.programs, "ops": self.ops,
                 "notes": self.notes}
 
@@ -104,10 +110,31 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
     # XProf's whole-profile bandwidth figure is over all devices' time, idle included.
     overall_bu = bandwidth_utilization(sum(o.bytes_accessed for o in model.ops),
                                        total / 1e12, gbps)
+    coverage, note = flops_coverage(model.ops)
     return OpProfile(device_dict(model), sorted({p["name"] for p in programs}),
                      total / PS_PER_MS, model.idle_ps() / PS_PER_MS,
                      overall["flops_utilization"], overall_bu,
-                     categories, programs, rows, list(model.notes))
+                     categories, programs, rows, list(model.notes), coverage, note)
+
+
+# Below this share of busy time in ops with known FLOPs, a FLOPS figure speaks for a minority
+# of the device's work, and says so.
+MIN_FLOPS_COVERAGE = 0.5
+
+
+def flops_coverage(ops: list[OpMetrics]) -> tuple[float | None, str]:
+    """(share of the ops' time whose FLOPs are known, a sentence when that is a minority)."""
+    busy = sum(o.self_ps for o in ops)
+    if busy <= 0:
+        return None, ""
+    unknown = sorted((o for o in ops if not o.flops_known), key=lambda o: -o.self_ps)
+    coverage = 1.0 - sum(o.self_ps for o in unknown) / busy
+    if coverage >= MIN_FLOPS_COVERAGE:
+        return coverage, ""
+    names = ", ".join(o.name for o in unknown[:3])
+    return coverage, (f"FLOPS utilisation counts {100 * coverage:.0f} % of the device's busy "
+                      f"time: ops holding {100 * (1 - coverage):.0f} % have unknown FLOPs "
+                      f"(e.g. {names}).")
 
 
 def _top_ops(ops: list[OpMetrics], top: int,

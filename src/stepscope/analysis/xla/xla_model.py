@@ -5,9 +5,11 @@ the op profile, HLO op stats and roofline tools are pure functions of it. Op ide
 (program, HLO op name). Times are summed over every device that ran the op, as XProf does;
 a device's time is the span of its XLA work, and what its ops leave of it is idle.
 
-FLOPs and bytes come from the profile where it records them (TPU), else are estimated from
-the HLO (``hlo_cost``), and flagged so. An op whose program has no readable HLO keeps its
-time, with a note saying why its FLOPs are missing.
+FLOPs and bytes come from the profile where it records them (TPU: ``flops``, and
+``model_flops``, the FLOPs the model asked for, rematerialisation left out), else are
+estimated from the HLO (``hlo_cost``), and flagged so. An op whose program has no readable
+HLO, or a custom call whose work cannot be counted (an FFI kernel), keeps its time with its
+FLOPs unknown; the notes say so.
 
 ``XlaModel.to_dict``/``from_dict`` give the lossless JSON form the cache keeps.
 """
@@ -22,11 +24,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.xla import device_peaks
-from stepscope.analysis.xla.hlo_cost import category_of, cost_of, expression, fused_ops
+from stepscope.analysis.xla.hlo_cost import (
+    category_of,
+    cost_of,
+    expression,
+    flops_known,
+    fused_ops,
+)
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 2
+XLA_MODEL_VERSION = 3  # 3: model FLOPs, transcendentals, library GEMMs
 
 
 @dataclass
@@ -62,6 +70,9 @@ class OpMetrics:
     fused: list[FusedOp] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)  # [step_num, occurrences, self_ps]
     padding_percent: float | None = None  # memory the output's tiled layout adds, where tiled
+    executions: int = 0  # times the op ran (occurrences count kernels: several per run)
+    model_flops: float = 0.0  # over all occurrences: recorded ``model_flops``, else ``flops``
+    transcendentals: float = 0.0  # over all occurrences, estimated from the HLO
 
 
 @dataclass
@@ -173,6 +184,7 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
             if row is None:
                 row = merged[key] = _describe(op, x)
             row.occurrences += int(occ[i])
+            row.executions += x.executions.get(i, int(occ[i]))
             row.total_ps += int(round(total[i]))
             row.self_ps += int(round(selft[i]))
             acc = per_op_step.setdefault(key, {})
@@ -183,8 +195,13 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
                 entry[2] += t
     for key, row in merged.items():
         unit_flops, unit_bytes = row.flops, row.bytes_accessed  # per execution so far
-        row.flops = unit_flops * row.occurrences
+        # FLOPs are done once per execution, however many kernels it runs (XProf multiplies
+        # them by kernels); bytes are counted per kernel, as XProf counts them (each kernel
+        # of a multi-kernel op, an im2col and its GEMM, reads and writes memory).
+        row.flops = unit_flops * row.executions
         row.bytes_accessed = unit_bytes * row.occurrences
+        row.model_flops *= row.executions
+        row.transcendentals *= row.executions
         row.steps = [per_op_step[key][s] for s in sorted(per_op_step.get(key, {}))]
     bad = [p for p in programs.values() if p["error"]]
     for p in bad:
@@ -241,13 +258,16 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     recorded = "flops" in stats
     flops = _number(stats.get("flops"))
     nbytes = _number(stats.get("bytes_accessed"))
-    estimated = False
+    estimated = countable = False
+    transcendentals = 0.0
     if inst is not None and module is not None:
         cost = cost_of(module, inst)
+        transcendentals = cost.transcendentals
         if not recorded:
-            flops, estimated = cost.flops, True
+            flops, estimated, countable = cost.flops, True, flops_known(inst)
         if "bytes_accessed" not in stats:
             nbytes = cost.bytes_accessed
+    model_flops = _number(stats["model_flops"]) if "model_flops" in stats else flops
     category = str(stats.get("hlo_category") or (category_of(inst) if inst else "unknown"))
     shape = str(stats.get("shape_with_layout") or (inst.shape.text() if inst else ""))
     text = str(stats.get("expression") or (expression(module, inst) if inst and module
@@ -259,13 +279,18 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     fused = [] if inst is None or module is None else [
         FusedOp(f.name, f.opcode, expression(module, f), cost_of(module, f).flops)
         for f in fused_ops(module, inst)]
-    precision = inst.shape.element_type if inst is not None and not inst.shape.is_tuple else ""
+    precision = ""
+    if inst is not None:  # a custom call's result is the first of its (result, scratch)
+        first = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
+            else inst.shape
+        precision = "" if first.is_tuple else first.element_type
     padding = None
     if inst is not None and inst.shape.tiles and inst.shape.elements():
         padding = 100.0 * (inst.shape.padded_elements() / inst.shape.elements() - 1.0)
     return OpMetrics(op.program_id, op.module, op.name, category, 0, 0, 0, flops, nbytes,
-                     recorded or estimated, estimated, text, shape, precision, tf_op, source,
-                     fused, padding_percent=padding)
+                     recorded or countable, estimated, text, shape, precision, tf_op, source,
+                     fused, padding_percent=padding, model_flops=model_flops,
+                     transcendentals=transcendentals)
 
 
 def _number(value: Any) -> float:
