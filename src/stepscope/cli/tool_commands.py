@@ -23,7 +23,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
     run = open_run(args)
-    result = run.overview()
+    result = run.overview(peak_tflops=args.peak_tflops)
     if args.json:
         print_json(result)
         return 0
@@ -33,15 +33,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if summary["xla_flops_utilization"] is not None:
         out.print(f"FLOPS utilisation (XLA programs): "
                   f"{100 * summary['xla_flops_utilization']:.3g}%")
+        if summary.get("xla_flops_note"):
+            out.print(f"  {summary['xla_flops_note']}")
+    report.render_mfu(summary["mfu"], out)
     if len(run.hosts) > 1:
-        report.render_pod(run.pod().data, out, per_step=False)
+        report.render_pod(run.pod(peak_tflops=args.peak_tflops).data, out, per_step=False)
     return 0
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = open_run(args).pod(args.host)
+    result = open_run(args).pod(args.host, peak_tflops=args.peak_tflops)
     emit(args, result, "steps", lambda: report.render_pod(
         result.data, common.console(), per_step=True, limit=args.limit or None))
     return 0
@@ -166,6 +169,14 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_peak_arg(parser: argparse.ArgumentParser) -> None:
+    """``--peak-tflops``: the peak of one device for MFU, over the profile's and the data
+    sheet's."""
+    parser.add_argument("--peak-tflops", type=float, metavar="TFLOPS",
+                        help="peak TFLOP/s of one device at the run's precision, for MFU "
+                        "(default: the profile's, else the device's data sheet)")
+
+
 def add_parser(sub: Any) -> None:
     """Register the tool commands on ``sub`` (from ``add_subparsers``)."""
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
@@ -173,6 +184,7 @@ def add_parser(sub: Any) -> None:
                          "the input-bound verdict, top ops and the run environment.")
     rep.add_argument("path", help="a logdir (its newest run), a run directory or one file")
     rep.add_argument("--json", action="store_true", help="print the overview as JSON")
+    add_peak_arg(rep)
     rep.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     add_engine_arg(rep)
@@ -239,6 +251,7 @@ def add_parser(sub: Any) -> None:
     pod.add_argument("--no-cache", action="store_true",
                      help="parse the profile again instead of using the on-disk cache")
     add_engine_arg(pod)
+    add_peak_arg(pod)
     pod.set_defaults(func=_cmd_pod)
 
     mem = sub.add_parser("memory", help="memory profile: peak memory per allocator and what "

@@ -179,9 +179,11 @@ class Run:
 
     # One method per tool: each is ``tool(<its name>, …)``.
 
-    def overview(self, host: str | None = None) -> ToolResult:
-        """The overview page: step time, its breakdown, top ops, advice."""
-        return self.tool("overview_page", host)
+    def overview(self, host: str | None = None, *,
+                 peak_tflops: float | None = None) -> ToolResult:
+        """The overview page: step time, its breakdown, top ops, MFU, advice (MFU against
+        ``peak_tflops`` per device where given)."""
+        return self.tool("overview_page", host, peak_tflops=_text(peak_tflops))
 
     def advice(self) -> ToolResult:
         """What to change, each rule with its evidence."""
@@ -205,9 +207,10 @@ class Run:
         """The input pipeline analyzer."""
         return self.tool("input_pipeline_analyzer", host)
 
-    def pod(self, host: str | None = None) -> ToolResult:
-        """The pod viewer: every host's step time side by side, stragglers."""
-        return self.tool("pod_viewer", host)
+    def pod(self, host: str | None = None, *, peak_tflops: float | None = None) -> ToolResult:
+        """The pod viewer: every host's step time side by side, stragglers, each host's MFU
+        (against ``peak_tflops`` per device where given)."""
+        return self.tool("pod_viewer", host, peak_tflops=_text(peak_tflops))
 
     def memory_profile(self, host: str | None = None, *, allocator: int | str | None = None,
                        width: int | None = None) -> ToolResult:
@@ -297,6 +300,11 @@ class Run:
         index: TraceIndex = self.result(("trace_index", name), lambda: storage.index_for(
             self.tables.hosts[name], self.tables.sources.get(name), use_cache=self.use_cache))
         return index
+
+
+def _text(value: float | None) -> str | None:
+    """A number as a text parameter's value (None stays absent)."""
+    return None if value is None else repr(float(value))
 
 
 def open_run(path: str | Path, *, engine: str = "auto", cache: bool = True,

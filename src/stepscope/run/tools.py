@@ -112,10 +112,14 @@ def _advice_rows(run: Run) -> list[dict[str, Any]]:
 
 def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
     """The overview page: the run's (or a host's) overview, the XLA programs' FLOPS
-    utilisation where there is one, and the run's advice."""
+    utilisation where there is one, MFU, and the run's advice."""
     summary = run.model.overview_dict()
     python = run.model.python_dict()  # Python time per step, heaviest functions
+    mfu = _mfu(run, p)
     extra = {"xla_flops_utilization": _xla_flops_utilization(run, host),
+             "xla_flops_note": _xla_flops_note(run, host),
+             "mfu": mfu if host is None else {**mfu, "hosts": {
+                 k: v for k, v in mfu["hosts"].items() if k == host}},
              "python": python if host is None else {k: v for k, v in python.items()
                                                      if k == host},
              "recommendations": _advice_rows(run)}
@@ -126,6 +130,57 @@ def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
                 **summary["hosts"][host], "failed_hosts": summary["failed_hosts"],
                 "dropped_events": summary.get("dropped_events", {}), **extra}
     return ToolResult("overview_page", data, "top_ops")
+
+
+# The peak a user may give: TFLOP/s of one device (read as text: a decimal figure).
+PEAK_PARAM = Param("peak_tflops", "text", "the peak TFLOP/s of one device at the run's "
+                   "precision, for MFU (default: the profile's, else the device's data sheet)")
+_MAX_PEAK_TFLOPS = 1e6
+
+
+def peak_tflops(p: Params) -> float | None:
+    """The ``peak_tflops`` parameter as a number (None: not given); an
+    InvalidParameterError for anything but a positive, finite figure."""
+    text = p.get("peak_tflops")
+    if text is None or text == "":
+        return None
+    try:
+        value = float(str(text))
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= _MAX_PEAK_TFLOPS:  # NaN fails too
+        raise InvalidParameterError(f"Parameter peak_tflops must be a number of TFLOP/s "
+                                    f"above 0 and at most {_MAX_PEAK_TFLOPS:g}, not "
+                                    f"{str(text)[:40]!r}.")
+    return value
+
+
+def _mfu(run: Run, p: Params) -> dict[str, Any]:
+    """The run's MFU, each host's and per step (``analysis.tools.mfu``)."""
+    from stepscope.analysis.tools.mfu import run_mfu
+
+    given = peak_tflops(p)
+    xla = {}
+    if run.has_xla():
+        for name in run.hosts:
+            try:
+                xla[name] = run.xla(name)
+            except StepscopeError:  # MFU stands without the host's XLA programs
+                continue
+    data: dict[str, Any] = run.result(("mfu", given),
+                                      lambda: run_mfu(run.model, xla, given).to_dict())
+    return data
+
+
+def _xla_flops_note(run: Run, host: str | None) -> str:
+    """Why the XLA FLOPS utilisation speaks for part of the device's work only ("" if not)."""
+    if not run.has_xla():
+        return ""
+    try:
+        note: str = run.tool("op_profile", host).data.get("flops_note", "")
+    except StepscopeError:
+        return ""
+    return note
 
 
 def _xla_flops_utilization(run: Run, host: str | None) -> float | None:
@@ -194,7 +249,12 @@ def pod_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer_csv
 
     data = dict(loader.pod_dict(run.model))
+    mfu = _mfu(run, p)
+    data["mfu"] = {"mfu": mfu["mfu"], "unknown": mfu["unknown"],
+                   "hosts": {name: {k: v for k, v in h.items() if k != "steps"}
+                             for name, h in mfu["hosts"].items()}}
     if host is not None:
+        data["mfu"]["hosts"] = {k: v for k, v in data["mfu"]["hosts"].items() if k == host}
         data["steps"] = [{**s, "per_host": {u: f for u, f in s["per_host"].items()
                                             if u == host or u.startswith(host + "/")}}
                          for s in data["steps"]]
@@ -605,7 +665,8 @@ _KEPT = {"overview_page", "advice", "summary", "steps", "input_pipeline_analyzer
 
 _DECLARED: list[ToolSpec] = [
     ToolSpec("overview_page", "Overview", "Step time and its breakdown, the input-bound "
-             "verdict, top ops, the run environment and what to change.", overview_page),
+             "verdict, top ops, the run environment, MFU and what to change.", overview_page,
+             (PEAK_PARAM,)),
     ToolSpec("framework_op_stats", "Framework op stats", "Time and self time per op, on the "
              "host and on devices.", framework_op_stats, (
                  Param("include_idle", "flag", "add IDLE rows: time on op threads/streams "
@@ -618,7 +679,8 @@ _DECLARED: list[ToolSpec] = [
     ToolSpec("trace_viewer", "Trace viewer", "The timeline's sections, tracks and time "
              "span (its events come from trace_window).", trace_viewer),
     ToolSpec("pod_viewer", "Pod viewer", "Every host's (or device's) step time side by side, "
-             "split by category, and the straggler of each step.", pod_viewer, csv=True),
+             "split by category, the straggler of each step, and each host's MFU.", pod_viewer,
+             (PEAK_PARAM,), csv=True),
     ToolSpec("memory_profile", "Memory profile", "Per allocator: peak memory, when and in "
              "which step it happened, what was live then; memory per op.", memory_profile, (
                  Param("allocator", "text", "the allocator whose timeline is given: its index "

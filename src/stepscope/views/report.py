@@ -289,3 +289,23 @@ def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` as ``formats.output_file`` writes outputs (``-`` is
     standard output; nothing half-written is ever left)."""
     write_output(path, text.encode("utf-8"))
+
+
+def render_mfu(mfu: dict[str, Any], console: Console) -> None:
+    """Print the run's MFU (the overview's ``mfu``): the figure, against which peak, or why
+    it is unknown."""
+    if mfu["mfu"] is None:
+        console.print(f"MFU: unknown. {mfu['unknown']}", style="dim", highlight=False,
+                      markup=False)
+        return
+    known = [h for h in mfu["hosts"].values() if h["mfu"] is not None]
+    first = known[0]
+    peak = (f"peak {first['peak_tflops']:g} TFLOP/s per device "
+            f"({first['peak_precision'] or 'its precision'}; {first['peak_source']})")
+    devices = sum(h["devices"] for h in known)
+    console.print(f"MFU {100 * mfu['mfu']:.3g}% · {sum(h['model_tflop'] for h in known):.4g} "
+                  f"model TFLOP in {sum(h['step_ms'] for h in known):.4g} ms of steps · "
+                  f"{devices} device(s) of {first['device'] or 'unknown model'} · {peak} · "
+                  f"FLOPs from {first['flops_source']}", highlight=False, markup=False)
+    if mfu["unknown"]:
+        console.print(f"  {mfu['unknown']}", style="dim", highlight=False, markup=False)

@@ -48,6 +48,7 @@ from stepscope.analysis.run_model.kernel_stats import (
 )
 from stepscope.analysis.run_model.memory_events import MemoryEvents, memory_events
 from stepscope.analysis.run_model.memory_profile import host_memory, run_memory
+from stepscope.analysis.run_model.model_flops import HostModelFlops, pytorch_model_flops
 from stepscope.analysis.run_model.overview_page import (
     CATEGORIES,
     HostOverview,
@@ -67,9 +68,10 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 14  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
+RUN_MODEL_VERSION = 15  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
 # 12: ROCm copy/fill kernels of XSpace files in the kernel table; 13: MTIA device events, devices
-# counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf
+# counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf; 15: model
+# FLOPs per step from PyTorch op shapes
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -127,6 +129,9 @@ class HostModel:
     framework: RunFramework = field(default_factory=lambda: RunFramework("python", ""))
     python: dict[str, Any] | None = None  # Python time per step and the heaviest functions
     # (``python_views.python_summary``); None: no Python tracer or sampler data
+    # Model FLOPs per step from the shapes of PyTorch's matmul, convolution and attention ops
+    # (``model_flops.HostModelFlops``); None: no such op with recorded shapes
+    model_flops: HostModelFlops | None = None
 
     @property
     def name(self) -> str:
@@ -339,7 +344,7 @@ def build_host(name: str, table: EventTable,
     return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
                      devices, collective_end, start,
                      _host_memory(name, table, steps, start, keep_memory), framework_of(table),
-                     python_summary(table, steps))
+                     python_summary(table, steps), pytorch_model_flops(table, steps))
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,
@@ -438,6 +443,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "framework": h.framework.to_dict(),
         "dropped": ov.dropped,
         "python": h.python,
+        "model_flops": None if h.model_flops is None else h.model_flops.to_dict(),
     }
 
 
@@ -466,4 +472,5 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         _array(d["collective_end_ns"]), None if start is None else int(start),
         None if d["memory"] is None else dict(d["memory"]),
         RunFramework.from_dict(d["framework"]),
-        None if d.get("python") is None else dict(d["python"]))
+        None if d.get("python") is None else dict(d["python"]),
+        None if d.get("model_flops") is None else HostModelFlops.from_dict(d["model_flops"]))

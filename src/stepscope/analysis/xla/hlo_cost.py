@@ -116,6 +116,28 @@ def flops_known(inst: Instruction) -> bool:
     return target.startswith(_CONV_TARGETS + GEMM_TARGETS) or bool(_TE_ATTENTION.match(target))
 
 
+def flops_precision(module: HloModule, inst: Instruction, depth: int = 0) -> str:
+    """The element type the op's FLOPs are done in: the first input of its dot, convolution
+    or library GEMM (a bf16 GEMM often writes f32), else its output's."""
+    if inst.opcode in ("dot", "convolution", "custom-call") and inst.operand_ids:
+        first = module.by_id(inst.operand_ids[0])
+        if first is not None and not first.shape.is_tuple:
+            return first.shape.element_type
+    if inst.opcode == "fusion" and depth < _MAX_DEPTH:
+        for cid in inst.called_computation_ids:
+            comp = module.computation(cid)
+            for sub in comp.instructions if comp is not None else []:
+                if sub.opcode in ("dot", "convolution", "fusion"):
+                    found = flops_precision(module, sub, depth + 1)
+                    if found:
+                        return found
+    if depth:
+        return ""
+    out = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
+        else inst.shape
+    return "" if out.is_tuple else out.element_type
+
+
 def _operands(module: HloModule, inst: Instruction) -> list[Instruction]:
     return [op for op in (module.by_id(i) for i in inst.operand_ids) if op is not None]
 

@@ -29,6 +29,7 @@ from stepscope.analysis.xla.hlo_cost import (
     cost_of,
     expression,
     flops_known,
+    flops_precision,
     fused_ops,
 )
 from stepscope.model.xla_ops import XlaHostOps
@@ -73,6 +74,7 @@ class OpMetrics:
     executions: int = 0  # times the op ran (occurrences count kernels: several per run)
     model_flops: float = 0.0  # over all occurrences: recorded ``model_flops``, else ``flops``
     transcendentals: float = 0.0  # over all occurrences, estimated from the HLO
+    flops_precision: str = ""  # element type its FLOPs are done in (a dot's input's)
 
 
 @dataclass
@@ -280,6 +282,8 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
         FusedOp(f.name, f.opcode, expression(module, f), cost_of(module, f).flops)
         for f in fused_ops(module, inst)]
     precision = ""
+    compute_type = flops_precision(module, inst) if inst is not None and module is not None \
+        else ""
     if inst is not None:  # a custom call's result is the first of its (result, scratch)
         first = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
             else inst.shape
@@ -290,7 +294,7 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     return OpMetrics(op.program_id, op.module, op.name, category, 0, 0, 0, flops, nbytes,
                      recorded or countable, estimated, text, shape, precision, tf_op, source,
                      fused, padding_percent=padding, model_flops=model_flops,
-                     transcendentals=transcendentals)
+                     transcendentals=transcendentals, flops_precision=compute_type)
 
 
 def _number(value: Any) -> float:
