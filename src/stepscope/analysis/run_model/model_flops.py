@@ -284,21 +284,21 @@ def _arg(concrete: list[Any], index: int) -> Any:
 
 def _output_size(size: list[int], kernel: list[int], stride: Any, padding: Any,
                  dilation: Any, spatial: int) -> list[int] | None:
-    def per_dim(value: Any, default: int) -> list[int] | None:
+    def per_dim(value: Any) -> list[int] | None:
         if value is None or value == "":
-            return [default] * spatial
+            return None  # not recorded: the output's size is unknown, not guessed
         got = _ints(value)
         if got is None:
             return None
         return got * spatial if len(got) == 1 else got
 
-    s, d = per_dim(stride, 1), per_dim(dilation, 1)
+    s, d = per_dim(stride), per_dim(dilation)
     if s is None or d is None or len(s) != spatial or len(d) != spatial:
         return None
     text = str(padding).strip().strip('"').lower() if padding is not None else ""
     if text == "same":
         return list(size)
-    p = [0] * spatial if text == "valid" else per_dim(padding, 0)
+    p = [0] * spatial if text == "valid" else per_dim(padding)
     if p is None or len(p) != spatial or min(s) <= 0:
         return None
     out = [(n + 2 * pi - di * (k - 1) - 1) // si + 1
