@@ -276,3 +276,15 @@ def test_cli_report_json_and_pod_carry_mfu(capsys: Any) -> None:
     assert "MFU " in capsys.readouterr().out
     with pytest.raises(Exception, match="peak_tflops"):
         Run.open(BERT_H100, cache=False).tool("overview_page", peak_tflops="-3")
+
+
+def test_docs_list_every_device_of_the_peaks_table() -> None:
+    from stepscope.analysis.xla.device_peaks import table_rows
+
+    doc = (Path(__file__).parent.parent / "docs" / "accelerators.md").read_text()
+    for peaks in table_rows():
+        row = next((ln for ln in doc.splitlines() if ln.startswith(f"| {peaks.name} |")), "")
+        assert row, peaks.name
+        assert peaks.source in row
+        for key, value in peaks.tflops.items():
+            assert f"{value:g}" in row, (peaks.name, key)

@@ -49,6 +49,12 @@ interface Overview {
              median_ms?: number; threshold_ms?: number; window?: string } | null;
   dropped_events?: Record<string, { count: number; message: string }>;
   xla_flops_utilization?: number | null; // where the run has XLA programs and a known peak
+  xla_flops_note?: string; // where ops with unknown FLOPs hold most of the device's time
+  /** Model FLOPs utilisation: the figure, or why it is unknown. */
+  mfu?: { mfu: number | null; unknown: string;
+          hosts: Record<string, { device: string; devices: number; peak_tflops: number | null;
+                                  peak_precision: string; peak_source: string;
+                                  flops_source: string; mfu: number | null }> };
   python?: Record<string, PythonSummary>; // hosts with Python tracer or sampler data
 }
 
@@ -124,8 +130,24 @@ function summary(o: Overview): HTMLElement {
     o.xla_flops_utilization !== undefined && o.xla_flops_utilization !== null
       ? h("p", { id: "flops-utilization" }, "FLOPS utilisation (XLA programs): ",
           value("flops-utilization-value", pct(100 * o.xla_flops_utilization),
-                o.xla_flops_utilization))
-      : null);
+                o.xla_flops_utilization),
+          o.xla_flops_note ? h("span", { className: "muted" }, " ", o.xla_flops_note) : null)
+      : null,
+    mfuLine(o));
+}
+
+function mfuLine(o: Overview): HTMLElement | null {
+  const m = o.mfu;
+  if (!m) return null;
+  if (m.mfu === null) {
+    return h("p", { id: "mfu", className: "muted" }, "MFU: unknown. ", m.unknown);
+  }
+  const first = Object.values(m.hosts).find((x) => x.mfu !== null);
+  const peak = first && first.peak_tflops !== null
+    ? ` · peak ${first.peak_tflops} TFLOP/s per device (${first.peak_precision || "its precision"}; ` +
+      `${first.peak_source}) · FLOPs from ${first.flops_source}` : "";
+  return h("p", { id: "mfu" }, "MFU (model FLOPs utilisation): ",
+    value("mfu-value", pct(100 * m.mfu), m.mfu), h("span", { className: "muted" }, peak));
 }
 
 function precision(o: Overview): HTMLElement {
