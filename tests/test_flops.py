@@ -288,3 +288,32 @@ def test_docs_list_every_device_of_the_peaks_table() -> None:
         assert peaks.source in row
         for key, value in peaks.tflops.items():
             assert f"{value:g}" in row, (peaks.name, key)
+
+
+def test_hostile_shapes_and_configs_are_unknown_not_errors() -> None:
+    from stepscope.analysis.run_model.model_flops import _json_list
+    from stepscope.analysis.xla.hlo_cost import _gemm_contracting, _te_attention_flops
+
+    assert _json_list("[" * 60_000) == [] and _json_list("{}") == [] and _json_list(None) == []
+    assert op_flops("aten::mm", [[-4, 16], [16, 32]], []) is None
+    assert op_flops("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]],
+                    ["", "", "", "[" * 5000, "[0, 0]", "[1, 1]", "1"]) is None
+    assert op_flops("aten::scaled_dot_product_attention", [[1, 2, 3]] * 3, []) is None
+    assert _gemm_contracting("[" * 60_000) is None and _gemm_contracting("{}") is None
+    assert _te_attention_flops("{attn_heads = 16 : i64}", backward=False) == 0.0
+
+
+def test_tpu_mfu_from_the_profiles_model_flops_and_stated_peak() -> None:
+    tpu = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
+    model = open_xla_model(tpu, use_cache=False)
+    # Every op's FLOPs here are the profile's (flops and model_flops stats), none estimated.
+    assert not any(o.flops_estimated for o in model.ops)
+    data = Run.open(tpu, cache=False).overview().data["mfu"]
+    [host] = data["hosts"].values()
+    assert host["flops_source"] == "XLA programs (the profile's model FLOPs)"
+    assert (host["peak_tflops"], host["peak_source"], host["devices"]) == (918.0, "profile", 4)
+    in_steps = sum(s["model_tflop"] for s in host["steps"])
+    assert in_steps == pytest.approx(host["model_tflop"], rel=1e-12)
+    assert in_steps * 1e12 <= sum(o.model_flops for o in model.ops) * (1 + 1e-12)
+    assert data["mfu"] == pytest.approx(
+        host["model_tflop"] / (host["step_ms"] / 1e3) / (918.0 * 4), rel=1e-9)

@@ -144,8 +144,9 @@ function mfuLine(o: Overview): HTMLElement | null {
   }
   const first = Object.values(m.hosts).find((x) => x.mfu !== null);
   const peak = first && first.peak_tflops !== null
-    ? ` · peak ${first.peak_tflops} TFLOP/s per device (${first.peak_precision || "its precision"}; ` +
-      `${first.peak_source}) · FLOPs from ${first.flops_source}` : "";
+    ? ` · peak ${first.peak_tflops} TFLOP/s per device (` +
+      `${first.peak_precision ? first.peak_precision + "; " : ""}${first.peak_source}) · ` +
+      `FLOPs from ${first.flops_source}` : "";
   return h("p", { id: "mfu" }, "MFU (model FLOPs utilisation): ",
     value("mfu-value", pct(100 * m.mfu), m.mfu), h("span", { className: "muted" }, peak));
 }

@@ -300,8 +300,8 @@ def render_mfu(mfu: dict[str, Any], console: Console) -> None:
         return
     known = [h for h in mfu["hosts"].values() if h["mfu"] is not None]
     first = known[0]
-    peak = (f"peak {first['peak_tflops']:g} TFLOP/s per device "
-            f"({first['peak_precision'] or 'its precision'}; {first['peak_source']})")
+    which = f"{first['peak_precision']}; " if first["peak_precision"] else ""
+    peak = f"peak {first['peak_tflops']:g} TFLOP/s per device ({which}{first['peak_source']})"
     devices = sum(h["devices"] for h in known)
     console.print(f"MFU {100 * mfu['mfu']:.3g}% · {sum(h['model_tflop'] for h in known):.4g} "
                   f"model TFLOP in {sum(h['step_ms'] for h in known):.4g} ms of steps · "

@@ -141,7 +141,7 @@ def _json_list(text: str | None) -> list[Any]:
         return []
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested text
         return []
     return value if isinstance(value, list) else []
 
@@ -209,8 +209,8 @@ def _ints(text: Any) -> list[int] | None:
     if isinstance(text, int):
         return [text]
     try:
-        value = json.loads(str(text))
-    except ValueError:
+        value = json.loads(str(text)[:_MAX_TEXT])
+    except (ValueError, RecursionError):
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return [value]

@@ -30,7 +30,7 @@ class HostMfu:
     devices: int  # devices that ran work (1 for a run on the host's CPU)
     precision: str  # the precision most model FLOPs ran in ("" unknown)
     peak_tflops: float | None  # per device
-    peak_precision: str  # the precision whose peak is used
+    peak_precision: str  # the precision whose table peak is used ("" for a given or stated one)
     peak_source: str  # "given", "profile", a data sheet, or "unknown"
     flops_source: str  # where the model FLOPs come from ("" none)
     steps: list[dict[str, Any]]  # step, ms, model_tflop, mfu
@@ -109,7 +109,7 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
                        if device_peaks.lookup(n) is not None), "")
         device = device or (h.overview.device_names[0] if h.overview.device_names else "")
     table = device_peaks.lookup(device) if device else None
-    peak_precision = precision
+    peak_precision = ""  # a given or stated peak is for whatever precision it was meant for
     peak: float | None
     if peak_given is not None:
         peak, peak_source = peak_given, "given"

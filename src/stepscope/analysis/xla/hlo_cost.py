@@ -233,7 +233,7 @@ def _gemm_contracting(config: str) -> list[int] | None:
         data = json.loads(config)
         dims = data["gemm_backend_config"]["dot_dimension_numbers"]["lhs_contracting_dimensions"]
         return [int(d) for d in dims]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
