@@ -27,6 +27,12 @@ export interface Pod {
   summary: string;
   alignment: Record<string, Alignment>;
   failed_hosts: Record<string, string>;
+  /** Model FLOPs utilisation per host (and over the run), or why it is unknown. */
+  mfu?: { mfu: number | null; unknown: string; hosts: Record<string, HostMfu> };
+}
+export interface HostMfu {
+  device: string; devices: number; peak_tflops: number | null; peak_source: string;
+  model_tflop: number; step_ms: number; mfu: number | null; unknown: string;
 }
 
 export type CategoryKey = "compute_ms" | "input_ms" | "collectives_ms" | "copy_ms" | "other_ms";

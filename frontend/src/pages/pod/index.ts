@@ -9,7 +9,7 @@ import { CardRow, Column, columnChart, legend } from "./chart";
 import { CATEGORIES, fetchPod, Figures, judgedSteps, noun, perStep, Pod, PodStep, topStraggler }
   from "./data";
 import { podStyle } from "./style";
-import { alignmentTable, stragglerTable } from "./tables";
+import { alignmentTable, mfuTable, stragglerTable } from "./tables";
 
 function figureRows(f: Figures): CardRow[] {
   return [
@@ -151,6 +151,11 @@ export async function renderPod(ctx: PageContext): Promise<HTMLElement> {
                " is in bold.") : null,
     h("div", { className: "cards" }, header(pod, top, ctx), stepSection(pod, chosen),
       allSection(pod, top, chosen),
+      h("section", { className: "card wide", id: "pod-mfu-card" },
+        h("h2", {}, "Model FLOPs utilisation"),
+        h("p", { className: "muted" }, pod.mfu?.unknown || "Model FLOPs per step over step time "
+          + "and the devices' peak (give another peak: peak_tflops)."),
+        mfuTable(pod)),
       h("section", { className: "card wide", id: "pod-alignment" },
         h("h2", {}, "Clock alignment"),
         h("p", { className: "muted" }, "How each host's clock was shifted to line up with the ",

@@ -33,3 +33,22 @@ export function alignmentTable(pod: Pod): HTMLElement {
       h("td", { "data-key": "method" }, a.method.replace(/_/g, " ")),
       h("td", {}, a.reason)))));
 }
+
+/** Each host's model FLOPs utilisation (MFU) over its steps, or why it is unknown. */
+export function mfuTable(pod: Pod): HTMLElement {
+  const hosts = Object.entries(pod.mfu?.hosts ?? {});
+  if (!hosts.length) return h("p", { className: "muted" }, "No MFU for this run.");
+  return h("table", { id: "pod-mfu" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Host"), h("th", {}, "Device"),
+      h("th", { className: "num" }, "Model TFLOP"), h("th", { className: "num" }, "Step time"),
+      h("th", { className: "num" }, "Peak TFLOP/s"), h("th", { className: "num" }, "MFU"))),
+    h("tbody", {}, ...hosts.map(([host, m]) => h("tr", { "data-host": host },
+      h("td", { className: "name" }, host),
+      h("td", {}, m.devices > 1 ? `${m.devices} × ${m.device || "?"}` : m.device || "?"),
+      h("td", { className: "num" }, m.model_tflop.toPrecision(4)),
+      h("td", { className: "num" }, duration(m.step_ms * 1e6)),
+      h("td", { className: "num", title: m.peak_source },
+        m.peak_tflops === null ? "unknown" : String(m.peak_tflops)),
+      h("td", { className: "num", "data-value": String(m.mfu), title: m.unknown },
+        m.mfu === null ? "unknown" : pct(100 * m.mfu))))));
+}
