@@ -210,6 +210,12 @@ def test_eight_ranks_of_a_recorded_job(watched: Watched, server: Server) -> None
     assert {k: card[k] for k in FIELDS} == pytest.approx({k: figures[k] for k in FIELDS})
     assert card["collectives_ms"] > 0
     assert page.text_content("#pod-straggler") == _top_straggler(api)
+    # Each rank's MFU (its linears' FLOPs over its step and a V100's FP32 peak) is a row.
+    mfu = page.eval_on_selector_all("#pod-mfu tbody tr", "rows => rows.map(r => [r.dataset.host, "
+                                    "r.lastElementChild.dataset.value])")
+    assert {h: float(v) for h, v in mfu} == pytest.approx(
+        {h: m["mfu"] for h, m in api["mfu"]["hosts"].items()})
+    assert all(m["peak_tflops"] == 15.7 for m in api["mfu"]["hosts"].values())
     shot(watched, "pod-dlrm_8_ranks")
 
 
