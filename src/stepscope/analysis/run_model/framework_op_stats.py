@@ -26,6 +26,7 @@ thread or stream; non-op events in between are transparent.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
+from stepscope.analysis.run_model.tf_op_names import hlo_provenance, parse_op_fullname
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 
@@ -64,6 +66,7 @@ KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 _HLO_OP = "hlo_op"  # stat of an XLA op's execution event
+XLA_PROGRAM_ID = "program_id"  # stat of an XLA kernel: the id of its program (HLO module)
 # Kineto's categories of device kernels, of every backend: CUDA, ROCm, XPU, HPU and
 # PrivateUse1 devices write ``kernel``; Meta's MTIA accelerators ``mtia_ccp_events`` (their
 # launches, on the host, are ``mtia_runtime``, as XPU's are ``xpu_runtime``).
@@ -178,6 +181,11 @@ class OpEvents:
     # kineto_categories); empty for XSpace profiles.
     category: I32
     categories: list[str]
+    # XLA device ops counted as XProf counts them (see _xla_device_ops): per event, its HLO
+    # instruction (-1: not an XLA op counted so), and whether it starts an occurrence (an
+    # instruction's kernels in a row, in one step group, are one occurrence). None: no event is.
+    hlo_group: I32 | None = None
+    starts: NDArray[np.bool_] | None = None
 
 
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
@@ -259,14 +267,49 @@ def classify(table: EventTable) -> OpEvents:
                 rows = host_rows[category[host_rows] == cat_code]
                 op_type = "user_annotation" if cat == "user_annotation" else None
                 _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
-        _classify_xspace_device(table, op, on_device, code_of)
+        if not stepscope_made:
+            _tf_op_stat_host_ops(table, op, host_rows, code_of)
+        xla = _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)
     types = [""] * len(ops)
     sides = [""] * len(ops)
     for (side, op_type, name), code in ops.items():
         names[code], types[code], sides[code] = name, op_type, side
-    return OpEvents(op, names, types, sides, category, categories)
+    return OpEvents(op, names, types, sides, category, categories, *xla)
+
+
+def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any) -> None:
+    """Host events that are no op by name but carry a ``tf_op`` stat are that op, as XProf
+    counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say)."""
+    rows, codes, values = table.text_stat("tf_op")
+    if len(rows) == 0:
+        return
+    on_host = np.zeros(len(table), dtype=bool)
+    on_host[host_rows] = True
+    # Memory records are no op by our name rule, but XProf reads their tf_op stat too.
+    not_op = np.array([n in _NOT_OP_NAMES for n in table.names], dtype=bool)
+    on_host |= not_op[table.name] & ~device_planes(table)[table.plane] if len(table.names) \
+        else on_host
+    keep = on_host[rows] & (op[rows] < 0) & ~_derived_line(table)[table.line[rows]]
+    if not keep.any():
+        return
+    mapped = np.array([_host_stat_op(v, code_of) for v in values] + [-1], dtype=np.int32)
+    op[rows[keep]] = mapped[codes[keep]]
+
+
+def _host_stat_op(value: str, code_of: Any) -> int:
+    if not value:
+        return -1
+    parsed = parse_op_fullname(value)
+    return int(code_of(HOST, parsed.type, parsed.name))
+
+
+def _derived_line(table: EventTable) -> NDArray[np.bool_]:
+    """Per line: whether XProf derived it (a line of ops, steps or scopes made from others)."""
+    lines = np.array(table.line_name, dtype=object)
+    return np.isin(lines, DERIVED_OP_LINES + DERIVED_OTHER_LINES) if len(lines) \
+        else np.zeros(0, dtype=bool)
 
 
 def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
@@ -279,8 +322,9 @@ def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],
-                            code_of: Any) -> None:
-    """Device ops of an XSpace profile: derived op lines, else kernels by op stat."""
+                            code_of: Any) -> tuple[I32 | None, NDArray[np.bool_] | None]:
+    """Device ops of an XSpace profile: derived op lines, else kernels by op stat; the XLA
+    device ops' instruction groups where XProf's rule counts them (see _xla_device_ops)."""
     line_names = np.array(table.line_name, dtype=object)
     derived_ops = np.isin(line_names, DERIVED_OP_LINES)
     derived_other = np.isin(line_names, DERIVED_OTHER_LINES)
@@ -298,11 +342,14 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
 
     if len(rows_derived):
         _fill(op, rows_derived, table, device_op)
-        return
+        return None, None
     kernels = np.flatnonzero(on_device & ~derived_other[table.line]) if len(line_names) \
         else np.zeros(0, np.int64)
     if len(kernels) == 0:
-        return
+        return None, None
+    xla = _xla_device_ops(table, op, kernels, code_of)
+    if xla is not None:
+        return xla
     # Kernels name their framework op in a stat (TensorFlow: tf_op; XLA: hlo_op). XLA's GPU
     # kernels say only "XlaModule:" in tf_op, with the op (JAX's op name) in a name stat.
     rows, codes, values = table.text_stat("tf_op")
@@ -325,6 +372,99 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
             op[rows[keep]] = mapped[codes[keep]]
         kernels = kernels[op[kernels] < 0]
     _fill(op, kernels, table, lambda n: code_of(DEVICE, kernel_type(n), n))
+    return None, None
+
+
+def _xla_device_ops(table: EventTable, op: I32, kernels: I64,
+                    code_of: Any) -> tuple[I32, NDArray[np.bool_]] | None:
+    """XLA's GPU kernels as XProf makes them framework ops, where the file holds its HLO
+    (None where it does not: the caller then reads the kernels' own stats).
+
+    A kernel is an XLA op when its ``hlo_op`` (the last ``::`` part) names an instruction of
+    its program's HLO; kernels that name none, and kernels with neither ``hlo_op`` nor
+    ``tf_op`` (ROCm's copy blits), are no op, as in XProf. The op is the instruction's
+    metadata (``op_name:op_type``, read by ``parse_op_fullname``); an instruction without
+    any is an op of its own, named as the instruction, of type ``Unknown``. An instruction's
+    kernels launched one after another on one stream in one step group count as one
+    occurrence (each kernel one where there are no groups); a framework op occurs as often as
+    its most frequent instruction.
+    """
+    names = _hlo_metadata(table, schema.HLO_OP_NAMES)
+    if not names:
+        return None
+    types = _hlo_metadata(table, schema.HLO_OP_TYPES)
+    hlo_rows, hlo_codes, hlo_values = table.text_stat(_HLO_OP)
+    at = np.full(len(table), -1, np.int64)
+    at[kernels] = np.arange(len(kernels))
+    keep = at[hlo_rows] >= 0
+    hlo_rows, hlo_codes = hlo_rows[keep], hlo_codes[keep]
+    # Kernels with a tf_op and no hlo_op are TensorFlow's: the caller names them.
+    tf_rows, _, _ = table.text_stat("tf_op")
+    has_hlo = np.zeros(len(table), dtype=bool)
+    has_hlo[hlo_rows] = True
+    tf_only = tf_rows[(at[tf_rows] >= 0) & ~has_hlo[tf_rows]]
+    if len(tf_only):
+        return None
+    program = np.full(len(table), -1, np.int64)
+    pid_rows, pid_values = table.int_stat(XLA_PROGRAM_ID)
+    program[pid_rows] = pid_values
+    instruction = [v.split("::")[-1] for v in hlo_values]
+    pairs, inverse = np.unique(np.stack([program[hlo_rows], hlo_codes.astype(np.int64)],
+                                        axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    pair_op = np.full(len(pairs), -1, np.int32)
+    pair_group = np.full(len(pairs), -1, np.int32)
+    groups: dict[tuple[int, str], int] = {}
+    for i, (pid, code) in enumerate(pairs.tolist()):
+        inst = instruction[code]
+        known = names.get(str(pid), {})
+        if pid < 0 or inst not in known:
+            continue  # XProf drops a kernel whose instruction it cannot find
+        provenance = hlo_provenance(known[inst], types.get(str(pid), {}).get(inst, ""))
+        if provenance:
+            parsed = parse_op_fullname(provenance)
+            name, op_type = parsed.name, parsed.type or "Unknown"
+        else:
+            name, op_type = inst, "Unknown"
+        pair_op[i] = code_of(DEVICE, op_type, name)
+        pair_group[i] = groups.setdefault((pid, inst), len(groups))
+    op[kernels] = -1
+    op[hlo_rows] = pair_op[inverse]
+    group = np.full(len(table), -1, np.int32)
+    group[hlo_rows] = pair_group[inverse]
+    return group, _occurrence_starts(table, group)
+
+
+def _occurrence_starts(table: EventTable, group: I32) -> NDArray[np.bool_]:
+    """Per event of an instruction group: whether it starts an occurrence, i.e. the event
+    before it on its line (in time order, XLA ops only) is of another instruction or another
+    step group, or either has no step group."""
+    rows = np.flatnonzero(group >= 0)
+    starts = np.zeros(len(table), dtype=bool)
+    if len(rows) == 0:
+        return starts
+    order = np.lexsort((table.start_ns[rows], table.line[rows]))
+    rows = rows[order]
+    line = table.line[rows]
+    step_group = table.typed[schema.GROUP_ID][rows]
+    same = np.zeros(len(rows), dtype=bool)
+    same[1:] = ((line[1:] == line[:-1]) & (group[rows][1:] == group[rows][:-1])
+                & (step_group[1:] == step_group[:-1]) & (step_group[1:] != MISSING))
+    starts[rows] = ~same
+    return starts
+
+
+def _hlo_metadata(table: EventTable, stat: str) -> dict[str, dict[str, str]]:
+    """A JSON {program id: {instruction: text}} stat the reader attached; {} if none."""
+    for plane in table.planes:
+        text = plane.stats.get(stat)
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
 
 
 def kernel_type(name: str) -> str:
@@ -349,6 +489,20 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     n_ops = len(events.names)
     code = events.op[rows]
     count = np.bincount(code, minlength=n_ops)
+    if events.hlo_group is not None and events.starts is not None:
+        # XLA device ops as XProf counts them: a kernel's self time is its time, and an op
+        # occurs as often as its most frequent instruction.
+        group = events.hlo_group[rows]
+        grouped = group >= 0
+        self_ns = np.where(grouped, end - start, self_ns)
+        per_group = np.bincount(group[grouped], weights=events.starts[rows][grouped])
+        group_op = np.full(len(per_group), -1, np.int64)
+        group_op[group[grouped]] = code[grouped]
+        most = np.zeros(n_ops, dtype=np.int64)
+        np.maximum.at(most, group_op[group_op >= 0], per_group[group_op >= 0].astype(np.int64))
+        has_group = np.zeros(n_ops, dtype=bool)
+        has_group[group_op[group_op >= 0]] = True
+        count = np.where(has_group, most, count)
     total = np.bincount(code, weights=end - start, minlength=n_ops)
     own = np.bincount(code, weights=self_ns, minlength=n_ops)
     out = [OpRow(events.sides[i], events.types[i], events.names[i], int(count[i]),
