@@ -213,6 +213,7 @@ def classify(table: EventTable) -> OpEvents:
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 
+    xla: tuple[I32 | None, NDArray[np.bool_] | None] = (None, None)
     stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                          if p.name == schema.TASK_ENV_PLANE)
     tf_op = _TF_NODE if any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
@@ -268,7 +269,7 @@ def classify(table: EventTable) -> OpEvents:
                 op_type = "user_annotation" if cat == "user_annotation" else None
                 _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
         if not stepscope_made:
-            _tf_op_stat_host_ops(table, op, host_rows, code_of)
+            _tf_op_stat_host_ops(table, op, host_rows, code_of, ops)
         xla = _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)
@@ -279,7 +280,8 @@ def classify(table: EventTable) -> OpEvents:
     return OpEvents(op, names, types, sides, category, categories, *xla)
 
 
-def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any) -> None:
+def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any,
+                         ops: dict[tuple[str, str, str], int]) -> None:
     """Host events that are no op by name but carry a ``tf_op`` stat are that op, as XProf
     counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say)."""
     rows, codes, values = table.text_stat("tf_op")
@@ -294,15 +296,23 @@ def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: An
     keep = on_host[rows] & (op[rows] < 0) & ~_derived_line(table)[table.line[rows]]
     if not keep.any():
         return
-    mapped = np.array([_host_stat_op(v, code_of) for v in values] + [-1], dtype=np.int32)
+    by_name = {name: code for (side, _, name), code in ops.items() if side == HOST}
+    mapped = np.array([_host_stat_op(v, code_of, by_name) for v in values] + [-1],
+                      dtype=np.int32)
     op[rows[keep]] = mapped[codes[keep]]
 
 
-def _host_stat_op(value: str, code_of: Any) -> int:
+def _host_stat_op(value: str, code_of: Any, by_name: dict[str, int]) -> int:
+    """The host op a tf_op stat names: XProf keys host ops by name alone, so a name already
+    an op (a TensorFlow op whose memory records name it) is that op, whatever the type."""
     if not value:
         return -1
     parsed = parse_op_fullname(value)
-    return int(code_of(HOST, parsed.type, parsed.name))
+    if parsed.name in by_name:
+        return by_name[parsed.name]
+    code = int(code_of(HOST, parsed.type, parsed.name))
+    by_name[parsed.name] = code
+    return code
 
 
 def _derived_line(table: EventTable) -> NDArray[np.bool_]:
