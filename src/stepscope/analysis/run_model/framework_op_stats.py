@@ -186,6 +186,11 @@ class OpEvents:
     # instruction's kernels in a row, in one step group, are one occurrence). None: no event is.
     hlo_group: I32 | None = None
     starts: NDArray[np.bool_] | None = None
+    # Where XProf times XLA ops on the device's clock (TPU: device_offset_ps and
+    # device_duration_ps stats), (start, duration) in picoseconds per event (others: the
+    # event's, from the table's first start); None: none is.
+    # A TPU op's self time is its time less its children's; a GPU kernel's is its time.
+    device_clock: tuple[I64, I64] | None = None
 
 
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
@@ -213,7 +218,7 @@ def classify(table: EventTable) -> OpEvents:
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 
-    xla: tuple[I32 | None, NDArray[np.bool_] | None] = (None, None)
+    xla: _XlaCounting = (None, None, None)
     stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                          if p.name == schema.TASK_ENV_PLANE)
     tf_op = _TF_NODE if any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
@@ -332,7 +337,7 @@ def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],
-                            code_of: Any) -> tuple[I32 | None, NDArray[np.bool_] | None]:
+                            code_of: Any) -> _XlaCounting:
     """Device ops of an XSpace profile: derived op lines, else kernels by op stat; the XLA
     device ops' instruction groups where XProf's rule counts them (see _xla_device_ops)."""
     line_names = np.array(table.line_name, dtype=object)
@@ -352,14 +357,14 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
 
     if len(rows_derived):
         _fill(op, rows_derived, table, device_op)
-        return None, None
+        return _tpu_xla_ops(table, op, rows_derived, code_of)
     kernels = np.flatnonzero(on_device & ~derived_other[table.line]) if len(line_names) \
         else np.zeros(0, np.int64)
     if len(kernels) == 0:
-        return None, None
+        return None, None, None
     xla = _xla_device_ops(table, op, kernels, code_of)
     if xla is not None:
-        return xla
+        return (*xla, None)
     # Kernels name their framework op in a stat (TensorFlow: tf_op; XLA: hlo_op). XLA's GPU
     # kernels say only "XlaModule:" in tf_op, with the op (JAX's op name) in a name stat.
     rows, codes, values = table.text_stat("tf_op")
@@ -382,7 +387,74 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
             op[rows[keep]] = mapped[codes[keep]]
         kernels = kernels[op[kernels] < 0]
     _fill(op, kernels, table, lambda n: code_of(DEVICE, kernel_type(n), n))
-    return None, None
+    return None, None, None
+
+
+def _tpu_xla_ops(table: EventTable, op: I32, rows: I64, code_of: Any) -> _XlaCounting:
+    """The ops of "XLA Ops" lines whose event metadata name their program and symbol (TPU)
+    as XProf counts them: each execution of a (program, symbol) one occurrence, symbol 0 or
+    none no op; the op its metadata's ``tf_op`` (parsed), else the op itself under its
+    display name, of type ``Unknown``; times on the device's clock."""
+    facts = {}
+    for index, plane in enumerate(table.planes):
+        text = plane.stats.get(schema.XLA_OP_METADATA)
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                facts[index] = data
+    if not facts:
+        return None, None, None
+    lines = np.array([n == _XLA_OPS_LINE for n in table.line_name], dtype=bool)
+    with_facts = np.zeros(len(table.planes), dtype=bool)
+    with_facts[list(facts)] = True
+    rows = rows[lines[table.line[rows]] & with_facts[table.plane[rows]]]
+    if len(rows) == 0:
+        return None, None, None
+    op[rows] = -1
+    group = np.full(len(table), -1, np.int32)
+    groups: dict[tuple[str, str], int] = {}
+    key = table.plane[rows].astype(np.int64) * (len(table.names) + 1) + table.name[rows]
+    distinct, inverse = np.unique(key, return_inverse=True)
+    op_of = np.full(len(distinct), -1, np.int32)
+    group_of = np.full(len(distinct), -1, np.int32)
+    for i, k in enumerate(distinct.tolist()):
+        plane, name = divmod(k, len(table.names) + 1)
+        fact = facts[plane].get(table.names[name])
+        if not isinstance(fact, list) or len(fact) != 4 or str(fact[3]) in ("", "0"):
+            continue
+        display, tf_op, program, symbol = (str(f) for f in fact)
+        parsed = parse_op_fullname(tf_op) if tf_op else None
+        if parsed is not None:
+            op_of[i] = code_of(DEVICE, parsed.type or "Unknown", parsed.name)
+        else:
+            op_of[i] = code_of(DEVICE, "Unknown", display or table.names[name])
+        group_of[i] = groups.setdefault((program, symbol), len(groups))
+    inverse = inverse.reshape(-1)
+    op[rows] = op_of[inverse]
+    group[rows] = group_of[inverse]
+    starts = group >= 0
+    # Picoseconds, as XProf sums them (a TPU op may last a few), from the table's first start.
+    start = (table.start_ns.astype(np.int64) - int(table.start_ns.min())) * 1000
+    duration = table.duration_ns.astype(np.int64) * 1000
+    offset_rows, offsets = table.int_stat(DEVICE_OFFSET_PS)
+    dur_rows, durations = table.int_stat(DEVICE_DURATION_PS)
+    on_clock = np.zeros(len(table), dtype=bool)
+    on_clock[rows] = True
+    keep = on_clock[offset_rows]
+    start[offset_rows[keep]] = offsets[keep]
+    keep = on_clock[dur_rows]
+    duration[dur_rows[keep]] = durations[keep]
+    return group, starts, (start, duration)
+
+
+# Per event: (instruction group, starts an occurrence, device clock); see OpEvents.
+_XlaCounting = tuple[I32 | None, NDArray[np.bool_] | None, tuple[I64, I64] | None]
+_XLA_OPS_LINE = "XLA Ops"
+DEVICE_OFFSET_PS = "device_offset_ps"
+DEVICE_DURATION_PS = "device_duration_ps"
 
 
 def _xla_device_ops(table: EventTable, op: I32, kernels: I64,
@@ -492,8 +564,14 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     """Framework op stats of one host's events."""
     events = events or classify(table)
     rows = np.flatnonzero(events.op >= 0)
-    start = table.start_ns[rows]
-    end = start + table.duration_ns[rows]
+    unit = 1  # the times' unit in ns
+    if events.device_clock is not None:
+        start = events.device_clock[0][rows]
+        end = start + events.device_clock[1][rows]
+        unit = 1000
+    else:
+        start = table.start_ns[rows]
+        end = start + table.duration_ns[rows]
     line = table.line[rows].astype(np.int64)
     self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)
@@ -504,7 +582,8 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         # occurs as often as its most frequent instruction.
         group = events.hlo_group[rows]
         grouped = group >= 0
-        self_ns = np.where(grouped, end - start, self_ns)
+        if events.device_clock is None:
+            self_ns = np.where(grouped, end - start, self_ns)
         per_group = np.bincount(group[grouped], weights=events.starts[rows][grouped])
         group_op = np.full(len(per_group), -1, np.int64)
         group_op[group[grouped]] = code[grouped]
@@ -515,6 +594,9 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         count = np.where(has_group, most, count)
     total = np.bincount(code, weights=end - start, minlength=n_ops)
     own = np.bincount(code, weights=self_ns, minlength=n_ops)
+    if unit != 1:
+        total, own = np.rint(total / unit), np.rint(own / unit)
+        start, end = start // unit, end // unit  # for the idle rows
     out = [OpRow(events.sides[i], events.types[i], events.names[i], int(count[i]),
                  int(total[i]), int(own[i])) for i in range(n_ops) if count[i]]
     if include_idle:
