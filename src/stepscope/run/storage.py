@@ -128,7 +128,7 @@ def run_memory_keeper(profile: RunTables) -> Callable[[str, MemoryEvents], None]
 
 # Bump when a kept tool's answer changes for the same files (with the package version, it
 # keys every kept answer: an upgrade never reads an older answer back).
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3  # 3: op profile programs apart by id
 
 
 def _result_name(tool: str, host: str | None, params: dict[str, Any]) -> str:
