@@ -22,7 +22,8 @@ CONTROL = FIXTURES / "HolisticTraceAnalysis/tests/data/trace_diff/control/contro
 
 def _h2d_inside_steps_ns() -> int:
     """The trace's own HtoD copies, clipped to its ProfilerStep# spans (ns, not merged)."""
-    events = json.loads(gzip.open(CONTROL).read())["traceEvents"]
+    with gzip.open(CONTROL) as f:
+        events = json.loads(f.read())["traceEvents"]
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
              if str(e.get("name", "")).startswith("ProfilerStep#")]
     copies = [(e["ts"], e["ts"] + e["dur"]) for e in events

@@ -55,9 +55,10 @@ def load_file(path: Path, *, use_cache: bool = True,
 
 def _attach_hlo_op_names(table: EventTable, path: Path) -> None:
     """Give the table, as a stat of its first device plane, the framework op of each HLO
-    instruction its events name (``hlo_op``), and the op types the HLO gives, from the file's
-    HLO protos: XProf names an XLA kernel's op this way. Nothing is attached where the file holds no HLO or it is unreadable
-    (the kernel stats then read the kernels' own ``name`` stat)."""
+    instruction its events name (``hlo_op``), and the op types the HLO gives, from the
+    file's HLO protos: XProf names an XLA kernel's op this way. Nothing is attached where the
+    file holds no HLO or it is unreadable (the kernel stats then read the kernels' own
+    ``name`` stat)."""
     device = next((p for p in table.planes if p.name.startswith("/device:")), None)
     wanted = set(table.text_stat("hlo_op")[2])
     if device is None or not wanted or not may_hold_hlo(path):

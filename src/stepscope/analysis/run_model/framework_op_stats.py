@@ -15,13 +15,20 @@ Which events are ops depends on who wrote the profile:
   excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events. In a
   stepscope profile, events merged from PyTorch's profiler keep that category, which decides
   for them in the same way (CUDA runtime calls and memory records are not ops).
+* In XSpace files that stepscope did not write, a host event that is no op by its name but
+  carries a ``tf_op`` stat is that op, read as XProf reads it (``tf_op_names``): XLA's kernel
+  launches (``XlaModule:``), and memory records, which name the op that allocated (one more
+  occurrence of it: host ops are keyed by name, as XProf keys them).
 * On XSpace devices, ops come from TensorFlow's derived ``TensorFlow Ops`` line or the XLA
-  ``XLA Ops`` line; failing those, from the kernels' ``tf_op``/``hlo_op`` stats (XLA's GPU
-  kernels, whose ``tf_op`` is only ``XlaModule:``, from their ``name`` stat); failing
-  those, each kernel is its own op.
+  ``XLA Ops`` line (TPU: keyed by program and symbol, timed on the device's clock, as
+  XProf); failing those, XLA's GPU kernels are the ops their HLO instruction's metadata
+  names, as XProf counts them (``_xla_device_ops``), where the file holds its HLO; else from
+  the kernels' ``tf_op``/``hlo_op`` stats (XLA's GPU kernels, whose ``tf_op`` is only
+  ``XlaModule:``, from their ``name`` stat); failing those, each kernel is its own op.
 
 An op's self time is its time minus that of the ops nested directly inside it on the same
-thread or stream; non-op events in between are transparent.
+thread or stream; non-op events in between are transparent. (An XLA kernel's self time is its
+time, and an XLA op occurs as often as its most frequent instruction, as in XProf.)
 """
 
 from __future__ import annotations
