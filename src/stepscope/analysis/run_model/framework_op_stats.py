@@ -198,6 +198,9 @@ class OpEvents:
     # event's, from the table's first start); None: none is.
     # A TPU op's self time is its time less its children's; a GPU kernel's is its time.
     device_clock: tuple[I64, I64] | None = None
+    # IDLE rows as XProf computes them (XSpace files stepscope did not write): per host
+    # thread, its ops' span less their self time; per device, its events' span less its ops'.
+    xprof_idle: bool = False
 
 
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
@@ -289,7 +292,8 @@ def classify(table: EventTable) -> OpEvents:
     sides = [""] * len(ops)
     for (side, op_type, name), code in ops.items():
         names[code], types[code], sides[code] = name, op_type, side
-    return OpEvents(op, names, types, sides, category, categories, *xla)
+    return OpEvents(op, names, types, sides, category, categories, *xla,
+                    xprof_idle=not categories and not stepscope_made)
 
 
 def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any,
@@ -460,6 +464,7 @@ def _tpu_xla_ops(table: EventTable, op: I32, rows: I64, code_of: Any) -> _XlaCou
 # Per event: (instruction group, starts an occurrence, device clock); see OpEvents.
 _XlaCounting = tuple[I32 | None, NDArray[np.bool_] | None, tuple[I64, I64] | None]
 _XLA_OPS_LINE = "XLA Ops"
+_HOST_THREADS_PLANE = "/host:CPU"
 DEVICE_OFFSET_PS = "device_offset_ps"
 DEVICE_DURATION_PS = "device_duration_ps"
 
@@ -601,13 +606,16 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         count = np.where(has_group, most, count)
     total = np.bincount(code, weights=end - start, minlength=n_ops)
     own = np.bincount(code, weights=self_ns, minlength=n_ops)
+    idle: list[OpRow] = []
+    if include_idle and events.xprof_idle:
+        idle = _xprof_idle_rows(table, rows, start, end, self_ns, events, unit)
     if unit != 1:
         total, own = np.rint(total / unit), np.rint(own / unit)
         start, end = start // unit, end // unit  # for the idle rows
     out = [OpRow(events.sides[i], events.types[i], events.names[i], int(count[i]),
                  int(total[i]), int(own[i])) for i in range(n_ops) if count[i]]
     if include_idle:
-        out.extend(_idle_rows(table, rows, line, start, end, events))
+        out.extend(idle or _idle_rows(table, rows, line, start, end, events))
     return OpStats(ranked(out), kernel_rows(table, events), include_idle)
 
 
@@ -626,6 +634,63 @@ def _idle_rows(table: EventTable, rows: I64, line: I64, start: I64, end: I64,
             idle = int(max(span * len(lines) - int(busy[lines].sum()), 0))
             out.append(OpRow(side, IDLE, IDLE, 0, idle, idle))
     return out
+
+
+def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns: Any,
+                     events: OpEvents, unit: int) -> list[OpRow]:
+    """IDLE rows as XProf makes them (times in ``unit`` ns): on the host, per thread, the
+    span of its ops less their self time; on a device, per device, the span of its events
+    (TPU: of its "XLA Ops" lines) less its ops' self time; each summed over threads or
+    devices."""
+    sides = np.array(events.sides + [""], dtype=object)[events.op[rows]]
+    own = np.asarray(self_ns, dtype=np.float64)
+    out = []
+    host = sides == HOST
+    if host.any() or any(p.name == _HOST_THREADS_PLANE for p in table.planes):
+        idle = _span_less_work(table.line[rows][host].astype(np.int64), start[host], end[host],
+                               own[host])
+        out.append(OpRow(HOST, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
+    device = sides == DEVICE
+    if device.any() or device_planes(table).any():
+        plane = table.plane[rows][device].astype(np.int64)
+        if events.device_clock is not None:
+            # TPU: the span of each device's op lines, on the device's clock.
+            span_rows = np.flatnonzero(np.isin(np.array(table.line_name, dtype=object),
+                                               [_XLA_OPS_LINE])[table.line])
+            s_start = events.device_clock[0][span_rows]
+            s_end = s_start + events.device_clock[1][span_rows]
+        else:
+            # GPU: the span of every event of the device (kernels that are no op included).
+            span_rows = np.flatnonzero(device_planes(table)[table.plane]
+                                       & ~_derived_line(table)[table.line])
+            s_start = table.start_ns[span_rows].astype(np.int64) * unit
+            s_end = s_start + table.duration_ns[span_rows].astype(np.int64) * unit
+            if unit != 1:  # the device clock's base: the table's first start
+                s_start, s_end = (s_start - int(table.start_ns.min()) * unit,
+                                  s_end - int(table.start_ns.min()) * unit)
+        s_plane = table.plane[span_rows].astype(np.int64)
+        n = len(table.planes)
+        lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+        hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(lo, s_plane, s_start)
+        np.maximum.at(hi, s_plane, s_end)
+        work = np.bincount(plane, weights=own[device], minlength=n)
+        has = hi >= lo
+        idle = float(np.maximum(hi[has] - lo[has] - work[has], 0).sum())
+        out.append(OpRow(DEVICE, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
+    return out
+
+
+def _span_less_work(line: I64, start: I64, end: I64, work: Any) -> float:
+    """Summed over lines: the span of a line's intervals less their work (never below 0)."""
+    lines, inverse = np.unique(line, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    lo = np.full(len(lines), np.iinfo(np.int64).max, np.int64)
+    hi = np.full(len(lines), np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, inverse, start)
+    np.maximum.at(hi, inverse, end)
+    busy = np.bincount(inverse, weights=work, minlength=len(lines))
+    return float(np.maximum(hi - lo - busy, 0).sum())
 
 
 def ranked(rows: list[OpRow]) -> list[OpRow]:
