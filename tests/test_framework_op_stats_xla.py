@@ -139,3 +139,18 @@ def test_hlo_provenance_and_derived_types() -> None:
     assert derived_op_type("a/b/MatMul_12") == "MatMul"
     assert derived_op_type("a/b/MatMul_x") == "MatMul_x"
     assert derived_op_type("7") == "7"
+
+
+@pytest.mark.parametrize("garbage", ['{"15": ["x"]}', "[1, 2]", "{not json", '{"15": {"a": 3}}'])
+def test_stepscope_stats_written_by_someone_else_are_harmless(garbage: str) -> None:
+    """A file may carry stats of stepscope's names itself: odd values give no op, no error."""
+    from stepscope.analysis.run_model.framework_op_stats import op_stats as table_op_stats
+    from stepscope.model import schema
+
+    table = run_reader.load_file(MI300, use_cache=False)
+    for plane in table.planes:
+        for stat in (schema.HLO_OP_NAMES, schema.HLO_OP_TYPES, schema.XLA_OP_METADATA):
+            if plane.name.startswith("/device:"):
+                plane.stats[stat] = garbage
+    rows = table_op_stats(table, include_idle=True).rows
+    assert any(r.host_or_device == HOST for r in rows)

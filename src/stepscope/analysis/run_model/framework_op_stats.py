@@ -557,7 +557,11 @@ def _hlo_metadata(table: EventTable, stat: str) -> dict[str, dict[str, str]]:
                 data = json.loads(text)
             except ValueError:
                 return {}
-            return data if isinstance(data, dict) else {}
+            if not isinstance(data, dict):
+                return {}
+            # A file may carry a stat of this name itself: only text maps of text are read.
+            return {str(pid): {str(k): v for k, v in ops.items() if isinstance(v, str)}
+                    for pid, ops in data.items() if isinstance(ops, dict)}
     return {}
 
 
