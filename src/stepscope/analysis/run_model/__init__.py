@@ -70,8 +70,8 @@ BoolArray = NDArray[np.bool_]
 RUN_MODEL_VERSION = 15  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
 # 12: ROCm copy/fill kernels of XSpace files in the kernel table; 13: MTIA device events, devices
 # counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf; 15: op
-# stats of XLA (GPU and TPU) and host tf_op stats as XProf's framework op stats; the steps'
-# input time that copies to the device took (input_transfer_ns)
+# stats of XLA (GPU and TPU), host tf_op stats and IDLE rows as XProf's framework op stats;
+# the steps' input time that copies to the device took (input_transfer_ns)
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
