@@ -98,3 +98,42 @@ def test_each_peak_names_its_source() -> None:
     tpu = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
     device = op_profile(open_xla_model(tpu, use_cache=False)).device
     assert device["peak_source"] == device["peak_bandwidth_source"] == "profile"
+
+
+def _two_programs_of_one_name(path: Path) -> Path:
+    """tw003 (the real MI300X capture) with its jit_forward_3d_conv compiled a second time:
+    the same HLO under a new program id (99, the metadata id XProf reads it by), run by
+    GPUs 4-7. Two programs, one module name, as a function jitted for two shapes makes."""
+    from stepscope.formats.xplane_builder import read_space, write_space
+
+    space = read_space(MI300)
+    for plane in space.planes:
+        if plane.name == "/host:metadata":
+            first = next(md for md in plane.event_metadata.values()
+                         if md.name == "jit_forward_3d_conv(15)")
+            second = plane.event_metadata[99]
+            second.CopyFrom(first)
+            second.id, second.name = 99, "jit_forward_3d_conv(99)"
+        elif plane.name in {f"/device:GPU:{i}" for i in range(4, 8)}:
+            pid = next(k for k, md in plane.stat_metadata.items() if md.name == "program_id")
+            for line in plane.lines:
+                for event in line.events:
+                    for stat in event.stats:
+                        if stat.metadata_id == pid and stat.int64_value == 15:
+                            stat.int64_value = 99
+    write_space(space, path)
+    return path
+
+
+def test_programs_of_one_name_stay_apart_as_in_xprof(tmp_path: Path) -> None:
+    path = _two_programs_of_one_name(tmp_path / "two.xplane.pb")
+    xp = xprof_tool(path, "op_profile", tmp_path / "xprof")["byProgram"]
+    theirs = {n["name"]: n["metrics"]["rawTime"] / 1e9 for n in xp["children"]
+              if n["name"] != "IDLE"}
+    assert set(theirs) == {"jit_forward_3d_conv(15)", "jit_forward_3d_conv(99)"}
+    programs = op_profile(open_xla_model(path, use_cache=False)).to_dict()["programs"]
+    ours = {f"{p['name']}({p['program_id']})": p["time_ms"] for p in programs}
+    assert ours == pytest.approx(theirs, rel=1e-9)
+    # Together they are the one program of the file as captured.
+    whole = op_profile(open_xla_model(MI300, use_cache=False)).to_dict()["programs"]
+    assert sum(ours.values()) == pytest.approx(whole[0]["time_ms"], rel=1e-9)

@@ -115,7 +115,7 @@ def test_op_profile_page(watched: Watched, server: Server) -> None:
     page.select_option("#op-view", "program")
     programs = page.eval_on_selector_all("#op-tree tr[data-level='0']",
                                          "rs => rs.map(r => r.dataset.key)")
-    assert programs == [f"p/{p['name']}" for p in api["programs"]]
+    assert programs == [f"p/{p['program_id']}/{p['name']}" for p in api["programs"]]
     shot(watched, "xla-op-profile")
 
 

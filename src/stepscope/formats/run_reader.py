@@ -55,9 +55,10 @@ def load_file(path: Path, *, use_cache: bool = True,
 
 def _attach_hlo_op_names(table: EventTable, path: Path) -> None:
     """Give the table, as a stat of its first device plane, the framework op of each HLO
-    instruction its events name (``hlo_op``), from the file's HLO protos: XProf names an XLA
-    kernel's op this way. Nothing is attached where the file holds no HLO or it is unreadable
-    (the kernel stats then read the kernels' own ``name`` stat)."""
+    instruction its events name (``hlo_op``), and the op types the HLO gives, from the
+    file's HLO protos: XProf names an XLA kernel's op this way. Nothing is attached where the
+    file holds no HLO or it is unreadable (the kernel stats then read the kernels' own
+    ``name`` stat)."""
     device = next((p for p in table.planes if p.name.startswith("/device:")), None)
     wanted = set(table.text_stat("hlo_op")[2])
     if device is None or not wanted or not may_hold_hlo(path):
@@ -67,13 +68,18 @@ def _attach_hlo_op_names(table: EventTable, path: Path) -> None:
     except StepscopeError:
         return  # the op names stay the events' own
     names: dict[str, dict[str, str]] = {}
+    types: dict[str, dict[str, str]] = {}
     for pid, module in modules.items():
-        ops = {i.name: i.op_name for c in module.computations for i in c.instructions
-               if i.name in wanted}
-        if ops:
-            names[pid] = ops
+        found = [i for c in module.computations for i in c.instructions if i.name in wanted]
+        if found:
+            names[pid] = {i.name: i.op_name for i in found}
+        typed = {i.name: i.op_type for i in found if i.op_type}
+        if typed:
+            types[pid] = typed
     if names:
         device.stats[schema.HLO_OP_NAMES] = json.dumps(names, sort_keys=True)
+    if types:
+        device.stats[schema.HLO_OP_TYPES] = json.dumps(types, sort_keys=True)
 
 
 def load(path: str | Path, *, use_cache: bool = True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from stepscope.model.events import (
     TypedStats,
 )
 from stepscope.model.locations import as_path, is_remote, read_bytes
-from stepscope.model.schema import NEGATIVE_DURATIONS
+from stepscope.model.schema import NEGATIVE_DURATIONS, XLA_OP_METADATA
 from stepscope.model.stat_kinds import (
     KIND_BYTES,
     KIND_INT64,
@@ -153,7 +154,54 @@ class _Dictionaries:
 
 
 def _planes(planes: list[Any]) -> list[Plane]:
-    return [Plane(p.id, text(p.name), _plane_stats(p)) for p in planes]
+    out = [Plane(p.id, text(p.name), _plane_stats(p)) for p in planes]
+    for plane, message in zip(out, planes, strict=True):
+        ops = _xla_op_metadata(message)
+        if ops:
+            plane.stats[XLA_OP_METADATA] = json.dumps(ops, sort_keys=True)
+    return out
+
+
+# The facts of an XLA op that live on its event metadata (TPU "XLA Ops" lines), which the
+# event table does not otherwise keep.
+_XLA_OP_METADATA_STATS = ("tf_op", "program_id", "symbol_id")
+
+
+def _xla_op_metadata(plane: Any) -> dict[str, list[Any]]:
+    """Event name → [display name, tf_op, program id, symbol id] for the plane's event
+    metadata that name an XLA op of a program (``program_id`` and ``symbol_id`` stats)."""
+    wanted = {mid: text(md.name) for mid, md in plane.stat_metadata.items()
+              if text(md.name) in _XLA_OP_METADATA_STATS}
+    if len(wanted) < 2:
+        return {}
+    out: dict[str, list[Any]] = {}
+    for md in plane.event_metadata.values():
+        found: dict[str, Any] = {}
+        for stat in md.stats:
+            key = wanted.get(stat.metadata_id)
+            which = stat.WhichOneof("value") if key else None
+            if key is None or which is None:
+                continue
+            value = getattr(stat, which)
+            if which == "ref_value":
+                value = _stat_name(plane, value)
+            elif which == "str_value":
+                value = text(value)
+            elif which in ("int64_value", "uint64_value"):
+                value = str(value % (1 << 64))
+            else:
+                continue
+            found[key] = value
+        if "program_id" in found and "symbol_id" in found:
+            name, display = text(md.name or md.display_name), text(md.display_name)
+            # Metadata may share a name (an async op's halves: "%copy-start.4 = …" shown as
+            # copy-start.4 on the op line and as async-copy beside it); the table knows events
+            # by name alone, so the instruction the name defines is kept.
+            if name in out and not name.startswith(f"%{display} "):
+                continue
+            out[name] = [display, found.get("tf_op", ""), found["program_id"],
+                         found["symbol_id"]]
+    return out
 
 
 def from_columns(cols: xc.XSpaceColumns) -> EventTable:

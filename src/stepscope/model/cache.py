@@ -71,9 +71,10 @@ from stepscope.model import locations
 from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
-FORMAT_VERSION = 6  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
+FORMAT_VERSION = 8  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
 # texts by index; 5: stats with no metadata named "<unknown stat>" (never code -1); 6: XSpace
-# tables carry stepscope_hlo_op_names
+# tables carry stepscope_hlo_op_names; 7: and stepscope_hlo_op_types; 8: device planes carry
+# stepscope_xla_op_metadata
 
 TABLE_NAME = "table"
 DEFAULT_MAX_GB = 20.0

@@ -34,6 +34,12 @@ PYTHON_STACK = "python_stack"  # a Python sample's stack: frame names, root firs
 # metadata ``op_name``, "" where the HLO gives none) of each HLO instruction the device events
 # name, as JSON {program id: {instruction: op name}}, from the file's HLO protos.
 HLO_OP_NAMES = "stepscope_hlo_op_names"
+# Beside it, the HLO metadata's ``op_type`` of those instructions that have one, in the same
+# form (JAX leaves it empty; TensorFlow's XLA bridge names the TensorFlow op type).
+HLO_OP_TYPES = "stepscope_hlo_op_types"
+# Stepscope's own stat on a device plane whose event metadata describe XLA ops (TPU): JSON
+# {event name: [display name, tf_op, program id, symbol id]}, facts the events do not carry.
+XLA_OP_METADATA = "stepscope_xla_op_metadata"
 ENV_PROFILE_START_TIME = "profile_start_time"
 ENV_PROFILE_STOP_TIME = "profile_stop_time"
 ENV_DROPPED_EVENTS = "stepscope_dropped_events"

@@ -13,19 +13,19 @@ interface TreeNode { key: string; name: string; level: number; group?: Group; op
   fused?: { name: string; opcode: string; flops: number }; children: TreeNode[]; }
 
 function opNodes(names: string[] | undefined, ops: Map<string, OpRow>, parent: string,
-                 level: number, module?: string): TreeNode[] {
-  return (names ?? []).map((n) => ops.get((module ?? "") + "\u0000" + n) ?? ops.get("\u0000" + n))
+                 level: number, program?: string): TreeNode[] {
+  return (names ?? []).map((n) => ops.get((program ?? "") + "\u0000" + n) ?? ops.get("\u0000" + n))
     .filter((o): o is OpRow => !!o)
-    .map((o) => ({ key: `${parent}/${o.module}/${o.name}`, name: o.name, level, op: o,
+    .map((o) => ({ key: `${parent}/${o.program_id}/${o.name}`, name: o.name, level, op: o,
                    children: (o.fused ?? []).map((f) => ({
-                     key: `${parent}/${o.module}/${o.name}/${f.name}`, name: f.name,
+                     key: `${parent}/${o.program_id}/${o.name}/${f.name}`, name: f.name,
                      level: level + 1, fused: f, children: [] })) }));
 }
 
 function tree(data: OpProfileData, view: View, top: number): TreeNode[] {
   const ops = new Map<string, OpRow>();
   for (const o of data.ops) {
-    ops.set(o.module + "\u0000" + o.name, o);
+    ops.set(o.program_id + "\u0000" + o.name, o);
     if (!ops.has("\u0000" + o.name)) ops.set("\u0000" + o.name, o);
   }
   const cut = (names?: string[]) => (names ?? []).slice(0, top);
@@ -33,9 +33,17 @@ function tree(data: OpProfileData, view: View, top: number): TreeNode[] {
     return data.categories.map((c) => ({ key: `c/${c.name}`, name: c.name, level: 0, group: c,
       children: opNodes(cut(c.ops), ops, `c/${c.name}`, 1) }));
   }
-  return data.programs.map((p) => ({ key: `p/${p.name}`, name: p.name, level: 0, group: p,
-    children: (p.categories ?? []).map((c) => ({ key: `p/${p.name}/${c.name}`, name: c.name,
-      level: 1, group: c, children: opNodes(cut(c.ops), ops, `p/${p.name}/${c.name}`, 2, p.name) })) }));
+  // Programs apart by id; a name that several programs share is shown with each one's id.
+  const seen = new Map<string, number>();
+  for (const p of data.programs) seen.set(p.name, (seen.get(p.name) ?? 0) + 1);
+  return data.programs.map((p) => {
+    const key = `p/${p.program_id ?? ""}/${p.name}`;
+    const label = (seen.get(p.name) ?? 0) > 1 ? `${p.name} (${p.program_id ?? ""})` : p.name;
+    return { key, name: label, level: 0, group: p,
+      children: (p.categories ?? []).map((c) => ({ key: `${key}/${c.name}`, name: c.name,
+        level: 1, group: c, children: opNodes(cut(c.ops), ops, `${key}/${c.name}`, 2,
+                                               p.program_id) })) };
+  });
 }
 
 function details(o: OpRow | null): HTMLElement {

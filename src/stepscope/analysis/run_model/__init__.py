@@ -68,10 +68,12 @@ BoolArray = NDArray[np.bool_]
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 15  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
+RUN_MODEL_VERSION = 16  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
 # 12: ROCm copy/fill kernels of XSpace files in the kernel table; 13: MTIA device events, devices
 # counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf; 15: model
-# FLOPs per step from PyTorch op shapes
+# FLOPs per step from PyTorch op shapes; 16: op stats of XLA (GPU and TPU) and host tf_op stats
+# as XProf's framework op stats; the steps' input time that copies to the device took
+# (input_transfer_ns)
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.
@@ -432,6 +434,7 @@ def host_to_dict(h: HostModel) -> dict[str, Any]:
         "device_names": list(ov.device_names), "cpu_count": ov.cpu_count,
         "sixteen_bit_ns": ov.sixteen_bit_ns, "device_compute_ns": ov.device_compute_ns,
         "xla_host_others_ns": ov.xla_host_others_ns,
+        "input_transfer_ns": ov.input_transfer_ns,
         "kernels": h.kernels.to_list(),
         "input": h.input.to_dict(),
         "pod_ns": _ints(h.pod_ns),
@@ -463,7 +466,8 @@ def _host_from_dict(d: dict[str, Any]) -> HostModel:
         sixteen_bit_ns=int(d["sixteen_bit_ns"]), device_compute_ns=int(d["device_compute_ns"]),
         ops_idle=ops_idle, flight=d.get("flight"),
         xla_host_others_ns=int(d["xla_host_others_ns"]),
-        dropped=None if d.get("dropped") is None else dict(d["dropped"]))
+        dropped=None if d.get("dropped") is None else dict(d["dropped"]),
+        input_transfer_ns=int(d["input_transfer_ns"]))
     start = d["profile_start_ns"]
     return HostModel(
         ov, KernelGroups.from_list(d["kernels"]), HostInput.from_dict(d["input"]),

@@ -15,17 +15,25 @@ Which events are ops depends on who wrote the profile:
   excluded); device ops are its ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` events. In a
   stepscope profile, events merged from PyTorch's profiler keep that category, which decides
   for them in the same way (CUDA runtime calls and memory records are not ops).
+* In XSpace files that stepscope did not write, a host event that is no op by its name but
+  carries a ``tf_op`` stat is that op, read as XProf reads it (``tf_op_names``): XLA's kernel
+  launches (``XlaModule:``), and memory records, which name the op that allocated (one more
+  occurrence of it: host ops are keyed by name, as XProf keys them).
 * On XSpace devices, ops come from TensorFlow's derived ``TensorFlow Ops`` line or the XLA
-  ``XLA Ops`` line; failing those, from the kernels' ``tf_op``/``hlo_op`` stats (XLA's GPU
-  kernels, whose ``tf_op`` is only ``XlaModule:``, from their ``name`` stat); failing
-  those, each kernel is its own op.
+  ``XLA Ops`` line (TPU: keyed by program and symbol, timed on the device's clock, as
+  XProf); failing those, XLA's GPU kernels are the ops their HLO instruction's metadata
+  names, as XProf counts them (``_xla_device_ops``), where the file holds its HLO; else from
+  the kernels' ``tf_op``/``hlo_op`` stats (XLA's GPU kernels, whose ``tf_op`` is only
+  ``XlaModule:``, from their ``name`` stat); failing those, each kernel is its own op.
 
 An op's self time is its time minus that of the ops nested directly inside it on the same
-thread or stream; non-op events in between are transparent.
+thread or stream; non-op events in between are transparent. (An XLA kernel's self time is its
+time, and an XLA op occurs as often as its most frequent instruction, as in XProf.)
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +44,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
+from stepscope.analysis.run_model.tf_op_names import hlo_provenance, parse_op_fullname
 from stepscope.model import schema
 from stepscope.model.events import MISSING, EventTable
 
@@ -64,6 +73,7 @@ KINETO_HOST_OPS = ("cpu_op", "user_annotation")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 _HLO_OP = "hlo_op"  # stat of an XLA op's execution event
+XLA_PROGRAM_ID = "program_id"  # stat of an XLA kernel: the id of its program (HLO module)
 # Kineto's categories of device kernels, of every backend: CUDA, ROCm, XPU, HPU and
 # PrivateUse1 devices write ``kernel``; Meta's MTIA accelerators ``mtia_ccp_events`` (their
 # launches, on the host, are ``mtia_runtime``, as XPU's are ``xpu_runtime``).
@@ -178,6 +188,19 @@ class OpEvents:
     # kineto_categories); empty for XSpace profiles.
     category: I32
     categories: list[str]
+    # XLA device ops counted as XProf counts them (see _xla_device_ops): per event, its HLO
+    # instruction (-1: not an XLA op counted so), and whether it starts an occurrence (an
+    # instruction's kernels in a row, in one step group, are one occurrence). None: no event is.
+    hlo_group: I32 | None = None
+    starts: NDArray[np.bool_] | None = None
+    # Where XProf times XLA ops on the device's clock (TPU: device_offset_ps and
+    # device_duration_ps stats), (start, duration) in picoseconds per event (others: the
+    # event's, from the table's first start); None: none is.
+    # A TPU op's self time is its time less its children's; a GPU kernel's is its time.
+    device_clock: tuple[I64, I64] | None = None
+    # IDLE rows as XProf computes them (XSpace files stepscope did not write): per host
+    # thread, its ops' span less their self time; per device, its events' span less its ops'.
+    xprof_idle: bool = False
 
 
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
@@ -205,6 +228,7 @@ def classify(table: EventTable) -> OpEvents:
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 
+    xla: _XlaCounting = (None, None, None)
     stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                          if p.name == schema.TASK_ENV_PLANE)
     tf_op = _TF_NODE if any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
@@ -259,14 +283,59 @@ def classify(table: EventTable) -> OpEvents:
                 rows = host_rows[category[host_rows] == cat_code]
                 op_type = "user_annotation" if cat == "user_annotation" else None
                 _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
-        _classify_xspace_device(table, op, on_device, code_of)
+        if not stepscope_made:
+            _tf_op_stat_host_ops(table, op, host_rows, code_of, ops)
+        xla = _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)
     types = [""] * len(ops)
     sides = [""] * len(ops)
     for (side, op_type, name), code in ops.items():
         names[code], types[code], sides[code] = name, op_type, side
-    return OpEvents(op, names, types, sides, category, categories)
+    return OpEvents(op, names, types, sides, category, categories, *xla,
+                    xprof_idle=not categories and not stepscope_made)
+
+
+def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any,
+                         ops: dict[tuple[str, str, str], int]) -> None:
+    """Host events that are no op by name but carry a ``tf_op`` stat are that op, as XProf
+    counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say)."""
+    rows, codes, values = table.text_stat("tf_op")
+    if len(rows) == 0:
+        return
+    on_host = np.zeros(len(table), dtype=bool)
+    on_host[host_rows] = True
+    # Memory records are no op by our name rule, but XProf reads their tf_op stat too.
+    not_op = np.array([n in _NOT_OP_NAMES for n in table.names], dtype=bool)
+    on_host |= not_op[table.name] & ~device_planes(table)[table.plane] if len(table.names) \
+        else on_host
+    keep = on_host[rows] & (op[rows] < 0) & ~_derived_line(table)[table.line[rows]]
+    if not keep.any():
+        return
+    by_name = {name: code for (side, _, name), code in ops.items() if side == HOST}
+    mapped = np.array([_host_stat_op(v, code_of, by_name) for v in values] + [-1],
+                      dtype=np.int32)
+    op[rows[keep]] = mapped[codes[keep]]
+
+
+def _host_stat_op(value: str, code_of: Any, by_name: dict[str, int]) -> int:
+    """The host op a tf_op stat names: XProf keys host ops by name alone, so a name already
+    an op (a TensorFlow op whose memory records name it) is that op, whatever the type."""
+    if not value:
+        return -1
+    parsed = parse_op_fullname(value)
+    if parsed.name in by_name:
+        return by_name[parsed.name]
+    code = int(code_of(HOST, parsed.type, parsed.name))
+    by_name[parsed.name] = code
+    return code
+
+
+def _derived_line(table: EventTable) -> NDArray[np.bool_]:
+    """Per line: whether XProf derived it (a line of ops, steps or scopes made from others)."""
+    lines = np.array(table.line_name, dtype=object)
+    return np.isin(lines, DERIVED_OP_LINES + DERIVED_OTHER_LINES) if len(lines) \
+        else np.zeros(0, dtype=bool)
 
 
 def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
@@ -279,8 +348,9 @@ def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],
-                            code_of: Any) -> None:
-    """Device ops of an XSpace profile: derived op lines, else kernels by op stat."""
+                            code_of: Any) -> _XlaCounting:
+    """Device ops of an XSpace profile: derived op lines, else kernels by op stat; the XLA
+    device ops' instruction groups where XProf's rule counts them (see _xla_device_ops)."""
     line_names = np.array(table.line_name, dtype=object)
     derived_ops = np.isin(line_names, DERIVED_OP_LINES)
     derived_other = np.isin(line_names, DERIVED_OTHER_LINES)
@@ -298,11 +368,14 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
 
     if len(rows_derived):
         _fill(op, rows_derived, table, device_op)
-        return
+        return _tpu_xla_ops(table, op, rows_derived, code_of)
     kernels = np.flatnonzero(on_device & ~derived_other[table.line]) if len(line_names) \
         else np.zeros(0, np.int64)
     if len(kernels) == 0:
-        return
+        return None, None, None
+    xla = _xla_device_ops(table, op, kernels, code_of)
+    if xla is not None:
+        return (*xla, None)
     # Kernels name their framework op in a stat (TensorFlow: tf_op; XLA: hlo_op). XLA's GPU
     # kernels say only "XlaModule:" in tf_op, with the op (JAX's op name) in a name stat.
     rows, codes, values = table.text_stat("tf_op")
@@ -325,6 +398,171 @@ def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bo
             op[rows[keep]] = mapped[codes[keep]]
         kernels = kernels[op[kernels] < 0]
     _fill(op, kernels, table, lambda n: code_of(DEVICE, kernel_type(n), n))
+    return None, None, None
+
+
+def _tpu_xla_ops(table: EventTable, op: I32, rows: I64, code_of: Any) -> _XlaCounting:
+    """The ops of "XLA Ops" lines whose event metadata name their program and symbol (TPU)
+    as XProf counts them: each execution of a (program, symbol) one occurrence, symbol 0 or
+    none no op; the op its metadata's ``tf_op`` (parsed), else the op itself under its
+    display name, of type ``Unknown``; times on the device's clock."""
+    facts = {}
+    for index, plane in enumerate(table.planes):
+        text = plane.stats.get(schema.XLA_OP_METADATA)
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                facts[index] = data
+    if not facts:
+        return None, None, None
+    lines = np.array([n == _XLA_OPS_LINE for n in table.line_name], dtype=bool)
+    with_facts = np.zeros(len(table.planes), dtype=bool)
+    with_facts[list(facts)] = True
+    rows = rows[lines[table.line[rows]] & with_facts[table.plane[rows]]]
+    if len(rows) == 0:
+        return None, None, None
+    op[rows] = -1
+    group = np.full(len(table), -1, np.int32)
+    groups: dict[tuple[str, str], int] = {}
+    key = table.plane[rows].astype(np.int64) * (len(table.names) + 1) + table.name[rows]
+    distinct, inverse = np.unique(key, return_inverse=True)
+    op_of = np.full(len(distinct), -1, np.int32)
+    group_of = np.full(len(distinct), -1, np.int32)
+    for i, k in enumerate(distinct.tolist()):
+        plane, name = divmod(k, len(table.names) + 1)
+        fact = facts[plane].get(table.names[name])
+        if not isinstance(fact, list) or len(fact) != 4 or str(fact[3]) in ("", "0"):
+            continue
+        display, tf_op, program, symbol = (str(f) for f in fact)
+        parsed = parse_op_fullname(tf_op) if tf_op else None
+        if parsed is not None:
+            op_of[i] = code_of(DEVICE, parsed.type or "Unknown", parsed.name)
+        else:
+            op_of[i] = code_of(DEVICE, "Unknown", display or table.names[name])
+        group_of[i] = groups.setdefault((program, symbol), len(groups))
+    inverse = inverse.reshape(-1)
+    op[rows] = op_of[inverse]
+    group[rows] = group_of[inverse]
+    starts = group >= 0
+    # Picoseconds, as XProf sums them (a TPU op may last a few), from the table's first start.
+    start = (table.start_ns.astype(np.int64) - int(table.start_ns.min())) * 1000
+    duration = table.duration_ns.astype(np.int64) * 1000
+    offset_rows, offsets = table.int_stat(DEVICE_OFFSET_PS)
+    dur_rows, durations = table.int_stat(DEVICE_DURATION_PS)
+    on_clock = np.zeros(len(table), dtype=bool)
+    on_clock[rows] = True
+    keep = on_clock[offset_rows]
+    start[offset_rows[keep]] = offsets[keep]
+    keep = on_clock[dur_rows]
+    duration[dur_rows[keep]] = durations[keep]
+    return group, starts, (start, duration)
+
+
+# Per event: (instruction group, starts an occurrence, device clock); see OpEvents.
+_XlaCounting = tuple[I32 | None, NDArray[np.bool_] | None, tuple[I64, I64] | None]
+_XLA_OPS_LINE = "XLA Ops"
+_HOST_THREADS_PLANE = "/host:CPU"
+DEVICE_OFFSET_PS = "device_offset_ps"
+DEVICE_DURATION_PS = "device_duration_ps"
+
+
+def _xla_device_ops(table: EventTable, op: I32, kernels: I64,
+                    code_of: Any) -> tuple[I32, NDArray[np.bool_]] | None:
+    """XLA's GPU kernels as XProf makes them framework ops, where the file holds its HLO
+    (None where it does not: the caller then reads the kernels' own stats).
+
+    A kernel is an XLA op when its ``hlo_op`` (the last ``::`` part) names an instruction of
+    its program's HLO; kernels that name none, and kernels with neither ``hlo_op`` nor
+    ``tf_op`` (ROCm's copy blits), are no op, as in XProf. The op is the instruction's
+    metadata (``op_name:op_type``, read by ``parse_op_fullname``); an instruction without
+    any is an op of its own, named as the instruction, of type ``Unknown``. An instruction's
+    kernels launched one after another on one stream in one step group count as one
+    occurrence (each kernel one where there are no groups); a framework op occurs as often as
+    its most frequent instruction.
+    """
+    names = _hlo_metadata(table, schema.HLO_OP_NAMES)
+    if not names:
+        return None
+    types = _hlo_metadata(table, schema.HLO_OP_TYPES)
+    hlo_rows, hlo_codes, hlo_values = table.text_stat(_HLO_OP)
+    at = np.full(len(table), -1, np.int64)
+    at[kernels] = np.arange(len(kernels))
+    keep = at[hlo_rows] >= 0
+    hlo_rows, hlo_codes = hlo_rows[keep], hlo_codes[keep]
+    # Kernels with a tf_op and no hlo_op are TensorFlow's: the caller names them.
+    tf_rows, _, _ = table.text_stat("tf_op")
+    has_hlo = np.zeros(len(table), dtype=bool)
+    has_hlo[hlo_rows] = True
+    tf_only = tf_rows[(at[tf_rows] >= 0) & ~has_hlo[tf_rows]]
+    if len(tf_only):
+        return None
+    program = np.full(len(table), -1, np.int64)
+    pid_rows, pid_values = table.int_stat(XLA_PROGRAM_ID)
+    program[pid_rows] = pid_values
+    instruction = [v.split("::")[-1] for v in hlo_values]
+    pairs, inverse = np.unique(np.stack([program[hlo_rows], hlo_codes.astype(np.int64)],
+                                        axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    pair_op = np.full(len(pairs), -1, np.int32)
+    pair_group = np.full(len(pairs), -1, np.int32)
+    groups: dict[tuple[int, str], int] = {}
+    for i, (pid, code) in enumerate(pairs.tolist()):
+        inst = instruction[code]
+        known = names.get(str(pid), {})
+        if pid < 0 or inst not in known:
+            continue  # XProf drops a kernel whose instruction it cannot find
+        provenance = hlo_provenance(known[inst], types.get(str(pid), {}).get(inst, ""))
+        if provenance:
+            parsed = parse_op_fullname(provenance)
+            name, op_type = parsed.name, parsed.type or "Unknown"
+        else:
+            name, op_type = inst, "Unknown"
+        pair_op[i] = code_of(DEVICE, op_type, name)
+        pair_group[i] = groups.setdefault((pid, inst), len(groups))
+    op[kernels] = -1
+    op[hlo_rows] = pair_op[inverse]
+    group = np.full(len(table), -1, np.int32)
+    group[hlo_rows] = pair_group[inverse]
+    return group, _occurrence_starts(table, group)
+
+
+def _occurrence_starts(table: EventTable, group: I32) -> NDArray[np.bool_]:
+    """Per event of an instruction group: whether it starts an occurrence, i.e. the event
+    before it on its line (in time order, XLA ops only) is of another instruction or another
+    step group, or either has no step group."""
+    rows = np.flatnonzero(group >= 0)
+    starts = np.zeros(len(table), dtype=bool)
+    if len(rows) == 0:
+        return starts
+    order = np.lexsort((table.start_ns[rows], table.line[rows]))
+    rows = rows[order]
+    line = table.line[rows]
+    step_group = table.typed[schema.GROUP_ID][rows]
+    same = np.zeros(len(rows), dtype=bool)
+    same[1:] = ((line[1:] == line[:-1]) & (group[rows][1:] == group[rows][:-1])
+                & (step_group[1:] == step_group[:-1]) & (step_group[1:] != MISSING))
+    starts[rows] = ~same
+    return starts
+
+
+def _hlo_metadata(table: EventTable, stat: str) -> dict[str, dict[str, str]]:
+    """A JSON {program id: {instruction: text}} stat the reader attached; {} if none."""
+    for plane in table.planes:
+        text = plane.stats.get(stat)
+        if isinstance(text, str):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                return {}
+            if not isinstance(data, dict):
+                return {}
+            # A file may carry a stat of this name itself: only text maps of text are read.
+            return {str(pid): {str(k): v for k, v in ops.items() if isinstance(v, str)}
+                    for pid, ops in data.items() if isinstance(ops, dict)}
+    return {}
 
 
 def kernel_type(name: str) -> str:
@@ -342,19 +580,46 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     """Framework op stats of one host's events."""
     events = events or classify(table)
     rows = np.flatnonzero(events.op >= 0)
-    start = table.start_ns[rows]
-    end = start + table.duration_ns[rows]
+    unit = 1  # the times' unit in ns
+    if events.device_clock is not None:
+        start = events.device_clock[0][rows]
+        end = start + events.device_clock[1][rows]
+        unit = 1000
+    else:
+        start = table.start_ns[rows]
+        end = start + table.duration_ns[rows]
     line = table.line[rows].astype(np.int64)
     self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)
     code = events.op[rows]
     count = np.bincount(code, minlength=n_ops)
+    if events.hlo_group is not None and events.starts is not None:
+        # XLA device ops as XProf counts them: a kernel's self time is its time, and an op
+        # occurs as often as its most frequent instruction.
+        group = events.hlo_group[rows]
+        grouped = group >= 0
+        if events.device_clock is None:
+            self_ns = np.where(grouped, end - start, self_ns)
+        per_group = np.bincount(group[grouped], weights=events.starts[rows][grouped])
+        group_op = np.full(len(per_group), -1, np.int64)
+        group_op[group[grouped]] = code[grouped]
+        most = np.zeros(n_ops, dtype=np.int64)
+        np.maximum.at(most, group_op[group_op >= 0], per_group[group_op >= 0].astype(np.int64))
+        has_group = np.zeros(n_ops, dtype=bool)
+        has_group[group_op[group_op >= 0]] = True
+        count = np.where(has_group, most, count)
     total = np.bincount(code, weights=end - start, minlength=n_ops)
     own = np.bincount(code, weights=self_ns, minlength=n_ops)
+    idle: list[OpRow] = []
+    if include_idle and events.xprof_idle:
+        idle = _xprof_idle_rows(table, rows, start, end, self_ns, events, unit)
+    if unit != 1:
+        total, own = np.rint(total / unit), np.rint(own / unit)
+        start, end = start // unit, end // unit  # for the idle rows
     out = [OpRow(events.sides[i], events.types[i], events.names[i], int(count[i]),
                  int(total[i]), int(own[i])) for i in range(n_ops) if count[i]]
     if include_idle:
-        out.extend(_idle_rows(table, rows, line, start, end, events))
+        out.extend(idle or _idle_rows(table, rows, line, start, end, events))
     return OpStats(ranked(out), kernel_rows(table, events), include_idle)
 
 
@@ -373,6 +638,63 @@ def _idle_rows(table: EventTable, rows: I64, line: I64, start: I64, end: I64,
             idle = int(max(span * len(lines) - int(busy[lines].sum()), 0))
             out.append(OpRow(side, IDLE, IDLE, 0, idle, idle))
     return out
+
+
+def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns: Any,
+                     events: OpEvents, unit: int) -> list[OpRow]:
+    """IDLE rows as XProf makes them (times in ``unit`` ns): on the host, per thread, the
+    span of its ops less their self time; on a device, per device, the span of its events
+    (TPU: of its "XLA Ops" lines) less its ops' self time; each summed over threads or
+    devices."""
+    sides = np.array(events.sides + [""], dtype=object)[events.op[rows]]
+    own = np.asarray(self_ns, dtype=np.float64)
+    out = []
+    host = sides == HOST
+    if host.any() or any(p.name == _HOST_THREADS_PLANE for p in table.planes):
+        idle = _span_less_work(table.line[rows][host].astype(np.int64), start[host], end[host],
+                               own[host])
+        out.append(OpRow(HOST, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
+    device = sides == DEVICE
+    if device.any() or device_planes(table).any():
+        plane = table.plane[rows][device].astype(np.int64)
+        if events.device_clock is not None:
+            # TPU: the span of each device's op lines, on the device's clock.
+            span_rows = np.flatnonzero(np.isin(np.array(table.line_name, dtype=object),
+                                               [_XLA_OPS_LINE])[table.line])
+            s_start = events.device_clock[0][span_rows]
+            s_end = s_start + events.device_clock[1][span_rows]
+        else:
+            # GPU: the span of every event of the device (kernels that are no op included).
+            span_rows = np.flatnonzero(device_planes(table)[table.plane]
+                                       & ~_derived_line(table)[table.line])
+            s_start = table.start_ns[span_rows].astype(np.int64) * unit
+            s_end = s_start + table.duration_ns[span_rows].astype(np.int64) * unit
+            if unit != 1:  # the device clock's base: the table's first start
+                s_start, s_end = (s_start - int(table.start_ns.min()) * unit,
+                                  s_end - int(table.start_ns.min()) * unit)
+        s_plane = table.plane[span_rows].astype(np.int64)
+        n = len(table.planes)
+        lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+        hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+        np.minimum.at(lo, s_plane, s_start)
+        np.maximum.at(hi, s_plane, s_end)
+        work = np.bincount(plane, weights=own[device], minlength=n)
+        has = hi >= lo
+        idle = float(np.maximum(hi[has] - lo[has] - work[has], 0).sum())
+        out.append(OpRow(DEVICE, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
+    return out
+
+
+def _span_less_work(line: I64, start: I64, end: I64, work: Any) -> float:
+    """Summed over lines: the span of a line's intervals less their work (never below 0)."""
+    lines, inverse = np.unique(line, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    lo = np.full(len(lines), np.iinfo(np.int64).max, np.int64)
+    hi = np.full(len(lines), np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, inverse, start)
+    np.maximum.at(hi, inverse, end)
+    busy = np.bincount(inverse, weights=work, minlength=len(lines))
+    return float(np.maximum(hi - lo - busy, 0).sum())
 
 
 def ranked(rows: list[OpRow]) -> list[OpRow]:

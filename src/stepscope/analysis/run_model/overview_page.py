@@ -107,6 +107,8 @@ COMPILE_EVENT = re.compile(
 LAUNCH_EVENT = re.compile(
     r"^(cu|cuda|hip)\w*Launch\w*$|^(cu|cuda|hip)(Memcpy|Memset)\w*Async$")
 _TO_DEVICE = re.compile(r"HtoD|H2D|Host ?-> ?Device")
+# Not an overview category: the part of "input" that copies to the device took.
+INPUT_TRANSFER = "input_transfer"
 _TO_HOST = re.compile(r"DtoH|D2H|Device ?-> ?Host")
 _DEVICE_TO_DEVICE = re.compile(r"DtoD|D2D|PtoP|P2P|Device ?-> ?Device|Peer")
 # Collective communication, by the names NCCL/RCCL kernels, XLA's HLO ops, TensorFlow's
@@ -143,6 +145,9 @@ class HostOverview:
     # breakdown, as XProf's, leaves in "all others": compute, not untraced input.
     xla_host_others_ns: int = 0
     dropped: dict[str, Any] | None = None  # DroppedEvents.to_dict(); None: nothing dropped
+    # Of the steps' input time, what copies from host to device took (the rest: the host's
+    # wait for input).
+    input_transfer_ns: int = 0
 
 
 @dataclass
@@ -185,7 +190,15 @@ def host_facts(name: str, table: EventTable
     masks = _category_masks(table, steps, events)
     order = [PRIORITY.index(c) for c in CATEGORIES[:-1]] + [len(PRIORITY)]
     ends = instant_ends(table, steps, masks, PRIORITY) if has_links(table) else None
-    per_step = partition(table, steps, masks, PRIORITY, ends)[:, order]
+    # Input time is split in two, copies to the device first: what is left is the host's
+    # wait. The input analyzer shows the first part as transfer to the device.
+    at = PRIORITY.index("input")
+    split = partition(table, steps, masks, (*PRIORITY[:at], INPUT_TRANSFER, *PRIORITY[at:]),
+                      ends)
+    transfer = split[:, at]
+    per_step = np.delete(split, at, axis=1)
+    per_step[:, at] += transfer
+    per_step = per_step[:, order]
     # XLA's execution on the host: its ops (hlo_op) and the program runs around them (run_id:
     # the executor that waits for the ops it hands to the host's thread pool).
     xla_others = _xla_host_others(table, steps, masks, ends)
@@ -199,7 +212,8 @@ def host_facts(name: str, table: EventTable
         cpu_count=_cpu_count(table),
         sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
         device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table),
-        xla_host_others_ns=xla_others, dropped=_dropped(name, table, steps))
+        xla_host_others_ns=xla_others, dropped=_dropped(name, table, steps),
+        input_transfer_ns=int(transfer.sum()))
     return result, events, masks
 
 
@@ -356,6 +370,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         "device_to_device": device_copy & peer & in_step,
         "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
         | (device_copy & to_device & in_step),
+        INPUT_TRANSFER: device_copy & to_device & in_step,
         "output": (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
         | (device_copy & to_host & in_step),
         "compilation": host & _name_mask(table, COMPILE_EVENT),

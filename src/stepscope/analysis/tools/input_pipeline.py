@@ -8,7 +8,9 @@ host, and which pipeline stage is the bottleneck.
 3. Host side: input time split into reading data on demand, reading in advance (cache,
    prefetch, interleave), preprocessing, enqueuing/transfer, and other data reading or
    processing (XProf's fifth category: input time that no recorded pipeline stage explains,
-   all of the steps' input time where no stage was recorded), and the input-op table (one
+   all of the steps' input time where no stage was recorded). Copies from host to device
+   that the steps' input time holds (the overview counts them as input) are transfer to the
+   device, not "other". Then the input-op table (one
    row per pipeline stage: calls, total and self time, category).
 4. Pipelines: every input pipeline of every host with its slowest run and that run's
    bottleneck stage, slowest first (XProf's tf.data bottleneck analysis); and the bottleneck
@@ -152,9 +154,13 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     # XProf's fifth category: input time no recorded stage explains. Where stages were
     # recorded they share all of it (XProf scales them to the whole); where none were, the
     # steps' input wait on the host is all "other" (less what enqueue stages took).
+    # Copies from host to device in the steps' input time are transfer to the device (the
+    # verdict counts them as input; here they are shown as what they are).
+    waited_ns = sum(int(s["breakdown_ms"]["input"] * 1e6)
+                    for s in summary["steps"]["per_step"])
+    transfer_ns = sum(model.hosts[n].overview.input_transfer_ns for n in names)
+    breakdown["enqueue"] += min(transfer_ns, waited_ns)
     if not any(breakdown[c] for c in CATEGORIES if c not in ("enqueue", "other")):
-        waited_ns = sum(int(s["breakdown_ms"]["input"] * 1e6)
-                        for s in summary["steps"]["per_step"])
         breakdown["other"] = max(0, waited_ns - breakdown["enqueue"])
     pipelines = sorted((p for n in names for p in model.host_input(n).pipelines),
                        key=lambda p: (-(p.bottleneck.run_ms or 0.0), p.host, p.name))

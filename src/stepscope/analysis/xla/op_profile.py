@@ -76,10 +76,12 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
     _, tflops, gbps = model.peaks()
     total = model.total_ps()
     by_category: dict[str, list[OpMetrics]] = {}
-    by_program: dict[str, list[OpMetrics]] = {}
+    # Programs apart by id, as XProf: a module compiled twice (other shapes, other options)
+    # is two programs of one name.
+    by_program: dict[tuple[str, str], list[OpMetrics]] = {}
     for o in model.ops:
         by_category.setdefault(o.category, []).append(o)
-        by_program.setdefault(o.module or o.program_id, []).append(o)
+        by_program.setdefault((o.program_id, o.module or o.program_id), []).append(o)
 
     def cut(group: dict[str, Any]) -> dict[str, Any]:
         if top is not None:
@@ -89,9 +91,9 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
     categories = sorted((cut(_group(c, ops, total, tflops, gbps))
                          for c, ops in by_category.items()), key=lambda g: -g["time_ms"])
     programs = []
-    for name, ops in by_program.items():
+    for (program_id, name), ops in by_program.items():
         group = _group(name, ops, total, tflops, gbps)
-        group["program_id"] = ops[0].program_id
+        group["program_id"] = program_id
         cats: dict[str, list[OpMetrics]] = {}
         for o in ops:
             cats.setdefault(o.category, []).append(o)
@@ -99,7 +101,7 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
                                       for c, v in cats.items()), key=lambda g: -g["time_ms"])
         del group["ops"]
         programs.append(group)
-    programs.sort(key=lambda g: -g["time_ms"])
+    programs.sort(key=lambda g: (-g["time_ms"], g["name"], g["program_id"]))
     rows = []
     for o in model.ops if top is None else _top_ops(model.ops, top, by_category):
         row = op_row(o, total, tflops, gbps)
