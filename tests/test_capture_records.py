@@ -550,8 +550,10 @@ def test_records_to_bytes_refuse_what_does_not_fit() -> None:
     fp = recorder_module._fastpath
     names, [(_, _, records)] = _as_records([(1, "l", [("a", 1, 2, {"k": "v"}),
                                                       ("b", 3, 4, None)])])
-    order = fp.line_order(records, None, None)
-    assert np.frombuffer(order, np.uint32).tolist() == [0, 1]
+    assert fp.line_order(records, None, None) is None  # in order already: no order made
+    order = fp.line_order(records, 2, None)
+    assert np.frombuffer(order, np.uint32).tolist() == [1]
+    order = np.array([0, 1], np.uint32).tobytes()
     md = np.array([1, 2, 3, 4], np.int64)
     blob_of = np.array([-1, -1, 0, -1], np.int64)  # names: a, k, v, b
     args = (md, md, blob_of, np.array([enc.STR_VALUE], np.int8), np.array([0, 1], np.int64), b"v")

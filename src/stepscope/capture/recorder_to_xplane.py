@@ -237,7 +237,7 @@ def plane_parts(plane_id: int, plane_name: str, lines: list[AnyLine], objects: l
     for i, (_, _, records) in enumerate(lines):
         events.append(fp.encode_line(records, orders[i], timestamp_ns, md_name, md_key,
                                      blob_of, blob_field, blob_begin, blobs))
-        orders[i] = b""
+        orders[i] = b""  # its memory goes (b"" orders nothing; None would be all)
         if release:
             records.clear()
     return enc.plane_parts(plane_id, plane_name, [line_id for line_id, _, _ in lines],

@@ -6,8 +6,9 @@
  *
  * - line_order: a line's kept events (start within [keep_from, keep_until)) in the order
  *   they are written: by start, the longer first, then as recorded. Events are recorded as
- *   they end, so a line is mostly in order already: a scan finds out, and a radix sort on
- *   the start (stable, O(n)) orders the rest; runs of equal starts are then ordered by end.
+ *   they end, so a line without nesting is in order already: a scan finds out (and then
+ *   no order is made); otherwise a radix sort on the start (stable, O(n)) orders them, and
+ *   runs of equal starts are then ordered by end.
  * - first_uses: the distinct event names, stat keys and string (or object) stat values of
  *   the kept events, in order of first use over the lines (Python turns them into metadata
  *   ids, merging equal texts, and into the bytes of string values).
@@ -200,28 +201,51 @@ line_order(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_OverflowError, "line_order: over 4 billion events on one line");
         return NULL;
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
-    int64_t *key = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (out == NULL || key == NULL) {
+    /* A scan first: how many are kept, and whether they are in order already (recorded as
+     * they end, events that do not nest are). */
+    Py_ssize_t m = 0;
+    int in_order = 1;
+    int64_t last_start = 0, last_end = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const EventRecord *ev = event_at(&r->events, i);
+        if (ev->start < keep_from || (bounded_until && ev->start >= keep_until)) {
+            continue;
+        }
+        if (m > 0 && in_order &&
+            (ev->start < last_start ||
+             (ev->start == last_start && event_end(r, i, ev) > last_end))) {
+            in_order = 0;
+        }
+        last_start = ev->start;
+        last_end = event_end(r, i, ev);
+        m++;
+    }
+    if (in_order && m == n) {
+        Py_RETURN_NONE; /* every event, as recorded */
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(uint32_t));
+    int64_t *key = in_order ? NULL : PyMem_RawMalloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    if (out == NULL || (!in_order && key == NULL)) {
         Py_XDECREF(out);
         PyMem_RawFree(key);
         return PyErr_NoMemory();
     }
     uint32_t *idx = (uint32_t *)PyBytes_AS_STRING(out);
-    Py_ssize_t m = 0;
-    int in_order = 1;
+    Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t start = event_at(&r->events, i)->start;
         if (start >= keep_from && (start < keep_until || !bounded_until)) {
-            if (m > 0 && start < key[m - 1]) {
-                in_order = 0;
+            if (key != NULL) {
+                key[k] = start;
             }
-            key[m] = start;
-            idx[m++] = (uint32_t)i;
+            idx[k++] = (uint32_t)i;
         }
     }
+    if (in_order) {
+        return out;
+    }
     /* The GIL stays held: nothing may append to the records meanwhile. */
-    int rc = in_order ? 0 : radix_sort(key, idx, m);
+    int rc = radix_sort(key, idx, m);
     if (rc == 0) {
         rc = order_ties(r, key, idx, m);
     }
@@ -229,9 +253,6 @@ line_order(PyObject *Py_UNUSED(module), PyObject *args)
     if (rc < 0) {
         Py_DECREF(out);
         return PyErr_NoMemory();
-    }
-    if (m < n && _PyBytes_Resize(&out, m * (Py_ssize_t)sizeof(uint32_t)) < 0) {
-        return NULL;
     }
     return out;
 }
@@ -269,10 +290,16 @@ first_use(FirstUses *f, int64_t id, Py_ssize_t nnames)
     return 0;
 }
 
-/* The order of one line: its buffer as uint32 indices, each checked against the records. */
+/* The order of one line: its buffer as uint32 indices, each checked against the records;
+ * None is every event as recorded (view->buf NULL, view->len for all of them). */
 static int
 get_order(PyObject *obj, RecordsObject *r, Py_buffer *view)
 {
+    if (obj == Py_None) {
+        memset(view, 0, sizeof *view);
+        view->len = r->events.n * (Py_ssize_t)sizeof(uint32_t);
+        return 0;
+    }
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) {
         return -1;
     }
@@ -291,6 +318,20 @@ get_order(PyObject *obj, RecordsObject *r, Py_buffer *view)
         }
     }
     return 0;
+}
+
+static inline uint32_t
+order_at(const uint32_t *idx, Py_ssize_t k)
+{
+    return idx != NULL ? idx[k] : (uint32_t)k;
+}
+
+static void
+release_order(Py_buffer *view)
+{
+    if (view->buf != NULL) {
+        PyBuffer_Release(view);
+    }
 }
 
 static PyObject *
@@ -337,11 +378,12 @@ first_uses(PyObject *Py_UNUSED(module), PyObject *lines)
         Py_ssize_t m = view.len / (Py_ssize_t)sizeof(uint32_t);
         int rc = 0;
         for (Py_ssize_t k = 0; k < m && rc == 0; k++) {
-            const EventRecord *ev = event_at(&r->events, idx[k]);
+            uint32_t i = order_at(idx, k);
+            const EventRecord *ev = event_at(&r->events, i);
             rc = first_use(&f[0], ev->name & NAME_MASK, nnames);
             if (ev->name & FLAG_STATS) {
-                for (Py_ssize_t row = first_stat_row(r, idx[k]);
-                     rc == 0 && row < r->stats.n && stat_at(&r->stats, row)->event == idx[k];
+                for (Py_ssize_t row = first_stat_row(r, i);
+                     rc == 0 && row < r->stats.n && stat_at(&r->stats, row)->event == i;
                      row++) {
                     const StatRecord *st = stat_at(&r->stats, row);
                     rc = first_use(&f[1], st->key, nnames);
@@ -351,7 +393,7 @@ first_uses(PyObject *Py_UNUSED(module), PyObject *lines)
                 }
             }
         }
-        PyBuffer_Release(&view);
+        release_order(&view);
         if (rc < 0) {
             goto done;
         }
@@ -647,7 +689,7 @@ encode_line(PyObject *Py_UNUSED(module), PyObject *args)
     }
     char *begin = PyBytes_AS_STRING(result), *out = begin;
     for (Py_ssize_t k = 0; k < m; k++) {
-        uint32_t i = idx[k];
+        uint32_t i = order_at(idx, k);
         const EventRecord *ev = event_at(&e.r->events, i);
         uint32_t name = ev->name & NAME_MASK;
         if ((Py_ssize_t)name >= e.n_md_name) {
@@ -690,17 +732,18 @@ done:
     for (int i = 0; i < got; i++) {
         PyBuffer_Release(&views[i]);
     }
-    PyBuffer_Release(&order);
+    release_order(&order);
     return result;
 }
 
 PyMethodDef records_xplane_methods[] = {
     {"line_order", line_order, METH_VARARGS,
-     "line_order(records, keep_from_ns, keep_until_ns) -> bytes: the indices (uint32) of "
-     "the events whose start is in [keep_from_ns, keep_until_ns) (None: no bound), by "
-     "start, the longer first, then as recorded."},
+     "line_order(records, keep_from_ns, keep_until_ns) -> bytes or None: the indices "
+     "(uint32) of the events whose start is in [keep_from_ns, keep_until_ns) (None: no "
+     "bound), by start, the longer first, then as recorded; None when that is every event "
+     "as recorded."},
     {"first_uses", first_uses, METH_O,
-     "first_uses([(records, order), ...]) -> (names, stat keys, string values): the Names "
+     "first_uses([(records, order or None), ...]) -> (names, stat keys, string values): the Names "
      "ids each kind of the ordered events uses, in order of first use (bytes of int32)."},
     {"encode_line", encode_line, METH_VARARGS,
      "encode_line(records, order, timestamp_ns, md_name, md_key, blob_of_value, blob_field, "

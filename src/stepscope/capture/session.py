@@ -240,14 +240,16 @@ def stop(save: bool = True) -> Path | None:
     if not save:
         return None
     host = layout.local_hostname()
-    data = build_space(session, stop_ns, host, release=True)
+    data = build_space_parts(session, stop_ns, host, release=True)
     path = save_profile(session.logdir, session.started_at, host, data, rec.recorded)
     log.info("stepscope profile written to %s", path)
     return path
 
 
-def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, events: int) -> Path:
-    """Write a profile into a new run folder of ``logdir``; return its path.
+def save_profile(logdir: Path, started_at: datetime, host: str,
+                 data: bytes | list[bytes | memoryview], events: int) -> Path:
+    """Write a profile (bytes, or parts to write one after the other) into a new run folder
+    of ``logdir``; return its path.
 
     Whatever the filesystem does (a bucket that cannot be reached, a full disk, a folder
     removed), the recording is not lost: a complete copy is kept locally
@@ -278,7 +280,11 @@ def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, eve
                               "reached.") from err
         raise LogdirError(f"Cannot write the profile to {target} ({reason}), nor a copy to "
                           f"{'; '.join(tried)}: the recording ({events:,} events, "
-                          f"{len(data):,} bytes) is lost.") from err
+                          f"{_size(data):,} bytes) is lost.") from err
+
+
+def _size(data: bytes | list[bytes | memoryview]) -> int:
+    return sum(len(part) for part in data) if isinstance(data, list) else len(data)
 
 
 def unsent_dirs() -> list[Path]:
@@ -289,7 +295,8 @@ def unsent_dirs() -> list[Path]:
     return dirs
 
 
-def keep_locally(data: bytes, run: str, name: str) -> tuple[Path | None, list[str]]:
+def keep_locally(data: bytes | list[bytes | memoryview], run: str,
+                 name: str) -> tuple[Path | None, list[str]]:
     """Keep a profile that could not reach its logdir: the first of :func:`unsent_dirs`
     that takes it, under the run and file names it was meant to have. Returns that path
     (None if none took it) and, for each place that refused, where and why."""
@@ -416,6 +423,12 @@ class SpaceParts:
 def build_space(session: _Session, stop_ns: int, host: str, release: bool = False) -> bytes:
     """Turn what the session recorded into a serialised ``XSpace``; ``release`` frees the
     recorder's events line by line as they are written (the session is over)."""
+    return b"".join(build_space_parts(session, stop_ns, host, release))
+
+
+def build_space_parts(session: _Session, stop_ns: int, host: str,
+                      release: bool = False) -> list[bytes | memoryview]:
+    """``build_space``'s bytes in parts, to be written one after the other."""
     from stepscope.capture import recorder_columns as rc
     from stepscope.capture.python_sampler import sampler_plane
 
@@ -443,7 +456,7 @@ def build_space(session: _Session, stop_ns: int, host: str, release: bool = Fals
         env = {schema.ENV_SAMPLER_TICKS: len(sampler.tick_ns),
                schema.ENV_SAMPLER_CPU_NS: sampler.cpu_ns}
     # Names of tuples just turned into columns are in `names.objects` by now.
-    return encode_space(SpaceParts(
+    return encode_space_parts(SpaceParts(
         host=host, start_ns=max(session.start_ns, session.keep_from_ns), stop_ns=stop_ns,
         keep_from_ns=session.keep_from_ns, host_lines=host_lines, python_lines=py_lines,
         objects=rec.names.objects, samples=rec.samples, bridge_data=session.bridge_data,
@@ -471,12 +484,17 @@ def _last_end(lines: list[Any]) -> int:
 
 
 def encode_space(parts: SpaceParts, release: bool = False) -> bytes:
-    """Serialise a profile's ``XSpace``.
+    """Serialise a profile's ``XSpace``."""
+    return b"".join(encode_space_parts(parts, release))
+
+
+def encode_space_parts(parts: SpaceParts, release: bool = False) -> list[bytes | memoryview]:
+    """A profile's serialised ``XSpace``, in parts (joined, or written one after the other).
 
     The host and Python-tracer planes, where nearly all events are, are encoded from the
     compiled records or from columns (``recorder_to_xplane``); the small ones (counters,
-    task environment) and the bridges' planes go through protobuf messages. Every part is
-    joined once, at the end. ``release`` frees the records of each line once written.
+    task environment) and the bridges' planes go through protobuf messages. ``release``
+    frees the records of each line once written.
     """
     from stepscope.capture.recorder_to_xplane import plane_parts
     from stepscope.capture.safe_text import TextRepairs
@@ -550,7 +568,7 @@ def encode_space(parts: SpaceParts, release: bool = False) -> bytes:
         out += enc.space_plane_parts([plane.SerializeToString()])
     del small.planes[:]
     out.append(small.SerializeToString())
-    return b"".join(out)
+    return out
 
 
 def _host_event_name(what: Any) -> str:
