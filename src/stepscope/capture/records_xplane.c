@@ -7,8 +7,9 @@
  * - line_order: a line's kept events (start within [keep_from, keep_until)) in the order
  *   they are written: by start, the longer first, then as recorded. Events are recorded as
  *   they end, so a line without nesting is in order already: a scan finds out (and then
- *   no order is made); otherwise a radix sort on the start (stable, O(n)) orders them, and
- *   runs of equal starts are then ordered by end.
+ *   no order is made); events that nest are put in order as a tree in one pass; others
+ *   by a radix sort on the start (stable, O(n)). Runs of equal starts are then ordered by
+ *   end.
  * - first_uses: the distinct event names, stat keys and string (or object) stat values of
  *   the kept events, in order of first use over the lines (Python turns them into metadata
  *   ids, merging equal texts, and into the bytes of string values).
@@ -30,8 +31,6 @@
 /* XStat value fields (xplane_encoder.py). */
 enum { DOUBLE_VALUE = 2, UINT64_VALUE = 3, INT64_VALUE = 4, STR_VALUE = 5, BYTES_VALUE = 6 };
 
-#define RADIX_BITS 11
-#define RADIX (1 << RADIX_BITS)
 /* Runs of equal starts up to this long are ordered by insertion, longer ones by qsort. */
 #define SHORT_RUN 16
 
@@ -53,7 +52,21 @@ end_index_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* Stable LSD radix sort of (key, idx) by key. 0, or -1 (out of memory). */
+/* Bits needed for values up to `v`. */
+static int
+bits_of(uint64_t v)
+{
+    int bits = 0;
+    while (bits < 64 && (v >> bits) != 0) {
+        bits++;
+    }
+    return bits;
+}
+
+/* Stable LSD radix sort of (key, idx) by key, 8 bits a pass (256 buckets: few enough
+ * places written at once for the caches and the TLB), over the bits the keys' range spans.
+ * Where that range and the indices fit in 64 bits together, each pair is one uint64 (key
+ * offset above, index below) and only those move. 0, or -1 (out of memory). */
 static int
 radix_sort(int64_t *key, uint32_t *idx, Py_ssize_t m)
 {
@@ -62,64 +75,149 @@ radix_sort(int64_t *key, uint32_t *idx, Py_ssize_t m)
         lo = key[k] < lo ? key[k] : lo;
         hi = key[k] > hi ? key[k] : hi;
     }
-    uint64_t range = (uint64_t)hi - (uint64_t)lo;
-    int passes = 0;
-    while (passes * RADIX_BITS < 64 && (range >> (passes * RADIX_BITS)) != 0) {
-        passes++;
-    }
-    if (passes == 0) {
+    int key_bits = bits_of((uint64_t)hi - (uint64_t)lo);
+    if (key_bits == 0) {
         return 0;
     }
+    int idx_bits = bits_of(idx[m - 1]); /* gathered in index order: the last is largest */
+    int packed = key_bits + idx_bits <= 64;
+    int shift0 = packed ? idx_bits : 0;
     uint64_t *u = (uint64_t *)key; /* offsets from the smallest: the same order, unsigned */
     for (Py_ssize_t k = 0; k < m; k++) {
-        u[k] = (uint64_t)key[k] - (uint64_t)lo;
+        uint64_t off = (uint64_t)key[k] - (uint64_t)lo;
+        u[k] = packed ? (off << idx_bits) | idx[k] : off;
     }
     uint64_t *u2 = PyMem_RawMalloc((size_t)m * sizeof(uint64_t));
-    uint32_t *idx2 = PyMem_RawMalloc((size_t)m * sizeof(uint32_t));
-    Py_ssize_t *count = PyMem_RawMalloc(RADIX * sizeof(Py_ssize_t));
-    if (u2 == NULL || idx2 == NULL || count == NULL) {
+    uint32_t *idx2 = packed ? NULL : PyMem_RawMalloc((size_t)m * sizeof(uint32_t));
+    if (u2 == NULL || (!packed && idx2 == NULL)) {
         PyMem_RawFree(u2);
         PyMem_RawFree(idx2);
-        PyMem_RawFree(count);
         return -1;
     }
+    Py_ssize_t count[256];
     uint64_t *src_u = u, *dst_u = u2;
     uint32_t *src_i = idx, *dst_i = idx2;
-    for (int p = 0; p < passes; p++) {
-        int shift = p * RADIX_BITS;
-        memset(count, 0, RADIX * sizeof(Py_ssize_t));
+    for (int shift = shift0; shift < shift0 + key_bits; shift += 8) {
+        memset(count, 0, sizeof count);
         for (Py_ssize_t k = 0; k < m; k++) {
-            count[(src_u[k] >> shift) & (RADIX - 1)]++;
+            count[(src_u[k] >> shift) & 0xFF]++;
         }
         Py_ssize_t sum = 0;
-        for (int d = 0; d < RADIX; d++) {
+        for (int d = 0; d < 256; d++) {
             Py_ssize_t c = count[d];
             count[d] = sum;
             sum += c;
         }
-        for (Py_ssize_t k = 0; k < m; k++) {
-            Py_ssize_t at = count[(src_u[k] >> shift) & (RADIX - 1)]++;
-            dst_u[at] = src_u[k];
-            dst_i[at] = src_i[k];
+        if (packed) {
+            for (Py_ssize_t k = 0; k < m; k++) {
+                dst_u[count[(src_u[k] >> shift) & 0xFF]++] = src_u[k];
+            }
+        } else {
+            for (Py_ssize_t k = 0; k < m; k++) {
+                Py_ssize_t at = count[(src_u[k] >> shift) & 0xFF]++;
+                dst_u[at] = src_u[k];
+                dst_i[at] = src_i[k];
+            }
+            uint32_t *ti = src_i;
+            src_i = dst_i;
+            dst_i = ti;
         }
         uint64_t *tu = src_u;
         src_u = dst_u;
         dst_u = tu;
-        uint32_t *ti = src_i;
-        src_i = dst_i;
-        dst_i = ti;
     }
-    if (src_u != u) {
-        memcpy(u, src_u, (size_t)m * sizeof(uint64_t));
-        memcpy(idx, src_i, (size_t)m * sizeof(uint32_t));
-    }
+    uint64_t index_mask = idx_bits >= 64 ? UINT64_MAX : ((uint64_t)1 << idx_bits) - 1;
     for (Py_ssize_t k = 0; k < m; k++) {
-        key[k] = (int64_t)(u[k] + (uint64_t)lo);
+        uint64_t v = src_u[k];
+        if (packed) {
+            idx[k] = (uint32_t)(v & index_mask);
+            v >>= idx_bits;
+        } else if (src_i != idx) {
+            idx[k] = src_i[k];
+        }
+        key[k] = (int64_t)(v + (uint64_t)lo);
     }
     PyMem_RawFree(u2);
     PyMem_RawFree(idx2);
-    PyMem_RawFree(count);
     return 0;
+}
+
+/* Events that nest, recorded as they end (a Trace, a call), come children first: each
+ * event follows its descendants. In one pass, each event takes the subtrees already built
+ * that began at or after it (its descendants) behind it; the subtrees left, in the order
+ * they began, make the order by start. Only where the events do nest is the result
+ * ordered, which the caller checks. Writes the order into (idx2, key2); 0, or -1 (out of
+ * memory). */
+static int
+tree_order(const int64_t *key, const uint32_t *idx, Py_ssize_t m, int64_t *key2,
+           uint32_t *idx2)
+{
+    const uint32_t none = UINT32_MAX;
+    uint32_t *next = PyMem_RawMalloc((size_t)m * sizeof(uint32_t));
+    uint32_t *head = PyMem_RawMalloc((size_t)m * sizeof(uint32_t)); /* the subtrees: a stack */
+    uint32_t *tail = PyMem_RawMalloc((size_t)m * sizeof(uint32_t));
+    if (next == NULL || head == NULL || tail == NULL) {
+        PyMem_RawFree(next);
+        PyMem_RawFree(head);
+        PyMem_RawFree(tail);
+        return -1;
+    }
+    Py_ssize_t top = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t was = top;
+        while (top > 0 && key[head[top - 1]] >= key[k]) {
+            top--;
+        }
+        next[k] = none;
+        uint32_t last = (uint32_t)k;
+        if (top < was) { /* k, then the subtrees it took, in the order they began */
+            next[k] = head[top];
+            for (Py_ssize_t j = top; j + 1 < was; j++) {
+                next[tail[j]] = head[j + 1];
+            }
+            last = tail[was - 1];
+        }
+        head[top] = (uint32_t)k;
+        tail[top] = last;
+        top++;
+    }
+    Py_ssize_t out = 0;
+    for (Py_ssize_t j = 0; j < top; j++) {
+        for (uint32_t p = head[j]; p != none; p = next[p]) {
+            key2[out] = key[p];
+            idx2[out++] = idx[p];
+        }
+    }
+    PyMem_RawFree(next);
+    PyMem_RawFree(head);
+    PyMem_RawFree(tail);
+    return 0;
+}
+
+/* Order (key, idx), gathered in index order, by key: as a tree where the events nest,
+ * else by radix sort. 0, or -1 (out of memory). */
+static int
+sort_by_start(int64_t *key, uint32_t *idx, Py_ssize_t m)
+{
+    int64_t *key2 = PyMem_RawMalloc((size_t)m * sizeof(int64_t));
+    uint32_t *idx2 = PyMem_RawMalloc((size_t)m * sizeof(uint32_t));
+    int rc = key2 != NULL && idx2 != NULL ? tree_order(key, idx, m, key2, idx2) : -1;
+    if (rc == 0) {
+        Py_ssize_t k = 1;
+        while (k < m && key2[k - 1] <= key2[k]) {
+            k++;
+        }
+        if (k >= m) { /* they nest */
+            memcpy(key, key2, (size_t)m * sizeof(int64_t));
+            memcpy(idx, idx2, (size_t)m * sizeof(uint32_t));
+        }
+        PyMem_RawFree(key2);
+        PyMem_RawFree(idx2);
+        return k >= m ? 0 : radix_sort(key, idx, m);
+    }
+    PyMem_RawFree(key2);
+    PyMem_RawFree(idx2);
+    return -1;
 }
 
 /* Order each run of equal starts (in recorded order now) by end, the later first. */
@@ -245,7 +343,7 @@ line_order(PyObject *Py_UNUSED(module), PyObject *args)
         return out;
     }
     /* The GIL stays held: nothing may append to the records meanwhile. */
-    int rc = radix_sort(key, idx, m);
+    int rc = sort_by_start(key, idx, m);
     if (rc == 0) {
         rc = order_ties(r, key, idx, m);
     }
