@@ -80,8 +80,10 @@ setup(
     ext_modules=[
         # Optional: without a C compiler, stepscope falls back to its pure-Python capture path.
         Extension("stepscope.capture._fastpath", ["src/stepscope/capture/_fastpath.c",
-                                                  "src/stepscope/capture/records.c"],
-                  depends=["src/stepscope/capture/records.h"], optional=True),
+                                                  "src/stepscope/capture/records.c",
+                                                  "src/stepscope/capture/records_xplane.c"],
+                  depends=["src/stepscope/capture/records.h",
+                           "src/stepscope/capture/records_impl.h"], optional=True),
         # The Python tracer's profile hook in C; python_tracer.py has the pure-Python twin.
         Extension("stepscope.capture._pyhook", ["src/stepscope/capture/_pyhook.c"],
                   depends=["src/stepscope/capture/records.h"], optional=True),

@@ -268,25 +268,54 @@ def test_python_tracer_events_reach_the_file(tmp_path: Path, recorder_kind: bool
 
 
 @compiled_only
-def test_records_hold_24_bytes_an_event_and_read_back_as_tuples() -> None:
+def test_records_hold_16_bytes_an_event_and_read_back_as_tuples() -> None:
     fp = recorder_module._fastpath
     names = fp.Names()
     records = fp.Records(names)
-    code = test_records_hold_24_bytes_an_event_and_read_back_as_tuples.__code__
+    code = test_records_hold_16_bytes_an_event_and_read_back_as_tuples.__code__
     for i in range(10_000):
         records.add("x" if i % 2 else "".join(["x"]), i, i + 1)  # equal texts: one id
     records.add(code, 5, 6)
     records.add(code, 7, 8)
     records.add("s", 1, 2, {"k": 1, "f": 0.5, "t": True, "u": 2**64 - 1, "o": None})
-    assert len(records) == 10_003
-    assert names.objects == ["x", code, "s", "k", "f", "t", "u", "o", None]
-    assert records.nbytes <= 10_003 * 24 + 2 * 8192 * 24 + 4096 * 16  # whole chunks only
+    records.add("long", 10, 10 + 2**32)  # durations beyond 32 bits (or below 0): end aside
+    records.add("back", 10, 9)
+    records.add("far", -(2**63), 2**63 - 1)
+    assert len(records) == 10_006
+    assert names.objects == ["x", code, "s", "k", "f", "t", "u", "o", None, "long", "back",
+                             "far"]
+    assert fp.EVENT_RECORD_BYTES == 16
+    assert records.nbytes == 2 * 8192 * 16 + 4096 * 24 + 1024 * 16  # whole chunks only
     events_bytes, stats_bytes = records.dump()
-    assert len(events_bytes) == 10_003 * 24 and len(stats_bytes) == 5 * 16
+    assert len(events_bytes) == 10_006 * 16 and len(stats_bytes) == 5 * 24
     tuples = records_to_tuples(records, with_stats=True)
     assert tuples[0] == ("x", 0, 1, None) and tuples[10_000] == (code, 5, 6, None)
-    assert tuples[-1] == ("s", 1, 2, {"k": 1, "f": 0.5, "t": True, "u": 2**64 - 1, "o": None})
-    assert records_to_tuples(records, with_stats=False)[-2] == (code, 7, 8)
+    assert tuples[10_002] == ("s", 1, 2, {"k": 1, "f": 0.5, "t": True, "u": 2**64 - 1,
+                                          "o": None})
+    assert tuples[-3:] == [("long", 10, 10 + 2**32, None), ("back", 10, 9, None),
+                           ("far", -(2**63), 2**63 - 1, None)]
+    assert records_to_tuples(records, with_stats=False)[10_001] == (code, 7, 8)
+    assert records.span() == (-(2**63), 2**63 - 1)
+    assert fp.Records(names).span() is None
+
+
+@compiled_only
+def test_records_extend_copies_events_stats_and_long_ends() -> None:
+    fp = recorder_module._fastpath
+    names = fp.Names()
+    first, second = fp.Records(names), fp.Records(names)
+    first.add("a", 1, 2, {"k": 1})
+    second.add("b", 3, 3 + 2**33, {"s": "v", "t": 2.5})
+    second.add("c", 4, 5)
+    second.add("d", 6, 5, {"u": b"x"})
+    first.extend(second)
+    assert records_to_tuples(first, with_stats=True) == [
+        ("a", 1, 2, {"k": 1}), ("b", 3, 3 + 2**33, {"s": "v", "t": 2.5}), ("c", 4, 5, None),
+        ("d", 6, 5, {"u": b"x"})]
+    with pytest.raises(ValueError):
+        first.extend(fp.Records(fp.Names()))  # ids of other names would mean other things
+    with pytest.raises(ValueError):
+        first.extend(first)
 
 
 def test_reading_events_moves_records_into_the_list_in_order() -> None:
@@ -389,3 +418,161 @@ def test_our_files_decode_the_same_with_both_decoders(tmp_path: Path,
     for part in ("line", "metadata_id", "offset_ps", "duration_ps", "nstats"):
         assert np.array_equal(getattr(ours.events, part), getattr(theirs.events, part)), part
     assert np.array_equal(ours.stats.value, theirs.stats.value)
+
+
+# --- records straight to bytes (records_xplane.c) against the columns path ------------------
+
+
+class Named:
+    """An event named by an object: written as its str(), merged with an equal str name."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no name")
+
+
+def _hostile_lines(seed: int) -> list[tuple[int, str, list[tuple[Any, int, int, Any]]]]:
+    """Lines of every shape the ordering meets: recorded as they end (nested, so out of
+    start order), in order, many equal starts, identical events, durations negative or
+    beyond 32 bits, extreme times; names and values of every kind."""
+    rng = np.random.default_rng(seed)
+    pool: list[Any] = [3, -1, 0, 2**63 - 1, -(2**63), 2**64 - 1, 1.5, -0.0, math.pi, True,
+                       False, "", "ü", "x" * 300, "\ud800", b"", b"\x00\x01", Opaque(),
+                       Unprintable(), 2**70]
+    names: list[Any] = ["a", "b", "c", Named("a"), Named("zz"), "\udcff", Unprintable()]
+
+    def stats() -> Any:
+        if rng.random() >= 0.3:
+            return None
+        keys = rng.choice(6, size=int(rng.integers(1, 5)), replace=False)
+        return {f"k{k}": pool[int(rng.integers(len(pool)))] for k in keys}
+
+    def name() -> Any:
+        return names[int(rng.integers(len(names)))]
+
+    lines = []
+    nested = []  # a call tree, recorded as each call ends
+    t = BASE
+
+    def call(depth: int) -> None:
+        nonlocal t
+        begin = t
+        t += int(rng.integers(0, 3))
+        for _ in range(int(rng.integers(0, 4)) if depth < 4 else 0):
+            call(depth + 1)
+        t += int(rng.integers(0, 3))
+        nested.append((name(), begin, t, stats()))
+
+    for _ in range(60):
+        call(0)
+    lines.append((1, "nested", nested))
+    lines.append((2, "in order", [(name(), BASE + 10 * i, BASE + 10 * i + int(rng.integers(0, 9)),
+                                   stats()) for i in range(300)]))
+    ties = [(name(), BASE + int(rng.integers(0, 3)), BASE + int(rng.integers(-2, 40)), stats())
+            for _ in range(200)]  # runs of equal starts longer than insertion sorts take
+    lines.append((3, "ties", ties + ties[:20]))
+    lines.append((4, "far", [
+        (name(), BASE, BASE + 2**32, stats()), (name(), BASE, BASE + 2**32 - 1, None),
+        (name(), BASE + 5, BASE - 5, stats()), (name(), -(2**63), 2**63 - 1, None),
+        (name(), 2**63 - 1, 2**63 - 1, None), (name(), 0, 2**62, stats()),
+        (name(), BASE + 3, BASE + 3 + 10**13, None)]))
+    lines.append((5, "empty", []))
+    return lines
+
+
+def _as_records(lines: list[Any]) -> tuple[Any, list[tuple[int, str, Any]]]:
+    fp = recorder_module._fastpath
+    names = fp.Names()
+    out = []
+    for line_id, line_name, evs in lines:
+        records = fp.Records(names)
+        for ev_name, start, end, stats in evs:
+            records.add(ev_name, start, end, stats)
+        out.append((line_id, line_name, records))
+    return names, out
+
+
+@compiled_only
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("window", [(0, None), (BASE + 2, BASE + 200), (BASE + 5, None)])
+def test_records_to_bytes_write_what_the_columns_path_writes(
+        seed: int, window: tuple[int, int | None]) -> None:
+    from stepscope.capture.recorder_to_xplane import plane_parts
+    from stepscope.capture.safe_text import TextRepairs
+
+    lines = _hostile_lines(seed)
+    names, records = _as_records(lines)
+    keep_from, keep_until = window
+    written = {}
+    for compiled in (True, False):
+        repairs = TextRepairs()
+        written[compiled] = (b"".join(plane_parts(
+            5, "/host:CPU", records, names.objects, BASE + 1, keep_from, str, keep_until,
+            repairs, compiled=compiled)), repairs.count)
+    assert written[True] == written[False]
+    assert written[True][1] > 0  # the lone surrogates and unprintable objects were replaced
+    if window == (0, None):  # and what the protobuf builder makes of the same events
+        plane = XPlane.FromString(written[True][0])
+        assert sum(len(line.events) for line in plane.lines) == sum(len(e) for _, _, e in lines)
+        got = [[(plane.event_metadata[e.metadata_id].name, e.offset_ps, e.duration_ps)
+                for e in line.events] for line in plane.lines]
+        want = [[(TextRepairs().text(ev[0]) if not isinstance(ev[0], Unprintable)
+                  else "<unprintable name>", (ev[1] - BASE - 1) * 1000, (ev[2] - ev[1]) * 1000)
+                 for ev in sorted(evs, key=lambda e: (e[1], -e[2]))] for _, _, evs in lines]
+
+        def wrap(v: int) -> int:
+            return (v + 2**63) % 2**64 - 2**63  # int64, as the file holds it
+        assert got == [[(n, wrap(o), wrap(d)) for n, o, d in line] for line in want]
+
+
+@compiled_only
+def test_records_to_bytes_free_each_line_when_asked() -> None:
+    from stepscope.capture.recorder_to_xplane import plane_parts
+
+    names, records = _as_records(_hostile_lines(9))
+    kept = b"".join(plane_parts(5, "p", records, names.objects, BASE, 0, str))
+    assert all(len(r) for _, _, r in records[:4])
+    freed = b"".join(plane_parts(5, "p", records, names.objects, BASE, 0, str, release=True))
+    assert freed == kept
+    assert [len(r) for _, _, r in records] == [0] * 5
+
+
+@compiled_only
+def test_records_to_bytes_refuse_what_does_not_fit() -> None:
+    """Hostile arguments to the compiled steps give one clear error, never a crash."""
+    fp = recorder_module._fastpath
+    names, [(_, _, records)] = _as_records([(1, "l", [("a", 1, 2, {"k": "v"}),
+                                                      ("b", 3, 4, None)])])
+    assert fp.line_order(records, None, None) is None  # in order already: no order made
+    order = fp.line_order(records, 2, None)
+    assert np.frombuffer(order, np.uint32).tolist() == [1]
+    order = np.array([0, 1], np.uint32).tobytes()
+    md = np.array([1, 2, 3, 4], np.int64)
+    blob_of = np.array([-1, -1, 0, -1], np.int64)  # names: a, k, v, b
+    args = (md, md, blob_of, np.array([enc.STR_VALUE], np.int8), np.array([0, 1], np.int64), b"v")
+    assert len(fp.encode_line(records, order, 0, *args)) > 0
+    for bad_order in (np.array([2], np.uint32).tobytes(), b"\x00\x00\x00"):
+        with pytest.raises(ValueError):
+            fp.encode_line(records, bad_order, 0, *args)
+    with pytest.raises(ValueError):  # a name with no metadata id
+        fp.encode_line(records, order, 0, md[:1], *args[1:])
+    with pytest.raises(ValueError):  # a string value with no blob
+        fp.encode_line(records, order, 0, md, md, np.full(4, -1, np.int64), *args[3:])
+    with pytest.raises(ValueError):  # blobs that lie
+        fp.encode_line(records, order, 0, md, md, blob_of, args[3], np.array([0, 9], np.int64),
+                       b"v")
+    with pytest.raises(TypeError):
+        fp.encode_line(records, order, 0, md.astype(np.int32), *args[1:])
+    with pytest.raises(ValueError):
+        fp.first_uses([(records, np.array([5], np.uint32).tobytes())])
+    with pytest.raises(TypeError):
+        fp.first_uses([(records,)])
+    with pytest.raises(TypeError):
+        fp.line_order(object(), 0, 1)

@@ -64,10 +64,11 @@ DEFAULT_MAX_BYTES = 64 << 20
 MIN_MAX_BYTES = 16 << 20
 # Bytes of one binary event record (records.h): a segment's event cap keeps its events
 # within its share of the bound even inside one step (stats are checked at each step).
-EVENT_RECORD_BYTES = 24
-# What a segment may still allocate at once: one chunk of events and one of stats (records.c);
-# a segment with less room than this left in its share hands over to a new one.
-CHUNK_BYTES = 8192 * 24 + 4096 * 16
+EVENT_RECORD_BYTES = 16
+# What a segment may still allocate at once: one chunk of events, one of stats and one of long
+# events' ends (records_impl.h); a segment with less room than this left in its share hands
+# over to a new one. (_fastpath.EVENT_RECORD_BYTES and CHUNK_BYTES say the same.)
+CHUNK_BYTES = 8192 * 16 + 4096 * 24 + 1024 * 16
 # By default the ring holds host annotations and stepscope's instrumentation, no counters.
 DEFAULT_OPTIONS = ProfilerOptions(host_tracer_level=2, counter_interval_ms=0)
 # Triggers that cool-down and max_dumps limit (the others are explicit requests).

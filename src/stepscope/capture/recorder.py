@@ -4,9 +4,10 @@ Each thread appends to its own buffer (no lock on the hot path); one shared coun
 the session's event cap, so memory stays bounded however long the session runs.
 
 Where the compiled ``_fastpath`` was built, a buffer's events are fixed-size binary records
-(``Records``: 24 bytes per event, 16 per stat, names interned to ids in the recorder's
+(``Records``: 16 bytes per event, 24 per stat, names interned to ids in the recorder's
 ``Names``), written by ``Trace`` and the Python tracer's hook without a Python object per
-event, and read back as NumPy columns at stop (``recorder_columns``). Without it (or with
+event, and written as XPlane bytes straight from them at stop (``recorder_to_xplane``), or
+read back as NumPy columns (``recorder_columns``). Without it (or with
 ``STEPSCOPE_PURE_PYTHON``), events are tuples in lists, as ``Event`` says.
 """
 

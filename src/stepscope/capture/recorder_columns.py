@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.capture import recorder
 from stepscope.capture.recorder import ThreadBuffer
 
 # Stat kinds, as records.h numbers them.
@@ -122,6 +123,27 @@ def buffer_columns(buf: ThreadBuffer, names: Any) -> EventColumns:
     if buf.records is not None and len(buf.records):
         parts.append(records_columns(buf.records))
     return EventColumns.concat(parts)
+
+
+def line_records(names: Any, sources: list[ThreadBuffer | list[Any]]) -> Any:
+    """One compiled ``Records`` (of ``names``) holding the events of ``sources`` (buffers,
+    or lists of event tuples) in the order ``buffer_columns`` reads them: a buffer's tuples,
+    then its records. A lone buffer of records only is returned as it is; otherwise the
+    events are copied (threads whose id was reused, and the rare tuples)."""
+    if len(sources) == 1:
+        only = sources[0]
+        if isinstance(only, ThreadBuffer) and not only.listed and only.records is not None:
+            return only.records
+    out = recorder._fastpath.Records(names)
+    for source in sources:
+        tuples = source.listed if isinstance(source, ThreadBuffer) else source
+        for event in tuples:
+            stats = event[3] if len(event) > 3 else None
+            out.add(event[0], int(event[1]), int(event[2]),
+                    dict(stats) if stats else None)
+        if isinstance(source, ThreadBuffer) and source.records is not None:
+            out.extend(source.records)
+    return out
 
 
 def _value_of(objects: list[Any], kind: int, value: int) -> Any:

@@ -1,4 +1,5 @@
-"""A recorder's event columns → the columns of an XPlane (``xplane_encoder.PlaneColumns``).
+"""A recorder's events → an XPlane: from columns (``plane_columns``, then ``xplane_encoder``),
+or straight from the compiled records (``plane_parts``: ``records_xplane.c``), the same bytes.
 
 Per line: events that began before ``keep_from_ns`` (or, where given, at or after
 ``keep_until_ns``) are left out, the rest sorted by start
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from stepscope.capture import recorder
 from stepscope.capture.recorder_columns import (
     I64,
     STAT_BOOL,
@@ -24,12 +26,15 @@ from stepscope.capture.recorder_columns import (
     STAT_STR,
     STAT_UINT,
     EventColumns,
+    records_columns,
 )
 from stepscope.capture.safe_text import TextRepairs
 from stepscope.formats import xplane_encoder as enc
 
 # (line id, line name, its events).
 Line = tuple[int, str, EventColumns]
+# (line id, line name, its events as columns or as one compiled Records).
+AnyLine = tuple[int, str, Any]
 
 # The XStat value field of each stat kind (strings' and objects' are settled per value).
 _FIELD_OF_KIND = {STAT_INT: enc.INT64_VALUE, STAT_BOOL: enc.INT64_VALUE,
@@ -150,3 +155,91 @@ def plane_columns(plane_id: int, plane_name: str, lines: list[Line], objects: li
         nstats=cols.nstats.astype(np.int32, copy=False),
         stat_metadata_id=stat_md, stat_field=field, stat_value=value, blobs=blobs)
 
+
+
+def _metadata_of(ids: Any, text_of: Callable[[int], str], size: int) -> tuple[I64, list[str]]:
+    """Metadata ids (from 1) by Names id for ``ids`` (in order of first use), equal texts
+    merged, and the texts."""
+    md_of = np.zeros(size, dtype=np.int64)
+    by_text: dict[str, int] = {}
+    for name_id in ids.tolist():
+        md_of[name_id] = by_text.setdefault(text_of(name_id), len(by_text) + 1)
+    return md_of, list(by_text)
+
+
+def _blobs_of(value_ids: Any, objects: list[Any], repairs: TextRepairs,
+              size: int) -> tuple[I64, Any, I64, bytes]:
+    """For string (and object) stat values: the blob of each Names id (-1 for none), each
+    blob's XStat field, where each begins in the joined blobs, and those."""
+    blob_of = np.full(size, -1, dtype=np.int64)
+    fields = np.empty(len(value_ids), dtype=np.int8)
+    blobs: list[bytes] = []
+    for j, obj_id in enumerate(value_ids.tolist()):
+        obj = objects[obj_id]
+        blob_of[obj_id] = j
+        if isinstance(obj, bytes):
+            fields[j] = enc.BYTES_VALUE
+            blobs.append(obj)
+        else:
+            fields[j] = enc.STR_VALUE
+            blobs.append(repairs.text(obj).encode("utf-8"))
+    begin = _exclusive_cumsum([len(b) for b in blobs])
+    return blob_of, fields, begin, b"".join(blobs)
+
+
+def plane_parts(plane_id: int, plane_name: str, lines: list[AnyLine], objects: list[Any],
+                timestamp_ns: int, keep_from_ns: int, name_of: Callable[[Any], str],
+                keep_until_ns: int | None = None, repairs: TextRepairs | None = None,
+                release: bool = False,
+                compiled: bool | None = None) -> list[bytes | memoryview]:
+    """The serialised XPlane holding ``lines``, in parts (``xplane_encoder.plane_parts``),
+    as ``plane_columns`` and ``encode_plane`` would write it.
+
+    Where every line holds one compiled ``Records`` (and ``compiled`` is not False), the
+    events go from the records' chunks to bytes in C, one line at a time, with no column
+    per event; ``release`` then frees each line's records once its bytes are made (the
+    session is over). Otherwise records are read as columns first. ``objects`` are the
+    names by id (of the records' ``Names``).
+    """
+    if repairs is None:
+        repairs = TextRepairs()
+    fp = recorder._fastpath
+    fast = (compiled is not False and fp is not None
+            and all(not isinstance(events, EventColumns) for _, _, events in lines))
+    if not fast:
+        cols: list[Line] = [(line_id, name, events if isinstance(events, EventColumns)
+                             else records_columns(events)) for line_id, name, events in lines]
+        p = plane_columns(plane_id, plane_name, cols, objects, timestamp_ns, keep_from_ns,
+                          name_of, keep_until_ns, repairs)
+        return enc.plane_parts(p.id, p.name, p.line_id, p.line_name, p.line_timestamp_ns,
+                               enc.line_events(p), p.event_names, p.stat_names)
+    fix = repairs.text
+
+    def event_name(i: int) -> str:
+        try:
+            name = name_of(objects[i])
+        except Exception:  # noqa: BLE001 - a user's object whose name cannot be made
+            repairs.count += 1
+            return "<unprintable name>"
+        return fix(name)
+
+    # As _ordered: a keep_from_ns of 0 keeps everything, negative starts too.
+    orders = [fp.line_order(records, keep_from_ns or None, keep_until_ns)
+              for _, _, records in lines]
+    name_ids, key_ids, value_ids = (np.frombuffer(ids, dtype=np.int32) for ids in
+                                    fp.first_uses([(records, order) for (_, _, records), order
+                                                   in zip(lines, orders, strict=True)]))
+    size = len(objects)
+    md_name, event_names = _metadata_of(name_ids, event_name, size)
+    md_key, stat_names = _metadata_of(key_ids, lambda i: fix(objects[i]), size)
+    blob_of, blob_field, blob_begin, blobs = _blobs_of(value_ids, objects, repairs, size)
+    events: list[bytes | memoryview] = []
+    for i, (_, _, records) in enumerate(lines):
+        events.append(fp.encode_line(records, orders[i], timestamp_ns, md_name, md_key,
+                                     blob_of, blob_field, blob_begin, blobs))
+        orders[i] = b""  # its memory goes (b"" orders nothing; None would be all)
+        if release:
+            records.clear()
+    return enc.plane_parts(plane_id, plane_name, [line_id for line_id, _, _ in lines],
+                           [fix(name) for _, name, _ in lines], [timestamp_ns] * len(lines),
+                           events, event_names, stat_names)

@@ -9,23 +9,12 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "records.h"
+#include "records_impl.h"
 
-/* Records per chunk: 8192 events (192 KiB), 4096 stats (64 KiB). Chunks are allocated with
- * the system allocator (large ones are mapped lazily) and never moved while recording. */
-#define EVENTS_PER_CHUNK 8192
-#define STATS_PER_CHUNK 4096
 /* Stats of one event converted on the stack before they are written; more use the heap. */
 #define STACK_STATS 8
 
 /* ---- chunked arrays -------------------------------------------------------------------- */
-
-typedef struct {
-    char **chunks;
-    Py_ssize_t nchunks;
-    Py_ssize_t capacity; /* room in `chunks` */
-    Py_ssize_t n;        /* items */
-} Chunks;
 
 /* A slot for one more item, or NULL (out of memory; nothing changed). */
 static void *
@@ -83,16 +72,6 @@ chunks_bytes(Chunks *c, size_t itemsize, Py_ssize_t per_chunk)
 }
 
 /* ---- Names ----------------------------------------------------------------------------- */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *objects; /* list: id -> object */
-    PyObject *ids;     /* dict: str -> id, for str names (by text) */
-    PyObject **keys;   /* identity map for other objects: open addressing, NULL = empty; */
-    int32_t *values;   /* the keys are held by `objects`, so their addresses stay theirs */
-    Py_ssize_t capacity;
-    Py_ssize_t used;
-} NamesObject;
 
 static PyTypeObject NamesType;
 
@@ -333,14 +312,13 @@ static PyTypeObject NamesType = {
 
 /* ---- Records --------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    NamesObject *names;
-    Chunks events; /* EventRecord */
-    Chunks stats;  /* StatRecord */
-} RecordsObject;
-
 static PyTypeObject RecordsType;
+
+int
+records_check(PyObject *obj)
+{
+    return PyObject_TypeCheck(obj, &RecordsType);
+}
 
 static PyObject *
 Records_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -365,6 +343,7 @@ Records_dealloc(RecordsObject *self)
 {
     chunks_free(&self->events);
     chunks_free(&self->stats);
+    chunks_free(&self->longs);
     Py_XDECREF(self->names);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -436,6 +415,52 @@ stat_record(NamesObject *names, PyObject *key, PyObject *value, StatRecord *out)
     return 0;
 }
 
+/* Write one event and its stats (converted already): all of its records, or none (-1, out
+ * of memory). Runs no Python code. */
+static int
+records_write(RecordsObject *self, int32_t name, long long start, long long end,
+              const StatRecord *stats, Py_ssize_t nstats)
+{
+    int64_t index = self->events.n;
+    Py_ssize_t stats_before = self->stats.n, longs_before = self->longs.n;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < nstats && ok; i++) {
+        StatRecord *slot = chunks_push(&self->stats, sizeof(StatRecord), STATS_PER_CHUNK);
+        if (slot == NULL) {
+            ok = 0;
+        } else {
+            *slot = stats[i];
+            slot->event = index;
+        }
+    }
+    /* The duration in 32 bits where it fits (nearly always), else the end on the side. */
+    uint32_t dur = DUR_FAR;
+    if (end >= start && (uint64_t)end - (uint64_t)start < DUR_FAR) {
+        dur = (uint32_t)((uint64_t)end - (uint64_t)start);
+    } else if (ok) {
+        LongRecord *slot = chunks_push(&self->longs, sizeof(LongRecord), LONGS_PER_CHUNK);
+        if (slot == NULL) {
+            ok = 0;
+        } else {
+            slot->event = index;
+            slot->end = end;
+        }
+    }
+    EventRecord *event = ok ? chunks_push(&self->events, sizeof(EventRecord),
+                                          EVENTS_PER_CHUNK)
+                            : NULL;
+    if (event == NULL) {
+        self->stats.n = stats_before;
+        self->longs.n = longs_before;
+        PyErr_NoMemory();
+        return -1;
+    }
+    event->start = start;
+    event->dur = dur;
+    event->name = (uint32_t)name | (nstats > 0 ? FLAG_STATS : 0);
+    return 0;
+}
+
 int
 records_append(PyObject *records, PyObject *what, long long start, long long end,
                PyObject *const *keys, PyObject *const *values, Py_ssize_t n,
@@ -488,29 +513,7 @@ records_append(PyObject *records, PyObject *what, long long start, long long end
         }
     }
     if (rc == 0) {
-        /* From here on no Python code runs: the event's records are written together. */
-        Py_ssize_t stats_before = self->stats.n;
-        for (Py_ssize_t i = 0; i < got && rc == 0; i++) {
-            StatRecord *slot = chunks_push(&self->stats, sizeof(StatRecord), STATS_PER_CHUNK);
-            if (slot == NULL) {
-                rc = -1;
-            } else {
-                *slot = stats[i];
-            }
-        }
-        EventRecord *event = rc == 0 ? chunks_push(&self->events, sizeof(EventRecord),
-                                                   EVENTS_PER_CHUNK)
-                                     : NULL;
-        if (event == NULL) {
-            self->stats.n = stats_before;
-            PyErr_NoMemory();
-            rc = -1;
-        } else {
-            event->name = name;
-            event->nstats = (int32_t)got;
-            event->start = start;
-            event->end = end;
-        }
+        rc = records_write(self, name, start, end, stats, got);
     }
     if (stats != on_stack) {
         PyMem_Free(stats);
@@ -560,46 +563,17 @@ Records_dump(RecordsObject *self, PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(NN)", events, stats);
 }
 
-/* One field of every item: `width` bytes at `offset` in each `itemsize`-byte item. */
-static PyObject *
-chunks_field(Chunks *c, size_t itemsize, Py_ssize_t per_chunk, size_t offset, size_t width)
-{
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)width * c->n);
-    if (out == NULL) {
-        return NULL;
-    }
-    char *dst = PyBytes_AS_STRING(out);
-    Py_ssize_t left = c->n;
-    for (Py_ssize_t i = 0; left > 0; i++) {
-        Py_ssize_t take = left < per_chunk ? left : per_chunk;
-        const char *src = c->chunks[i] + offset;
-        if (width == 8) {
-            for (Py_ssize_t j = 0; j < take; j++, dst += 8, src += itemsize) {
-                memcpy(dst, src, 8);
-            }
-        } else {
-            for (Py_ssize_t j = 0; j < take; j++, dst += 4, src += itemsize) {
-                memcpy(dst, src, 4);
-            }
-        }
-        left -= take;
-    }
-    return out;
-}
-
+/* Every event's fields as columns: name (int32), start, end (int64), nstats (int32); and
+ * every stat's key, kind (int32) and value (int64). */
 static PyObject *
 Records_columns(RecordsObject *self, PyObject *Py_UNUSED(ignored))
 {
-    Chunks *ev = &self->events, *st = &self->stats;
-    const size_t es = sizeof(EventRecord), ss = sizeof(StatRecord);
+    Py_ssize_t n = self->events.n, ns = self->stats.n;
     PyObject *cols[7] = {
-        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, name), 4),
-        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, start), 8),
-        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, end), 8),
-        chunks_field(ev, es, EVENTS_PER_CHUNK, offsetof(EventRecord, nstats), 4),
-        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, key), 4),
-        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, kind), 4),
-        chunks_field(st, ss, STATS_PER_CHUNK, offsetof(StatRecord, value), 8),
+        PyBytes_FromStringAndSize(NULL, 4 * n), PyBytes_FromStringAndSize(NULL, 8 * n),
+        PyBytes_FromStringAndSize(NULL, 8 * n), PyBytes_FromStringAndSize(NULL, 4 * n),
+        PyBytes_FromStringAndSize(NULL, 4 * ns), PyBytes_FromStringAndSize(NULL, 4 * ns),
+        PyBytes_FromStringAndSize(NULL, 8 * ns),
     };
     for (int i = 0; i < 7; i++) {
         if (cols[i] == NULL) {
@@ -608,6 +582,37 @@ Records_columns(RecordsObject *self, PyObject *Py_UNUSED(ignored))
             }
             return NULL;
         }
+    }
+    int32_t *name = (int32_t *)PyBytes_AS_STRING(cols[0]);
+    int64_t *start = (int64_t *)PyBytes_AS_STRING(cols[1]);
+    int64_t *end = (int64_t *)PyBytes_AS_STRING(cols[2]);
+    int32_t *nstats = (int32_t *)PyBytes_AS_STRING(cols[3]);
+    int32_t *key = (int32_t *)PyBytes_AS_STRING(cols[4]);
+    int32_t *kind = (int32_t *)PyBytes_AS_STRING(cols[5]);
+    int64_t *value = (int64_t *)PyBytes_AS_STRING(cols[6]);
+    Py_ssize_t row = 0, far = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const EventRecord *ev = event_at(&self->events, i);
+        name[i] = (int32_t)(ev->name & NAME_MASK);
+        start[i] = ev->start;
+        if (ev->dur != DUR_FAR) {
+            end[i] = (int64_t)((uint64_t)ev->start + ev->dur);
+        } else {
+            while (far < self->longs.n && long_at(&self->longs, far)->event < i) {
+                far++;
+            }
+            end[i] = far < self->longs.n ? long_at(&self->longs, far)->end : ev->start;
+        }
+        int32_t count = 0;
+        while (row < ns && stat_at(&self->stats, row)->event == i) {
+            const StatRecord *st = stat_at(&self->stats, row);
+            key[row] = st->key;
+            kind[row] = st->kind;
+            value[row] = st->value;
+            row++;
+            count++;
+        }
+        nstats[i] = count;
     }
     return Py_BuildValue("(NNNNNNN)", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
                          cols[6]);
@@ -618,7 +623,77 @@ Records_clear(RecordsObject *self, PyObject *Py_UNUSED(ignored))
 {
     chunks_free(&self->events);
     chunks_free(&self->stats);
+    chunks_free(&self->longs);
     Py_RETURN_NONE;
+}
+
+static PyObject *
+Records_extend(RecordsObject *self, PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &RecordsType)) {
+        PyErr_SetString(PyExc_TypeError, "extend takes Records");
+        return NULL;
+    }
+    RecordsObject *other = (RecordsObject *)arg;
+    if (other->names != self->names) {
+        PyErr_SetString(PyExc_ValueError, "extend: the Records name by different Names");
+        return NULL;
+    }
+    if (other == self) {
+        PyErr_SetString(PyExc_ValueError, "extend: a Records cannot extend itself");
+        return NULL;
+    }
+    Py_ssize_t n = other->events.n, row = 0;
+    StatRecord on_stack[STACK_STATS];
+    StatRecord *stats = on_stack;
+    Py_ssize_t room = STACK_STATS;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        const EventRecord *ev = event_at(&other->events, i);
+        Py_ssize_t first = row;
+        while (row < other->stats.n && stat_at(&other->stats, row)->event == i) {
+            row++;
+        }
+        if (row - first > room) {
+            if (stats != on_stack) {
+                PyMem_Free(stats);
+            }
+            room = row - first;
+            stats = PyMem_Malloc((size_t)room * sizeof(StatRecord));
+            if (stats == NULL) {
+                PyErr_NoMemory();
+                return NULL;
+            }
+        }
+        for (Py_ssize_t k = first; k < row; k++) {
+            stats[k - first] = *stat_at(&other->stats, k);
+        }
+        rc = records_write(self, (int32_t)(ev->name & NAME_MASK), ev->start,
+                           event_end(other, i, ev), stats, row - first);
+    }
+    if (stats != on_stack) {
+        PyMem_Free(stats);
+    }
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Records_span(RecordsObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->events.n == 0) {
+        Py_RETURN_NONE;
+    }
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < self->events.n; i++) {
+        const EventRecord *ev = event_at(&self->events, i);
+        int64_t end = event_end(self, i, ev);
+        lo = ev->start < lo ? ev->start : lo;
+        hi = end > hi ? end : hi;
+    }
+    return Py_BuildValue("(LL)", (long long)lo, (long long)hi);
 }
 
 static PyObject *
@@ -632,7 +707,8 @@ static PyObject *
 Records_get_nbytes(RecordsObject *self, void *Py_UNUSED(closure))
 {
     size_t bytes = (size_t)self->events.nchunks * EVENTS_PER_CHUNK * sizeof(EventRecord) +
-                   (size_t)self->stats.nchunks * STATS_PER_CHUNK * sizeof(StatRecord);
+                   (size_t)self->stats.nchunks * STATS_PER_CHUNK * sizeof(StatRecord) +
+                   (size_t)self->longs.nchunks * LONGS_PER_CHUNK * sizeof(LongRecord);
     return PyLong_FromSize_t(bytes);
 }
 
@@ -649,8 +725,12 @@ static PyMethodDef Records_methods[] = {
      "(events, stats): the records as bytes, EventRecords then StatRecords, in order."},
     {"columns", (PyCFunction)Records_columns, METH_NOARGS,
      "(name, start, end, nstats, stat key, stat kind, stat value): each field of every "
-     "record as the bytes of a contiguous array (int32 or int64)."},
+     "event or stat as the bytes of a contiguous array (int32 or int64)."},
     {"clear", (PyCFunction)Records_clear, METH_NOARGS, "Forget every record."},
+    {"extend", (PyCFunction)Records_extend, METH_O,
+     "extend(other): append a copy of every event of another Records of the same Names."},
+    {"span", (PyCFunction)Records_span, METH_NOARGS,
+     "(earliest start, latest end) of the events, or None when there are none."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -915,7 +995,13 @@ records_add_types(PyObject *module)
 {
     if (add_type(module, &NamesType, "Names") < 0 ||
         add_type(module, &RecordsType, "Records") < 0 ||
-        add_type(module, &SinkType, "Sink") < 0) {
+        add_type(module, &SinkType, "Sink") < 0 ||
+        PyModule_AddFunctions(module, records_xplane_methods) < 0 ||
+        PyModule_AddIntConstant(module, "EVENT_RECORD_BYTES", sizeof(EventRecord)) < 0 ||
+        PyModule_AddIntConstant(module, "CHUNK_BYTES",
+                                EVENTS_PER_CHUNK * sizeof(EventRecord) +
+                                    STATS_PER_CHUNK * sizeof(StatRecord) +
+                                    LONGS_PER_CHUNK * sizeof(LongRecord)) < 0) {
         return -1;
     }
     PyObject *capsule = PyCapsule_New(&g_api, RECORDS_API_CAPSULE, NULL);

@@ -4,9 +4,9 @@
  *   ids: a str by its text, any other object (a code object of the Python tracer) by
  *   identity. `objects[id]` is the object itself.
  * - Records: one thread's events, in chunks that are never moved or copied while recording:
- *   an EventRecord per event and, for the few events with stats, their StatRecords in event
- *   order (an event's stats are the next `nstats` stat records). Read back as NumPy columns
- *   at stop (`columns`).
+ *   an EventRecord (16 bytes) per event and, for the few events with stats, their StatRecords
+ *   in event order, each naming its event. Read back as NumPy columns (`columns`), or
+ *   written as XPlane bytes straight from the chunks at stop (records_xplane.c).
  * - Sink: what a session's Trace events go to: the event cap's counter and, per thread, the
  *   Records that thread writes to (found through a thread-local cache).
  *
@@ -19,19 +19,31 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* One event: 24 bytes (read back field by field by Records.columns). */
+/* One event: 16 bytes. Its end is start + dur where 0 <= end - start < DUR_FAR; else dur is
+ * DUR_FAR and a LongRecord holds the end. Its stats (FLAG_STATS set) are the StatRecords
+ * whose `event` is its index. */
 typedef struct {
-    int32_t name;   /* Names id */
-    int32_t nstats; /* how many stat records follow for this event */
     int64_t start;  /* ns since the epoch */
-    int64_t end;
+    uint32_t dur;   /* end - start in ns, or DUR_FAR */
+    uint32_t name;  /* Names id, with FLAG_STATS */
 } EventRecord;
 
-/* One stat of an event: 16 bytes. */
+#define DUR_FAR UINT32_MAX
+#define FLAG_STATS 0x80000000u
+#define NAME_MASK 0x7FFFFFFFu
+
+/* The end of an event whose duration does not fit in `dur` (negative, or >= 4.29 s). */
 typedef struct {
+    int64_t event; /* index of the event in its Records */
+    int64_t end;
+} LongRecord;
+
+/* One stat of an event: 24 bytes (events with stats are few). */
+typedef struct {
+    int64_t event; /* index of the event in its Records */
+    int64_t value; /* the integer, the double's bits, or a Names id */
     int32_t key;   /* Names id of the stat's name */
     int32_t kind;  /* STAT_* below */
-    int64_t value; /* the integer, the double's bits, or a Names id */
 } StatRecord;
 
 /* Stat kinds; recorder_columns.py has the same numbers. */

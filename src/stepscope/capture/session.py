@@ -21,7 +21,7 @@ from stepscope.capture.memory_tracer import MemoryTracer, MemoryTracerUnavailabl
 from stepscope.capture.options import ProfilerOptions
 from stepscope.capture.python_sampler import PythonSampler
 from stepscope.capture.python_tracer import PythonTracer
-from stepscope.capture.recorder import Recorder
+from stepscope.capture.recorder import Recorder, ThreadBuffer
 from stepscope.capture.system_counters import SystemCounters
 from stepscope.errors import (
     InvalidOptionError,
@@ -240,14 +240,16 @@ def stop(save: bool = True) -> Path | None:
     if not save:
         return None
     host = layout.local_hostname()
-    data = build_space(session, stop_ns, host)
+    data = build_space_parts(session, stop_ns, host, release=True)
     path = save_profile(session.logdir, session.started_at, host, data, rec.recorded)
     log.info("stepscope profile written to %s", path)
     return path
 
 
-def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, events: int) -> Path:
-    """Write a profile into a new run folder of ``logdir``; return its path.
+def save_profile(logdir: Path, started_at: datetime, host: str,
+                 data: bytes | list[bytes | memoryview], events: int) -> Path:
+    """Write a profile (bytes, or parts to write one after the other) into a new run folder
+    of ``logdir``; return its path.
 
     Whatever the filesystem does (a bucket that cannot be reached, a full disk, a folder
     removed), the recording is not lost: a complete copy is kept locally
@@ -278,7 +280,11 @@ def save_profile(logdir: Path, started_at: datetime, host: str, data: bytes, eve
                               "reached.") from err
         raise LogdirError(f"Cannot write the profile to {target} ({reason}), nor a copy to "
                           f"{'; '.join(tried)}: the recording ({events:,} events, "
-                          f"{len(data):,} bytes) is lost.") from err
+                          f"{_size(data):,} bytes) is lost.") from err
+
+
+def _size(data: bytes | list[bytes | memoryview]) -> int:
+    return sum(len(part) for part in data) if isinstance(data, list) else len(data)
 
 
 def unsent_dirs() -> list[Path]:
@@ -289,7 +295,8 @@ def unsent_dirs() -> list[Path]:
     return dirs
 
 
-def keep_locally(data: bytes, run: str, name: str) -> tuple[Path | None, list[str]]:
+def keep_locally(data: bytes | list[bytes | memoryview], run: str,
+                 name: str) -> tuple[Path | None, list[str]]:
     """Keep a profile that could not reach its logdir: the first of :func:`unsent_dirs`
     that takes it, under the run and file names it was meant to have. Returns that path
     (None if none took it) and, for each place that refused, where and why."""
@@ -353,7 +360,8 @@ def stop_capture(host: str) -> Captured:
     if rec.dropped:
         log.warning("stepscope dropped %s events after reaching max_events=%s in a remote "
                     "capture.", f"{rec.dropped:,}", f"{rec.max_events:,}")
-    return Captured(build_space(session, stop_ns, host), rec.recorded, rec.dropped)
+    return Captured(build_space(session, stop_ns, host, release=True), rec.recorded,
+                    rec.dropped)
 
 
 def discard_before(when_ns: int) -> None:
@@ -389,8 +397,9 @@ def is_running() -> bool:
 class SpaceParts:
     """Everything a profile's ``XSpace`` is made of (``encode_space`` turns it into bytes).
 
-    Lines are ``(line id, line name, EventColumns)`` whose name ids index ``objects``; what
-    began before ``keep_from_ns`` is left out. ``env`` holds extra Task Environment stats.
+    Lines are ``(line id, line name, events)``, the events as ``EventColumns`` or as one
+    compiled ``Records`` per line, whose name ids index ``objects``; what began before
+    ``keep_from_ns`` is left out. ``env`` holds extra Task Environment stats.
     """
 
     host: str
@@ -411,18 +420,35 @@ class SpaceParts:
     sampler: Any = None  # the Python sampler's plane (PlaneColumns), where it ran
 
 
-def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
-    """Turn what the session recorded into a serialised ``XSpace``."""
+def build_space(session: _Session, stop_ns: int, host: str, release: bool = False) -> bytes:
+    """Turn what the session recorded into a serialised ``XSpace``; ``release`` frees the
+    recorder's events line by line as they are written (the session is over)."""
+    return b"".join(build_space_parts(session, stop_ns, host, release))
+
+
+def build_space_parts(session: _Session, stop_ns: int, host: str,
+                      release: bool = False) -> list[bytes | memoryview]:
+    """``build_space``'s bytes in parts, to be written one after the other."""
     from stepscope.capture import recorder_columns as rc
     from stepscope.capture.python_sampler import sampler_plane
 
     rec = session.recorder
     rec.refresh_thread_names()
-    host_lines = [(line_id, name, rc.EventColumns.concat(parts))
-                  for line_id, (name, parts) in _host_lines(session, rc.buffer_columns).items()]
-    py_lines = None
+    sources = _host_sources(session)
+    host_lines: list[Any]
+    if rec.compiled:  # one Records per line: written straight from its chunks
+        host_lines = [(line_id, name, rc.line_records(rec.names, parts))
+                      for line_id, (name, parts) in sources.items()]
+    else:
+        host_lines = [(line_id, name, rc.EventColumns.concat(
+            [rc.buffer_columns(part, rec.names) if isinstance(part, ThreadBuffer)
+             else rc.tuples_to_columns(part, rec.names) for part in parts]))
+            for line_id, (name, parts) in sources.items()]
+    py_lines: list[Any] | None = None
     if session.python_tracer is not None:
-        py_lines = [(buf.thread_id, buf.thread_name, rc.buffer_columns(buf, rec.names))
+        py_lines = [(buf.thread_id, buf.thread_name,
+                     rc.line_records(rec.names, [buf]) if rec.compiled
+                     else rc.buffer_columns(buf, rec.names))
                     for buf in rec.python_buffers if len(buf)]
     sampler = session.python_sampler
     env: dict[str, Any] = {}
@@ -430,24 +456,47 @@ def build_space(session: _Session, stop_ns: int, host: str) -> bytes:
         env = {schema.ENV_SAMPLER_TICKS: len(sampler.tick_ns),
                schema.ENV_SAMPLER_CPU_NS: sampler.cpu_ns}
     # Names of tuples just turned into columns are in `names.objects` by now.
-    return encode_space(SpaceParts(
+    return encode_space_parts(SpaceParts(
         host=host, start_ns=max(session.start_ns, session.keep_from_ns), stop_ns=stop_ns,
         keep_from_ns=session.keep_from_ns, host_lines=host_lines, python_lines=py_lines,
         objects=rec.names.objects, samples=rec.samples, bridge_data=session.bridge_data,
         recorded=rec.recorded, dropped=rec.dropped, max_events=rec.max_events,
         options=session.options, env=env,
         sampler=None if sampler is None else sampler_plane(
-            sampler, max(session.start_ns, session.keep_from_ns), session.keep_from_ns)))
+            sampler, max(session.start_ns, session.keep_from_ns), session.keep_from_ns)),
+        release=release)
 
 
-def encode_space(parts: SpaceParts) -> bytes:
-    """Serialise a profile's ``XSpace``.
+def _last_end(lines: list[Any]) -> int:
+    """The latest end of the events of ``lines`` (columns or records); 0 when none."""
+    from stepscope.capture.recorder_columns import EventColumns
 
-    The host and Python-tracer planes, where nearly all events are, are encoded from
-    columns (``recorder_to_xplane``, ``xplane_encoder``); the small ones (counters, task
-    environment) and the bridges' planes go through protobuf messages.
+    last = 0
+    for _, _, events in lines:
+        if isinstance(events, EventColumns):
+            if len(events):
+                last = max(last, int(events.end.max()))
+        else:
+            span = events.span()
+            if span is not None:
+                last = max(last, span[1])
+    return last
+
+
+def encode_space(parts: SpaceParts, release: bool = False) -> bytes:
+    """Serialise a profile's ``XSpace``."""
+    return b"".join(encode_space_parts(parts, release))
+
+
+def encode_space_parts(parts: SpaceParts, release: bool = False) -> list[bytes | memoryview]:
+    """A profile's serialised ``XSpace``, in parts (joined, or written one after the other).
+
+    The host and Python-tracer planes, where nearly all events are, are encoded from the
+    compiled records or from columns (``recorder_to_xplane``); the small ones (counters,
+    task environment) and the bridges' planes go through protobuf messages. ``release``
+    frees the records of each line once written.
     """
-    from stepscope.capture.recorder_to_xplane import plane_columns
+    from stepscope.capture.recorder_to_xplane import plane_parts
     from stepscope.capture.safe_text import TextRepairs
     from stepscope.formats import xplane_encoder as enc
 
@@ -455,23 +504,22 @@ def encode_space(parts: SpaceParts) -> bytes:
     repairs = TextRepairs()
     # Events are counted as they end: once the cap was reached, what ended later was
     # dropped, so the last kept end is when the profile became incomplete.
-    kept_until = max((int(cols.end.max()) for _, _, cols in parts.host_lines if len(cols)),
-                     default=0)
-    planes: list[bytes] = [enc.encode_plane(plane_columns(
+    kept_until = 0
+    if parts.dropped:
+        kept_until = _last_end(parts.host_lines + (parts.python_lines or []))
+    out: list[bytes | memoryview] = enc.space_plane_parts(plane_parts(
         schema.HOST_PLANE_ID, schema.HOST_PLANE, parts.host_lines, parts.objects, start_ns,
-        keep_from, _host_event_name, until, repairs))]
+        keep_from, _host_event_name, until, repairs, release))
 
     if parts.python_lines is not None:
         cache: dict[Any, str] = {}
-        kept_until = max([kept_until, *(int(c.end.max()) for _, _, c in parts.python_lines
-                                        if len(c))])
-        planes.append(enc.encode_plane(plane_columns(
+        out += enc.space_plane_parts(plane_parts(
             schema.PYTHON_TRACER_PLANE_ID, schema.PYTHON_TRACER_PLANE, parts.python_lines,
             parts.objects, start_ns, keep_from,
-            lambda what: PythonTracer.event_name(what, cache), until, repairs)))
+            lambda what: PythonTracer.event_name(what, cache), until, repairs, release))
 
     if parts.sampler is not None:
-        planes.append(enc.encode_plane(parts.sampler))
+        out += enc.space_plane_parts([enc.encode_plane(parts.sampler)])
 
     small = xb.new_space(parts.host)
     if parts.samples:
@@ -516,36 +564,33 @@ def encode_space(parts: SpaceParts) -> bytes:
         small.warnings.append(msg)
         log.warning(msg)
     # Planes first (field 1), in the order above; then the space's other fields.
-    planes += [plane.SerializeToString() for plane in small.planes]
+    for plane in small.planes:
+        out += enc.space_plane_parts([plane.SerializeToString()])
     del small.planes[:]
-    tail: bytes = small.SerializeToString()
-    return enc.encode_space_planes(planes) + tail
+    out.append(small.SerializeToString())
+    return out
 
 
 def _host_event_name(what: Any) -> str:
     return what if isinstance(what, str) else str(what)
 
 
-def _host_lines(session: _Session,
-                columns: Callable[[Any, Any], Any]) -> dict[int, tuple[str, list[Any]]]:
-    """Host events by line id, as columns: ours by thread (a thread id the system reused
-    shares its line), with the framework bridges' lines merged in."""
-    from stepscope.capture.recorder_columns import tuples_to_columns
-
+def _host_sources(session: _Session) -> dict[int, tuple[str, list[ThreadBuffer | list[Any]]]]:
+    """Where the host events of each line are, by line id: our buffers by thread (a thread
+    id the system reused shares its line), then the framework bridges' event lists."""
     rec = session.recorder
-    lines: dict[int, tuple[str, list[Any]]] = {}
+    lines: dict[int, tuple[str, list[ThreadBuffer | list[Any]]]] = {}
     for buf in rec.host_buffers:
         if buf.thread_id in lines:
-            lines[buf.thread_id][1].append(columns(buf, rec.names))
+            lines[buf.thread_id][1].append(buf)
         else:
-            lines[buf.thread_id] = (buf.thread_name, [columns(buf, rec.names)])
+            lines[buf.thread_id] = (buf.thread_name, [buf])
     for data in session.bridge_data:
         for bridged in data.host_lines:
-            cols = tuples_to_columns(bridged.events, rec.names)
             if bridged.line_id in lines:
-                lines[bridged.line_id][1].append(cols)
+                lines[bridged.line_id][1].append(bridged.events)
             else:
-                lines[bridged.line_id] = (bridged.name, [cols])
+                lines[bridged.line_id] = (bridged.name, [bridged.events])
     return lines
 
 

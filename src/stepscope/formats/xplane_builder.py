@@ -119,18 +119,21 @@ def file_mode() -> int:
     return 0o666 & ~_IMPORT_UMASK
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (a local path or what ``locations.as_path`` made of a URL)
-    so that readers never see a half-written file."""
+def write_atomic(path: Path, data: bytes | list[bytes | memoryview]) -> None:
+    """Write ``data`` (bytes, or parts written one after the other: no joined copy) to
+    ``path`` (a local path or what ``locations.as_path`` made of a URL) so that readers never
+    see a half-written file."""
+    parts = data if isinstance(data, list) else [data]
     if is_remote(path):
-        write_remote(path, data)
+        write_remote(path, b"".join(parts))  # (one bytes part is passed on as it is)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

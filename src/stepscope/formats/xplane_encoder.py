@@ -233,27 +233,41 @@ def _len_prefix(field: int, size: int) -> bytes:
 
 def encode_plane(p: PlaneColumns) -> bytes:
     """The serialised ``XPlane``."""
-    events = line_events(p)
+    return b"".join(plane_parts(p.id, p.name, p.line_id, p.line_name, p.line_timestamp_ns,
+                                line_events(p), p.event_names, p.stat_names))
+
+
+def plane_parts(plane_id: int, name: str, line_id: list[int], line_name: list[str],
+                line_timestamp_ns: list[int], events: list[bytes | memoryview],
+                event_names: list[str], stat_names: list[str]) -> list[bytes | memoryview]:
+    """A serialised ``XPlane`` in parts, to be joined (or written one after the other):
+    ``events`` holds each line's ``XLine.events`` fields, metadata ids are positions in
+    ``event_names`` / ``stat_names`` plus 1."""
     # Each message's fields in field-number order, as protobuf writes them: a plane's id and
     # name, its lines, its metadata; a line's id, name and timestamp, its events, display_id.
-    parts: list[bytes | memoryview] = [XPlane(id=p.id, name=p.name).SerializeToString()]
-    for i, line_id in enumerate(p.line_id):
-        head = XLine(id=line_id, name=p.line_name[i],
-                     timestamp_ns=p.line_timestamp_ns[i]).SerializeToString()
-        tail = XLine(display_id=line_id).SerializeToString()
+    parts: list[bytes | memoryview] = [XPlane(id=plane_id, name=name).SerializeToString()]
+    for i, one_id in enumerate(line_id):
+        head = XLine(id=one_id, name=line_name[i],
+                     timestamp_ns=line_timestamp_ns[i]).SerializeToString()
+        tail = XLine(display_id=one_id).SerializeToString()
         body = events[i]
         parts += [_len_prefix(3, len(head) + len(body) + len(tail)), head, body, tail]
     meta = XPlane()
-    for i, name in enumerate(p.event_names, start=1):
+    for i, text in enumerate(event_names, start=1):
         md = meta.event_metadata[i]
         md.id = i
-        md.name = name
-    for i, name in enumerate(p.stat_names, start=1):
+        md.name = text
+    for i, text in enumerate(stat_names, start=1):
         md = meta.stat_metadata[i]
         md.id = i
-        md.name = name
+        md.name = text
     parts.append(meta.SerializeToString())
-    return b"".join(parts)
+    return parts
+
+
+def space_plane_parts(plane: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """One ``XSpace.planes`` field holding the plane of ``plane_parts``, in parts."""
+    return [_len_prefix(1, sum(len(part) for part in plane)), *plane]
 
 
 def encode_space_planes(planes: list[bytes]) -> bytes:
