@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from hlo_text import parse_computation
 from stepscope.analysis.run_model.model_flops import op_flops
+from stepscope.analysis.xla.hlo_cost import cost_of, flops_known, flops_precision
 from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats
 from stepscope.analysis.xla.op_profile import MIN_FLOPS_COVERAGE, flops_coverage, op_profile
 from stepscope.analysis.xla.xla_model import OpMetrics
@@ -317,3 +319,37 @@ def test_tpu_mfu_from_the_profiles_model_flops_and_stated_peak() -> None:
     assert in_steps * 1e12 <= sum(o.model_flops for o in model.ops) * (1 + 1e-12)
     assert data["mfu"] == pytest.approx(
         host["model_tflop"] / (host["step_ms"] / 1e3) / (918.0 * 4), rel=1e-9)
+
+
+# -- XLA's cuDNN fused attention (``__cudnn$fmha…`` custom calls) ------------------------------
+
+# The forward and backward calls of XLA's flash-attention test with a padding mask
+# (openxla/xla, xla/service/gpu/tests/gpu_fused_mha_test.cc): q, k, v bf16[4,1024,4,64]
+# ([batch, seq, heads, head size]), results [batch, heads, seq, head size]. The configs keep
+# the fields the count reads, in the form XLA prints them (long layout fields cut).
+# cuDNN fused attention calls in their HLO text form (the file says where each comes from):
+# q, k, v bf16[4,1024,4,64] ([batch, seq, heads, head size]), results [batch, heads, seq, head
+# size].
+FMHA_HLO = Path(__file__).parent / "data" / "cudnn_fmha.hlo"
+
+
+def test_cudnn_fused_attention_counted_from_shapes() -> None:
+    module = parse_computation(FMHA_HLO.read_text())
+
+    def flops(name: str) -> float:
+        inst = module.instruction(name)
+        assert inst is not None and flops_known(inst)
+        return cost_of(module, inst).flops
+
+    # Q·Kᵀ and P·V: 2·(b·h)·sq·skv·(dqk + dv), b 4, h 4, sq = skv 1024, head sizes 64.
+    forward = 2 * (4 * 4) * 1024 * 1024 * (64 + 64)
+    assert flops("custom-call.7") == forward  # a padding mask: every pair counts
+    assert flops("custom-call.12") == 2.5 * forward  # backward, flash convention
+    assert flops("causal.13") == forward / 2
+    assert flops("causal_bwd.14") == 2.5 * forward / 2
+    assert flops("bias_dropout.15") == forward  # bias and dropout: no change to the GEMMs
+    # The older rewriter's form: [batch, heads, seq, head size] operands, K transposed.
+    assert flops("fmha-bmm-softmax-bmm") == 2 * (2 * 6) * 2048 * 2048 * (128 + 128)
+    assert flops("bad.19") == 0.0  # unreadable: no count, not an error
+    call = module.instruction("custom-call.7")
+    assert call is not None and flops_precision(module, call) == "bf16"
