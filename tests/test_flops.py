@@ -353,3 +353,33 @@ def test_cudnn_fused_attention_counted_from_shapes() -> None:
     assert flops("bad.19") == 0.0  # unreadable: no count, not an error
     call = module.instruction("custom-call.7")
     assert call is not None and flops_precision(module, call) == "bf16"
+
+
+# -- TF32: the peak of FP32 work that ran on TF32 tensor cores ---------------------------------
+
+A100_TF32 = (FIXTURES / "HolisticTraceAnalysis/tests/data/negative_queue_length_values_check/"
+             "rank0.json.gz")
+
+
+def test_fp32_work_on_tf32_kernels_uses_the_tf32_peak() -> None:
+    """An A100 PyTorch run in FP32 whose GEMMs are CUTLASS's ``tensorop_s1688gemm`` (TF32)
+    kernels: MFU against 156 TF32 TFLOP/s, not the 19.5 FP32 ones, and it says why."""
+    data = Run.open(A100_TF32, cache=False).overview().data["mfu"]
+    [host] = data["hosts"].values()
+    assert host["device"] == "NVIDIA A100-SXM4-80GB" and host["precision"] == "fp32"
+    assert (host["peak_precision"], host["peak_tflops"]) == ("tf32", 156.0)
+    assert any("TF32 peak is used" in n for n in host["notes"])
+    assert data["mfu"] == pytest.approx(
+        host["model_tflop"] / (host["step_ms"] / 1e3) / (156.0 * host["devices"]), rel=1e-9)
+
+
+def test_tf32_share_reads_kernel_names() -> None:
+    from stepscope.analysis.tools.mfu import tf32_share
+
+    tf32 = [("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nt_align1>(…)", 30),
+            ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", 10)]
+    simt = [("ampere_sgemm_128x64_nn", 60)]
+    half = [("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64>(…)", 9)]
+    assert tf32_share(tf32 + simt + half) == pytest.approx(0.4)
+    assert tf32_share(tf32 + half) == 1.0
+    assert tf32_share(half) is None and tf32_share([]) is None

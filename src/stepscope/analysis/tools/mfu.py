@@ -5,12 +5,15 @@ work). Model FLOPs come from the XLA programs (the profile's ``model_flops`` on 
 our count from the HLO, ``hlo_cost``) or, for PyTorch, from the shapes of its matmul,
 convolution and attention ops (``run_model.model_flops``). The peak is the one a user
 gives, else the one the profile states (TPU), else the published figure of the device at
-the precision most FLOPs ran in (``xla.device_peaks``). Where the peak or the FLOPs are
+the precision most FLOPs ran in (``xla.device_peaks``). FP32 work runs TF32 where the
+kernels say so (``tf32_share``): then the TF32 peak is used. Where the peak or the FLOPs are
 unknown, MFU is ``None`` and ``unknown`` says why.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +22,13 @@ from stepscope.analysis.xla import device_peaks
 from stepscope.analysis.xla.xla_model import XlaModel
 
 _PRECISION_OF = {**device_peaks.PRECISION_OF, "f64": "fp64"}
+# Matrix kernels of FP32 data that run on TF32 tensor cores: a ``tf32`` in the name (cuBLAS's
+# and cuDNN's ``sm80_xmma_…_tf32f32…``, ``ampere_tf32_…``, ``Ampere_hmma_tf32_traits``), or
+# CUTLASS's ``tensorop_s1688gemm`` (FP32 in and out, the m16n8k8 TF32 MMA; a 16-bit GEMM names
+# its type: ``tensorop_bf16_s16816gemm``).
+_TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm", re.IGNORECASE)
+# Matrix kernels of FP32 data on the FP32 units (SIMT): cuBLAS's ``sgemm``, cuDNN's ``scudnn``.
+_FP32_KERNEL = re.compile(r"sgemm|scudnn", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,15 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
     elif table is not None:
         peak_precision, peak = table.peak_for(precision)
         peak_source = table.source
+        if precision == "fp32" and "tf32" in table.tflops:
+            share = tf32_share((k[0], g.total_ns) for k, g in h.kernels.groups.items())
+            if share is not None and share > 0.5:
+                peak_precision, peak = table.peak_for("tf32")
+                notes.append(f"FP32 work ran TF32: {100 * share:.0f}% of the FP32 matrix "
+                             "kernels' time is in TF32 kernels, so the TF32 peak is used.")
+            else:
+                notes.append("FP32 peak used: the kernels do not show TF32 (if the run used "
+                             "it, give the TF32 peak: --peak-tflops).")
     else:
         peak, peak_source = None, "unknown"
     rows = []
@@ -143,6 +162,18 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
                if not unknown and peak else None)
     return HostMfu(h.name, device, devices, precision, peak, peak_precision, peak_source,
                    source, rows, total_flops / 1e12, total_ms, mfu_all, unknown, notes)
+
+
+def tf32_share(kernels: Iterable[tuple[str, int]]) -> float | None:
+    """Of the time in FP32 matrix kernels (``kernels``: (name, total ns) pairs), the share in
+    TF32 ones; None where no kernel is of either kind."""
+    tf32 = fp32 = 0
+    for name, total in kernels:
+        if _TF32_KERNEL.search(name):
+            tf32 += total
+        elif _FP32_KERNEL.search(name):
+            fp32 += total
+    return tf32 / (tf32 + fp32) if tf32 + fp32 > 0 else None
 
 
 def _xla_step_flops(xla: XlaModel, nums: list[int]) -> tuple[list[float], str, str]:
