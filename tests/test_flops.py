@@ -19,7 +19,7 @@ import pytest
 
 from hlo_text import parse_computation
 from stepscope.analysis.run_model.model_flops import op_flops
-from stepscope.analysis.xla.hlo_cost import cost_of, flops_known, flops_precision
+from stepscope.analysis.xla.hlo_cost import cost_of, flops_known, flops_precision, tf32_allowed
 from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats
 from stepscope.analysis.xla.op_profile import MIN_FLOPS_COVERAGE, flops_coverage, op_profile
 from stepscope.analysis.xla.xla_model import OpMetrics
@@ -383,3 +383,53 @@ def test_tf32_share_reads_kernel_names() -> None:
     assert tf32_share(tf32 + simt + half) == pytest.approx(0.4)
     assert tf32_share(tf32 + half) == 1.0
     assert tf32_share(half) is None and tf32_share([]) is None
+
+
+JAX_PRECISIONS = """
+import sys, jax, jax.numpy as jnp
+@jax.jit
+def step(a, b):
+    return (a @ b).sum() + jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST).sum()
+a = jnp.ones((64, 64)); b = jnp.ones((64, 64))
+step(a, b).block_until_ready()
+with jax.profiler.trace(sys.argv[1]):
+    step(a, b).block_until_ready()
+"""
+
+
+def test_xla_precision_config_says_where_f32_dots_may_run_tf32(tmp_path: Path) -> None:
+    """XLA on NVIDIA GPUs runs f32 dots at DEFAULT precision (or a TF32 algorithm) as TF32,
+    at HIGHEST as FP32: read from the HLO proto of a recorded run (its ``precision_config``)
+    and from cuBLAS calls' backend configs."""
+    run_script(JAX_PRECISIONS, str(tmp_path))
+    model = open_xla_model(next(tmp_path.rglob("*.xplane.pb")), use_cache=False)
+    dots = {next(f.name for f in o.fused if f.opcode == "dot"): o.tf32
+            for o in model.ops if any(f.opcode == "dot" for f in o.fused)}
+    assert sorted(dots.values()) == [False, True]  # one DEFAULT dot, one HIGHEST
+    assert all(o.tf32 is None for o in model.ops if not any(f.opcode == "dot" for f in o.fused))
+    module = parse_computation(
+        (Path(__file__).parent / "data" / "cublas_gemm_precision.hlo").read_text())
+    found = {}
+    for name in ("default.1", "highest.2", "tf32alg.3", "bf16.4"):
+        inst = module.instruction(name)
+        assert inst is not None
+        found[name] = tf32_allowed(module, inst)
+    assert found == {"default.1": True, "highest.2": False, "tf32alg.3": True, "bf16.4": None}
+
+
+def test_fp32_or_tf32_peak_choice() -> None:
+    from stepscope.analysis.tools.mfu import fp32_or_tf32
+    from stepscope.analysis.xla.device_peaks import lookup
+
+    h100, mi300, v100 = (lookup("NVIDIA H100 80GB HBM3"), lookup("AMD Instinct MI300X"),
+                         lookup("Tesla V100-SXM2-16GB"))
+    assert h100 is not None and mi300 is not None and v100 is not None
+    # Kernel names are the direct evidence, either way.
+    assert fp32_or_tf32(h100, 0.9, None)[0] and not fp32_or_tf32(h100, 0.2, 1.0)[0]
+    # XLA's precision config counts where no kernel tells, on NVIDIA parts only.
+    use, note = fp32_or_tf32(h100, None, 0.75)
+    assert use and "75% of the f32 model FLOPs" in note
+    assert not fp32_or_tf32(mi300, None, 1.0)[0]
+    use, note = fp32_or_tf32(h100, None, None)
+    assert not use and note.startswith("FP32 peak used: nothing shows TF32")
+    assert fp32_or_tf32(v100, 1.0, 1.0) == (False, "")  # no TF32 units: nothing to choose

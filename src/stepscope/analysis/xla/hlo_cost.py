@@ -146,6 +146,47 @@ def flops_precision(module: HloModule, inst: Instruction, depth: int = 0) -> str
     return "" if out.is_tuple else out.element_type
 
 
+# XLA's PrecisionConfig: operand precisions and the dot algorithms that run TF32 or FP32.
+_PRECISION_LEVEL = {"DEFAULT": 0, "HIGH": 1, "HIGHEST": 2}
+_TF32_ALGORITHMS = frozenset({9, 10})  # ALG_DOT_TF32_TF32_F32, …_X3
+_ALGORITHM_NUMBER = {"ALG_UNSET": 0, "ALG_DOT_TF32_TF32_F32": 9,
+                     "ALG_DOT_TF32_TF32_F32_X3": 10, "ALG_DOT_F32_F32_F32": 11}
+
+
+def tf32_allowed(module: HloModule, inst: Instruction, depth: int = 0) -> bool | None:
+    """Whether XLA on an NVIDIA GPU may run the op's f32 matrix work (a dot, convolution or
+    library GEMM, or one inside a fusion) on TF32 tensor cores: a TF32 algorithm, or no
+    algorithm and DEFAULT precision (XLA's GPU backend allows TF32 there); False for f32 work
+    at HIGH/HIGHEST or another algorithm; None where the op does no f32 matrix work."""
+    if inst.opcode == "fusion" and depth < _MAX_DEPTH:
+        for cid in inst.called_computation_ids:
+            comp = module.computation(cid)
+            for sub in comp.instructions if comp is not None else []:
+                if sub.opcode in ("dot", "convolution", "fusion"):
+                    found = tf32_allowed(module, sub, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+    gemm = inst.opcode == "custom-call" and inst.custom_call_target.startswith(GEMM_TARGETS)
+    conv = inst.opcode == "convolution" or (
+        inst.opcode == "custom-call" and inst.custom_call_target.startswith(_CONV_TARGETS))
+    if not (inst.opcode == "dot" or gemm or conv) or flops_precision(module, inst) != "f32":
+        return None
+    precision, algorithm = inst.operand_precision, inst.algorithm
+    if gemm:  # its precision is in its backend config
+        try:
+            config = json.loads(inst.backend_config)["gemm_backend_config"]
+            pc = config.get("precision_config", {})
+            precision = max((_PRECISION_LEVEL.get(str(p), 2)
+                             for p in pc.get("operand_precision", [])), default=0)
+            algorithm = _ALGORITHM_NUMBER.get(str(pc.get("algorithm", "ALG_UNSET")), -1)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None
+    if algorithm:
+        return algorithm in _TF32_ALGORITHMS
+    return precision == 0
+
+
 def _operands(module: HloModule, inst: Instruction) -> list[Instruction]:
     return [op for op in (module.by_id(i) for i in inst.operand_ids) if op is not None]
 

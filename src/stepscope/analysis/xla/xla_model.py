@@ -31,11 +31,12 @@ from stepscope.analysis.xla.hlo_cost import (
     flops_known,
     flops_precision,
     fused_ops,
+    tf32_allowed,
 )
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 4  # 4: HBM bytes (TPU); 3: model FLOPs, transcendentals, library GEMMs
+XLA_MODEL_VERSION = 4  # 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
 
 
 @dataclass
@@ -79,6 +80,9 @@ class OpMetrics:
     # bytes down by memory space (TPU's ``memory_access_breakdown``; 0 for an empty one);
     # None where it does not, and every byte counts as HBM's.
     hbm_bytes: float | None = None
+    # Whether XLA on an NVIDIA GPU may run its f32 matrix work as TF32 (``tf32_allowed``);
+    # None: no f32 matrix work, or no HLO.
+    tf32: bool | None = None
 
     @property
     def hbm_traffic(self) -> float:
@@ -310,11 +314,12 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     if inst is not None and inst.shape.tiles and inst.shape.elements():
         padding = 100.0 * (inst.shape.padded_elements() / inst.shape.elements() - 1.0)
     hbm = stats.get("hbm_bytes_accessed")
+    tf32 = tf32_allowed(module, inst) if inst is not None and module is not None else None
     return OpMetrics(op.program_id, op.module, op.name, category, 0, 0, 0, flops, nbytes,
                      recorded or countable, estimated, text, shape, precision, tf_op, source,
                      fused, padding_percent=padding, model_flops=model_flops,
                      transcendentals=transcendentals, flops_precision=compute_type,
-                     hbm_bytes=float(hbm) if isinstance(hbm, int) else None)
+                     hbm_bytes=float(hbm) if isinstance(hbm, int) else None, tf32=tf32)
 
 
 def _number(value: Any) -> float:
