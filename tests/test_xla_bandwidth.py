@@ -126,6 +126,15 @@ def test_tpu_hbm_bandwidth_equals_xprof(tmp_path: Path) -> None:
             compared += 1
             zeros += theirs[r["name"]] == 0.0
     assert compared >= 15 and zeros >= 4
+    # Programs (XProf names them ``name(program id)``) and, one program holding each
+    # category here, categories.
+    nodes = {n["name"]: n["metrics"]["bandwidthUtils"][0] for n in _nodes(xp)
+             if n.get("metrics") and not n.get("xla")}  # an op may share its category's name
+    for group in profile["programs"]:
+        assert group["bandwidth_utilization"] == pytest.approx(
+            nodes[f"{group['name']}({group['program_id']})"], rel=1e-9)
+    for group in profile["categories"]:
+        assert group["bandwidth_utilization"] == pytest.approx(nodes[group["name"]], rel=1e-9)
     rates = {(str(r["program_id"]), str(r["hlo_op_name"])): r["hbm_bw"]
              for r in gviz_rows(xprof_tool(TPU, "hlo_stats", tmp_path))}
     ours = {(r["program_id"], r["name"]): r for r in hlo_op_stats(model).rows}
