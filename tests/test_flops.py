@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from hlo_text import parse_computation
 from stepscope.analysis.run_model.model_flops import op_flops
+from stepscope.analysis.xla.hlo_cost import cost_of, flops_known, flops_precision, tf32_allowed
 from stepscope.analysis.xla.hlo_op_stats import hlo_op_stats
 from stepscope.analysis.xla.op_profile import MIN_FLOPS_COVERAGE, flops_coverage, op_profile
 from stepscope.analysis.xla.xla_model import OpMetrics
@@ -317,3 +319,117 @@ def test_tpu_mfu_from_the_profiles_model_flops_and_stated_peak() -> None:
     assert in_steps * 1e12 <= sum(o.model_flops for o in model.ops) * (1 + 1e-12)
     assert data["mfu"] == pytest.approx(
         host["model_tflop"] / (host["step_ms"] / 1e3) / (918.0 * 4), rel=1e-9)
+
+
+# -- XLA's cuDNN fused attention (``__cudnn$fmha…`` custom calls) ------------------------------
+
+# The forward and backward calls of XLA's flash-attention test with a padding mask
+# (openxla/xla, xla/service/gpu/tests/gpu_fused_mha_test.cc): q, k, v bf16[4,1024,4,64]
+# ([batch, seq, heads, head size]), results [batch, heads, seq, head size]. The configs keep
+# the fields the count reads, in the form XLA prints them (long layout fields cut).
+# cuDNN fused attention calls in their HLO text form (the file says where each comes from):
+# q, k, v bf16[4,1024,4,64] ([batch, seq, heads, head size]), results [batch, heads, seq, head
+# size].
+FMHA_HLO = Path(__file__).parent / "data" / "cudnn_fmha.hlo"
+
+
+def test_cudnn_fused_attention_counted_from_shapes() -> None:
+    module = parse_computation(FMHA_HLO.read_text())
+
+    def flops(name: str) -> float:
+        inst = module.instruction(name)
+        assert inst is not None and flops_known(inst)
+        return cost_of(module, inst).flops
+
+    # Q·Kᵀ and P·V: 2·(b·h)·sq·skv·(dqk + dv), b 2, h 8, sq = skv 512, head sizes 96.
+    forward = 2 * (2 * 8) * 512 * 512 * (96 + 96)
+    assert flops("padded.6") == forward  # a padding mask: every pair counts
+    assert flops("padded_bwd.10") == 2.5 * forward  # backward, flash convention
+    assert flops("causal.11") == forward / 2
+    assert flops("causal_bwd.12") == 2.5 * forward / 2
+    assert flops("bias_dropout.13") == forward  # bias and dropout: no change to the GEMMs
+    # The older form: [batch, heads, seq, head size] operands, K transposed.
+    assert flops("old_form") == 2 * (3 * 4) * 256 * 256 * (32 + 32)
+    assert flops("broken.9") == 0.0  # unreadable: no count, not an error
+    call = module.instruction("padded.6")
+    assert call is not None and flops_precision(module, call) == "bf16"
+
+
+# -- TF32: the peak of FP32 work that ran on TF32 tensor cores ---------------------------------
+
+A100_TF32 = (FIXTURES / "HolisticTraceAnalysis/tests/data/negative_queue_length_values_check/"
+             "rank0.json.gz")
+
+
+def test_fp32_work_on_tf32_kernels_uses_the_tf32_peak() -> None:
+    """An A100 PyTorch run in FP32 whose GEMMs are CUTLASS's ``tensorop_s1688gemm`` (TF32)
+    kernels: MFU against 156 TF32 TFLOP/s, not the 19.5 FP32 ones, and it says why."""
+    data = Run.open(A100_TF32, cache=False).overview().data["mfu"]
+    [host] = data["hosts"].values()
+    assert host["device"] == "NVIDIA A100-SXM4-80GB" and host["precision"] == "fp32"
+    assert (host["peak_precision"], host["peak_tflops"]) == ("tf32", 156.0)
+    assert any("TF32 peak is used" in n for n in host["notes"])
+    assert data["mfu"] == pytest.approx(
+        host["model_tflop"] / (host["step_ms"] / 1e3) / (156.0 * host["devices"]), rel=1e-9)
+
+
+def test_tf32_share_reads_kernel_names() -> None:
+    from stepscope.analysis.tools.mfu import tf32_share
+
+    tf32 = [("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nt_align1>(…)", 30),
+            ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", 10)]
+    simt = [("ampere_sgemm_128x64_nn", 60)]
+    half = [("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64>(…)", 9)]
+    assert tf32_share(tf32 + simt + half) == pytest.approx(0.4)
+    assert tf32_share(tf32 + half) == 1.0
+    assert tf32_share(half) is None and tf32_share([]) is None
+
+
+JAX_PRECISIONS = """
+import sys, jax, jax.numpy as jnp
+@jax.jit
+def step(a, b):
+    return (a @ b).sum() + jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST).sum()
+a = jnp.ones((64, 64)); b = jnp.ones((64, 64))
+step(a, b).block_until_ready()
+with jax.profiler.trace(sys.argv[1]):
+    step(a, b).block_until_ready()
+"""
+
+
+def test_xla_precision_config_says_where_f32_dots_may_run_tf32(tmp_path: Path) -> None:
+    """XLA on NVIDIA GPUs runs f32 dots at DEFAULT precision (or a TF32 algorithm) as TF32,
+    at HIGHEST as FP32: read from the HLO proto of a recorded run (its ``precision_config``)
+    and from cuBLAS calls' backend configs."""
+    run_script(JAX_PRECISIONS, str(tmp_path))
+    model = open_xla_model(next(tmp_path.rglob("*.xplane.pb")), use_cache=False)
+    dots = {next(f.name for f in o.fused if f.opcode == "dot"): o.tf32
+            for o in model.ops if any(f.opcode == "dot" for f in o.fused)}
+    assert sorted(dots.values()) == [False, True]  # one DEFAULT dot, one HIGHEST
+    assert all(o.tf32 is None for o in model.ops if not any(f.opcode == "dot" for f in o.fused))
+    module = parse_computation(
+        (Path(__file__).parent / "data" / "cublas_gemm_precision.hlo").read_text())
+    found = {}
+    for name in ("default.1", "highest.2", "tf32alg.3", "bf16.4"):
+        inst = module.instruction(name)
+        assert inst is not None
+        found[name] = tf32_allowed(module, inst)
+    assert found == {"default.1": True, "highest.2": False, "tf32alg.3": True, "bf16.4": None}
+
+
+def test_fp32_or_tf32_peak_choice() -> None:
+    from stepscope.analysis.tools.mfu import fp32_or_tf32
+    from stepscope.analysis.xla.device_peaks import lookup
+
+    h100, mi300, v100 = (lookup("NVIDIA H100 80GB HBM3"), lookup("AMD Instinct MI300X"),
+                         lookup("Tesla V100-SXM2-16GB"))
+    assert h100 is not None and mi300 is not None and v100 is not None
+    # Kernel names are the direct evidence, either way.
+    assert fp32_or_tf32(h100, 0.9, None)[0] and not fp32_or_tf32(h100, 0.2, 1.0)[0]
+    # XLA's precision config counts where no kernel tells, on NVIDIA parts only.
+    use, note = fp32_or_tf32(h100, None, 0.75)
+    assert use and "75% of the f32 model FLOPs" in note
+    assert not fp32_or_tf32(mi300, None, 1.0)[0]
+    use, note = fp32_or_tf32(h100, None, None)
+    assert not use and note.startswith("FP32 peak used: nothing shows TF32")
+    assert fp32_or_tf32(v100, 1.0, 1.0) == (False, "")  # no TF32 units: nothing to choose

@@ -31,6 +31,8 @@ from workloads import EVIL_OP, TF_CUSTOM_LOOP, TORCH_LOOP, make_stepscope_run, r
 GPU_FIXTURE = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 PAGE_ROOT = {"overview_page": "#overview-page", "framework_op_stats": "#ops-page",
              "kernel_stats": "#kernels-page"}
+A100_TF32 = (FIXTURES / "HolisticTraceAnalysis/tests/data/negative_queue_length_values_check/"
+             "rank0.json.gz")
 RUNS = ["a_stepscope", "b_tensorflow", "c_pytorch", "d_gpu_v100", "e_two_hosts"]
 
 
@@ -52,6 +54,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(runs / "a_stepscope" / "vm.xplane.pb", two / "worker_a.xplane.pb")
     other = make_stepscope_run(tmp_path_factory.mktemp("other"), steps=6, host="worker_b")
     shutil.copy(other / "worker_b.xplane.pb", two / "worker_b.xplane.pb")
+    (runs / "f_a100_tf32").mkdir()  # a known MFU (an A100 PyTorch run on TF32 kernels)
+    (runs / "f_a100_tf32" / "rank0.pt.trace.json.gz").symlink_to(A100_TF32)
     return root
 
 
@@ -92,6 +96,25 @@ def test_overview_page_shows_the_api_numbers(watched: Watched, server: Server,
     if api["precision"]:
         assert float(page.get_attribute("#precision-16", "data-value")) == pytest.approx(
             api["precision"]["16bit_percent"])
+
+
+@pytest.mark.parametrize("run", ["f_a100_tf32", "c_pytorch"])
+def test_overview_mfu_line_shows_the_api_figure(watched: Watched, server: Server,
+                                                run: str) -> None:
+    _open(watched, server, run, "overview_page")
+    mfu = server.data(run=run, tool="overview_page")["mfu"]
+    page = watched.page
+    line = page.text_content("#mfu") or ""
+    if mfu["mfu"] is None:
+        assert run == "c_pytorch"  # a CPU: no peak to measure against
+        assert line == "MFU: unknown. " + mfu["unknown"]
+        return
+    assert float(page.get_attribute("#mfu-value", "data-value")) == pytest.approx(mfu["mfu"])
+    assert page.text_content("#mfu-value") == f"{100 * mfu['mfu']:.1f}%"
+    [host] = mfu["hosts"].values()
+    assert f"peak {host['peak_tflops']:g} TFLOP/s per device (tf32; " in line
+    assert page.text_content("#mfu-notes") == " · " + " ".join(host["notes"])
+    assert "TF32 peak is used" in line
 
 
 def test_gpu_fixture_overview_has_devices(watched: Watched, server: Server) -> None:

@@ -137,3 +137,49 @@ def test_programs_of_one_name_stay_apart_as_in_xprof(tmp_path: Path) -> None:
     # Together they are the one program of the file as captured.
     whole = op_profile(open_xla_model(MI300, use_cache=False)).to_dict()["programs"]
     assert sum(ours.values()) == pytest.approx(whole[0]["time_ms"], rel=1e-9)
+
+
+TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
+
+
+def test_tpu_hbm_bandwidth_equals_xprof(tmp_path: Path) -> None:
+    """TPU ops state their bytes per memory space (``memory_access_breakdown``): XProf's
+    op profile counts only HBM's (an op whose breakdown is empty counts none), its HLO op
+    stats give the HBM rate (every byte where the breakdown is empty)."""
+    model = open_xla_model(TPU, use_cache=False)
+    xp = xprof_tool(TPU, "op_profile", tmp_path)["byProgram"]
+    profile = op_profile(model).to_dict()
+    # 0.0435 (XProf), not the 0.0651 every byte gives.
+    assert profile["bandwidth_utilization"] == pytest.approx(
+        xp["metrics"]["bandwidthUtils"][0], rel=1e-9)
+    assert profile["bandwidth_utilization"] == pytest.approx(0.04347867965403492, rel=1e-6)
+    theirs: dict[str, float] = {}
+    for n in _nodes(xp):
+        if n.get("xla") and n.get("metrics"):  # leaves: HLO ops (names repeat in categories)
+            theirs[n["name"]] = n["metrics"]["bandwidthUtils"][0]
+    compared = zeros = 0
+    for r in profile["ops"]:
+        if r["name"] in theirs:
+            assert (r["bandwidth_utilization"] or 0.0) == pytest.approx(
+                theirs[r["name"]], rel=1e-9, abs=1e-12), r["name"]
+            compared += 1
+            zeros += theirs[r["name"]] == 0.0
+    assert compared >= 15 and zeros >= 4
+    # Programs (XProf names them ``name(program id)``) and, one program holding each
+    # category here, categories.
+    nodes = {n["name"]: n["metrics"]["bandwidthUtils"][0] for n in _nodes(xp)
+             if n.get("metrics") and not n.get("xla")}  # an op may share its category's name
+    for group in profile["programs"]:
+        assert group["bandwidth_utilization"] == pytest.approx(
+            nodes[f"{group['name']}({group['program_id']})"], rel=1e-9)
+    for group in profile["categories"]:
+        assert group["bandwidth_utilization"] == pytest.approx(nodes[group["name"]], rel=1e-9)
+    rates = {(str(r["program_id"]), str(r["hlo_op_name"])): r["hbm_bw"]
+             for r in gviz_rows(xprof_tool(TPU, "hlo_stats", tmp_path))}
+    ours = {(r["program_id"], r["name"]): r for r in hlo_op_stats(model).rows}
+    assert len(rates) >= 15
+    for key, bw in rates.items():
+        assert ours[key]["gbytes_per_s"] == pytest.approx(bw, rel=1e-9), key
+    # The breakdown survives the XLA model's cache.
+    cached = type(model).from_dict(model.to_dict())
+    assert [o.hbm_bytes for o in cached.ops] == [o.hbm_bytes for o in model.ops]

@@ -54,7 +54,8 @@ interface Overview {
   mfu?: { mfu: number | null; unknown: string;
           hosts: Record<string, { device: string; devices: number; peak_tflops: number | null;
                                   peak_precision: string; peak_source: string;
-                                  flops_source: string; mfu: number | null }> };
+                                  flops_source: string; mfu: number | null;
+                                  notes?: string[] }> };
   python?: Record<string, PythonSummary>; // hosts with Python tracer or sampler data
 }
 
@@ -147,8 +148,11 @@ function mfuLine(o: Overview): HTMLElement | null {
     ? ` · peak ${first.peak_tflops} TFLOP/s per device (` +
       `${first.peak_precision ? first.peak_precision + "; " : ""}${first.peak_source}) · ` +
       `FLOPs from ${first.flops_source}` : "";
+  // What the figure rests on (the TF32 or FP32 peak, ops left out), in words.
+  const notes = first?.notes?.length ? " · " + first.notes.join(" ") : "";
   return h("p", { id: "mfu" }, "MFU (model FLOPs utilisation): ",
-    value("mfu-value", pct(100 * m.mfu), m.mfu), h("span", { className: "muted" }, peak));
+    value("mfu-value", pct(100 * m.mfu), m.mfu), h("span", { className: "muted" }, peak),
+    h("span", { className: "muted", id: "mfu-notes" }, notes));
 }
 
 function precision(o: Overview): HTMLElement {

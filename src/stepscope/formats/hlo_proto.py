@@ -108,7 +108,14 @@ MESSAGES = [
         Field("operand_ids", 36, "int64", repeated=True),
         Field("called_computation_ids", 38, "int64", repeated=True),
         Field("feature_group_count", 50, "int64"),
+        Field("precision_config", 51, "PrecisionConfig"),
         Field("batch_group_count", 58, "int64"),
+    ]),
+    # A dot's or convolution's precision: per operand DEFAULT 0, HIGH 1, HIGHEST 2; the
+    # algorithm (ALG_UNSET 0, ALG_DOT_TF32_TF32_F32 9, …_X3 10, ALG_DOT_F32_F32_F32 11, …).
+    Message("PrecisionConfig", [
+        Field("operand_precision", 1, "int32", repeated=True),
+        Field("algorithm", 2, "int32"),
     ]),
     Message("ShapeProto", [
         Field("element_type", 2, "int32"),  # an enum on the wire: the same varint
@@ -243,7 +250,9 @@ def _instruction(i: Any) -> Instruction:
         feature_group_count=int(i.feature_group_count) or 1,
         batch_group_count=int(i.batch_group_count) or 1,
         op_type=_t(md.op_type), op_name=_t(md.op_name), source_file=_t(md.source_file),
-        source_line=int(md.source_line), backend_config=_t(bytes(i.backend_config)[:_MAX_CONFIG]))
+        source_line=int(md.source_line), backend_config=_t(bytes(i.backend_config)[:_MAX_CONFIG]),
+        operand_precision=max((int(p) for p in i.precision_config.operand_precision), default=0),
+        algorithm=int(i.precision_config.algorithm))
 
 
 def _shape(s: Any, depth: int) -> Shape:

@@ -28,6 +28,7 @@ import numpy as np
 from stepscope.errors import ProfileFormatError, StepscopeError
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.hlo_proto import decode_hlo_proto
+from stepscope.formats.memory_access import hbm_bytes
 from stepscope.formats.xplane_proto import metadata_entry
 from stepscope.formats.xspace_to_tables import text
 from stepscope.model.hlo import HloModule
@@ -57,6 +58,9 @@ DEVICE_PROP_STATS = ("device_vendor", "compute_cap_major", "compute_cap_minor", 
 # Event stats that give an XLA op's time on the device's own clock (TPU), preferred to the
 # event's offset and duration as XProf does.
 DEVICE_OFFSET_STAT = "device_offset_ps"
+# Bytes per memory space (TPU): serialized, replaced on reading by the HBM bytes it gives.
+MEMORY_BREAKDOWN_STAT = "memory_access_breakdown"
+HBM_BYTES_STAT = "hbm_bytes_accessed"
 DEVICE_DURATION_STAT = "device_duration_ps"
 _DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
@@ -120,6 +124,16 @@ def _metadata_stats(plane: Any, md: Any) -> dict[str, Any]:
         if smd is not None:
             out[text(smd.name)] = _stat_value(plane, stat)
     return out
+
+
+def _read_breakdown(stats: dict[str, Any]) -> None:
+    """Replace the op's ``memory_access_breakdown`` bytes by the HBM bytes they give
+    (``hbm_bytes_accessed``); one that cannot be read is ignored (all the op's bytes count)."""
+    raw = stats.pop(MEMORY_BREAKDOWN_STAT, None)
+    if isinstance(raw, bytes):
+        hbm = hbm_bytes(raw)
+        if hbm is not None:
+            stats[HBM_BYTES_STAT] = hbm
 
 
 Programs = tuple[dict[str, HloModule], dict[str, str], dict[str, str]]
@@ -270,6 +284,7 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                 name = "" if md is None else text(md.display_name or md.name)
                 if md is not None and md.display_name and text(md.name).startswith("%"):
                     stats.setdefault("expression", text(md.name))
+                _read_breakdown(stats)
                 program = stats.get(PROGRAM_ID_STAT)
                 program = "" if program is None else str(int(program) % (1 << 64)) \
                     if isinstance(program, int) else str(program)

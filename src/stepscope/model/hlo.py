@@ -151,6 +151,10 @@ class Instruction:
     source_file: str = ""
     source_line: int = 0
     backend_config: str = ""  # the backend's JSON configuration (GPU), where given
+    # A dot's or convolution's precision config: its operands' highest precision (0 DEFAULT,
+    # 1 HIGH, 2 HIGHEST) and its algorithm (XLA's PrecisionConfig.Algorithm; 0 unset).
+    operand_precision: int = 0
+    algorithm: int = 0
 
 
 @dataclass

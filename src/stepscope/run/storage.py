@@ -128,8 +128,8 @@ def run_memory_keeper(profile: RunTables) -> Callable[[str, MemoryEvents], None]
 
 # Bump when a kept tool's answer changes for the same files (with the package version, it
 # keys every kept answer: an upgrade never reads an older answer back).
-RESULTS_VERSION = 4  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
-# profile programs apart by id
+RESULTS_VERSION = 5  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
+# profile programs apart by id; 5: TPU HBM bytes, TF32 peak, cuDNN attention FLOPs
 
 
 def _result_name(tool: str, host: str | None, params: dict[str, Any]) -> str:

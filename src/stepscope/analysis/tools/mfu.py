@@ -5,12 +5,15 @@ work). Model FLOPs come from the XLA programs (the profile's ``model_flops`` on 
 our count from the HLO, ``hlo_cost``) or, for PyTorch, from the shapes of its matmul,
 convolution and attention ops (``run_model.model_flops``). The peak is the one a user
 gives, else the one the profile states (TPU), else the published figure of the device at
-the precision most FLOPs ran in (``xla.device_peaks``). Where the peak or the FLOPs are
+the precision most FLOPs ran in (``xla.device_peaks``). FP32 work runs TF32 where the
+kernels say so (``tf32_share``): then the TF32 peak is used. Where the peak or the FLOPs are
 unknown, MFU is ``None`` and ``unknown`` says why.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +22,13 @@ from stepscope.analysis.xla import device_peaks
 from stepscope.analysis.xla.xla_model import XlaModel
 
 _PRECISION_OF = {**device_peaks.PRECISION_OF, "f64": "fp64"}
+# Matrix kernels of FP32 data that run on TF32 tensor cores: a ``tf32`` in the name (cuBLAS's
+# and cuDNN's ``sm80_xmma_…_tf32f32…``, ``ampere_tf32_…``, ``Ampere_hmma_tf32_traits``), or
+# CUTLASS's ``tensorop_s1688gemm`` (FP32 in and out, the m16n8k8 TF32 MMA; a 16-bit GEMM names
+# its type: ``tensorop_bf16_s16816gemm``).
+_TF32_KERNEL = re.compile(r"tf32|tensorop_s1688gemm", re.IGNORECASE)
+# Matrix kernels of FP32 data on the FP32 units (SIMT): cuBLAS's ``sgemm``, cuDNN's ``scudnn``.
+_FP32_KERNEL = re.compile(r"sgemm|scudnn", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -93,8 +103,9 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
     per_step: list[float] | None = None
     precision, source, device = "", "", ""
     stated: float | None = None
+    xla_tf32: float | None = None  # share of the f32 model FLOPs XLA may run as TF32
     if xla is not None and xla.ops:
-        per_step, precision, source = _xla_step_flops(xla, nums)
+        per_step, precision, source, xla_tf32 = _xla_step_flops(xla, nums)
         summary = next((d for d in xla.devices if d.model), None)
         device = summary.model if summary else ""
         stated = next((d.peak_tflops for d in xla.devices if d.peak_source == "profile"), None)
@@ -118,6 +129,13 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
     elif table is not None:
         peak_precision, peak = table.peak_for(precision)
         peak_source = table.source
+        if precision == "fp32":
+            kernels = tf32_share((k[0], g.total_ns) for k, g in h.kernels.groups.items())
+            use_tf32, note = fp32_or_tf32(table, kernels, xla_tf32)
+            if use_tf32:
+                peak_precision, peak = table.peak_for("tf32")
+            if note:
+                notes.append(note)
     else:
         peak, peak_source = None, "unknown"
     rows = []
@@ -145,11 +163,47 @@ def host_mfu(h: HostModel, xla: XlaModel | None, peak_given: float | None) -> Ho
                    source, rows, total_flops / 1e12, total_ms, mfu_all, unknown, notes)
 
 
-def _xla_step_flops(xla: XlaModel, nums: list[int]) -> tuple[list[float], str, str]:
-    """(model FLOPs per step, the precision most ran in, their source) of an XLA model."""
+def fp32_or_tf32(table: device_peaks.DevicePeaks, kernels: float | None,
+                 xla: float | None) -> tuple[bool, str]:
+    """(whether FP32 work uses the TF32 peak, a sentence saying which and why) on a device
+    with a TF32 figure. ``kernels``: the share of FP32 matrix kernels' time in TF32 ones
+    (``tf32_share``), the direct evidence; ``xla``: the share of the f32 model FLOPs that XLA
+    may run as TF32 (its precision config), which counts on NVIDIA GPUs where the kernel
+    names do not tell."""
+    if "tf32" not in table.tflops:
+        return False, ""
+    if kernels is not None and kernels > 0.5:
+        return True, (f"FP32 work ran TF32: {100 * kernels:.0f}% of the FP32 matrix kernels' "
+                      "time is in TF32 kernels, so the TF32 peak is used.")
+    if kernels is None and xla is not None and xla > 0.5 and table.name.startswith("NVIDIA"):
+        return True, (f"FP32 work ran TF32: {100 * xla:.0f}% of the f32 model FLOPs are XLA "
+                      "dots at DEFAULT precision (or a TF32 algorithm), which XLA runs as "
+                      "TF32 on NVIDIA GPUs, so the TF32 peak is used.")
+    why = "the kernels run FP32" if kernels is not None else "nothing shows TF32"
+    return False, (f"FP32 peak used: {why} (if the run used TF32, give the TF32 peak: "
+                   "--peak-tflops).")
+
+
+def tf32_share(kernels: Iterable[tuple[str, int]]) -> float | None:
+    """Of the time in FP32 matrix kernels (``kernels``: (name, total ns) pairs), the share in
+    TF32 ones; None where no kernel is of either kind."""
+    tf32 = fp32 = 0
+    for name, total in kernels:
+        if _TF32_KERNEL.search(name):
+            tf32 += total
+        elif _FP32_KERNEL.search(name):
+            fp32 += total
+    return tf32 / (tf32 + fp32) if tf32 + fp32 > 0 else None
+
+
+def _xla_step_flops(xla: XlaModel, nums: list[int]
+                    ) -> tuple[list[float], str, str, float | None]:
+    """(model FLOPs per step, the precision most ran in, their source, the share of the f32
+    model FLOPs XLA may run as TF32 (None: no f32 matrix work)) of an XLA model."""
     index = {n: k for k, n in enumerate(nums)}
     per_step = [0.0] * len(nums)
     by_precision: dict[str, float] = {}
+    f32_matrix = tf32 = 0.0
     estimated = False
     for o in xla.ops:
         if not o.flops_known or o.occurrences <= 0 or o.model_flops <= 0:
@@ -157,10 +211,13 @@ def _xla_step_flops(xla: XlaModel, nums: list[int]) -> tuple[list[float], str, s
         estimated |= o.flops_estimated
         kind = _PRECISION_OF.get(o.flops_precision or o.precision, "")
         by_precision[kind] = by_precision.get(kind, 0.0) + o.model_flops
+        if o.tf32 is not None:
+            f32_matrix += o.model_flops
+            tf32 += o.model_flops if o.tf32 else 0.0
         for step, occurrences, _ in o.steps:
             if step in index:
                 per_step[index[step]] += o.model_flops * occurrences / o.occurrences
     precision = max(by_precision, key=lambda p: by_precision[p]) if by_precision else ""
     source = "XLA programs (counted from the HLO)" if estimated else \
         "XLA programs (the profile's model FLOPs)"
-    return per_step, precision, source
+    return per_step, precision, source, tf32 / f32_matrix if f32_matrix > 0 else None

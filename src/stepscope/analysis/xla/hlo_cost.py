@@ -21,8 +21,9 @@ Past XLA's cost analysis (which, and so XProf, counts library calls as 0 FLOPs):
 - library GEMMs (``__cublas$gemm``, ``__cublas$lt$matmul``…, cuBLAS on CUDA and
   rocBLAS/hipBLASLt on ROCm under the same targets): 2 × output elements × the contracted
   size, the contracting dimensions read from the call's ``gemm_backend_config``;
-- fused attention (TransformerEngine's ``te_fused_attn_{forward,backward}_ffi``): the
-  flash-attention convention, 2 × batch × heads × query length × key length × (query-key
+- fused attention (TransformerEngine's ``te_fused_attn_{forward,backward}_ffi``, XLA's
+  cuDNN ``__cudnn$fmha…`` calls and their ``…Backward`` twins): the flash-attention
+  convention, 2 × batch × heads × query length × key length × (query-key
   head size + value head size) forward, half of it under a causal mask, 2.5 × that backward.
 
 XProf on GPU counts elementwise ops by XLA's GPU cost model, which prices each element in
@@ -41,7 +42,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +74,10 @@ _CONV_TARGETS = ("__cudnn$conv", "__miopen$conv")
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
 # TransformerEngine's fused attention (JAX FFI custom calls).
 _TE_ATTENTION = re.compile(r"^te_fused_attn_(forward|backward)")
+# XLA's cuDNN fused attention (``__cudnn$fmhaSoftmax``, ``…ScaleBiasSoftmaxDropout``,
+# ``…SoftmaxF8``, each with a ``…Backward`` twin).
+_CUDNN_ATTENTION = re.compile(r"^__cudnn\$fmha\w*$")
+_CUDNN_CAUSAL = frozenset({"CAUSAL", "PADDING_CAUSAL"})
 # TransformerEngine's causal mask kinds (NVTE_Mask_Type: causal, padding-causal, and their
 # bottom-right variants).
 _TE_CAUSAL = frozenset({2, 3, 4, 5})
@@ -113,7 +120,8 @@ def flops_known(inst: Instruction) -> bool:
     if inst.opcode != "custom-call":
         return True
     target = inst.custom_call_target
-    return target.startswith(_CONV_TARGETS + GEMM_TARGETS) or bool(_TE_ATTENTION.match(target))
+    return target.startswith(_CONV_TARGETS + GEMM_TARGETS) or bool(
+        _TE_ATTENTION.match(target) or _CUDNN_ATTENTION.match(target))
 
 
 def flops_precision(module: HloModule, inst: Instruction, depth: int = 0) -> str:
@@ -136,6 +144,47 @@ def flops_precision(module: HloModule, inst: Instruction, depth: int = 0) -> str
     out = inst.shape.tuple_shapes[0] if inst.shape.is_tuple and inst.shape.tuple_shapes \
         else inst.shape
     return "" if out.is_tuple else out.element_type
+
+
+# XLA's PrecisionConfig: operand precisions and the dot algorithms that run TF32 or FP32.
+_PRECISION_LEVEL = {"DEFAULT": 0, "HIGH": 1, "HIGHEST": 2}
+_TF32_ALGORITHMS = frozenset({9, 10})  # ALG_DOT_TF32_TF32_F32, …_X3
+_ALGORITHM_NUMBER = {"ALG_UNSET": 0, "ALG_DOT_TF32_TF32_F32": 9,
+                     "ALG_DOT_TF32_TF32_F32_X3": 10, "ALG_DOT_F32_F32_F32": 11}
+
+
+def tf32_allowed(module: HloModule, inst: Instruction, depth: int = 0) -> bool | None:
+    """Whether XLA on an NVIDIA GPU may run the op's f32 matrix work (a dot, convolution or
+    library GEMM, or one inside a fusion) on TF32 tensor cores: a TF32 algorithm, or no
+    algorithm and DEFAULT precision (XLA's GPU backend allows TF32 there); False for f32 work
+    at HIGH/HIGHEST or another algorithm; None where the op does no f32 matrix work."""
+    if inst.opcode == "fusion" and depth < _MAX_DEPTH:
+        for cid in inst.called_computation_ids:
+            comp = module.computation(cid)
+            for sub in comp.instructions if comp is not None else []:
+                if sub.opcode in ("dot", "convolution", "fusion"):
+                    found = tf32_allowed(module, sub, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+    gemm = inst.opcode == "custom-call" and inst.custom_call_target.startswith(GEMM_TARGETS)
+    conv = inst.opcode == "convolution" or (
+        inst.opcode == "custom-call" and inst.custom_call_target.startswith(_CONV_TARGETS))
+    if not (inst.opcode == "dot" or gemm or conv) or flops_precision(module, inst) != "f32":
+        return None
+    precision, algorithm = inst.operand_precision, inst.algorithm
+    if gemm:  # its precision is in its backend config
+        try:
+            config = json.loads(inst.backend_config)["gemm_backend_config"]
+            pc = config.get("precision_config", {})
+            precision = max((_PRECISION_LEVEL.get(str(p), 2)
+                             for p in pc.get("operand_precision", [])), default=0)
+            algorithm = _ALGORITHM_NUMBER.get(str(pc.get("algorithm", "ALG_UNSET")), -1)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None
+    if algorithm:
+        return algorithm in _TF32_ALGORITHMS
+    return precision == 0
 
 
 def _operands(module: HloModule, inst: Instruction) -> list[Instruction]:
@@ -224,6 +273,8 @@ def _library_flops(module: HloModule, inst: Instruction) -> float:
     match = _TE_ATTENTION.match(target)
     if match:
         return _te_attention_flops(inst.backend_config, backward=match.group(1) == "backward")
+    if _CUDNN_ATTENTION.match(target):
+        return _cudnn_attention_flops(module, inst)
     return 0.0
 
 
@@ -251,6 +302,58 @@ def _te_attention_flops(config: str, *, backward: bool) -> float:
         return 0.0
     forward = 2.0 * b * h * sq * skv * (dqk + dv)
     if attrs.get("mask_type") in _TE_CAUSAL:
+        forward /= 2.0
+    return 2.5 * forward if backward else forward
+
+
+def _size(shape: Shape, keep: Callable[[int], bool]) -> int:
+    """The product of the shape's dimensions whose index ``keep`` accepts."""
+    n = 1
+    for i, d in enumerate(shape.dimensions):
+        if keep(i):
+            n *= d
+    return n
+
+
+def _dims(numbers: dict[str, Any], key: str) -> list[int]:
+    return [int(d) for d in numbers.get(key, [])]
+
+
+def _cudnn_attention_flops(module: HloModule, inst: Instruction) -> float:
+    """FLOPs of one XLA cuDNN fused attention call (``__cudnn$fmha…``), the flash-attention
+    convention: forward 2 × batch·heads × Sq × Skv × (Dqk + Dv) (Q·Kᵀ and P·V), halved under
+    a causal mask, 2.5 × that backward. The forward reads Q, K, V (its first three operands)
+    through the dot dimensions of its config (any layout); the backward writes dQ, dK, dV
+    (its first three results), each [batch, heads, sequence, head size]."""
+    backward = inst.custom_call_target.endswith("Backward")
+    try:
+        config = json.loads(inst.backend_config)["cudnn_fmha_backend_config"]
+        causal = config.get("mask_type") in _CUDNN_CAUSAL or config.get("is_causal_mask") is True
+        if backward:
+            dq, dk, dv = (s.dimensions for s in inst.shape.tuple_shapes[:3])
+            if not (len(dq) == len(dk) == len(dv) == 4 and dq[:2] == dk[:2] == dv[:2]
+                    and dq[3] == dk[3] and dk[2] == dv[2]):
+                return 0.0
+            batch, sq, skv, dqk, d_v = dq[0] * dq[1], dq[2], dk[2], dq[3], dv[3]
+        else:
+            q, k, v = (o.shape for o in _operands(module, inst)[:3])
+            bmm1 = config["bmm1_dot_dimension_numbers"]
+            bmm2 = config["bmm2_dot_dimension_numbers"]
+            q_batch = _dims(bmm1, "lhs_batch_dimensions")
+            q_sum = _dims(bmm1, "lhs_contracting_dimensions")
+            k_out = _dims(bmm1, "rhs_batch_dimensions") + _dims(bmm1, "rhs_contracting_dimensions")
+            v_out = _dims(bmm2, "rhs_batch_dimensions") + _dims(bmm2, "rhs_contracting_dimensions")
+            batch = _size(q, lambda i: i in q_batch)
+            dqk = _size(q, lambda i: i in q_sum)
+            sq = _size(q, lambda i: i not in q_batch and i not in q_sum)
+            skv = _size(k, lambda i: i not in k_out)
+            d_v = _size(v, lambda i: i not in v_out)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return 0.0
+    if min(batch, sq, skv, dqk, d_v) <= 0:
+        return 0.0
+    forward = 2.0 * batch * sq * skv * (dqk + d_v)
+    if causal:
         forward /= 2.0
     return 2.5 * forward if backward else forward
 

@@ -85,7 +85,10 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
     """One op's figures as the tools show them."""
     seconds = o.self_ps / 1e12
     gflops = o.flops / seconds / 1e9 if seconds > 0 and o.flops_known else None
-    gbytes = o.bytes_accessed / seconds / GIB if seconds > 0 and o.bytes_accessed else None
+    # XProf's HBM rate and HBM utilisation count HBM bytes by two rules (an op whose
+    # breakdown is empty: every byte for the rate, none for the utilisation).
+    hbm = o.hbm_rate_bytes
+    gbytes = hbm / seconds / GIB if seconds > 0 and hbm else None
     intensity = o.flops / o.bytes_accessed if o.bytes_accessed > 0 and o.flops_known else None
     return {
         "name": o.name, "module": o.module, "program_id": o.program_id,
@@ -104,7 +107,9 @@ def op_row(o: OpMetrics, total_ps: int, tflops: float | None, gbps: float | None
         "operational_intensity": intensity,
         "flops_utilization": gflops / (tflops * 1e3) if gflops is not None and tflops
         else None,
-        "bandwidth_utilization": bandwidth_utilization(o.bytes_accessed, seconds, gbps),
+        # 0 where the profile's breakdown puts none of the op's bytes in HBM, as XProf.
+        "bandwidth_utilization": 0.0 if o.hbm_bytes == 0.0 and gbps and seconds > 0
+        else bandwidth_utilization(o.hbm_traffic, seconds, gbps),
         "bound_by": bound_by(intensity, o.flops if o.flops_known else 0.0, o.bytes_accessed,
                              tflops, gbps),
         "flops_estimated": o.flops_estimated,

@@ -59,7 +59,7 @@ def _group(name: str, ops: list[OpMetrics], total_ps: int, tflops: float | None,
     seconds = self_ps / 1e12
     known = [o for o in ops if o.flops_known]
     flops = sum(o.flops for o in known)
-    nbytes = sum(o.bytes_accessed for o in ops)
+    nbytes = sum(o.hbm_traffic for o in ops)
     fu = (flops / seconds / (tflops * 1e12)
           if known and tflops and seconds > 0 else None)
     bu = bandwidth_utilization(nbytes, seconds, gbps)
@@ -110,7 +110,7 @@ def op_profile(model: XlaModel, top: int | None = None) -> OpProfile:
         rows.append(row)
     overall = _group("", model.ops, total, tflops, gbps)
     # XProf's whole-profile bandwidth figure is over all devices' time, idle included.
-    overall_bu = bandwidth_utilization(sum(o.bytes_accessed for o in model.ops),
+    overall_bu = bandwidth_utilization(sum(o.hbm_traffic for o in model.ops),
                                        total / 1e12, gbps)
     coverage, note = flops_coverage(model.ops)
     return OpProfile(device_dict(model), sorted({p["name"] for p in programs}),

@@ -38,11 +38,11 @@ class Roofline:
 def _point(o: OpMetrics, occurrences: int, self_ps: int, step: int | None,
            tflops: float | None, gbps: float | None) -> dict[str, Any] | None:
     # Log–log axes: an op without FLOPs (a copy) or bytes has no place on them.
-    if not o.flops_known or o.flops <= 0 or o.bytes_accessed <= 0 or self_ps <= 0 \
+    if not o.flops_known or o.flops <= 0 or o.hbm_rate_bytes <= 0 or self_ps <= 0 \
             or not o.occurrences:
         return None
     share = occurrences / o.occurrences
-    flops, nbytes = o.flops * share, o.bytes_accessed * share
+    flops, nbytes = o.flops * share, o.hbm_rate_bytes * share  # HBM's bytes, as XProf's
     seconds = self_ps / 1e12
     intensity = flops / nbytes
     return {"name": o.name, "module": o.module, "category": o.category, "step": step,

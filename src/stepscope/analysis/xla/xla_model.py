@@ -31,11 +31,12 @@ from stepscope.analysis.xla.hlo_cost import (
     flops_known,
     flops_precision,
     fused_ops,
+    tf32_allowed,
 )
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 3  # 3: model FLOPs, transcendentals, library GEMMs
+XLA_MODEL_VERSION = 4  # 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
 
 
 @dataclass
@@ -75,6 +76,25 @@ class OpMetrics:
     model_flops: float = 0.0  # over all occurrences: recorded ``model_flops``, else ``flops``
     transcendentals: float = 0.0  # over all occurrences, estimated from the HLO
     flops_precision: str = ""  # element type its FLOPs are done in (a dot's input's)
+    # Over all occurrences: bytes read from and written to HBM, where the profile breaks
+    # bytes down by memory space (TPU's ``memory_access_breakdown``; 0 for an empty one);
+    # None where it does not, and every byte counts as HBM's.
+    hbm_bytes: float | None = None
+    # Whether XLA on an NVIDIA GPU may run its f32 matrix work as TF32 (``tf32_allowed``);
+    # None: no f32 matrix work, or no HLO.
+    tf32: bool | None = None
+
+    @property
+    def hbm_traffic(self) -> float:
+        """HBM bytes as XProf's op profile counts them: the breakdown's (0 where it is
+        empty), else every byte accessed."""
+        return self.bytes_accessed if self.hbm_bytes is None else self.hbm_bytes
+
+    @property
+    def hbm_rate_bytes(self) -> float:
+        """HBM bytes as XProf's HLO op stats and roofline count them for the HBM rate: the
+        breakdown's, else (no breakdown, or an empty one) every byte accessed."""
+        return self.hbm_bytes or self.bytes_accessed
 
 
 @dataclass
@@ -202,6 +222,8 @@ def build_xla_model(hosts: dict[str, XlaHostOps],
         # of a multi-kernel op, an im2col and its GEMM, reads and writes memory).
         row.flops = unit_flops * row.executions
         row.bytes_accessed = unit_bytes * row.occurrences
+        if row.hbm_bytes is not None:
+            row.hbm_bytes *= row.occurrences
         row.model_flops *= row.executions
         row.transcendentals *= row.executions
         row.steps = [per_op_step[key][s] for s in sorted(per_op_step.get(key, {}))]
@@ -291,10 +313,13 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
     padding = None
     if inst is not None and inst.shape.tiles and inst.shape.elements():
         padding = 100.0 * (inst.shape.padded_elements() / inst.shape.elements() - 1.0)
+    hbm = stats.get("hbm_bytes_accessed")
+    tf32 = tf32_allowed(module, inst) if inst is not None and module is not None else None
     return OpMetrics(op.program_id, op.module, op.name, category, 0, 0, 0, flops, nbytes,
                      recorded or countable, estimated, text, shape, precision, tf_op, source,
                      fused, padding_percent=padding, model_flops=model_flops,
-                     transcendentals=transcendentals, flops_precision=compute_type)
+                     transcendentals=transcendentals, flops_precision=compute_type,
+                     hbm_bytes=float(hbm) if isinstance(hbm, int) else None, tf32=tf32)
 
 
 def _number(value: Any) -> float:
