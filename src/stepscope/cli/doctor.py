@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import importlib
 import importlib.metadata
 import importlib.util
@@ -130,6 +129,8 @@ def _gpu_checks() -> list[Check]:
         except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             out.append(Check("GPU", "NVML", False, f"NVML cannot start ({err}): no NVIDIA "
                              "driver, or no GPU visible to this process"))
+    import ctypes.util
+
     cupti = ctypes.util.find_library("cupti")
     if cupti is None:
         for dist in ("nvidia-cuda-cupti-cu12", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti"):
