@@ -273,9 +273,16 @@ def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
     """Set ``op`` for ``rows`` by name code, calling ``code_for(name)`` once per name."""
     if len(rows) == 0:
         return
-    distinct, inverse = np.unique(table.name[rows], return_inverse=True)
-    codes = np.array([code_for(table.names[int(c)]) for c in distinct], dtype=np.int32)
-    op[rows] = codes[inverse.reshape(-1)]
+    # A lookup table by name code, not a sort of the rows (np.unique): names are few, rows
+    # millions, and a sort holds several copies of them. Names ascending, as np.unique gave:
+    # ``code_for`` numbers new ops in the order it is called.
+    name = table.name[rows]
+    present = np.zeros(len(table.names), dtype=bool)
+    present[name] = True
+    lookup = np.full(len(present), -1, dtype=np.int32)
+    for c in np.flatnonzero(present).tolist():
+        lookup[c] = code_for(table.names[c])
+    op[rows] = lookup[name]
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, is_in
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -147,7 +147,7 @@ def find_steps(table: EventTable) -> Steps:
     profiler_steps = _codes(table, PROFILER_STEP)
     if profiler_steps:
         codes = np.array(sorted(profiler_steps), dtype=np.int32)
-        rows = np.flatnonzero(host & np.isin(table.name, codes))
+        rows = np.flatnonzero(host & is_in(table.name, codes))
         if len(rows):
             lookup = {c: int(m.group(1)) for c, m in profiler_steps.items()}
             numbers = np.array([lookup[int(c)] for c in table.name[rows]], dtype=np.int64)
@@ -188,7 +188,7 @@ def _longest_device_steps(table: EventTable, device: BoolArray) -> I64:
     their markers are not merged)."""
     lines = [i for i, name in enumerate(table.line_name)
              if name == DEVICE_STEPS_LINE and device_planes(table)[table.line_plane[i]]]
-    rows = np.flatnonzero(np.isin(table.line, lines)) if lines else np.zeros(0, np.int64)
+    rows = np.flatnonzero(is_in(table.line, lines)) if lines else np.zeros(0, np.int64)
     if len(rows) == 0:
         return rows.astype(np.int64)
     # Longest first, then one row per name.
