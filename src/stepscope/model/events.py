@@ -101,6 +101,38 @@ def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
     return out
 
 
+def typed_rows(table: EventTable, stat: str) -> tuple[I64, I64]:
+    """The events of ``table`` that carry typed stat ``stat`` (ascending) and its values,
+    from the sparse rows where the table keeps them so (no dense column is made)."""
+    typed = table.typed
+    if isinstance(typed, TypedStats):
+        rows, values = typed.sparse.get(stat, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        present = values != MISSING
+        if not present.all():
+            rows, values = rows[present], values[present]
+        return rows, values
+    if stat not in typed:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    column = typed[stat]
+    rows = np.flatnonzero(column != MISSING).astype(np.int64)
+    return rows, np.asarray(column[rows], np.int64)
+
+
+def typed_equals(table: EventTable, stat: str, value: int) -> NDArray[np.bool_]:
+    """Per event of ``table``: whether its typed stat ``stat`` is ``value``, from the sparse
+    rows where the table keeps them so (no dense int64 column of every event is made)."""
+    typed = table.typed
+    out = np.zeros(len(table), dtype=bool)
+    if isinstance(typed, TypedStats):
+        if stat in typed.sparse:
+            rows, values = typed.sparse[stat]
+            out[rows[values == value]] = True
+        return out
+    if stat in typed:
+        np.equal(typed[stat], value, out=out)
+    return out
+
+
 @dataclass
 class Plane:
     """One plane's identity and its plane-level stats."""

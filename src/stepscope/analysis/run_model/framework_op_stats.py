@@ -37,7 +37,7 @@ from stepscope.analysis.csv_table import csv_text
 from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, typed_equals
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -201,7 +201,7 @@ def classify(table: EventTable) -> OpEvents:
     on_host = ~device_plane[table.plane] & ~no_op_plane[table.plane]
     on_device = device_plane[table.plane]
     category, categories = kineto_categories(table)
-    step_marker = table.typed[schema.ROOT_LEVEL] == 1
+    step_marker = typed_equals(table, schema.ROOT_LEVEL, 1)
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 

@@ -65,7 +65,7 @@ from stepscope.analysis.run_model.step_groups import grouped_step, has_links
 from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.model import schema
-from stepscope.model.events import EventTable, is_in
+from stepscope.model.events import EventTable, is_in, typed_equals
 from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
@@ -316,9 +316,11 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         with_streams = np.unique(table.plane[device_work])
         xla_ops = np.array([ln == "XLA Ops" for ln in table.line_name] + [False], dtype=bool)
         device_work |= on_device & xla_ops[table.line] & ~is_in(table.plane, with_streams)
-    kind = np.array([kernel_type(name) for name in table.names] + ["Kernel"], dtype=object)
+    # Per name, then per event by its name code (a flag a name, not an object an event).
+    not_kernel = np.array([kernel_type(name) != "Kernel" for name in table.names] + [False],
+                          dtype=bool)
     copy_line = np.array([("Memcpy" in ln) for ln in table.line_name] + [False], dtype=bool)
-    is_copy = (kind[table.name] != "Kernel") | copy_line[table.line]
+    is_copy = not_kernel[table.name] | copy_line[table.line]
 
     def matches(pattern: re.Pattern[str]) -> BoolArray:
         hit = _name_mask(table, pattern)
@@ -329,7 +331,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
 
     to_device, to_host, peer = (matches(p) for p in (_TO_DEVICE, _TO_HOST, _DEVICE_TO_DEVICE))
     device_copy = device_work & is_copy
-    marker = (table.typed[schema.ROOT_LEVEL] == 1) | _name_mask(table, PROFILER_STEP)
+    marker = typed_equals(table, schema.ROOT_LEVEL, 1) | _name_mask(table, PROFILER_STEP)
     if steps.marker:
         code = table.name_code(steps.marker)
         if code is not None:

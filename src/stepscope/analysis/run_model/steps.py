@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable, is_in
+from stepscope.model.events import MISSING, EventTable, is_in, typed_equals, typed_rows
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -137,12 +137,17 @@ def find_steps(table: EventTable) -> Steps:
     """Find the steps of one host's events (see the module docstring for how)."""
     device = on_device(table)
     host = ~device
-    step_num = table.typed[schema.STEP_NUM]
-    has_num = step_num != MISSING
+    # The events with a step number, from the typed stats' sparse rows (a dense int64 column
+    # of every event would be tens of MB for a few thousand markers).
+    num_rows, num_values = typed_rows(table, schema.STEP_NUM)
+    on_host = host[num_rows]
+    numbered, numbers = num_rows[on_host], num_values[on_host]
+    del on_host
 
-    roots = np.flatnonzero(host & has_num & (table.typed[schema.ROOT_LEVEL] == 1))
+    is_root = typed_equals(table, schema.ROOT_LEVEL, 1)[numbered]
+    roots = numbered[is_root]
     if len(roots):
-        return _from_rows(table, roots, step_num[roots], "root")
+        return _from_rows(table, roots, numbers[is_root], "root")
 
     profiler_steps = _codes(table, PROFILER_STEP)
     if profiler_steps:
@@ -153,11 +158,10 @@ def find_steps(table: EventTable) -> Steps:
             numbers = np.array([lookup[int(c)] for c in table.name[rows]], dtype=np.int64)
             return _from_rows(table, rows, numbers, "profiler_step")
 
-    numbered = np.flatnonzero(host & has_num)
     if len(numbered):
         names, counts = np.unique(table.name[numbered], return_counts=True)
-        rows = numbered[table.name[numbered] == names[np.argmax(counts)]]
-        return _from_rows(table, rows, step_num[rows], "step_num")
+        chosen = table.name[numbered] == names[np.argmax(counts)]
+        return _from_rows(table, numbered[chosen], numbers[chosen], "step_num")
 
     steps_rows = _longest_device_steps(table, device)
     if len(steps_rows):
