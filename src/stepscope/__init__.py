@@ -14,12 +14,8 @@ JSON, columns or a DataFrame.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from stepscope.capture.flight import FlightTriggers, flight_recorder
-from stepscope.capture.options import ProfilerOptions
-from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop
-from stepscope.capture.trace import Trace
 from stepscope.errors import (
     InvalidOptionError,
     LogdirError,
@@ -34,8 +30,25 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import ModuleType
 
+    from stepscope.capture.flight import FlightTriggers, flight_recorder
+    from stepscope.capture.options import ProfilerOptions
+    from stepscope.capture.session import DroppedEventsWarning, Profile, start, stop
+    from stepscope.capture.trace import Trace
     from stepscope.model.run_tables import RunTables
     from stepscope.run import Run
+
+# The capture API, imported on first use: reading a profile (the CLI's ``report``, ``serve``)
+# must not pay for the recorder, its tracers and psutil. Name → the module that defines it.
+_CAPTURE = {
+    "FlightTriggers": "stepscope.capture.flight",
+    "flight_recorder": "stepscope.capture.flight",
+    "ProfilerOptions": "stepscope.capture.options",
+    "DroppedEventsWarning": "stepscope.capture.session",
+    "Profile": "stepscope.capture.session",
+    "start": "stepscope.capture.session",
+    "stop": "stepscope.capture.session",
+    "Trace": "stepscope.capture.trace",
+}
 
 
 def load(path: str, *, use_cache: bool = True) -> RunTables:
@@ -62,13 +75,19 @@ def open(path: str | Path, *, engine: str = "auto", cache: bool = True) -> Run: 
     return open_run(path, engine=engine, cache=cache)
 
 
-def __getattr__(name: str) -> ModuleType:
-    """``stepscope.server``, ``stepscope.client`` (they load gRPC), ``stepscope.keras``
-    (it loads Keras), ``stepscope.torch`` and ``stepscope.timeline``, imported on first use."""
-    if name in ("server", "client", "keras", "torch", "timeline"):
-        import importlib
+def __getattr__(name: str) -> Any:
+    """The capture API (``start``, ``stop``, ``Trace``, ...), and ``stepscope.server``,
+    ``stepscope.client`` (they load gRPC), ``stepscope.keras`` (it loads Keras),
+    ``stepscope.torch`` and ``stepscope.timeline``, imported on first use."""
+    import importlib
 
-        return importlib.import_module(f"stepscope.{name}")
+    if name in _CAPTURE:
+        value = getattr(importlib.import_module(_CAPTURE[name]), name)
+        globals()[name] = value  # later lookups find it without this function
+        return value
+    if name in ("server", "client", "keras", "torch", "timeline"):
+        module: ModuleType = importlib.import_module(f"stepscope.{name}")
+        return module
     raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import importlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -67,6 +65,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _version(dists: tuple[str, ...]) -> str | None:
+    import importlib.metadata  # here: every other command loads this module, not its checks
+
     for dist in dists:
         try:
             return importlib.metadata.version(dist)
@@ -130,6 +130,9 @@ def _gpu_checks() -> list[Check]:
         except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             out.append(Check("GPU", "NVML", False, f"NVML cannot start ({err}): no NVIDIA "
                              "driver, or no GPU visible to this process"))
+    import ctypes.util
+    import importlib.metadata
+
     cupti = ctypes.util.find_library("cupti")
     if cupti is None:
         for dist in ("nvidia-cuda-cupti-cu12", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti"):

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from stepscope.errors import OutputError
-from stepscope.formats.xplane_builder import file_mode
 from stepscope.model import locations
 
 # A temporary file without a process id in its name (written before names carried one) is
@@ -152,6 +151,8 @@ def _through_temporary(name: str, target: Path) -> Iterator[BinaryIO]:
     except OSError as err:
         raise _error(name, err) from err
     try:
+        from stepscope.formats.xplane_builder import file_mode  # it loads protobuf
+
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as stream:
             yield stream

@@ -21,8 +21,10 @@ from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.formats.xspace_to_xla import may_hold_hlo
 from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
-from stepscope.model.logdir import host_name, is_step_stats_path, resolve
+from stepscope.model.logdir import host_name, host_names, is_step_stats_path, resolve
 from stepscope.model.run_tables import Progress, RunTables
+
+__all__ = ["host_names", "load", "load_file"]  # host_names lives in model.logdir
 
 
 def load_file(path: Path, *, use_cache: bool = True,
@@ -110,16 +112,6 @@ def load(path: str | Path, *, use_cache: bool = True,
         raise ProfileFormatError(next(iter(failed.values())))
     return RunTables(run=run, path=where, hosts=dict(sorted(hosts.items())),
                    sources=sources, failed=failed, other_runs=others)
-
-
-def host_names(files: list[Path]) -> list[str]:
-    """The host each file of a run holds (two files named for one host keep their file
-    names, so that both are kept, apart)."""
-    names: list[str] = []
-    for file in files:
-        name = host_name(file)
-        names.append(file.name if name in names else name)
-    return names
 
 
 def _check_readable(path: Path) -> None:

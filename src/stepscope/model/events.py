@@ -84,6 +84,55 @@ class TypedStats(Mapping[str, "I64"]):
         return sum(r.nbytes + v.nbytes for r, v in self.sparse.values())
 
 
+def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
+    """``np.isin(codes, wanted)`` for a column of small non-negative codes (names, lines,
+    planes): one lookup into a table of flags, where np.isin sorts or builds temporaries of
+    several bytes a row (tens of MB over millions of events)."""
+    want = np.asarray(wanted, dtype=np.int64).reshape(-1)
+    if not len(codes) or not len(want):
+        return np.zeros(len(codes), dtype=bool)
+    low, high = int(codes.min()), int(codes.max())
+    if low < 0 or high >= 1 << 24:
+        found: NDArray[np.bool_] = np.isin(codes, want)
+        return found
+    flags = np.zeros(high + 1, dtype=bool)
+    flags[want[(want >= 0) & (want <= high)]] = True
+    out: NDArray[np.bool_] = flags[codes]
+    return out
+
+
+def typed_rows(table: EventTable, stat: str) -> tuple[I64, I64]:
+    """The events of ``table`` that carry typed stat ``stat`` (ascending) and its values,
+    from the sparse rows where the table keeps them so (no dense column is made)."""
+    typed = table.typed
+    if isinstance(typed, TypedStats):
+        rows, values = typed.sparse.get(stat, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        present = values != MISSING
+        if not present.all():
+            rows, values = rows[present], values[present]
+        return rows, values
+    if stat not in typed:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    column = typed[stat]
+    rows = np.flatnonzero(column != MISSING).astype(np.int64)
+    return rows, np.asarray(column[rows], np.int64)
+
+
+def typed_equals(table: EventTable, stat: str, value: int) -> NDArray[np.bool_]:
+    """Per event of ``table``: whether its typed stat ``stat`` is ``value``, from the sparse
+    rows where the table keeps them so (no dense int64 column of every event is made)."""
+    typed = table.typed
+    out = np.zeros(len(table), dtype=bool)
+    if isinstance(typed, TypedStats):
+        if stat in typed.sparse:
+            rows, values = typed.sparse[stat]
+            out[rows[values == value]] = True
+        return out
+    if stat in typed:
+        np.equal(typed[stat], value, out=out)
+    return out
+
+
 @dataclass
 class Plane:
     """One plane's identity and its plane-level stats."""
@@ -169,7 +218,9 @@ class EventTable:
             code = st.stat_names.index(stat)
         except ValueError:
             return np.zeros(0, np.int64), np.zeros(0, np.int32), []
-        rows = np.flatnonzero((st.name == code) & np.isin(st.kind, (KIND_STR, KIND_REF)))
+        # Two comparisons, not np.isin: it holds ~10 bytes a stat row (tens of MB) at once.
+        rows = np.flatnonzero((st.name == code)
+                              & ((st.kind == KIND_STR) | (st.kind == KIND_REF)))
         # Decode each distinct (kind, value) once: values repeat (refs, shared text). Both are
         # small non-negative numbers here (a kind, an index): one int64 key sorts far faster
         # than rows of two.
@@ -190,7 +241,7 @@ class EventTable:
         except ValueError:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         rows = np.flatnonzero((st.name == code)
-                              & np.isin(st.kind, (KIND_INT64, KIND_UINT64)))
+                              & ((st.kind == KIND_INT64) | (st.kind == KIND_UINT64)))
         return np.asarray(st.event[rows], np.int64), np.asarray(st.value[rows], np.int64)
 
     def typed_at(self, row: int) -> dict[str, int]:

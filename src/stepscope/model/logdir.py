@@ -165,6 +165,16 @@ def host_name(path: Path) -> str:
     return name
 
 
+def host_names(files: list[Path]) -> list[str]:
+    """The host each file of a run holds (two files named for one host keep their file
+    names, so that both are kept, apart)."""
+    names: list[str] = []
+    for file in files:
+        name = host_name(file)
+        names.append(file.name if name in names else name)
+    return names
+
+
 def _run_files(directory: Path) -> list[Path]:
     """The profile files of one run directory (newest trace per worker for torch's layout)."""
     entries = sorted(p for p in directory.iterdir() if p.is_file())

@@ -26,15 +26,11 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.analysis.run_model import build_host, host_to_dict
 from stepscope.errors import InvalidOptionError, ProfileFormatError, StepscopeError
-from stepscope.formats.run_reader import load_file
 from stepscope.model.locations import as_path, redact
-from stepscope.run.storage import memory_keeper
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +63,10 @@ class HostResult:
 
 def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
     """Load one host's file and build its model (the unit of work of every engine)."""
+    from stepscope.analysis.run_model import build_host, host_to_dict
+    from stepscope.formats.run_reader import load_file
+    from stepscope.run.storage import memory_keeper
+
     # Every failure becomes this host's reason, here, so that every engine gives the same
     # answer for it (the host named in failed_hosts, the others reported): the local engine
     # raising, the pool naming it and Ray wrapping it in its own traceback differed.
@@ -150,6 +150,7 @@ def run_tasks(tasks: list[HostTask], engine: str, *, use_cache: bool = True,
 
 def _run_on_pool(tasks: list[HostTask], engine: str, use_cache: bool) -> Iterator[HostResult]:
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     workers = max(1, min(len(tasks), os.cpu_count() or 1))
     # forkserver: the workers do not inherit this process's threads (a web server's, a

@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stepscope.analysis.run_model import (
-    RUN_MODEL_NAME,
-    LazyHosts,
-    RunModel,
-    build_run_model,
-    combine,
-)
-from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer
-from stepscope.analysis.xla.hlo_programs import HloProgram
-from stepscope.analysis.xla.xla_model import XLA_MODEL_VERSION, HostSteps, XlaModel, build_xla_model
+from stepscope.analysis.run_model import RUN_MODEL_NAME, LazyHosts, RunModel
 from stepscope.errors import ProfileFormatError, StepscopeError, not_found
-from stepscope.formats.run_reader import host_names, load
-from stepscope.formats.xspace_to_hlo import load_hlo
-from stepscope.formats.xspace_to_xla import load_xla, may_hold_hlo, may_hold_xla
 from stepscope.model import cache, schema
-from stepscope.model.logdir import resolve
+from stepscope.model.logdir import host_names, resolve
 from stepscope.model.run_tables import Progress, RunTables
-from stepscope.model.xla_ops import XlaHostOps
-from stepscope.run.engines import HostResult, check_engine, run_tasks, tasks_for
-from stepscope.run.storage import run_memory_keeper
+
+# What a cached open does not need (the readers and protobuf, the engines' process pool, the
+# XLA and pod viewer analyses) is imported where it is used: `stepscope report` on a cached
+# run starts in a fraction of the time.
+if TYPE_CHECKING:
+    from stepscope.analysis.xla.hlo_programs import HloProgram
+    from stepscope.analysis.xla.xla_model import XlaModel
+    from stepscope.model.xla_ops import XlaHostOps
+    from stepscope.run.engines import HostResult
+
+# The XLA model's cache entry, named with XLA_MODEL_VERSION (analysis.xla.xla_model).
+XLA_MODEL_NAME = "xla_model.{}"
 
 
 def open_run_model(path: str | Path, *, use_cache: bool = True,
@@ -43,6 +40,9 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
     Each host is a task on ``engine`` (see ``stepscope.run.engines``): only the host models come
     back, and are combined here.
     """
+    from stepscope.analysis.run_model import combine
+    from stepscope.run.engines import check_engine, run_tasks, tasks_for
+
     check_engine(engine)
     run, where, files, _ = resolve(path)
     if use_cache:
@@ -78,6 +78,9 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
 
 def run_model_of(profile: RunTables, *, use_cache: bool = True) -> RunModel:
     """The run model of a loaded run: from the cache when fresh, else built (and kept)."""
+    from stepscope.analysis.run_model import build_run_model
+    from stepscope.run.storage import run_memory_keeper
+
     files: list[Path] = []
     if use_cache:
         try:
@@ -98,6 +101,8 @@ def keep_results(model: RunModel) -> RunModel:
     """Add to ``model`` the tools' results that are kept with it in the cache (the pod
     viewer's, which reads every host): a cached open answers them without decoding a host."""
     if "pod" not in model.combined:
+        from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer
+
         model.combined["pod"] = pod_viewer(model).to_dict()
     return model
 
@@ -149,13 +154,13 @@ def overview_dict(path: str | Path, *, use_cache: bool = True,
 
 # -- XLA programs (op profile, HLO op stats, roofline) ----------------------------------------
 
-XLA_MODEL_NAME = f"xla_model.{XLA_MODEL_VERSION}"
-
-
 def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
                  use_cache: bool = True, host: str | None = None) -> XlaModel:
     """The XLA model of a loaded run, or of its host ``host`` (its XSpace files read again
     for their XLA parts), from the cache when fresh; ``model`` gives the steps."""
+    from stepscope.analysis.xla.xla_model import HostSteps, build_xla_model
+    from stepscope.formats.xspace_to_xla import load_xla, may_hold_xla
+
     sources = dict(sorted(profile.sources.items()))
     if host is not None:
         if host not in sources:
@@ -188,13 +193,15 @@ def xla_model_of(profile: RunTables, model: RunModel | None = None, *,
     result = build_xla_model(hosts, steps)
     result.notes[:0] = notes
     if files and not notes:
-        cache.save_result(files, XLA_MODEL_NAME, result.to_dict())
+        cache.save_result(files, _xla_model_name(), result.to_dict())
     return result
 
 
 def open_xla_model(path: str | Path, *, use_cache: bool = True,
                    progress: Progress | None = None, host: str | None = None) -> XlaModel:
     """The XLA model of the run ``path`` names, or of its host ``host``."""
+    from stepscope.formats.run_reader import load
+
     _, _, files, _ = resolve(path)
     if use_cache and host is None:
         cached = _cached_xla(files)
@@ -234,6 +241,8 @@ def _any_file(files: list[Path], what: str) -> bool:
 def _probe(what: str, file: Path, path: str, size: int, mtime_ns: int) -> bool:
     """The byte probe's answer, kept in memory and in the on-disk cache: it reads the whole
     file (a third of a second for 150 MB), which a tool opened on a cached run must not."""
+    from stepscope.formats.xspace_to_xla import may_hold_hlo, may_hold_xla
+
     name = f"probe_{what}"
     kept = cache.load_result([file], name) if cache.enabled() else None
     if kept is not None and isinstance(kept.get("found"), bool):
@@ -243,8 +252,16 @@ def _probe(what: str, file: Path, path: str, size: int, mtime_ns: int) -> bool:
     return found
 
 
+def _xla_model_name() -> str:
+    from stepscope.analysis.xla.xla_model import XLA_MODEL_VERSION
+
+    return XLA_MODEL_NAME.format(XLA_MODEL_VERSION)
+
+
 def _cached_xla(files: list[Path]) -> XlaModel | None:
-    data = cache.load_result(files, XLA_MODEL_NAME)
+    from stepscope.analysis.xla.xla_model import XlaModel
+
+    data = cache.load_result(files, _xla_model_name())
     if data is None:
         return None
     try:
@@ -259,6 +276,10 @@ def _cached_xla(files: list[Path]) -> XlaModel | None:
 def hlo_programs_of(sources: dict[str, Path], host: str | None = None) -> dict[str, HloProgram]:
     """The XLA programs whose HLO the run's XSpace files hold (``sources``: host → file), or
     those of its host ``host``, keyed by program id."""
+    from stepscope.analysis.xla.hlo_programs import HloProgram
+    from stepscope.formats.xspace_to_hlo import load_hlo
+    from stepscope.formats.xspace_to_xla import may_hold_hlo
+
     if host is not None:
         if host not in sources:
             raise not_found("host", host, "this run", sorted(sources))

@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.analysis.run_model import RunModel
 from stepscope.errors import NotFoundError, not_found
-from stepscope.formats.run_reader import host_names, load_file
-from stepscope.model.logdir import resolve
+from stepscope.model.logdir import host_names, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
-from stepscope.run import loader, storage
+from stepscope.run import loader
 from stepscope.run.engines import check_engine
 from stepscope.run.result import ToolResult
 
@@ -27,6 +26,21 @@ if TYPE_CHECKING:
     from stepscope.analysis.trace.trace_index import TraceIndex
     from stepscope.analysis.xla.hlo_programs import HloProgram
     from stepscope.analysis.xla.xla_model import XlaModel
+
+
+def _load_file(file: Path, *, use_cache: bool) -> Any:
+    """One host's event table (the readers are imported when a table is first needed: a
+    cached run answers its tools without them)."""
+    from stepscope.formats.run_reader import load_file
+
+    return load_file(file, use_cache=use_cache)
+
+
+def _storage() -> Any:
+    """``stepscope.run.storage`` (it imports the trace viewer's index), on first use."""
+    from stepscope.run import storage
+
+    return storage
 
 
 class Run:
@@ -51,7 +65,7 @@ class Run:
         check_engine(engine)
         run, where, files, others = resolve(path)
         sources = dict(zip(host_names(files), files, strict=True))
-        tables = LazyTables(sources, lambda file: load_file(file, use_cache=cache))
+        tables = LazyTables(sources, lambda file: _load_file(file, use_cache=cache))
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         opened = cls(profile, use_cache=cache, engine=engine, progress=progress)
@@ -96,7 +110,7 @@ class Run:
         self.tables.sources = sources
         self.tables.failed = dict(model.failed)
         use_cache = self.use_cache
-        self.tables.hosts = LazyTables(sources, lambda f: load_file(f, use_cache=use_cache))
+        self.tables.hosts = LazyTables(sources, lambda f: _load_file(f, use_cache=use_cache))
 
     @property
     def hosts(self) -> list[str]:
@@ -145,7 +159,7 @@ class Run:
                     raise ToolNotAvailableError(chosen.unavailable(self))
                 result = chosen.compute(self, host, values)
                 if chosen.keep and self.use_cache and not self.failed:
-                    storage.keep_tool_result(self._files(), chosen.name, host, values,
+                    _storage().keep_tool_result(self._files(), chosen.name, host, values,
                                              result.data, result.csv_text, result.table_key)
                 self._results[key] = result
         answer: ToolResult = self._results[key]
@@ -160,7 +174,7 @@ class Run:
     def _kept(self, tool: str, host: str | None, values: dict[str, Any]) -> ToolResult | None:
         """A tool's answer kept in the on-disk cache by an earlier open of the same files."""
         files = self._files() if self.use_cache else []
-        hit = storage.cached_tool_result(files, tool, host, values) if files else None
+        hit = _storage().cached_tool_result(files, tool, host, values) if files else None
         if hit is None:
             return None
         return ToolResult(tool, hit["data"], hit.get("table_key"), None, hit.get("csv"))
@@ -297,7 +311,7 @@ class Run:
         """The trace viewer's index of one host (default the first), built or read from
         the cache."""
         name = host or self.hosts[0]
-        index: TraceIndex = self.result(("trace_index", name), lambda: storage.index_for(
+        index: TraceIndex = self.result(("trace_index", name), lambda: _storage().index_for(
             self.tables.hosts[name], self.tables.sources.get(name), use_cache=self.use_cache))
         return index
 

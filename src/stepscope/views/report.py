@@ -9,14 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 from rich.text import Text
 
 from stepscope.analysis.run_model.framework_op_stats import OpStats
@@ -53,6 +45,9 @@ def loading_progress(console: Console) -> Iterator[ProgressCallback | None]:
     if not console.is_terminal:
         yield None
         return
+    # Imported here: a report printed to a pipe or file (or a test) shows no bar.
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
     columns = (TextColumn("loading {task.description}"), BarColumn(), DownloadColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
@@ -72,6 +67,14 @@ def count_progress(console: Console, what: str, total: int
     if not console.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("", total=total)

@@ -323,6 +323,27 @@ def build_host(name: str, table: EventTable,
                  "host_work": host_work}
     pod_ns = partition(table, steps, pod_masks, _HOST_ORDER)
 
+    devices = _device_partitions(table, steps, masks, pod_masks["copy"])
+    collective_end = np.full(len(steps), -1, dtype=np.int64)
+    rows = np.flatnonzero(masks["device_collectives"])
+    step = steps.event_step[rows] if len(steps) else np.zeros(0, np.int32)
+    rows, step = rows[step >= 0], step[step >= 0]
+    if len(rows):
+        np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
+    groups = host_groups(table, events)
+    # The per-event columns above (classification, category masks: tens of MB over millions
+    # of events) are dropped before the passes below, so that their peaks do not add up.
+    del events, masks, pod_masks, host_work, rows, step
+    start = _profile_start(table)
+    return HostModel(ov, groups, _host_input(name, table), pod_ns, devices, collective_end,
+                     start, _host_memory(name, table, steps, start, keep_memory),
+                     framework_of(table), python_summary(table, steps),
+                     pytorch_model_flops(table, steps))
+
+
+def _device_partitions(table: EventTable, steps: Steps, masks: dict[str, NDArray[np.bool_]],
+                       copy: NDArray[np.bool_]) -> dict[str, I64]:
+    """Per device plane with work: its step time by category (``partition``)."""
     devices: dict[str, I64] = {}
     device_plane = device_planes(table)
     host_input = masks["input"] & ~masks["device_events"]
@@ -332,21 +353,10 @@ def build_host(name: str, table: EventTable,
         mine = table.plane == index
         dev_masks = {"device_compute": masks["device_compute"] & mine,
                      "device_collectives": masks["device_collectives"] & mine,
-                     "copy": pod_masks["copy"] & mine, "input": host_input}
+                     "copy": copy & mine, "input": host_input}
         label = table.planes[int(index)].name.removeprefix("/device:")
         devices[label] = partition(table, steps, dev_masks, _DEVICE_ORDER)
-
-    collective_end = np.full(len(steps), -1, dtype=np.int64)
-    rows = np.flatnonzero(masks["device_collectives"])
-    step = steps.event_step[rows] if len(steps) else np.zeros(0, np.int32)
-    rows, step = rows[step >= 0], step[step >= 0]
-    if len(rows):
-        np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
-    start = _profile_start(table)
-    return HostModel(ov, host_groups(table, events), _host_input(name, table), pod_ns,
-                     devices, collective_end, start,
-                     _host_memory(name, table, steps, start, keep_memory), framework_of(table),
-                     python_summary(table, steps), pytorch_model_flops(table, steps))
+    return devices
 
 
 def _host_memory(name: str, table: EventTable, steps: Steps, start: int | None,

@@ -46,7 +46,7 @@ from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
 from stepscope.analysis.run_model.tf_op_names import hlo_provenance, parse_op_fullname
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, typed_equals
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -224,7 +224,7 @@ def classify(table: EventTable) -> OpEvents:
     on_host = ~device_plane[table.plane] & ~no_op_plane[table.plane]
     on_device = device_plane[table.plane]
     category, categories = kineto_categories(table)
-    step_marker = table.typed[schema.ROOT_LEVEL] == 1
+    step_marker = typed_equals(table, schema.ROOT_LEVEL, 1)
     marker_names = np.array([bool(PROFILER_STEP.match(n)) for n in table.names], dtype=bool)
     step_marker |= marker_names[table.name] if len(table.names) else step_marker
 
@@ -342,9 +342,16 @@ def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
     """Set ``op`` for ``rows`` by name code, calling ``code_for(name)`` once per name."""
     if len(rows) == 0:
         return
-    distinct, inverse = np.unique(table.name[rows], return_inverse=True)
-    codes = np.array([code_for(table.names[int(c)]) for c in distinct], dtype=np.int32)
-    op[rows] = codes[inverse.reshape(-1)]
+    # A lookup table by name code, not a sort of the rows (np.unique): names are few, rows
+    # millions, and a sort holds several copies of them. Names ascending, as np.unique gave:
+    # ``code_for`` numbers new ops in the order it is called.
+    name = table.name[rows]
+    present = np.zeros(len(table.names), dtype=bool)
+    present[name] = True
+    lookup = np.full(len(present), -1, dtype=np.int32)
+    for c in np.flatnonzero(present).tolist():
+        lookup[c] = code_for(table.names[c])
+    op[rows] = lookup[name]
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],

@@ -136,29 +136,50 @@ def _root_of(node: str) -> str:
     return SEP.join(node.split(SEP)[:2])
 
 
+def _last_value(keys: I64, values: I64, wanted: I64) -> tuple[NDArray[np.bool_], I64]:
+    """For each of ``wanted``: whether ``keys`` holds it, and the value of its last row
+    there (as ``dict(zip(keys, values))`` would give, without the dict)."""
+    if not len(keys):
+        return np.zeros(len(wanted), bool), np.zeros(len(wanted), np.int64)
+    if bool(np.any(keys[1:] < keys[:-1])):  # a stable sort keeps equal keys' row order
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+    pos = np.searchsorted(keys, wanted, side="right") - 1
+    hit = (pos >= 0) & (keys[np.maximum(pos, 0)] == wanted)
+    return hit, values[np.maximum(pos, 0)]
+
+
+def _first_of(keys: I64, values: I64) -> dict[int, int]:
+    """Per distinct key, the value of its first row (as ``setdefault`` in row order)."""
+    distinct, first = np.unique(keys, return_index=True)
+    return dict(zip(distinct.tolist(), values[first].tolist(), strict=True))
+
+
 def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
                   start: I64) -> tuple[I64, list[str]]:
-    """Per iterator event, its pipeline (index), and the pipelines' keys by first call."""
-    roots = [_root_of(n) for n in nodes]
-    keys = np.array(roots, dtype=object)[node] if len(rows) else np.zeros(0, dtype=object)
+    """Per iterator event, its pipeline (index), and the pipelines' keys by first call.
+
+    A pipeline's key is its output stage's name, and ``#`` and the id of its Root where the
+    events' ids lead there. Rows carry codes (the root's, the found id), never a string each:
+    a host of millions of iterator events holds a few integer columns here."""
+    if not len(rows):
+        return np.zeros(0, np.int64), []
+    roots = sorted({_root_of(n) for n in nodes})
+    root_index = {r: i for i, r in enumerate(roots)}
+    root = np.array([root_index[_root_of(n)] for n in nodes], np.int64)[node]
+    found = np.zeros(len(rows), np.int64)  # the Root's id, where ``has``
+    has = np.zeros(len(rows), bool)
     id_rows, ids = table.int_stat("id")
-    if len(id_rows) and len(rows):
+    if len(id_rows):
         parent_rows, parent_ids = table.int_stat("parent_id")
         # TensorFlow's ids, for every iterator-named event (the Root wrapper included).
         named = np.array([n.startswith(PREFIX + SEP) for n in table.names] + [False], bool)
         on = named[table.name[id_rows]]
         id_rows, ids = id_rows[on], ids[on]
-        parent: dict[int, int] = {}
-        pairs_p = dict(zip(parent_rows.tolist(), parent_ids.tolist(), strict=True))
-        for r, i in zip(id_rows.tolist(), ids.tolist(), strict=True):
-            if r in pairs_p:
-                parent.setdefault(i, pairs_p[r])
-        id_of = dict(zip(id_rows.tolist(), ids.tolist(), strict=True))
-        stage_of_id: dict[int, int] = {}
-        for r, n in zip(rows.tolist(), node.tolist(), strict=True):
-            i = id_of.get(r)
-            if i is not None:
-                stage_of_id.setdefault(i, n)
+        with_parent, parent_of_row = _last_value(parent_rows, parent_ids, id_rows)
+        parent = _first_of(ids[with_parent], parent_of_row[with_parent])
+        with_id, row_id = _last_value(id_rows, ids, rows)
+        stage_of_id = _first_of(row_id[with_id], node[with_id])
         memo: dict[int, int | None] = {}
 
         def root_id(i: int) -> int | None:
@@ -166,47 +187,57 @@ def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
             None where the chain of parents breaks before an output stage (events of
             DataLoader worker processes: their ids come from another process)."""
             seen: list[int] = []
-            found: int | None = None
+            result: int | None = None
             while len(seen) < 100:
                 if i in memo:
-                    found = memo[i]
+                    result = memo[i]
                     break
                 seen.append(i)
                 n = stage_of_id.get(i)
                 if n is not None and parent_of(nodes[n]) is None:
-                    found = parent.get(i, i)  # TF: the Root wrapper's id
+                    result = parent.get(i, i)  # TF: the Root wrapper's id
                     break
                 if i not in parent:
                     break
                 i = parent[i]
             for each in seen:
-                memo[each] = found
-            return found
+                memo[each] = result
+            return result
 
-        for k, r in enumerate(rows.tolist()):
-            i = id_of.get(r)
-            found = root_id(i) if i is not None else None
-            if found is not None:
-                keys[k] = f"{keys[k]}#{found}"
+        distinct_ids, inverse = np.unique(row_id[with_id], return_inverse=True)
+        results = [root_id(i) for i in distinct_ids.tolist()]
+        ok = np.array([r is not None for r in results], bool)
+        value = np.array([0 if r is None else r for r in results], np.int64)
+        inverse = inverse.reshape(-1)
+        has[with_id] = ok[inverse]
+        found[with_id] = value[inverse]
+    # The distinct keys: (root, found id) pairs, named as text once each.
+    pairs, pair_of = np.unique(np.stack([root, has.astype(np.int64), found], axis=1), axis=0,
+                               return_inverse=True)
+    pair_of = pair_of.reshape(-1)
+    del root, has, found
+    names = [f"{roots[r]}#{f}" if h else roots[r] for r, h, f in pairs.tolist()]
+    if len(id_rows):
         # Events whose chain broke join the busiest pipeline of their output stage's name.
-        named_keys, counts = np.unique(keys.astype(str), return_counts=True)
+        counts = np.bincount(pair_of, minlength=len(names))
+        by_name: dict[str, int] = {}
+        for key, count in zip(names, counts.tolist(), strict=True):
+            by_name[key] = by_name.get(key, 0) + count
         best: dict[str, tuple[int, str]] = {}
-        for key, count in zip(named_keys.tolist(), counts.tolist(), strict=True):
+        for key in sorted(by_name):
             name, sep, _ = key.partition("#")
-            if sep and count > best.get(name, (-1, ""))[0]:
-                best[name] = (count, key)
-        for k in range(len(keys)):
-            if "#" not in keys[k] and keys[k] in best:
-                keys[k] = best[keys[k]][1]
-    if not len(rows):
-        return np.zeros(0, np.int64), []
-    distinct, inverse = np.unique(keys.astype(str), return_inverse=True)
+            if sep and by_name[key] > best.get(name, (-1, ""))[0]:
+                best[name] = (by_name[key], key)
+        names = [best[k][1] if "#" not in k and k in best else k for k in names]
+    distinct = sorted(set(names))
+    code = {k: i for i, k in enumerate(distinct)}
+    key_of_row = np.array([code[k] for k in names], np.int64)[pair_of]
     first = np.full(len(distinct), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inverse, start)
-    order = np.lexsort((distinct, first))
+    np.minimum.at(first, key_of_row, start)
+    order = sorted(range(len(distinct)), key=lambda i: (int(first[i]), distinct[i]))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    return rank[inverse].astype(np.int64), [str(distinct[i]) for i in order]
+    return rank[key_of_row].astype(np.int64), [distinct[i] for i in order]
 
 
 @dataclass

@@ -42,24 +42,29 @@ def parents(group: I64, start: I64, end: I64) -> I64:
     of it past the parent's end is ignored by callers that clip.
     """
     n = len(start)
-    out = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return out
+        return np.full(0, -1, dtype=np.int64)
     s, e, _ = _on_one_axis(group, start, np.maximum(end, start))
     # Order: by start, the longer first, so that a parent precedes its children.
     order = np.lexsort((-e, s))
-    s, e = s[order], e[order]
+    s = s[order]
+    e = e[order]
     # Depth of each interval = intervals opened before it and not yet closed at its start.
     # Closed = end <= start; the running maximum of ends makes partial overlaps behave
-    # as nesting rather than producing negative depths.
-    position = np.arange(n, dtype=np.int64)
-    closed = np.searchsorted(np.sort(e), s, side="right")
+    # as nesting rather than producing negative depths. (Computed in place, each
+    # temporary dropped once used: over millions of events every column is tens of MB.)
+    depth = np.arange(n, dtype=np.int64)
+    depth -= np.searchsorted(np.sort(e), s, side="right")
     # Zero-length intervals sharing this start sort after it and count as "closed" above
     # although they come later: take them back out.
-    zeros_before = np.concatenate([[0], np.cumsum(e == s)])
-    same_start_end = np.searchsorted(s, s, side="right")
-    later_zero = zeros_before[same_start_end] - zeros_before[position]
-    depth = np.maximum(position - (closed - later_zero), 0)
+    zeros_before = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(e == s, out=zeros_before[1:])
+    later_zero = zeros_before[np.searchsorted(s, s, side="right")]
+    later_zero -= zeros_before[:-1]
+    del zeros_before
+    depth += later_zero
+    del later_zero
+    np.maximum(depth, 0, out=depth)
     # An interval's parent is the last interval before it, in this order, one level up.
     sorted_parent = np.full(n, -1, dtype=np.int64)
     for level in range(1, int(depth.max(initial=0)) + 1):
@@ -71,11 +76,12 @@ def parents(group: I64, start: I64, end: I64) -> I64:
         valid = pick >= 0
         sorted_parent[children[valid]] = candidates[pick[valid]]
     # Candidates found this way may belong to an earlier group; keep same-group parents only.
-    has = sorted_parent >= 0
-    same = np.zeros(n, dtype=bool)
-    same[has] = e[sorted_parent[has]] > s[has]
-    sorted_parent[~same] = -1
-    out[order] = np.where(sorted_parent >= 0, order[np.maximum(sorted_parent, 0)], -1)
+    has = np.flatnonzero(sorted_parent >= 0)
+    sorted_parent[has[e[sorted_parent[has]] <= s[has]]] = -1
+    del has, s, e, depth
+    out = np.full(n, -1, dtype=np.int64)
+    kept = np.flatnonzero(sorted_parent >= 0)
+    out[order[kept]] = order[sorted_parent[kept]]
     return out
 
 
@@ -96,20 +102,29 @@ def self_times(group: I64, start: I64, end: I64) -> I64:
 def merged(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
     """The union of each group's intervals as disjoint segments: (group, start, end)."""
     keep = end > start
-    group, start, end = group[keep], start[keep], end[keep]
+    if not keep.all():
+        group, start, end = group[keep], start[keep], end[keep]
+    del keep
     if len(start) == 0:
         return group, start, end
     s, e, times = _on_one_axis(group, start, end)
     order = np.argsort(s, kind="stable")
-    s, e, g = s[order], e[order], group[order]
-    reach = np.maximum.accumulate(e)
+    s = s[order]
+    # The running maximum of the ends, in place: over millions of events each column is
+    # tens of MB, and only the segments' bounds are kept.
+    e = e[order]
+    reach = np.maximum.accumulate(e, out=e)
+    del e
     # A new segment begins where an interval starts after everything before it ended.
     begins = np.ones(len(s), dtype=bool)
-    begins[1:] = s[1:] > reach[:-1]
+    np.greater(s[1:], reach[:-1], out=begins[1:])
     first = np.flatnonzero(begins)
+    del begins
     last = np.append(first[1:], len(s)) - 1
-    seg_group = g[first]
-    seg_start, seg_end = start[order][first], reach[last]
+    at = order[first]
+    del order
+    seg_group = group[at]
+    seg_start, seg_end = start[at], reach[last]
     if times is None:
         shift = s[first] - seg_start  # the offset each group was moved by
         seg_end = seg_end - shift

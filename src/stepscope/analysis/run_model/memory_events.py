@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.intervals import parents
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, is_in
 from stepscope.model.stat_kinds import KIND_DOUBLE, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 
 I32 = NDArray[np.int32]
@@ -201,7 +201,7 @@ def _sizes(values: I64, present: Bools, problems: dict[str, int], what: str) -> 
 def op_rows(table: EventTable, lines: I64, kineto: bool) -> I64:
     """The events on ``lines`` that own memory recorded while they are open: in a PyTorch
     trace its ops and annotations, otherwise every event with a duration."""
-    cand = np.flatnonzero(np.isin(table.line, lines) & (table.duration_ns > 0))
+    cand = np.flatnonzero(is_in(table.line, lines) & (table.duration_ns > 0))
     if kineto:
         events, codes, values = table.text_stat(schema.KINETO_CATEGORY)
         wanted = np.array([v in TORCH_OP_CATEGORIES for v in values], dtype=bool)
@@ -253,7 +253,7 @@ def memory_events(table: EventTable, step_num: I64 | None = None,
 
     codes = [c for c in (table.name_code(schema.MEMORY_ALLOCATION),
                          table.name_code(schema.MEMORY_DEALLOCATION)) if c is not None]
-    xrows = np.flatnonzero(np.isin(table.name, codes)) if codes else np.zeros(0, np.int64)
+    xrows = np.flatnonzero(is_in(table.name, codes)) if codes else np.zeros(0, np.int64)
     if len(xrows):
         parts.append(_xspace_part(table, xrows, texts, problems, alloc_source,
                                   alloc_capacity))

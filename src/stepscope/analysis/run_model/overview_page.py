@@ -65,7 +65,7 @@ from stepscope.analysis.run_model.step_groups import grouped_step, has_links
 from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.model import schema
-from stepscope.model.events import EventTable
+from stepscope.model.events import EventTable, is_in, typed_equals
 from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
@@ -329,10 +329,12 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         # TPUs have no stream lines: there the XLA ops themselves are the device's work.
         with_streams = np.unique(table.plane[device_work])
         xla_ops = np.array([ln == "XLA Ops" for ln in table.line_name] + [False], dtype=bool)
-        device_work |= on_device & xla_ops[table.line] & ~np.isin(table.plane, with_streams)
-    kind = np.array([kernel_type(name) for name in table.names] + ["Kernel"], dtype=object)
+        device_work |= on_device & xla_ops[table.line] & ~is_in(table.plane, with_streams)
+    # Per name, then per event by its name code (a flag a name, not an object an event).
+    not_kernel = np.array([kernel_type(name) != "Kernel" for name in table.names] + [False],
+                          dtype=bool)
     copy_line = np.array([("Memcpy" in ln) for ln in table.line_name] + [False], dtype=bool)
-    is_copy = (kind[table.name] != "Kernel") | copy_line[table.line]
+    is_copy = not_kernel[table.name] | copy_line[table.line]
 
     def matches(pattern: re.Pattern[str]) -> BoolArray:
         hit = _name_mask(table, pattern)
@@ -343,7 +345,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
 
     to_device, to_host, peer = (matches(p) for p in (_TO_DEVICE, _TO_HOST, _DEVICE_TO_DEVICE))
     device_copy = device_work & is_copy
-    marker = (table.typed[schema.ROOT_LEVEL] == 1) | _name_mask(table, PROFILER_STEP)
+    marker = typed_equals(table, schema.ROOT_LEVEL, 1) | _name_mask(table, PROFILER_STEP)
     if steps.marker:
         code = table.name_code(steps.marker)
         if code is not None:
@@ -398,17 +400,26 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
     done = np.zeros(n_steps, dtype=np.int64)
     for k, cat in enumerate(order):
         rows = np.flatnonzero(masks[cat])
-        step = steps.event_step[rows]
-        keep = step >= 0
-        rows, step = rows[keep], step[keep].astype(np.int64)
+        in_step = steps.event_step[rows]
+        keep = in_step >= 0
+        rows, step = rows[keep], in_step[keep].astype(np.int64)
+        del keep, in_step
         if len(rows) == 0:
             continue
-        lo = np.maximum(table.start_ns[rows], steps.start_ns[step])
-        end = ends[rows] if ends is not None else table.start_ns[rows] + table.duration_ns[rows]
-        hi = np.minimum(end, steps.end_ns[step])
+        lo = table.start_ns[rows]
+        np.maximum(lo, steps.start_ns[step], out=lo)
+        hi = ends[rows] if ends is not None else table.start_ns[rows] + table.duration_ns[rows]
+        np.minimum(hi, steps.end_ns[step], out=hi)
+        del rows
+        # The category's own union first (nested events collapse to their outermost), then
+        # its union with the earlier categories': the same time, with a fraction of the rows
+        # held at once.
+        own = intervals.merged(step, lo, hi)
+        del step, lo, hi
         seg_group, seg_start, seg_end = intervals.merged(
-            np.concatenate([seg_group, step]), np.concatenate([seg_start, lo]),
-            np.concatenate([seg_end, hi]))
+            np.concatenate([seg_group, own[0]]), np.concatenate([seg_start, own[1]]),
+            np.concatenate([seg_end, own[2]]))
+        del own
         union = np.zeros(n_steps, dtype=np.int64)
         np.add.at(union, seg_group, seg_end - seg_start)
         out[:, k] = union - done

@@ -31,7 +31,7 @@ from stepscope.analysis.run_model.intervals import parents
 from stepscope.analysis.run_model.steps import Steps
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
-from stepscope.model.events import EventTable
+from stepscope.model.events import EventTable, is_in
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -258,14 +258,13 @@ def _rows_of(table: EventTable, plane: int, thread: str | None) -> tuple[I64, st
             raise NotFoundError(f"No thread {thread!r} has Python data on this host (threads: "
                                 f"{', '.join(names) or 'none'}); pass one of those.")
         lines = np.asarray(by_name, dtype=np.int64)
-    rows = np.flatnonzero(np.isin(table.line, lines))
+    rows = np.flatnonzero(is_in(table.line, lines))
     return rows.astype(np.int64), thread
 
 
 def _threads(table: EventTable, line: I64, weight: I64, count: I64) -> dict[str, list[Any]]:
     """Per line: its id, name, time and count, the busiest first."""
-    lines, inverse = np.unique(line, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    lines, inverse = _used_codes(line, len(table.line_id))
     total = np.bincount(inverse, weights=weight, minlength=len(lines)).astype(np.int64)
     calls = np.bincount(inverse, weights=count, minlength=len(lines)).astype(np.int64)
     order = np.argsort(-total, kind="stable")
@@ -355,32 +354,54 @@ def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
     return node, cat[0], cat[1]
 
 
+def _used_codes(codes: I64, size: int) -> tuple[I64, I64]:
+    """The codes (in 0..size-1) that occur, ascending, and each row's index among them: what
+    ``np.unique(codes, return_inverse=True)`` gives, by counting rather than sorting the rows
+    (a sort holds several copies of millions of rows)."""
+    if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= size):
+        used, inverse = np.unique(codes, return_inverse=True)  # not codes: sort them
+        return used.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+    used = np.flatnonzero(np.bincount(codes, minlength=size))
+    index = np.full(max(size, 1), -1, dtype=np.int64)
+    index[used] = np.arange(len(used), dtype=np.int64)
+    return used.astype(np.int64), index[codes]
+
+
 def _compact(names: list[str], name: I64) -> tuple[I64, list[str]]:
     """Function codes renumbered to those used, and their names."""
-    used, inverse = np.unique(name, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64), [names[int(i)] for i in used]
+    used, inverse = _used_codes(name, len(names))
+    return inverse, [names[int(i)] for i in used]
 
 
 def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
                  ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
+    # Each column is dropped as soon as the next step has what it needs of it: a tracer
+    # records millions of calls, and each column of them is tens of MB.
     rows, start, end = _clip(table, rows, t0, t1)
+    n_rows = len(rows)
     line = table.line[rows].astype(np.int64)
     parent = parents(line, start, end)
     dur = end - start
     self_ns = dur.copy()
     kids = np.flatnonzero(parent >= 0)
     np.subtract.at(self_ns, parent[kids], np.minimum(end[kids], end[parent[kids]]) - start[kids])
-    self_ns = np.maximum(self_ns, 0)
+    del kids, start, end
+    np.maximum(self_ns, 0, out=self_ns)
     name, names = _compact(table.names, table.name[rows].astype(np.int64))
+    del rows
     node, node_parent, node_name = _paths(parent, name)
+    del name
     m = len(node_parent)
     tree = CallTree(node_parent, node_name,
                     np.bincount(node, weights=self_ns, minlength=m).astype(np.int64),
                     np.bincount(node, weights=dur, minlength=m).astype(np.int64),
                     np.bincount(node, minlength=m).astype(np.int64), names)
+    del node, self_ns
     # A thread's Python time is what its outermost calls cover; its count, all its calls.
-    threads = _threads(table, line, np.where(parent < 0, dur, 0), np.ones(len(line), np.int64))
-    return tree, threads, len(rows), 0.0
+    dur[parent >= 0] = 0
+    del parent
+    threads = _threads(table, line, dur, np.ones(len(line), np.int64))
+    return tree, threads, n_rows, 0.0
 
 
 def _sampler_tree(table: EventTable, rows: I64, t0: int, t1: int

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable
+from stepscope.model.events import MISSING, EventTable, is_in, typed_equals, typed_rows
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -137,27 +137,31 @@ def find_steps(table: EventTable) -> Steps:
     """Find the steps of one host's events (see the module docstring for how)."""
     device = on_device(table)
     host = ~device
-    step_num = table.typed[schema.STEP_NUM]
-    has_num = step_num != MISSING
+    # The events with a step number, from the typed stats' sparse rows (a dense int64 column
+    # of every event would be tens of MB for a few thousand markers).
+    num_rows, num_values = typed_rows(table, schema.STEP_NUM)
+    on_host = host[num_rows]
+    numbered, numbers = num_rows[on_host], num_values[on_host]
+    del on_host
 
-    roots = np.flatnonzero(host & has_num & (table.typed[schema.ROOT_LEVEL] == 1))
+    is_root = typed_equals(table, schema.ROOT_LEVEL, 1)[numbered]
+    roots = numbered[is_root]
     if len(roots):
-        return _from_rows(table, roots, step_num[roots], "root")
+        return _from_rows(table, roots, numbers[is_root], "root")
 
     profiler_steps = _codes(table, PROFILER_STEP)
     if profiler_steps:
         codes = np.array(sorted(profiler_steps), dtype=np.int32)
-        rows = np.flatnonzero(host & np.isin(table.name, codes))
+        rows = np.flatnonzero(host & is_in(table.name, codes))
         if len(rows):
             lookup = {c: int(m.group(1)) for c, m in profiler_steps.items()}
             numbers = np.array([lookup[int(c)] for c in table.name[rows]], dtype=np.int64)
             return _from_rows(table, rows, numbers, "profiler_step")
 
-    numbered = np.flatnonzero(host & has_num)
     if len(numbered):
         names, counts = np.unique(table.name[numbered], return_counts=True)
-        rows = numbered[table.name[numbered] == names[np.argmax(counts)]]
-        return _from_rows(table, rows, step_num[rows], "step_num")
+        chosen = table.name[numbered] == names[np.argmax(counts)]
+        return _from_rows(table, numbered[chosen], numbers[chosen], "step_num")
 
     steps_rows = _longest_device_steps(table, device)
     if len(steps_rows):
@@ -188,7 +192,7 @@ def _longest_device_steps(table: EventTable, device: BoolArray) -> I64:
     their markers are not merged)."""
     lines = [i for i, name in enumerate(table.line_name)
              if name == DEVICE_STEPS_LINE and device_planes(table)[table.line_plane[i]]]
-    rows = np.flatnonzero(np.isin(table.line, lines)) if lines else np.zeros(0, np.int64)
+    rows = np.flatnonzero(is_in(table.line, lines)) if lines else np.zeros(0, np.int64)
     if len(rows) == 0:
         return rows.astype(np.int64)
     # Longest first, then one row per name.

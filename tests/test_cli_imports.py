@@ -1,0 +1,69 @@
+"""What ``stepscope report`` imports: no framework, gRPC, pandas or web stack, ever; and on a
+run whose answer is cached, not the readers or protobuf either (the CLI's fixed cost). The
+modules are read from ``sys.modules`` of a real ``stepscope report`` process at its end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import stepscope
+
+# Run `stepscope report PATH` as the command does, then print the modules it imported.
+_REPORT = """
+import json, runpy, sys
+sys.argv = ["stepscope", "report", sys.argv[1]]
+try:
+    runpy.run_module("stepscope", run_name="__main__")
+except SystemExit as done:
+    if done.code:
+        raise
+print("@@modules@@" + json.dumps(sorted(sys.modules)))
+"""
+
+# Never imported by `report`: frameworks, gRPC, pandas, the web stack, the capture session.
+NEVER = ("torch", "tensorflow", "jax", "grpc", "pandas", "pyarrow", "fastapi", "uvicorn",
+         "starlette", "stepscope.capture.session", "stepscope.web.app")
+# Not imported when the run's answers are cached: the readers and protobuf, the process pool.
+CACHED_NEVER = ("google.protobuf", "stepscope.formats.run_reader",
+                "stepscope.formats.xspace_to_tables", "concurrent.futures.process")
+
+
+def _report_modules(profile: Path, cache: Path) -> set[str]:
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(cache), "STEPSCOPE_NO_CACHE": "0"}
+    done = subprocess.run([sys.executable, "-c", _REPORT, str(profile)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("@@modules@@"))
+    return set(json.loads(line[len("@@modules@@"):]))
+
+
+def _imported(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if any(m == n or m.startswith(n + ".") for m in modules)]
+
+
+@pytest.fixture
+def tiny_profile(tmp_path: Path, quiet_options: stepscope.ProfilerOptions) -> Path:
+    stepscope.start(str(tmp_path / "logs"), options=quiet_options)
+    for i in range(3):
+        with stepscope.Trace("train", step_num=i, _r=1):
+            pass
+    path = stepscope.stop()
+    assert path is not None
+    return Path(path)
+
+
+def test_report_imports_no_framework_and_nothing_it_does_not_need(tiny_profile: Path,
+                                                                   tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = _report_modules(tiny_profile, cache)  # reads the file, fills the cache
+    assert "stepscope.formats.xspace_to_tables" in first  # it did read the profile
+    assert _imported(first, NEVER) == []
+    cached = _report_modules(tiny_profile, cache)
+    assert "stepscope.run.run" in cached and "numpy" in cached
+    assert _imported(cached, NEVER + CACHED_NEVER) == []
