@@ -105,10 +105,29 @@ static uint64_t g_reanchor_ticks; /* about REANCHOR_NS in ticks */
 #define REANCHOR_NS 4000000LL
 #define TSC_GIVE_UP_NS 1000000LL
 
+#define PAIR_MAX_NS 20000LL          /* a (counter, clock) pair read further apart is retried */
+static uint64_t g_pair_max_ticks = 0; /* the same in ticks, once calibrated */
+
 static inline long long
 tsc_map(uint64_t tsc)
 {
-    return g_ns_anchor + (long long)(((unsigned __int128)(tsc - g_tsc_anchor) * g_mult) >> 32);
+    /* Another core's counter may be a few ticks behind the anchor's: no going back. */
+    uint64_t delta = tsc > g_tsc_anchor ? tsc - g_tsc_anchor : 0;
+    return g_ns_anchor + (long long)(((unsigned __int128)delta * g_mult) >> 32);
+}
+
+/* The clock and the counter read together; 0 when something (a preemption) came between. */
+static int
+tsc_pair(uint64_t *tsc, long long *ns, uint64_t max_ticks)
+{
+    uint64_t before = __rdtsc();
+    *ns = realtime_ns();
+    uint64_t after = __rdtsc();
+    if (after < before || (max_ticks != 0 && after - before > max_ticks)) {
+        return 0;
+    }
+    *tsc = before + (after - before) / 2;
+    return 1;
 }
 
 /* Measure the slope from the base pair (waiting up to 2 ms for a usable baseline). */
@@ -117,11 +136,12 @@ tsc_calibrate(void)
 {
     long long ns = realtime_ns();
     uint64_t tsc = __rdtsc();
-    while (ns - g_ns_base < 2000000LL) {
-        ns = realtime_ns();
-        tsc = __rdtsc();
+    for (int tries = 0; tries < 1000; tries++) {
+        if (tsc_pair(&tsc, &ns, 0) && ns - g_ns_base >= 2000000LL) {
+            break;
+        }
     }
-    if (tsc <= g_tsc_base) {
+    if (tsc <= g_tsc_base || ns - g_ns_base < 1000000LL) {
         g_tsc = -1;
         return;
     }
@@ -135,13 +155,18 @@ tsc_calibrate(void)
     g_tsc_anchor = tsc;
     g_ns_anchor = ns;
     g_reanchor_ticks = (uint64_t)(((unsigned __int128)REANCHOR_NS << 32) / g_mult);
+    g_pair_max_ticks = (uint64_t)(((unsigned __int128)PAIR_MAX_NS << 32) / g_mult);
     g_tsc = 1;
 }
 
 static void
-tsc_reanchor(uint64_t tsc)
+tsc_reanchor(void)
 {
-    long long real = realtime_ns();
+    uint64_t tsc;
+    long long real;
+    if (!tsc_pair(&tsc, &real, g_pair_max_ticks)) {
+        return; /* interrupted: the next read tries again */
+    }
     long long mapped = tsc_map(tsc);
     long long behind = real - mapped;
     if (tsc < g_tsc_anchor || behind > TSC_GIVE_UP_NS || behind < -TSC_GIVE_UP_NS) {
@@ -167,12 +192,13 @@ now_ns(void)
 #ifdef STEPSCOPE_TSC
     if (g_tsc > 0) {
         uint64_t tsc = __rdtsc();
-        if (tsc - g_tsc_anchor > g_reanchor_ticks) {
-            tsc_reanchor(tsc);
+        if (tsc > g_tsc_anchor && tsc - g_tsc_anchor > g_reanchor_ticks) {
+            tsc_reanchor();
             if (g_tsc < 0) {
                 long long real = realtime_ns();
                 return real > g_ns_anchor ? real : g_ns_anchor;
             }
+            tsc = __rdtsc();
         }
         return tsc_map(tsc);
     }
