@@ -984,8 +984,9 @@ find_stack_floor(void)
     void *addr = NULL;
     size_t size = 0;
     if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL &&
-        size > 4 * STACK_RESERVE && size < ((size_t)1 << 40)) {
-        tl_stack_floor = (uintptr_t)addr + STACK_RESERVE;
+        size >= 64 * 1024 && size < ((size_t)1 << 40)) {
+        /* A small stack (threading.stack_size) keeps a quarter of itself free. */
+        tl_stack_floor = (uintptr_t)addr + (size / 4 < STACK_RESERVE ? size / 4 : STACK_RESERVE);
     }
     pthread_attr_destroy(&attr);
 #endif

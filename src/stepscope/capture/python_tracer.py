@@ -180,11 +180,11 @@ class PythonTracer:
         if not self._active:
             return None
         known = getattr(threading, "_active", None)
-        if known is not None and threading.get_ident() not in known:
-            # A thread between start() and its registration (its name is not known yet), or
-            # one made outside ``threading``, which current_thread() names as a dummy.
-            if getattr(threading, "_limbo", None):
-                return False
+        # A thread between start() and its registration (its name is not known yet) while
+        # threads are starting; else one made outside ``threading`` (named as a dummy).
+        if (known is not None and threading.get_ident() not in known
+                and getattr(threading, "_limbo", None)):
+            return False
         if is_left_out(threading.current_thread()):
             return None
         return self._make_hook()
