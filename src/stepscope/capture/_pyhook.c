@@ -45,8 +45,8 @@ typedef struct _PyInterpreterFrame EvalFrame;
 typedef PyFrameObject EvalFrame;
 #define EVAL_FRAME_CODE(frame) ((PyObject *)(frame)->f_code)
 #endif
-#ifdef STEPSCOPE_FRAME_HOOK
-#include <pthread.h>
+#if defined(STEPSCOPE_FRAME_HOOK) && defined(__linux__)
+#include <pthread.h> /* pthread_getattr_np: where the thread's stack ends */
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
 /* sys.monitoring's PY_* events call back into C functions of this module. */
@@ -962,10 +962,14 @@ static uint64_t g_frame_serial = 0;
 /* Per thread: the serial its hook was asked for, the hook (borrowed: the tracer holds every
  * thread's hook while it is installed; NULL for a thread left out), whether it is inside
  * bootstrap(), and below which stack address a frame is refused (0: unknown). */
-static _Thread_local uint64_t tl_serial = 0;
-static _Thread_local ThreadHook *tl_hook = NULL;
-static _Thread_local int tl_busy = 0;
-static _Thread_local uintptr_t tl_stack_floor = 0;
+typedef struct {
+    uint64_t serial;
+    ThreadHook *hook;
+    int busy;
+    uintptr_t stack_floor;
+} ThreadLookup;
+/* One thread-local struct: one lookup of the thread's storage per frame, not four. */
+static _Thread_local ThreadLookup tl_lookup = {0, NULL, 0, 0};
 
 /* C stack kept free below the deepest traced frame: every Python call is a C call under the
  * frame hook (3.11 otherwise runs Python-to-Python calls in one C frame), so a recursion limit
@@ -975,8 +979,8 @@ static _Thread_local uintptr_t tl_stack_floor = 0;
 static void
 find_stack_floor(void)
 {
-    tl_stack_floor = 0;
-#ifdef STEPSCOPE_FRAME_HOOK
+    tl_lookup.stack_floor = 0;
+#if defined(STEPSCOPE_FRAME_HOOK) && defined(__linux__)
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) != 0) {
         return;
@@ -986,18 +990,19 @@ find_stack_floor(void)
     if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL &&
         size >= 64 * 1024 && size < ((size_t)1 << 40)) {
         /* A small stack (threading.stack_size) keeps a quarter of itself free. */
-        tl_stack_floor = (uintptr_t)addr + (size / 4 < STACK_RESERVE ? size / 4 : STACK_RESERVE);
+        size_t reserve = size / 4 < STACK_RESERVE ? size / 4 : STACK_RESERVE;
+        tl_lookup.stack_floor = (uintptr_t)addr + reserve;
     }
     pthread_attr_destroy(&attr);
 #endif
 }
 
-/* Ask the tracer for the calling thread's hook (tl_hook; NULL: not traced). */
+/* Ask the tracer for the calling thread's hook (tl_lookup.hook; NULL: not traced). */
 static void
 frame_bootstrap(void)
 {
-    tl_serial = g_frame_serial;
-    tl_hook = NULL;
+    tl_lookup.serial = g_frame_serial;
+    tl_lookup.hook = NULL;
     if (g_frame_bootstrap == NULL) {
         return;
     }
@@ -1009,21 +1014,21 @@ frame_bootstrap(void)
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
 #endif
-    tl_busy = 1;
+    tl_lookup.busy = 1;
     PyObject *bootstrap = g_frame_bootstrap;
     Py_INCREF(bootstrap);
     PyObject *hook = PyObject_CallNoArgs(bootstrap);
-    tl_busy = 0;
+    tl_lookup.busy = 0;
     if (hook == NULL) {
         PyErr_WriteUnraisable(bootstrap);
     } else if (hook == Py_False) {
-        tl_serial = 0; /* not yet: ask again on the thread's next frame */
+        tl_lookup.serial = 0; /* not yet: ask again on the thread's next frame */
         Py_DECREF(hook);
     } else {
         /* A hook of this install only: the tracer holds it (borrowed here). */
-        if (PyObject_TypeCheck(hook, &ThreadHookType) && tl_serial == g_frame_serial &&
+        if (PyObject_TypeCheck(hook, &ThreadHookType) && tl_lookup.serial == g_frame_serial &&
             ((ThreadHook *)hook)->state == g_frame_state) {
-            tl_hook = (ThreadHook *)hook;
+            tl_lookup.hook = (ThreadHook *)hook;
         }
         Py_DECREF(hook);
     }
@@ -1039,13 +1044,14 @@ frame_bootstrap(void)
 static inline ThreadHook *
 thread_hook(void)
 {
-    if (tl_busy) {
+    ThreadLookup *tl = &tl_lookup;
+    if (tl->busy) {
         return NULL;
     }
-    if (tl_serial != g_frame_serial) {
+    if (tl->serial != g_frame_serial) {
         frame_bootstrap();
     }
-    ThreadHook *hook = tl_hook;
+    ThreadHook *hook = tl->hook;
     if (hook == NULL || hook->state == NULL || !hook->state->active) {
         return NULL;
     }
@@ -1150,16 +1156,15 @@ frame_eval(PyThreadState *tstate, EvalFrame *frame, int throwflag)
     if (hook == NULL || !frame_is_call(frame)) {
         return inner(tstate, frame, throwflag);
     }
-    if (tl_stack_floor != 0 && (uintptr_t)__builtin_frame_address(0) < tl_stack_floor) {
+    char here; /* where this C frame is: the stack grows down */
+    uintptr_t floor = tl_lookup.stack_floor;
+    if (floor != 0 && (uintptr_t)&here < floor) {
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded: the thread's C stack is nearly "
                         "full (stepscope's Python tracer makes every Python call a C call)");
-#if STEPSCOPE_FRAME_HOOK == 311
-        /* The frame must still be evaluated to be cleared: let it fail at once. */
+        /* The frame must still be evaluated to be cleaned up: it fails at once, as when an
+         * exception is thrown into a generator. */
         return inner(tstate, frame, 1);
-#else
-        return NULL;
-#endif
     }
     Py_INCREF(hook); /* the tracer may let go of it while the frame runs */
     PyObject *code = EVAL_FRAME_CODE(frame);

@@ -16,6 +16,17 @@ pure-Python one, as it does for ``Trace``. The compiled hook writes each finishe
 its thread buffer's binary records at once (24 bytes, the code object or C-function name
 interned), where the recorder has them; else it keeps them in C and hands them to the
 buffer's list as tuples on ``stop`` (or ``flush``), in the order they happened.
+
+Two modes. ``c_calls=True`` (``python_tracer_level=1``): Python and C function calls, through
+the profile hook above. ``c_calls=False`` (level 2): Python functions only, through a cheaper
+hook where the compiled module has one (``engine``): on 3.10-3.11 a frame-evaluation function
+(PEP 523, interpreter-wide, so it reaches every thread), on 3.12+ sys.monitoring's PY_* events
+with compiled callbacks. A profile function makes 3.11 run every instruction through its
+tracing path, unspecialised, which alone costs a call-heavy program about 4x; the
+frame-evaluation hook leaves the instructions alone. Without the compiled module, level 2 is
+the pure-Python profile hook ignoring C functions' events: the same events, which the tests
+compare. Threads find their hook themselves there, through ``_thread_hook`` on their first
+frame.
 """
 
 from __future__ import annotations
