@@ -82,12 +82,14 @@ realtime_ns(void)
 /* The hooks read the clock twice per call, and clock_gettime costs as much as the rest of a
  * hook (a fifth of a traced fib's time where measured). Where the CPU has a time-stamp
  * counter, they read it instead and map it onto time.time_ns's clock: linearly from an
- * anchor, re-anchored every few milliseconds against clock_gettime with the slope measured
- * since the module was loaded plus a correction that takes up the remaining offset before the
- * next anchor. The mapping never goes back (an offset behind is slewed away, never stepped),
- * so calls nest as they ran; it stays within about a microsecond of time.time_ns. The
- * interpreter lock serialises every read. Where the counter misbehaves (goes back, or drifts
- * by over a millisecond from the clock), the hooks use clock_gettime from then on. */
+ * anchor, with the slope measured from a (counter, clock) pair taken when the module loaded
+ * to the anchor. Every few milliseconds of counter (at the first read after), the mapping is
+ * re-anchored on a fresh pair: the offset found then is taken up over the next interval (at
+ * most a tenth of it), so the mapping never goes back and calls nest as they ran; between
+ * anchors only the slope's error accrues (well under a microsecond over an interval once the
+ * baseline is a few seconds long). The interpreter lock serialises every read. Where the
+ * counter misbehaves (goes back, or is found a millisecond off), the hooks use clock_gettime
+ * from then on. STEPSCOPE_NO_TSC=1 turns the counter off. */
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #define STEPSCOPE_TSC 1
@@ -97,15 +99,15 @@ realtime_ns(void)
 static int g_tsc = 0;             /* 1 once calibrated, 0 before, -1 given up */
 static uint64_t g_tsc_base;       /* a (counter, ns) pair from module load: the slope's base */
 static long long g_ns_base;
-static uint64_t g_tsc_anchor;     /* the mapping: ns = anchor_ns + (tsc - anchor) * mult >> 32 */
+static uint64_t g_tsc_anchor;     /* ns = anchor_ns + delta * mult >> 32 + correction(delta) */
 static long long g_ns_anchor;
-static uint64_t g_mult;           /* ns per tick, 32.32 fixed point */
-static uint64_t g_mult_measured;  /* the same, from the base to the latest anchor */
-static uint64_t g_reanchor_ticks; /* about REANCHOR_NS in ticks */
+static uint64_t g_mult;           /* ns per tick, 32.32 fixed point, base to latest anchor */
+static long long g_correction;    /* ns taken up over the interval after the anchor */
+static __int128 g_correction_mult; /* the same per tick (32.32), while delta < interval */
+static uint64_t g_reanchor_ticks; /* about REANCHOR_NS in ticks: the interval */
 #define REANCHOR_NS 4000000LL
 #define TSC_GIVE_UP_NS 1000000LL
-
-#define PAIR_MAX_NS 20000LL          /* a (counter, clock) pair read further apart is retried */
+#define PAIR_MAX_NS 5000LL           /* a (counter, clock) pair read further apart is retried */
 static uint64_t g_pair_max_ticks = 0; /* the same in ticks, once calibrated */
 
 static inline long long
@@ -113,7 +115,11 @@ tsc_map(uint64_t tsc)
 {
     /* Another core's counter may be a few ticks behind the anchor's: no going back. */
     uint64_t delta = tsc > g_tsc_anchor ? tsc - g_tsc_anchor : 0;
-    return g_ns_anchor + (long long)(((unsigned __int128)delta * g_mult) >> 32);
+    long long ns = g_ns_anchor + (long long)(((unsigned __int128)delta * g_mult) >> 32);
+    if (delta >= g_reanchor_ticks) {
+        return ns + g_correction;
+    }
+    return ns + (long long)(((__int128)delta * g_correction_mult) >> 32);
 }
 
 /* The clock and the counter read together; 0 when something (a preemption) came between. */
@@ -130,30 +136,55 @@ tsc_pair(uint64_t *tsc, long long *ns, uint64_t max_ticks)
     return 1;
 }
 
+/* The closest of a few pairs (the base, at module load). */
+static void
+tsc_best_pair(uint64_t *tsc, long long *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 16; i++) {
+        uint64_t before = __rdtsc();
+        long long real = realtime_ns();
+        uint64_t after = __rdtsc();
+        if (after >= before && after - before < best) {
+            best = after - before;
+            *tsc = before + (after - before) / 2;
+            *ns = real;
+        }
+    }
+}
+
 /* Measure the slope from the base pair (waiting up to 2 ms for a usable baseline). */
 static void
 tsc_calibrate(void)
 {
-    long long ns = realtime_ns();
-    uint64_t tsc = __rdtsc();
-    for (int tries = 0; tries < 1000; tries++) {
-        if (tsc_pair(&tsc, &ns, 0) && ns - g_ns_base >= 2000000LL) {
-            break;
+    long long ns = 0;
+    uint64_t tsc = 0;
+    int ok = 0;
+    for (int tries = 0; tries < 100000 && !ok; tries++) {
+        uint64_t before = __rdtsc();
+        long long real = realtime_ns();
+        uint64_t after = __rdtsc();
+        /* A pair read within a thousandth of the baseline (2 us of 2 ms at worst). */
+        if (after >= before && real - g_ns_base >= 2000000LL && after > g_tsc_base &&
+            (after - before) * 1000 < after - g_tsc_base) {
+            tsc = before + (after - before) / 2;
+            ns = real;
+            ok = 1;
         }
     }
-    if (tsc <= g_tsc_base || ns - g_ns_base < 1000000LL) {
+    if (!ok || tsc <= g_tsc_base || ns <= g_ns_base) {
         g_tsc = -1;
         return;
     }
-    g_mult_measured = (uint64_t)(((unsigned __int128)(ns - g_ns_base) << 32) /
-                                 (tsc - g_tsc_base));
-    if (g_mult_measured == 0) {
+    g_mult = (uint64_t)(((unsigned __int128)(ns - g_ns_base) << 32) / (tsc - g_tsc_base));
+    if (g_mult == 0) {
         g_tsc = -1;
         return;
     }
-    g_mult = g_mult_measured;
     g_tsc_anchor = tsc;
     g_ns_anchor = ns;
+    g_correction = 0;
+    g_correction_mult = 0;
     g_reanchor_ticks = (uint64_t)(((unsigned __int128)REANCHOR_NS << 32) / g_mult);
     g_pair_max_ticks = (uint64_t)(((unsigned __int128)PAIR_MAX_NS << 32) / g_mult);
     g_tsc = 1;
@@ -174,13 +205,11 @@ tsc_reanchor(void)
         g_ns_anchor = mapped;
         return;
     }
-    g_mult_measured = (uint64_t)(((unsigned __int128)(real - g_ns_base) << 32) /
-                                 (tsc - g_tsc_base));
-    /* Take up the offset over the next interval, within a tenth of the slope. */
-    __int128 mult = (__int128)g_mult_measured +
-                    ((__int128)behind << 32) / (__int128)g_reanchor_ticks;
-    __int128 low = (__int128)g_mult_measured * 9 / 10, high = (__int128)g_mult_measured * 11 / 10;
-    g_mult = (uint64_t)(mult < low ? low : mult > high ? high : mult);
+    g_mult = (uint64_t)(((unsigned __int128)(real - g_ns_base) << 32) / (tsc - g_tsc_base));
+    /* Take up the offset over the next interval, at most a tenth of it. */
+    long long most = REANCHOR_NS / 10;
+    g_correction = behind > most ? most : behind < -most ? -most : behind;
+    g_correction_mult = ((__int128)g_correction << 32) / (__int128)g_reanchor_ticks;
     g_tsc_anchor = tsc;
     g_ns_anchor = mapped;
 }
@@ -1256,7 +1285,16 @@ install(PyObject *module, PyObject *hook)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+module_now_ns(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLongLong(now_ns());
+}
+
 static PyMethodDef module_methods[] = {
+    {"now_ns", module_now_ns, METH_NOARGS,
+     "The hooks' clock (time.time_ns's, read through the CPU's counter where it has one): "
+     "never before a time the hooks have recorded."},
     {"install", install, METH_O,
      "Make a ThreadHook the calling thread's profile function (as sys.setprofile, in C)."},
 #ifdef STEPSCOPE_FRAME_HOOK
@@ -1290,8 +1328,7 @@ PyInit__pyhook(void)
 {
 #ifdef STEPSCOPE_TSC
     if (!getenv("STEPSCOPE_NO_TSC")) {
-        g_ns_base = realtime_ns();
-        g_tsc_base = __rdtsc();
+        tsc_best_pair(&g_tsc_base, &g_ns_base);
     } else {
         g_tsc = -1;
         g_ns_anchor = 0;

@@ -236,16 +236,16 @@ class PythonTracer:
             set_all = _set_profile_all_threads()
             if set_all is not None:
                 set_all(None)
-        now = time_ns()
+        # The hooks' own clock: never before an end they recorded, so closed calls still nest.
+        now = self._native.now_ns() if self._native is not None else time_ns()
         admit = self._recorder.admit
         with self._lock:
             for buf, flush, drain in self._threads:
                 flush()
                 for start, what in drain():
                     if admit():
-                        # max: the compiled hooks' clock may run a microsecond ahead
                         buf.add(what if isinstance(what, CodeType) else _c_name(what),
-                                start, max(start, now))
+                                start, now)
 
     def _start_monitoring(self) -> None:
         """Python 3.12+: the compiled callbacks on sys.monitoring's PY_* events."""
