@@ -15,7 +15,9 @@ process times the workload a few times after a warm-up, between the tracer's sta
 kept. VizTracer's buffer is sized to hold every event (no wrap-around), as is stepscope's cap.
 
 Slowdown = traced time / untraced time; overhead = slowdown - 1 (what the tracer adds). The
-goal (issue 32, goal 6): stepscope's slowdown <= 0.5x VizTracer's, on both workloads. Times
+goal (issue 32, goal 6): stepscope's slowdown <= 0.5x VizTracer's, on both workloads; where
+VizTracer slows a workload less than 2x (the training loop, whose time is mostly kernels) no
+tracer can meet that, and the overheads' ratio is what is judged instead. Times
 are CPU time of the traced thread (``time.thread_time``: a busy shared machine moves it less
 than wall time) and wall time, both printed. A missed goal is reported, never an error::
 
@@ -231,6 +233,8 @@ def _figures(best: dict[str, dict[str, float]], why: dict[str, str]) -> dict[str
                 "overhead_cpu": ((a["slowdown_cpu"] - 1) / (b["slowdown_cpu"] - 1)
                                  if b["slowdown_cpu"] > 1 else None),
                 "goal_met": a["slowdown_cpu"] / b["slowdown_cpu"] <= GOAL_RATIO,
+                "overhead_goal_met": (b["slowdown_cpu"] > 1 and (a["slowdown_cpu"] - 1)
+                                      <= GOAL_RATIO * (b["slowdown_cpu"] - 1)),
             }
     return {"configs": rows, "ratios": ratios}
 
@@ -259,8 +263,13 @@ def print_table(result: dict[str, Any]) -> None:
             overhead = ratio["overhead_cpu"]
             print(f"  {LABELS[ours]} / {LABELS[reference]}: slowdown "
                   f"{ratio['slowdown_cpu']:.2f}x (wall {ratio['slowdown_wall']:.2f}x), "
-                  f"overhead {'n/a' if overhead is None else f'{overhead:.2f}x'}; goal "
-                  f"<= {GOAL_RATIO}x {'met' if ratio['goal_met'] else 'MISSED'}")
+                  f"overhead {'n/a' if overhead is None else f'{overhead:.2f}x'}; "
+                  f"<= {GOAL_RATIO}x: slowdown {'met' if ratio['goal_met'] else 'MISSED'}, "
+                  f"overhead {'met' if ratio['overhead_goal_met'] else 'MISSED'}")
+        slowest = figures["configs"].get("viztracer", {}).get("slowdown_cpu")
+        if slowest is not None and slowest < 1 / GOAL_RATIO:
+            print(f"  (VizTracer slows this only {slowest:.2f}x: no tracer can be below "
+                  f"{GOAL_RATIO}x its slowdown, so the overhead it adds is what compares)")
 
 
 def main(argv: list[str] | None = None) -> int:
