@@ -69,7 +69,7 @@ else:
     import torch
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    STEPS = 100
+    STEPS = 300
 
     class Samples(torch.utils.data.Dataset):
         def __init__(self, n):
@@ -244,7 +244,7 @@ def print_table(result: dict[str, Any]) -> None:
           f"fastest of {result['repeats']} fresh processes per configuration, interleaved")
     for workload in result["workloads"]:
         figures = result[workload]
-        title = "fib(30)" if workload == "fib" else "PyTorch CPU training loop (100 steps)"
+        title = "fib(30)" if workload == "fib" else "PyTorch CPU training loop (300 steps)"
         print(f"\n{title}")
         print(f"  {'configuration':<34}{'CPU ms':>9}{'wall ms':>9}{'slowdown':>10}"
               f"{'(wall)':>8}")
