@@ -305,7 +305,7 @@ def test_read_only_logdir_fails_at_start(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"host_tracer_level": 4}, {"host_tracer_level": -1}, {"host_tracer_level": "2"},
-    {"python_tracer_level": 2}, {"device_tracer_level": 7}, {"delay_ms": -5},
+    {"python_tracer_level": 3}, {"device_tracer_level": 7}, {"delay_ms": -5},
     {"max_events": 0}, {"counter_interval_ms": -1}, {"host_tracer_level": True},
 ])
 def test_bad_options_are_refused(kwargs: dict[str, object]) -> None:

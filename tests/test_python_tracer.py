@@ -28,6 +28,11 @@ IMPLS = [pytest.param(None, id="python")]
 if _pyhook is not None:
     IMPLS.append(pytest.param(_pyhook, id="compiled"))
 needs_compiled = pytest.mark.skipif(_pyhook is None, reason="_pyhook is not built")
+# The hook the compiled Python-only mode (python_tracer_level=2) runs on, by Python version.
+CHEAP_ENGINE = (python_tracer.MONITORING if sys.version_info >= (3, 12)
+                else python_tracer.FRAME)
+# Both modes: every Python and C function call (level 1), Python functions only (level 2).
+MODES = [pytest.param(True, id="python-and-c"), pytest.param(False, id="python-only")]
 
 # One row of an outline: (depth, event name).
 Row = tuple[int, str]
@@ -100,12 +105,14 @@ def worker() -> None:
 # --- helpers -------------------------------------------------------------------------------------
 
 def run_traced(monkeypatch: pytest.MonkeyPatch, impl: Any, body: Callable[[], object],
-               max_events: int = 1_000_000) -> Recorder:
+               max_events: int = 1_000_000, c_calls: bool = True) -> Recorder:
     """Run ``body`` under a PythonTracer using ``impl`` (None: the pure-Python hook)."""
     monkeypatch.setattr(python_tracer, "_pyhook", impl)
     recorder = Recorder(max_events)
-    tracer = PythonTracer(recorder)
+    tracer = PythonTracer(recorder, c_calls=c_calls)
     assert tracer.compiled == (impl is not None)
+    if not c_calls and impl is not None:
+        assert tracer.engine == CHEAP_ENGINE
     enabled = gc.isenabled()
     gc.disable()  # a collection mid-run could call finalizers, which would be traced
     try:
@@ -240,13 +247,16 @@ def test_names_and_nesting(monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_event_cap_is_honoured(monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+@pytest.mark.parametrize("c_calls", MODES)
+def test_event_cap_is_honoured(monkeypatch: pytest.MonkeyPatch, impl: Any, c_calls: bool) -> None:
     cap = 50
-    rec = run_traced(monkeypatch, impl, lambda: [leaf(3) for _ in range(100)], max_events=cap)
+    rec = run_traced(monkeypatch, impl, lambda: [leaf(3) for _ in range(100)], max_events=cap,
+                     c_calls=c_calls)
     kept = sum(len(b.events) for b in rec.python_buffers)
     assert kept == cap
     assert rec.recorded == cap
-    assert rec.attempted > 2 * 100  # every leaf and every sum was offered
+    # every leaf (and every sum) was offered
+    assert rec.attempted > (2 if c_calls else 1) * 100
     assert rec.dropped == rec.attempted - cap
 
 
@@ -264,8 +274,9 @@ def test_both_hooks_keep_and_drop_the_same_events(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("c_calls", MODES)
 def test_threads_started_during_the_session_are_traced(monkeypatch: pytest.MonkeyPatch,
-                                                        impl: Any) -> None:
+                                                        impl: Any, c_calls: bool) -> None:
     def body() -> None:
         threads = [threading.Thread(target=leaf, args=(5,), name=f"late-{i}") for i in range(3)]
         for t in threads:
@@ -273,10 +284,11 @@ def test_threads_started_during_the_session_are_traced(monkeypatch: pytest.Monke
         for t in threads:
             t.join()
 
-    rec = run_traced(monkeypatch, impl, body)
+    rec = run_traced(monkeypatch, impl, body, c_calls=c_calls)
     for i in range(3):
         rows = outline(buffer_of(rec, f"late-{i}").events)
-        assert subtree(rows, fn("leaf")) == [(0, fn("leaf")), (1, "$builtins.sum")]
+        assert subtree(rows, fn("leaf")) == [(0, fn("leaf")), (1, "$builtins.sum")][
+            :2 if c_calls else 1]
     seen: list[object] = []
     t = threading.Thread(target=lambda: seen.append(sys.getprofile()))
     t.start()
@@ -285,8 +297,9 @@ def test_threads_started_during_the_session_are_traced(monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("c_calls", MODES)
 def test_threads_running_before_the_session_are_traced_and_released(
-        monkeypatch: pytest.MonkeyPatch, impl: Any) -> None:
+        monkeypatch: pytest.MonkeyPatch, impl: Any, c_calls: bool) -> None:
     if python_tracer._set_profile_all_threads() is None:
         pytest.skip("no way to reach running threads here (Python < 3.12 without _fastpath)")
     go, stop = threading.Event(), threading.Event()
@@ -306,7 +319,7 @@ def test_threads_running_before_the_session_are_traced_and_released(
     t = threading.Thread(target=spin, name="early")
     t.start()
     try:
-        rec = run_traced(monkeypatch, impl, body)
+        rec = run_traced(monkeypatch, impl, body, c_calls=c_calls)
     finally:
         stop.set()
         t.join()
@@ -442,3 +455,290 @@ def test_stepscope_own_threads_are_not_traced(tmp_path: Any) -> None:
                                    "stepscope-capture"))]
         assert own == [], (path, lines)
     assert "MainThread" in _python_tracer_lines(prof.path)
+
+
+# --- Python functions only (python_tracer_level=2) -----------------------------------------------
+# The compiled mode runs on a different hook (frame evaluation before 3.12, sys.monitoring from
+# 3.12) from its pure-Python twin (the profile hook, ignoring C functions): the events must be
+# the same all the same.
+
+def raises_in_generator() -> Generator[int, None, None]:
+    try:
+        yield 1
+    except KeyError:
+        yield leaf(2)
+    raise ValueError("done")
+
+
+async def coro(n: int) -> int:
+    return leaf(n)
+
+
+async def awaits() -> int:
+    return await coro(3) + await coro(4)
+
+
+class Made:
+    size = leaf(2)  # a class body is a frame too
+
+
+def python_only_workload() -> None:
+    g = raises_in_generator()
+    next(g)
+    g.throw(KeyError("in"))  # thrown into a suspended generator, which goes on
+    try:  # noqa: SIM105 (contextlib.suppress's own calls would be traced too)
+        next(g)
+    except ValueError:
+        pass
+    unstarted = gen(3)
+    unstarted.close()  # a generator never started makes no frame
+    c = awaits()
+    try:  # noqa: SIM105
+        c.send(None)
+    except StopIteration:
+        pass
+    type("Made2", (Made,), {})
+    [leaf(i) for i in range(3)]
+    sum(leaf(i) for i in range(2))
+    exec(compile("leaf(1)", "<exec>", "exec"), {"leaf": leaf})
+    sorted([3, 1, 2], key=lambda v: -v)
+    deep_ok(50)
+    workload()
+
+
+def lingers(entered: threading.Event, release: threading.Event) -> None:
+    entered.set()
+    release.wait()
+    leaf(7)
+
+
+TIMED: list[tuple[int, int]] = []
+
+
+def timed(seconds: float) -> None:
+    """Sleeps, noting time.time_ns() as it begins and ends (in ``TIMED``)."""
+    begun = time.time_ns()
+    time.sleep(seconds)
+    TIMED.append((begun, time.time_ns()))
+
+
+def deep_ok(n: int) -> int:
+    return 0 if n == 0 else 1 + deep_ok(n - 1)
+
+
+@needs_compiled
+@pytest.mark.parametrize("body", ["workload", "python_only_workload"])
+def test_python_only_hooks_record_the_same_events(monkeypatch: pytest.MonkeyPatch,
+                                                  body: str) -> None:
+    run_body = globals()[body]
+
+    def traced() -> None:
+        run_body()
+        t = threading.Thread(target=worker, name="twin-worker")
+        t.start()
+        t.join()
+
+    runs = {impl: run_traced(monkeypatch, impl, traced, c_calls=False)
+            for impl in (None, _pyhook)}
+    main = threading.current_thread().name
+    rows = {impl: outline(buffer_of(rec, main).events) for impl, rec in runs.items()}
+    ours = subtree(rows[_pyhook], f" {body}")
+    assert ours == subtree(rows[None], f" {body}")
+    assert len(ours) > 20
+    # Python functions only: every event is a code object, and none is a C function's.
+    for rec in runs.values():
+        for buf in rec.python_buffers:
+            assert {type(e[0]).__name__ for e in buf.events} <= {"code"}
+    closed = [[n for _, n in r if n.endswith("PythonTracer.stop")] for r in rows.values()]
+    assert closed[0] == closed[1] and len(closed[0]) == 1
+    workers = [subtree(outline(buffer_of(rec, "twin-worker").events), " worker")
+               for rec in runs.values()]
+    assert workers[0] == workers[1]
+
+
+@needs_compiled
+def test_python_only_names_generators_and_unwinding(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = run_traced(monkeypatch, _pyhook, python_only_workload, c_calls=False)
+    rows = subtree(outline(buffer_of(rec, threading.current_thread().name).events),
+                   " python_only_workload")
+    children = [name for depth, name in rows if depth == 1]
+    # One event per resumption of a generator or coroutine; a throw into one resumes it; an
+    # exception leaving a frame ends it; making a generator is no call.
+    local = "$test_python_tracer.py:{} python_only_workload.<locals>.{}".format
+    line = python_only_workload.__code__.co_firstlineno
+    # Closing a generator never started runs it on some versions (to throw GeneratorExit in).
+    closed = [fn("gen")] if fn("gen") in children else []
+    assert children == [
+        *[fn("raises_in_generator")] * 3, *closed, fn("awaits"), local(line + 16, "<listcomp>"),
+        *[local(line + 17, "<genexpr>")] * 3, "$<exec>:1 <module>",
+        *[local(line + 19, "<lambda>")] * 3, fn("deep_ok"), fn("workload"),
+    ]
+    assert subtree(rows, fn("awaits")) == [(0, fn("awaits")), (1, fn("coro")), (2, fn("leaf")),
+                                           (1, fn("coro")), (2, fn("leaf"))]
+    assert subtree(rows, fn("deep_ok"))[-1] == (50, fn("deep_ok"))
+    assert "$<exec>:1 <module>" in children
+    assert any(n.endswith("<lambda>") for n in children)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("c_calls", MODES)
+def test_tracing_twice_in_a_row(monkeypatch: pytest.MonkeyPatch, impl: Any,
+                                c_calls: bool) -> None:
+    first = run_traced(monkeypatch, impl, lambda: leaf(3), c_calls=c_calls)
+    untraced = leaf(4)
+    second = run_traced(monkeypatch, impl, lambda: [leaf(5), after()], c_calls=c_calls)
+    assert untraced == 6
+    main = threading.current_thread().name
+    names = [[n for _, n in outline(buffer_of(rec, main).events)] for rec in (first, second)]
+    assert names[0].count(fn("leaf")) == 1 and fn("after") not in names[0]
+    assert names[1].count(fn("leaf")) == 2 and names[1].count(fn("after")) == 1
+    assert (sys.getprofile(), threading.getprofile()) == (None, None)
+
+
+@needs_compiled
+def test_python_only_frame_hook_goes_when_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame that began under the tracer and ends after it stopped records nothing then,
+    and the next tracer's events go to its own buffers only."""
+    release, entered = threading.Event(), threading.Event()
+    t = threading.Thread(target=lingers, args=(entered, release), name="lingers")
+    rec = run_traced(monkeypatch, _pyhook, lambda: (t.start(), entered.wait()), c_calls=False)
+    before = [n for _, n in outline(buffer_of(rec, "lingers").events)]
+    second = run_traced(monkeypatch, _pyhook, lambda: leaf(1), c_calls=False)
+    release.set()
+    t.join()
+    assert [n for _, n in outline(buffer_of(rec, "lingers").events)] == before
+    assert fn("lingers") in before and fn("leaf") not in before
+    assert "lingers" not in [b.thread_name for b in second.python_buffers]
+
+
+@needs_compiled
+@pytest.mark.skipif(bool(os.environ.get("STEPSCOPE_PURE_PYTHON")),
+                    reason="STEPSCOPE_PURE_PYTHON asks for the pure-Python hook")
+def test_deep_recursion_under_the_cheap_hook_never_crashes(tmp_path: Any) -> None:
+    """Every Python call is a C call under the frame hook: a recursion limit set far above
+    what the C stack holds gives a RecursionError, not a crash (in a child process, lest it
+    crash this one)."""
+    script = tmp_path / "deep.py"
+    script.write_text(
+        "import sys, threading\n"
+        "from stepscope.capture.python_tracer import PythonTracer\n"
+        "from stepscope.capture.recorder import Recorder\n"
+        "def down(n):\n"
+        "    return 0 if n == 0 else 1 + down(n - 1)\n"
+        "sys.setrecursionlimit(10_000_000)\n"
+        "rec = Recorder(10_000_000)\n"
+        "tracer = PythonTracer(rec, c_calls=False)\n"
+        "tracer.start()\n"
+        "try:\n"
+        "    print('depth', down(5_000))\n"
+        "    try:\n"
+        "        down(2_000_000)\n"
+        "        print('finished')\n"
+        "    except RecursionError:\n"
+        "        print('RecursionError')\n"
+        "finally:\n"
+        "    tracer.stop()\n"
+        "print('events', rec.recorded, tracer.engine)\n"
+        "def small_stack():\n"
+        "    inner = PythonTracer(Recorder(10_000_000), c_calls=False)\n"
+        "    inner.start()\n"
+        "    try:\n"
+        "        down(2_000_000)\n"
+        "    except RecursionError:\n"
+        "        print('thread RecursionError')\n"
+        "    finally:\n"
+        "        inner.stop()\n"
+        "threading.stack_size(512 * 1024)\n"
+        "t = threading.Thread(target=small_stack)\n"
+        "t.start()\n"
+        "t.join()\n")
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "depth 5000"
+    assert lines[1] in ("RecursionError", "finished")
+    assert int(lines[2].split()[1]) > 5_000
+    assert lines[2].split()[2] == CHEAP_ENGINE
+    assert lines[3] == "thread RecursionError"
+
+
+@needs_compiled
+@pytest.mark.parametrize("c_calls", MODES)
+def test_compiled_times_agree_with_time_ns(monkeypatch: pytest.MonkeyPatch,
+                                           c_calls: bool) -> None:
+    """The compiled hooks read the CPU's time-stamp counter, mapped onto time.time_ns's
+    clock: their events lie where time.time_ns says they ran, also across the mapping's
+    periodic re-anchoring (every few ms), and nest."""
+    TIMED.clear()
+
+    def body() -> None:
+        for seconds in (0.0, 0.001, 0.012, 0.0, 0.03, 0.0, 0.005):
+            timed(seconds)
+
+    rec = run_traced(monkeypatch, _pyhook, body, c_calls=c_calls)
+    events = sorted((e for e in buffer_of(rec, threading.current_thread().name).events
+                     if PythonTracer.event_name(e[0], {}) == fn("timed")), key=lambda e: e[1])
+    assert len(events) == len(TIMED) == 7
+    slack = 50_000  # ns: far above the mapping's error (about a microsecond), below the sleeps
+    for (_, start, end), (begun, ended) in zip(events, TIMED, strict=True):
+        # The call holds what ran inside it, by time.time_ns's clock.
+        assert start <= begun + slack and ended <= end + slack
+        assert end - start >= ended - begun - 2 * slack
+    outline(buffer_of(rec, threading.current_thread().name).events)  # nests
+
+
+@needs_compiled
+def test_a_counter_other_than_a_plain_count_is_asked_each_time() -> None:
+    """The compiled hook reads an itertools.count in place; a count with a step, or another
+    iterator, goes through next() as before."""
+    for counter, kept in ((itertools.count(0, 2), 5), (iter(range(3)), None),
+                          (itertools.count(7), 3)):
+        events: list[Any] = []
+        state = _pyhook.HookState(counter, 10, python_tracer._c_name)
+        hook = _pyhook.ThreadHook(state, events)
+        frame = sys._getframe()
+        raised = False
+        for _ in range(8):
+            hook(frame, "call", None)
+            try:
+                hook(frame, "return", None)
+            except RuntimeError:  # range ran out: the counter is exhausted
+                raised = True
+                break
+        hook.flush()
+        if kept is None:
+            assert raised and len(events) == 3
+        else:
+            assert len(events) == kept, counter
+    count = itertools.count(5)
+    state = _pyhook.HookState(count, 100, python_tracer._c_name)
+    hook = _pyhook.ThreadHook(state, [])
+    frame = sys._getframe()
+    for _ in range(4):
+        hook(frame, "call", None)
+        hook(frame, "return", None)
+    assert next(count) == 9  # the four events were counted on the very object
+
+
+@needs_compiled
+def test_stepscope_level_two_session(tmp_path: Any) -> None:
+    """A whole session at python_tracer_level=2: Python functions' events, no C function's,
+    in the written profile."""
+    import stepscope
+    from stepscope.formats.xplane_builder import read_space
+    from stepscope.model import schema
+
+    options = stepscope.ProfilerOptions(python_tracer_level=2, counter_interval_ms=0,
+                                        device_tracer_level=0)
+    with stepscope.Profile(tmp_path, options=options) as prof:
+        workload()
+    assert prof.path is not None
+    planes = [p for p in read_space(prof.path).planes if p.name == schema.PYTHON_TRACER_PLANE]
+    names = {p.event_metadata[e.metadata_id].name for p in planes for line in p.lines
+             for e in line.events}
+    assert fn("workload") in names and fn("gen") in names
+    assert not any(n.startswith("$builtins.") for n in names)

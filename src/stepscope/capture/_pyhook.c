@@ -22,7 +22,40 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+/* The frame-evaluation hook (PEP 523) of the Python-only mode, where it is cheaper than a
+ * profile function: 3.10 and 3.11. There a profile function makes the interpreter run every
+ * instruction through its tracing path, unspecialised (3.11), which alone slows a call-heavy
+ * program about 4x; a frame-evaluation function leaves the instructions alone and only costs
+ * a C call per Python frame. From 3.12 on, sys.monitoring is the cheap hook (python_tracer.py). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define STEPSCOPE_FRAME_HOOK 311
+#ifndef Py_BUILD_CORE
+#define Py_BUILD_CORE 1
+#endif
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+typedef struct _PyInterpreterFrame EvalFrame;
+#define EVAL_FRAME_CODE(frame) ((PyObject *)(frame)->f_code)
+#elif PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030B0000
+#define STEPSCOPE_FRAME_HOOK 310
+typedef PyFrameObject EvalFrame;
+#define EVAL_FRAME_CODE(frame) ((PyObject *)(frame)->f_code)
+#endif
+#if defined(STEPSCOPE_FRAME_HOOK) && defined(__linux__)
+#include <pthread.h> /* pthread_getattr_np: where the thread's stack ends */
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+/* sys.monitoring's PY_* events call back into C functions of this module. */
+#define STEPSCOPE_MONITORING 1
+#endif
+#if defined(STEPSCOPE_FRAME_HOOK) || defined(STEPSCOPE_MONITORING)
+/* Hooks that are not per thread find the calling thread's ThreadHook themselves. */
+#define STEPSCOPE_THREAD_LOOKUP 1
+#endif
 
 #define STEPSCOPE_RECORDS_CLIENT
 #include "records.h"
@@ -39,11 +72,171 @@ static RecordsAPI *g_records = NULL;
 
 /* time.time_ns(): the rest of the profile is timed with it. */
 static inline long long
-now_ns(void)
+realtime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec;
+}
+
+/* The hooks read the clock twice per call, and clock_gettime costs as much as the rest of a
+ * hook (a fifth of a traced fib's time where measured). Where the CPU has a time-stamp
+ * counter, they read it instead and map it onto time.time_ns's clock: linearly from an
+ * anchor, with the slope measured from a (counter, clock) pair taken when the module loaded
+ * to the anchor. Every few milliseconds of counter (at the first read after), the mapping is
+ * re-anchored on a fresh pair: the offset found then is taken up over the next interval (at
+ * most a tenth of it), so the mapping never goes back and calls nest as they ran; between
+ * anchors only the slope's error accrues (well under a microsecond over an interval once the
+ * baseline is a few seconds long). The interpreter lock serialises every read. Where the
+ * counter misbehaves (goes back, or is found a millisecond off), the hooks use clock_gettime
+ * from then on. STEPSCOPE_NO_TSC=1 turns the counter off. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define STEPSCOPE_TSC 1
+#endif
+
+#ifdef STEPSCOPE_TSC
+static int g_tsc = 0;             /* 1 once calibrated, 0 before, -1 given up */
+static uint64_t g_tsc_base;       /* a (counter, ns) pair from module load: the slope's base */
+static long long g_ns_base;
+static uint64_t g_tsc_anchor;     /* ns = anchor_ns + delta * mult >> 32 + correction(delta) */
+static long long g_ns_anchor;
+static uint64_t g_mult;           /* ns per tick, 32.32 fixed point, base to latest anchor */
+static long long g_correction;    /* ns taken up over the interval after the anchor */
+static __int128 g_correction_mult; /* the same per tick (32.32), while delta < interval */
+static uint64_t g_reanchor_ticks; /* about REANCHOR_NS in ticks: the interval */
+#define REANCHOR_NS 4000000LL
+#define TSC_GIVE_UP_NS 1000000LL
+#define PAIR_MAX_NS 5000LL           /* a (counter, clock) pair read further apart is retried */
+static uint64_t g_pair_max_ticks = 0; /* the same in ticks, once calibrated */
+
+static inline long long
+tsc_map(uint64_t tsc)
+{
+    /* Another core's counter may be a few ticks behind the anchor's: no going back. */
+    uint64_t delta = tsc > g_tsc_anchor ? tsc - g_tsc_anchor : 0;
+    long long ns = g_ns_anchor + (long long)(((unsigned __int128)delta * g_mult) >> 32);
+    if (delta >= g_reanchor_ticks) {
+        return ns + g_correction;
+    }
+    return ns + (long long)(((__int128)delta * g_correction_mult) >> 32);
+}
+
+/* The clock and the counter read together; 0 when something (a preemption) came between. */
+static int
+tsc_pair(uint64_t *tsc, long long *ns, uint64_t max_ticks)
+{
+    uint64_t before = __rdtsc();
+    *ns = realtime_ns();
+    uint64_t after = __rdtsc();
+    if (after < before || (max_ticks != 0 && after - before > max_ticks)) {
+        return 0;
+    }
+    *tsc = before + (after - before) / 2;
+    return 1;
+}
+
+/* The closest of a few pairs (the base, at module load). */
+static void
+tsc_best_pair(uint64_t *tsc, long long *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 16; i++) {
+        uint64_t before = __rdtsc();
+        long long real = realtime_ns();
+        uint64_t after = __rdtsc();
+        if (after >= before && after - before < best) {
+            best = after - before;
+            *tsc = before + (after - before) / 2;
+            *ns = real;
+        }
+    }
+}
+
+/* Measure the slope from the base pair (waiting up to 2 ms for a usable baseline). */
+static void
+tsc_calibrate(void)
+{
+    long long ns = 0;
+    uint64_t tsc = 0;
+    int ok = 0;
+    for (int tries = 0; tries < 100000 && !ok; tries++) {
+        uint64_t before = __rdtsc();
+        long long real = realtime_ns();
+        uint64_t after = __rdtsc();
+        /* A pair read within a thousandth of the baseline (2 us of 2 ms at worst). */
+        if (after >= before && real - g_ns_base >= 2000000LL && after > g_tsc_base &&
+            (after - before) * 1000 < after - g_tsc_base) {
+            tsc = before + (after - before) / 2;
+            ns = real;
+            ok = 1;
+        }
+    }
+    if (!ok || tsc <= g_tsc_base || ns <= g_ns_base) {
+        g_tsc = -1;
+        return;
+    }
+    g_mult = (uint64_t)(((unsigned __int128)(ns - g_ns_base) << 32) / (tsc - g_tsc_base));
+    if (g_mult == 0) {
+        g_tsc = -1;
+        return;
+    }
+    g_tsc_anchor = tsc;
+    g_ns_anchor = ns;
+    g_correction = 0;
+    g_correction_mult = 0;
+    g_reanchor_ticks = (uint64_t)(((unsigned __int128)REANCHOR_NS << 32) / g_mult);
+    g_pair_max_ticks = (uint64_t)(((unsigned __int128)PAIR_MAX_NS << 32) / g_mult);
+    g_tsc = 1;
+}
+
+static void
+tsc_reanchor(void)
+{
+    uint64_t tsc;
+    long long real;
+    if (!tsc_pair(&tsc, &real, g_pair_max_ticks)) {
+        return; /* interrupted: the next read tries again */
+    }
+    long long mapped = tsc_map(tsc);
+    long long behind = real - mapped;
+    if (tsc < g_tsc_anchor || behind > TSC_GIVE_UP_NS || behind < -TSC_GIVE_UP_NS) {
+        g_tsc = -1; /* from now on the real clock; never below what was handed out */
+        g_ns_anchor = mapped;
+        return;
+    }
+    g_mult = (uint64_t)(((unsigned __int128)(real - g_ns_base) << 32) / (tsc - g_tsc_base));
+    /* Take up the offset over the next interval, at most a tenth of it. */
+    long long most = REANCHOR_NS / 10;
+    g_correction = behind > most ? most : behind < -most ? -most : behind;
+    g_correction_mult = ((__int128)g_correction << 32) / (__int128)g_reanchor_ticks;
+    g_tsc_anchor = tsc;
+    g_ns_anchor = mapped;
+}
+#endif
+
+static inline long long
+now_ns(void)
+{
+#ifdef STEPSCOPE_TSC
+    if (g_tsc > 0) {
+        uint64_t tsc = __rdtsc();
+        if (tsc > g_tsc_anchor && tsc - g_tsc_anchor > g_reanchor_ticks) {
+            tsc_reanchor();
+            if (g_tsc < 0) {
+                long long real = realtime_ns();
+                return real > g_ns_anchor ? real : g_ns_anchor;
+            }
+            tsc = __rdtsc();
+        }
+        return tsc_map(tsc);
+    }
+    if (g_tsc < 0) {
+        long long real = realtime_ns();
+        return real > g_ns_anchor ? real : g_ns_anchor;
+    }
+#endif
+    return realtime_ns();
 }
 
 /* ---- HookState ------------------------------------------------------------------------- */
@@ -61,25 +254,70 @@ typedef struct {
     PyObject *name;       /* NULL: empty slot */
 } NameEntry;
 
+/* itertools.count as CPython 3.10-3.13 lay it out. The recorder's event counter is one; read
+ * in place (once checked against its repr, see count_fast) counting an event makes no int. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t cnt; /* the next value; PY_SSIZE_T_MAX once it went past (then long_cnt) */
+    PyObject *long_cnt;
+    PyObject *long_step;
+} CountLayout;
+
 typedef struct {
     PyObject_HEAD
     PyObject *counter;    /* the recorder's itertools.count: one next() per offered event */
+    CountLayout *fast;    /* the counter, where its fields can be read in place; else NULL */
     long long max_events; /* events are kept while next(counter) < max_events */
     PyObject *namer;      /* python_tracer._c_name, asked on a cache miss */
     int active;           /* cleared by the tracer on stop; hooks then remove themselves */
+    int c_calls;          /* record C functions' calls too (else Python functions only) */
     NameEntry *names;     /* NAME_CACHE_SIZE slots */
 } HookState;
 
 static PyTypeObject HookStateType;
 
+/* `counter` as a CountLayout if it is an itertools.count laid out as we expect (its size,
+ * and its repr showing the value we read); else NULL (next() is called instead). */
+static CountLayout *
+count_fast(PyObject *counter)
+{
+#if PY_VERSION_HEX < 0x030E0000
+    PyTypeObject *type = Py_TYPE(counter);
+    if (strcmp(type->tp_name, "itertools.count") != 0 ||
+        type->tp_basicsize != (Py_ssize_t)sizeof(CountLayout)) {
+        return NULL;
+    }
+    CountLayout *count = (CountLayout *)counter;
+    if (count->cnt == PY_SSIZE_T_MAX || count->long_cnt != NULL) {
+        return NULL;
+    }
+    PyObject *repr = PyObject_Repr(counter);
+    if (repr == NULL) {
+        return NULL;
+    }
+    PyObject *expected = PyUnicode_FromFormat("count(%zd)", count->cnt);
+    int same = expected != NULL ? PyUnicode_Compare(repr, expected) == 0 : 0;
+    Py_DECREF(repr);
+    Py_XDECREF(expected);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return same ? count : NULL;
+#else
+    (void)counter;
+    return NULL;
+#endif
+}
+
 static PyObject *
 HookState_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"counter", "max_events", "namer", NULL};
+    static char *keywords[] = {"counter", "max_events", "namer", "c_calls", NULL};
     PyObject *counter, *namer;
     long long max_events;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLO:HookState", keywords, &counter,
-                                     &max_events, &namer)) {
+    int c_calls = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLO|p:HookState", keywords, &counter,
+                                     &max_events, &namer, &c_calls)) {
         return NULL;
     }
     if (Py_TYPE(counter)->tp_iternext == NULL) {
@@ -90,6 +328,11 @@ HookState_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "HookState namer must be callable");
         return NULL;
     }
+#ifdef STEPSCOPE_TSC
+    if (g_tsc == 0) {
+        tsc_calibrate();
+    }
+#endif
     HookState *self = (HookState *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
@@ -101,10 +344,16 @@ HookState_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     Py_INCREF(counter);
     self->counter = counter;
+    self->fast = count_fast(counter);
+    if (self->fast == NULL && PyErr_Occurred()) {
+        Py_DECREF(self);
+        return NULL;
+    }
     Py_INCREF(namer);
     self->namer = namer;
     self->max_events = max_events;
     self->active = 1;
+    self->c_calls = c_calls;
     return (PyObject *)self;
 }
 
@@ -137,6 +386,7 @@ HookState_traverse(HookState *self, visitproc visit, void *arg)
 static int
 HookState_clear(HookState *self)
 {
+    self->fast = NULL;
     Py_CLEAR(self->counter);
     Py_CLEAR(self->namer);
     if (self->names != NULL) {
@@ -189,7 +439,8 @@ static PyTypeObject HookStateType = {
     .tp_basicsize = sizeof(HookState),
     .tp_dealloc = (destructor)HookState_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "HookState(counter, max_events, namer): what one tracer's thread hooks share.",
+    .tp_doc = "HookState(counter, max_events, namer, c_calls=True): what one tracer's thread "
+              "hooks share.",
     .tp_traverse = (traverseproc)HookState_traverse,
     .tp_clear = (inquiry)HookState_clear,
     .tp_getset = HookState_getset,
@@ -495,19 +746,24 @@ pop_call(ThreadHook *self, int is_c)
     /* Take the entry off the stack before anything that may run other threads' code. */
     OpenCall call = self->stack[--self->depth];
     HookState *state = self->state;
-    PyObject *index = Py_TYPE(state->counter)->tp_iternext(state->counter);
-    if (index == NULL) {
-        Py_DECREF(call.what);
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "the recorder's event counter is exhausted");
+    long long n;
+    if (state->fast != NULL && state->fast->cnt < PY_SSIZE_T_MAX - 1) {
+        n = state->fast->cnt++; /* what next(counter) returns, without making the int */
+    } else {
+        PyObject *index = Py_TYPE(state->counter)->tp_iternext(state->counter);
+        if (index == NULL) {
+            Py_DECREF(call.what);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "the recorder's event counter is exhausted");
+            }
+            return -1;
         }
-        return -1;
-    }
-    long long n = PyLong_AsLongLong(index);
-    Py_DECREF(index);
-    if (n == -1 && PyErr_Occurred()) {
-        Py_DECREF(call.what);
-        return -1;
+        n = PyLong_AsLongLong(index);
+        Py_DECREF(index);
+        if (n == -1 && PyErr_Occurred()) {
+            Py_DECREF(call.what);
+            return -1;
+        }
     }
     if (n >= state->max_events) {
         Py_DECREF(call.what);
@@ -580,15 +836,19 @@ hook_event(ThreadHook *self, PyFrameObject *frame, int what, PyObject *arg)
         rc = push_call(self, (PyObject *)PyFrame_GetCode(frame));
         break;
     case PyTrace_C_CALL:
-        Py_INCREF(arg);
-        rc = push_call(self, arg);
+        if (self->state != NULL && self->state->c_calls) {
+            Py_INCREF(arg);
+            rc = push_call(self, arg);
+        }
         break;
     case PyTrace_RETURN:
         rc = pop_call(self, 0);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
-        rc = pop_call(self, 1);
+        if (self->state != NULL && self->state->c_calls) {
+            rc = pop_call(self, 1);
+        }
         break;
     default:
         break;
@@ -718,6 +978,296 @@ static PyTypeObject ThreadHookType = {
     .tp_new = ThreadHook_new,
 };
 
+/* ---- the hooks of the Python-only mode: frame evaluation, sys.monitoring ---------------- */
+
+#ifdef STEPSCOPE_THREAD_LOOKUP
+/* What is installed: one tracer's state, asked `bootstrap()` on each thread's first frame
+ * (it returns the thread's ThreadHook, None for a thread left out, or False for "ask again
+ * on the next frame"). A new install bumps the serial (from 1), so each thread asks again. */
+static HookState *g_frame_state = NULL;
+static PyObject *g_frame_bootstrap = NULL;
+static uint64_t g_frame_serial = 0;
+
+/* Per thread: the serial its hook was asked for, the hook (borrowed: the tracer holds every
+ * thread's hook while it is installed; NULL for a thread left out), whether it is inside
+ * bootstrap(), and below which stack address a frame is refused (0: unknown). */
+typedef struct {
+    uint64_t serial;
+    ThreadHook *hook;
+    int busy;
+    uintptr_t stack_floor;
+} ThreadLookup;
+/* One thread-local struct: one lookup of the thread's storage per frame, not four. */
+static _Thread_local ThreadLookup tl_lookup = {0, NULL, 0, 0};
+
+/* C stack kept free below the deepest traced frame: every Python call is a C call under the
+ * frame hook (3.11 otherwise runs Python-to-Python calls in one C frame), so a recursion limit
+ * set high could reach the end of the thread's stack; this turns that into a RecursionError. */
+#define STACK_RESERVE (256 * 1024)
+
+static void
+find_stack_floor(void)
+{
+    tl_lookup.stack_floor = 0;
+#if defined(STEPSCOPE_FRAME_HOOK) && defined(__linux__)
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    void *addr = NULL;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL &&
+        size >= 64 * 1024 && size < ((size_t)1 << 40)) {
+        /* A small stack (threading.stack_size) keeps a quarter of itself free. */
+        size_t reserve = size / 4 < STACK_RESERVE ? size / 4 : STACK_RESERVE;
+        tl_lookup.stack_floor = (uintptr_t)addr + reserve;
+    }
+    pthread_attr_destroy(&attr);
+#endif
+}
+
+/* Ask the tracer for the calling thread's hook (tl_lookup.hook; NULL: not traced). */
+static void
+frame_bootstrap(void)
+{
+    tl_lookup.serial = g_frame_serial;
+    tl_lookup.hook = NULL;
+    if (g_frame_bootstrap == NULL) {
+        return;
+    }
+    find_stack_floor();
+    /* Its own frames are not traced; an exception being thrown into a frame waits. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    tl_lookup.busy = 1;
+    PyObject *bootstrap = g_frame_bootstrap;
+    Py_INCREF(bootstrap);
+    PyObject *hook = PyObject_CallNoArgs(bootstrap);
+    tl_lookup.busy = 0;
+    if (hook == NULL) {
+        PyErr_WriteUnraisable(bootstrap);
+    } else if (hook == Py_False) {
+        tl_lookup.serial = 0; /* not yet: ask again on the thread's next frame */
+        Py_DECREF(hook);
+    } else {
+        /* A hook of this install only: the tracer holds it (borrowed here). */
+        if (PyObject_TypeCheck(hook, &ThreadHookType) && tl_lookup.serial == g_frame_serial &&
+            ((ThreadHook *)hook)->state == g_frame_state) {
+            tl_lookup.hook = (ThreadHook *)hook;
+        }
+        Py_DECREF(hook);
+    }
+    Py_DECREF(bootstrap);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+/* The calling thread's hook if it records now, else NULL. */
+static inline ThreadHook *
+thread_hook(void)
+{
+    ThreadLookup *tl = &tl_lookup;
+    if (tl->busy) {
+        return NULL;
+    }
+    if (tl->serial != g_frame_serial) {
+        frame_bootstrap();
+    }
+    ThreadHook *hook = tl->hook;
+    if (hook == NULL || hook->state == NULL || !hook->state->active) {
+        return NULL;
+    }
+    return hook;
+}
+
+/* Set (or clear, with None) what thread_hook() asks; a new serial either way. */
+static int
+set_thread_lookup(PyObject *state, PyObject *bootstrap)
+{
+    g_frame_serial++;
+    if (state == Py_None) {
+        Py_CLEAR(g_frame_bootstrap);
+        Py_CLEAR(g_frame_state);
+        return 0;
+    }
+    if (!PyObject_TypeCheck(state, &HookStateType) || !PyCallable_Check(bootstrap)) {
+        PyErr_SetString(PyExc_TypeError, "expected a HookState and a callable bootstrap");
+        return -1;
+    }
+    Py_INCREF(state);
+    Py_XSETREF(g_frame_state, (HookState *)state);
+    Py_INCREF(bootstrap);
+    Py_XSETREF(g_frame_bootstrap, bootstrap);
+    return 0;
+}
+#endif
+
+#ifdef STEPSCOPE_MONITORING
+/* sys.monitoring callbacks: PY_START, PY_RESUME and PY_THROW open a call of args[0] (the code
+ * object); PY_RETURN, PY_YIELD and PY_UNWIND close the innermost. The same events 3.12's
+ * sys.setprofile turns into "call" and "return". */
+static PyObject *
+monitoring_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "monitoring_start(code, offset, ...)");
+        return NULL;
+    }
+    ThreadHook *hook = thread_hook();
+    if (hook != NULL) {
+        Py_INCREF(args[0]);
+        if (push_call(hook, args[0]) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+monitoring_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    ThreadHook *hook = thread_hook();
+    if (hook != NULL) {
+        Py_INCREF(hook);
+        int rc = pop_call(hook, 0);
+        Py_DECREF(hook);
+        if (rc < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+monitoring_install(PyObject *module, PyObject *args)
+{
+    PyObject *state, *bootstrap;
+    if (!PyArg_ParseTuple(args, "OO:set_monitoring_hooks", &state, &bootstrap) ||
+        set_thread_lookup(state, bootstrap) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+#endif
+
+#ifdef STEPSCOPE_FRAME_HOOK
+/* The evaluation function we replaced (called for every frame). */
+static _PyFrameEvalFunction g_prev_eval = NULL;
+
+/* Whether evaluating `frame` is a call the profile hook would report: not the evaluation
+ * that only makes a generator (3.11 runs the new frame up to RETURN_GENERATOR, before its
+ * first traceable instruction; a generator's resumptions are owned by the generator). */
+static inline int
+frame_is_call(EvalFrame *frame)
+{
+#if STEPSCOPE_FRAME_HOOK == 311
+    return frame->owner != FRAME_OWNED_BY_THREAD ||
+           !(frame->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR));
+#else
+    (void)frame;
+    return 1;
+#endif
+}
+
+/* The evaluation function installed: time each frame's evaluation as one call. */
+static PyObject *
+frame_eval(PyThreadState *tstate, EvalFrame *frame, int throwflag)
+{
+    _PyFrameEvalFunction inner = g_prev_eval != NULL ? g_prev_eval : _PyEval_EvalFrameDefault;
+    ThreadHook *hook = thread_hook();
+    if (hook == NULL || !frame_is_call(frame)) {
+        return inner(tstate, frame, throwflag);
+    }
+    char here; /* where this C frame is: the stack grows down */
+    uintptr_t floor = tl_lookup.stack_floor;
+    if (floor != 0 && (uintptr_t)&here < floor) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded: the thread's C stack is nearly "
+                        "full (stepscope's Python tracer makes every Python call a C call)");
+        /* The frame must still be evaluated to be cleaned up: it fails at once, as when an
+         * exception is thrown into a generator. */
+        return inner(tstate, frame, 1);
+    }
+    Py_INCREF(hook); /* the tracer may let go of it while the frame runs */
+    PyObject *code = EVAL_FRAME_CODE(frame);
+    Py_INCREF(code);
+    Py_ssize_t depth = -1;
+    if (push_call(hook, code) == 0) {
+        depth = hook->depth;
+    } else {
+        PyErr_Clear(); /* out of memory for the stack: this frame goes untimed */
+    }
+    PyObject *result = inner(tstate, frame, throwflag);
+    /* Only the entry pushed above: stop() may have emptied the stack meanwhile. */
+    if (depth > 0 && hook->depth == depth) {
+        if (result != NULL) {
+            if (pop_call(hook, 0) < 0) {
+                Py_CLEAR(result);
+            }
+        } else {
+#if PY_VERSION_HEX >= 0x030C0000
+            PyObject *exc = PyErr_GetRaisedException();
+#else
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+#endif
+            if (pop_call(hook, 0) < 0) {
+                PyErr_WriteUnraisable((PyObject *)hook);
+            }
+#if PY_VERSION_HEX >= 0x030C0000
+            PyErr_SetRaisedException(exc);
+#else
+            PyErr_Restore(type, value, traceback);
+#endif
+        }
+    }
+    Py_DECREF(hook);
+    return result;
+}
+
+static PyObject *
+frame_hook_install(PyObject *module, PyObject *args)
+{
+    PyObject *state, *bootstrap;
+    if (!PyArg_ParseTuple(args, "O!O:install_frame_hook", &HookStateType, &state, &bootstrap)) {
+        return NULL;
+    }
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+    if (current != frame_eval) {
+        /* Another evaluation function (a JIT's) keeps running under ours. */
+        g_prev_eval = current == _PyEval_EvalFrameDefault ? NULL : current;
+    }
+    if (set_thread_lookup(state, bootstrap) < 0) {
+        return NULL;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(interp, frame_eval);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+frame_hook_uninstall(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) == frame_eval) {
+        _PyInterpreterState_SetEvalFrameFunc(
+            interp, g_prev_eval != NULL ? g_prev_eval : _PyEval_EvalFrameDefault);
+        g_prev_eval = NULL;
+    }
+    /* Else another function went on top of ours; it still calls ours, which passes every
+     * frame straight through from now on. */
+    set_thread_lookup(Py_None, NULL);
+    Py_RETURN_NONE;
+}
+#endif
+
 /* ---- module ---------------------------------------------------------------------------- */
 
 static PyObject *
@@ -735,9 +1285,36 @@ install(PyObject *module, PyObject *hook)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+module_now_ns(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromLongLong(now_ns());
+}
+
 static PyMethodDef module_methods[] = {
+    {"now_ns", module_now_ns, METH_NOARGS,
+     "The hooks' clock (time.time_ns's, read through the CPU's counter where it has one): "
+     "never before a time the hooks have recorded."},
     {"install", install, METH_O,
      "Make a ThreadHook the calling thread's profile function (as sys.setprofile, in C)."},
+#ifdef STEPSCOPE_FRAME_HOOK
+    {"install_frame_hook", frame_hook_install, METH_VARARGS,
+     "install_frame_hook(state, bootstrap): time every Python frame's evaluation, on every "
+     "thread (Python functions only); each thread's first frame calls bootstrap() for its "
+     "ThreadHook (None: leave the thread out)."},
+    {"uninstall_frame_hook", frame_hook_uninstall, METH_NOARGS,
+     "Stop timing frames; frames still running finish untimed."},
+#endif
+#ifdef STEPSCOPE_MONITORING
+    {"set_monitoring_hooks", monitoring_install, METH_VARARGS,
+     "set_monitoring_hooks(state, bootstrap), or (None, None): what monitoring_start and "
+     "monitoring_end record into (each thread's first event calls bootstrap() for its "
+     "ThreadHook; None leaves the thread out)."},
+    {"monitoring_start", (PyCFunction)(void (*)(void))monitoring_start, METH_FASTCALL,
+     "sys.monitoring callback for PY_START, PY_RESUME, PY_THROW: a call opens."},
+    {"monitoring_end", (PyCFunction)(void (*)(void))monitoring_end, METH_FASTCALL,
+     "sys.monitoring callback for PY_RETURN, PY_YIELD, PY_UNWIND: the innermost call ends."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -749,6 +1326,14 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__pyhook(void)
 {
+#ifdef STEPSCOPE_TSC
+    if (!getenv("STEPSCOPE_NO_TSC")) {
+        tsc_best_pair(&g_tsc_base, &g_ns_base);
+    } else {
+        g_tsc = -1;
+        g_ns_anchor = 0;
+    }
+#endif
     static const char *names[5] = {"call", "return", "c_call", "c_return", "c_exception"};
     for (int i = 0; i < 5; i++) {
         g_event_names[i] = PyUnicode_InternFromString(names[i]);

@@ -175,7 +175,8 @@ class _Segment:
         self.recorder = Recorder(max_events)
         self.start_ns = time_ns()
         self.first_step = first_step
-        self.tracer = PythonTracer(self.recorder) if options.python_tracer_level >= 1 else None
+        self.tracer = (PythonTracer(self.recorder, c_calls=options.python_tracer_level == 1)
+                       if options.python_tracer_level >= 1 else None)
         self.closed_bytes = 0  # its bytes once another segment took over (they stay so)
         self.step_starts = array("q")  # when each step marked in it began (ns)
 

@@ -27,7 +27,9 @@ class ProfilerOptions:
     """Options of one profiling session.
 
     host_tracer_level: 0 off, 1 user annotations (``Trace``) only, 2 also stepscope's own
-    instrumentation (default), 3 verbose. python_tracer_level: 1 records every Python call.
+    instrumentation (default), 3 verbose. python_tracer_level: 1 records every Python and C
+    function call, 2 Python functions only, through a hook several times cheaper (see
+    ``capture.python_tracer``).
     device_tracer_level: 0 no framework or device tracing; 1 or 2 run the profilers of the
     imported frameworks alongside (``capture.bridges``; TensorFlow gets the level as given
     and treats 2 as 1). delay_ms: start
@@ -51,7 +53,8 @@ class ProfilerOptions:
     def __post_init__(self) -> None:
         _check_int("host_tracer_level", self.host_tracer_level, 0, 3,
                    "0 off, 1 user annotations, 2 default, 3 verbose")
-        _check_int("python_tracer_level", self.python_tracer_level, 0, 1, "0 off, 1 on")
+        _check_int("python_tracer_level", self.python_tracer_level, 0, 2,
+                   "0 off, 1 Python and C functions, 2 Python functions only")
         _check_int("device_tracer_level", self.device_tracer_level, 0, 2,
                    "0 off, 1 or 2 framework and device tracers on")
         if self.delay_ms is not None:

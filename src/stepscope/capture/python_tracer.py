@@ -16,6 +16,17 @@ pure-Python one, as it does for ``Trace``. The compiled hook writes each finishe
 its thread buffer's binary records at once (24 bytes, the code object or C-function name
 interned), where the recorder has them; else it keeps them in C and hands them to the
 buffer's list as tuples on ``stop`` (or ``flush``), in the order they happened.
+
+Two modes. ``c_calls=True`` (``python_tracer_level=1``): Python and C function calls, through
+the profile hook above. ``c_calls=False`` (level 2): Python functions only, through a cheaper
+hook where the compiled module has one (``engine``): on 3.10-3.11 a frame-evaluation function
+(PEP 523, interpreter-wide, so it reaches every thread), on 3.12+ sys.monitoring's PY_* events
+with compiled callbacks. A profile function makes 3.11 run every instruction through its
+tracing path, unspecialised, which alone costs a call-heavy program about 4x; the
+frame-evaluation hook leaves the instructions alone. Without the compiled module, level 2 is
+the pure-Python profile hook ignoring C functions' events: the same events, which the tests
+compare. Threads find their hook themselves there, through ``_thread_hook`` on their first
+frame.
 """
 
 from __future__ import annotations
@@ -59,11 +70,23 @@ def is_left_out(thread: threading.Thread) -> bool:
     return thread in _left_out or thread.name.startswith(LEFT_OUT_POOLS)
 
 
-class PythonTracer:
-    """Installs the profile hook on start and removes it on stop."""
+# How a tracer hooks the interpreter (``PythonTracer.engine``).
+PROFILE = "profile"        # a profile function per thread (sys.setprofile's hook)
+FRAME = "frame"            # a frame-evaluation function (PEP 523), Python 3.10-3.11
+MONITORING = "monitoring"  # sys.monitoring's PY_* events, Python 3.12+
+# The sys.monitoring tool id the Python-only mode takes (the one meant for profilers).
+MONITORING_TOOL = 2
 
-    def __init__(self, recorder: Recorder) -> None:
+
+class PythonTracer:
+    """Installs the hooks on start and removes them on stop.
+
+    ``c_calls`` False records Python functions only (``python_tracer_level=2``): no C
+    function calls, through a much cheaper hook where one is built (see ``engine``)."""
+
+    def __init__(self, recorder: Recorder, c_calls: bool = True) -> None:
         self._recorder = recorder
+        self.c_calls = c_calls
         self._active = False
         # Each thread's buffer, how to flush its hook's events into it, and how to empty its
         # call stack, so that frames still open at stop can be closed there.
@@ -73,8 +96,22 @@ class PythonTracer:
         # does, without a Python call per event; it needs that counter to be the usual one.
         counter = getattr(recorder, "_counter", None)
         self._native: Any = _pyhook if isinstance(counter, itertools.count) else None
-        self._state: Any = (self._native.HookState(counter, recorder.max_events, _c_name)
+        self._state: Any = (self._native.HookState(counter, recorder.max_events, _c_name,
+                                                   c_calls)
                             if self._native is not None else None)
+        self.engine = self._pick_engine()
+
+    def _pick_engine(self) -> str:
+        """The cheapest hook that records what was asked for (``PROFILE`` records C calls)."""
+        if self.c_calls or self._native is None:
+            return PROFILE
+        if hasattr(self._native, "install_frame_hook"):
+            return FRAME
+        monitoring = getattr(sys, "monitoring", None)
+        if (hasattr(self._native, "set_monitoring_hooks") and monitoring is not None
+                and monitoring.get_tool(MONITORING_TOOL) is None):
+            return MONITORING
+        return PROFILE
 
     @property
     def compiled(self) -> bool:
@@ -103,8 +140,12 @@ class PythonTracer:
         push, pop = stack.append, stack.pop
         tracer = self
 
+        c_calls = self.c_calls
+
         def hook(frame: FrameType, event: str, arg: Any) -> None:
-            if event == "call":
+            if not c_calls and event[:2] == "c_":
+                pass
+            elif event == "call":
                 push((time_ns(), frame.f_code))
             elif event == "return" and stack:
                 start, what = pop()
@@ -143,11 +184,36 @@ class PythonTracer:
         # This event's call (if it is one) returns to the new hook, so it must see it too.
         hook(frame, event, arg)
 
+    def _thread_hook(self) -> Any:
+        """A thread's first frame under the frame or monitoring hook: its ThreadHook, None
+        for a thread of stepscope's own, or False while a starting thread is not yet known to
+        ``threading`` (then its next frame asks again). Called from C, on that thread."""
+        if not self._active:
+            return None
+        known = getattr(threading, "_active", None)
+        # A thread between start() and its registration (its name is not known yet) while
+        # threads are starting; else one made outside ``threading`` (named as a dummy).
+        if (known is not None and threading.get_ident() not in known
+                and getattr(threading, "_limbo", None)):
+            return False
+        if is_left_out(threading.current_thread()):
+            return None
+        return self._make_hook()
+
     def start(self) -> None:
         """Begin tracing the current thread and every thread started from now on."""
         self._active = True
         if self._state is not None:
             self._state.active = True
+        if self.engine == FRAME:
+            self._native.install_frame_hook(self._state, self._thread_hook)
+            return
+        if self.engine == MONITORING:
+            try:
+                self._start_monitoring()
+                return
+            except ValueError:  # another tool took the id since: the profile hook instead
+                self.engine = PROFILE
         threading.setprofile(self._bootstrap)
         set_all = _set_profile_all_threads()
         if set_all is not None:  # reach threads that are already running too
@@ -160,12 +226,18 @@ class PythonTracer:
         self._active = False
         if self._state is not None:
             self._state.active = False  # hooks on threads not reached below remove themselves
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
-        set_all = _set_profile_all_threads()
-        if set_all is not None:
-            set_all(None)
-        now = time_ns()
+        if self.engine == FRAME:
+            self._native.uninstall_frame_hook()
+        elif self.engine == MONITORING:
+            self._stop_monitoring()
+        else:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+            set_all = _set_profile_all_threads()
+            if set_all is not None:
+                set_all(None)
+        # The hooks' own clock: never before an end they recorded, so closed calls still nest.
+        now = self._native.now_ns() if self._native is not None else time_ns()
         admit = self._recorder.admit
         with self._lock:
             for buf, flush, drain in self._threads:
@@ -174,6 +246,30 @@ class PythonTracer:
                     if admit():
                         buf.add(what if isinstance(what, CodeType) else _c_name(what),
                                 start, now)
+
+    def _start_monitoring(self) -> None:
+        """Python 3.12+: the compiled callbacks on sys.monitoring's PY_* events."""
+        monitoring: Any = sys.monitoring  # type: ignore[attr-defined, unused-ignore]
+        events = monitoring.events
+        monitoring.use_tool_id(MONITORING_TOOL, "stepscope")
+        self._native.set_monitoring_hooks(self._state, self._thread_hook)
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
+            monitoring.register_callback(MONITORING_TOOL, event, self._native.monitoring_start)
+        for event in (events.PY_RETURN, events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(MONITORING_TOOL, event, self._native.monitoring_end)
+        monitoring.set_events(MONITORING_TOOL, events.PY_START | events.PY_RESUME
+                              | events.PY_THROW | events.PY_RETURN | events.PY_YIELD
+                              | events.PY_UNWIND)
+
+    def _stop_monitoring(self) -> None:
+        monitoring: Any = sys.monitoring  # type: ignore[attr-defined, unused-ignore]
+        monitoring.set_events(MONITORING_TOOL, 0)
+        events = monitoring.events
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW, events.PY_RETURN,
+                      events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(MONITORING_TOOL, event, None)
+        monitoring.free_tool_id(MONITORING_TOOL)
+        self._native.set_monitoring_hooks(None, None)
 
     def flush(self) -> None:
         """Bring every thread's buffer up to date while tracing (``stop`` does it too)."""

@@ -17,7 +17,7 @@
 /* ---- chunked arrays -------------------------------------------------------------------- */
 
 /* A slot for one more item, or NULL (out of memory; nothing changed). */
-static void *
+static inline void * /* inline: per_chunk is a constant, its division a shift */
 chunks_push(Chunks *c, size_t itemsize, Py_ssize_t per_chunk)
 {
     if (c->n == c->nchunks * per_chunk) {

@@ -61,7 +61,8 @@ class _Session:
         self.recorder = Recorder(options.max_events)
         self.started_at = datetime.now()
         self.start_ns = time_ns()
-        self.python_tracer = (PythonTracer(self.recorder)
+        self.python_tracer = (PythonTracer(self.recorder,
+                                           c_calls=options.python_tracer_level == 1)
                               if options.python_tracer_level >= 1 else None)
         self.python_sampler = (PythonSampler(self.recorder, options.python_sampling_hz)
                                if options.python_sampling_hz > 0 else None)

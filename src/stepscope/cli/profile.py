@@ -61,7 +61,10 @@ def add_parser(sub: Any) -> None:
 def add_options_args(parser: argparse.ArgumentParser) -> None:
     """The ``ProfilerOptions`` arguments (``options_from_args`` reads them back)."""
     parser.add_argument("--python-tracer", action="store_true",
-                        help="record every Python function call (python_tracer_level=1)")
+                        help="record every Python and C function call (python_tracer_level=1)")
+    parser.add_argument("--python-calls-only", action="store_true",
+                        help="record every Python function call but no C function's, through "
+                        "a hook several times cheaper (python_tracer_level=2)")
     parser.add_argument("--host-tracer-level", type=int, choices=range(4), default=2,
                         help="0 off, 1 the program's Trace annotations only, 2 also "
                         "stepscope's own instrumentation, 3 verbose (default 2)")
@@ -93,7 +96,7 @@ def options_from_args(args: argparse.Namespace) -> ProfilerOptions:
     delay_ms = round(args.delay * 1000) if getattr(args, "delay", 0) else None
     return ProfilerOptions(
         host_tracer_level=args.host_tracer_level,
-        python_tracer_level=1 if args.python_tracer else 0,
+        python_tracer_level=(2 if args.python_calls_only else 1 if args.python_tracer else 0),
         device_tracer_level=args.device_tracer_level,
         delay_ms=delay_ms,
         max_events=args.max_events,

@@ -36,8 +36,9 @@ def add_parser(subparsers: Any) -> None:
                      help="attempts per worker before giving up on it (default 3)")
     cap.add_argument("--host-tracer-level", type=int, choices=range(4), default=2,
                      help="0 off, 1 user annotations, 2 default, 3 verbose")
-    cap.add_argument("--python-tracer-level", type=int, choices=range(2), default=0,
-                     help="1 records every Python call (default 0)")
+    cap.add_argument("--python-tracer-level", type=int, choices=range(3), default=0,
+                     help="1 records every Python and C function call, 2 Python functions "
+                     "only (default 0)")
     cap.add_argument("--device-tracer-level", type=int, choices=range(3), default=1,
                      help="0: no framework or device tracing; 1 or 2: the workers' framework "
                      "and device tracers record (2 is passed on to TensorFlow, which treats "
