@@ -10,7 +10,7 @@
  *   It records what the pure-Python hook in python_tracer.py records: (code, start_ns,
  *   end_ns) for Python functions and (name, start_ns, end_ns) for C functions, named by
  *   python_tracer._c_name. Given the thread's Records (records.h, from _fastpath), each
- *   finished call becomes one 24-byte record there at once, its code object or name interned.
+ *   finished call becomes one 16-byte record there at once, its code object or name interned.
  *   Given a list instead, finished calls are held in a compact C array while the tracer is
  *   active and become tuples in the list on flush(): building three Python objects per
  *   call would cost the traced program more than the rest of the hook.
