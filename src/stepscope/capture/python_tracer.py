@@ -13,7 +13,7 @@ Every thread's first hook event goes through ``_bootstrap``, which drops the hoo
 The hook on each thread is the compiled ``_pyhook.ThreadHook`` where it was built, else the
 pure-Python hook below; both record the same events. ``STEPSCOPE_PURE_PYTHON`` forces the
 pure-Python one, as it does for ``Trace``. The compiled hook writes each finished call into
-its thread buffer's binary records at once (24 bytes, the code object or C-function name
+its thread buffer's binary records at once (16 bytes, the code object or C-function name
 interned), where the recorder has them; else it keeps them in C and hands them to the
 buffer's list as tuples on ``stop`` (or ``flush``), in the order they happened.
 
