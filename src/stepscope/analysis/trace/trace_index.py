@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import MISSING, EventTable, Plane
+from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -210,28 +212,54 @@ def _by_row(track: I64, depth: I64, by_start: I64) -> I64:
     return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
 
 
-def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
-            ) -> tuple[I64, I64]:
-    """A row per event such that no two events of one track and row overlap, and the
-    event order by (track, row, start).
+def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None,
+            depth: I64 | None = None) -> tuple[I64, I64]:
+    """A row per event such that no two events of one track and row overlap (``layout_depth``,
+    unless given as ``depth``), and the event order by (track, row, start). ``by_start``: the
+    events' order by (track, start), when already made (``by_track_and_start``)."""
+    n = len(track)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if by_start is None:
+        bits = int(max(int(lay_end.max()), 1)).bit_length()
+        if int(track.max()).bit_length() + bits > 62:
+            raise _too_wide()
+        by_start = by_track_and_start(track, start, lay_end, bits)
+    if depth is None:
+        depth, order = layout_depth(track, start, lay_end, by_start)
+        if order is not None:
+            return depth, order
+    return depth, _by_row(track, depth, by_start)
 
-    Every event first gets its nesting depth (counted, not walked: the events of its track
-    still running when it starts), which is the layout wherever events nest properly. The
-    tracks where they do not (``_unnested``) are laid out again, one event at a time in
-    start order (``_overlapping_rows``), which gives nested events the same rows.
-    ``by_start``: the events' order by (track, start), when already made
-    (``by_track_and_start``).
+
+def layout_depth(track: I64, start: I64, lay_end: I64, by_start: I64
+                 ) -> tuple[I64, I64 | None]:
+    """A row per event (in table order) such that no two events of one track and row overlap,
+    given the events' order by (track, start) (``by_track_and_start``); and the order by
+    (track, row, start) where it was made on the way (None where not).
+
+    Each event goes to the lowest row free when it starts that lies below every running
+    event containing it: nested events get their nesting depth. The compiled twin
+    (``_trace_layout``) lays every track out so in one pass. Without it, every event first
+    gets its nesting depth (counted, not walked: the events of its track still running when
+    it starts), which is the layout wherever events nest properly; the tracks where they do
+    not (``_unnested``) are laid out again one event at a time (``_overlapping_rows``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
     if not n:
-        return depth, depth.copy()
+        return depth, None
     bits = int(max(int(lay_end.max()), 1)).bit_length()
     if int(track.max()).bit_length() + bits > 62:
         raise _too_wide()
+    sorted_track = track[by_start]
+    if compiled_layout() is not None:
+        offsets = np.searchsorted(sorted_track, np.arange(int(track.max()) + 2,
+                                                          dtype=np.int64)).astype(np.int64)
+        del sorted_track
+        depth[by_start] = rows_in_start_order(start[by_start], lay_end[by_start], offsets)
+        return depth, None
     tshift = np.int64(bits)
-    if by_start is None:
-        by_start = by_track_and_start(track, start, lay_end, bits)
     skeys = ((track << tshift) | start)[by_start]
     ekeys = np.sort((track << tshift) | lay_end, kind="stable")
     # Events of the same track still running when this one starts (and started before it).
@@ -243,12 +271,33 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
         return depth, order
     del order
     # A track's events are a contiguous run of ``by_start``.
-    sorted_track = track[by_start]
     for t in np.unique(track[odd]).tolist():
         lo, hi = np.searchsorted(sorted_track, [t, t + 1])
         rows = by_start[lo:hi]
         depth[rows] = _overlapping_rows(start[rows], lay_end[rows])
-    return depth, _by_row(track, depth, by_start)
+    return depth, None
+
+
+def compiled_layout() -> ModuleType | None:
+    """The compiled row layout (``_trace_layout``), or None (not built, or the pure-Python
+    twins asked for)."""
+    return compiled("stepscope.analysis.trace._trace_layout")
+
+
+def rows_in_start_order(start: I64, lay_end: I64, offsets: I64) -> I64:
+    """Each event's row, for events given by (track, start) (the longer first of events
+    starting together), track ``t`` being events ``offsets[t]`` to ``offsets[t + 1]``: the
+    compiled layout where built, else ``_overlapping_rows`` per track (the same rows)."""
+    out = np.zeros(len(start), np.int64)
+    native = compiled_layout()
+    if native is not None:
+        native.rows(np.ascontiguousarray(start, np.int64), np.ascontiguousarray(lay_end, np.int64),
+                    np.ascontiguousarray(offsets, np.int64), out)
+        return out
+    for t in np.flatnonzero(np.diff(offsets) > 0).tolist():
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        out[lo:hi] = _overlapping_rows(start[lo:hi], lay_end[lo:hi])
+    return out
 
 
 def _unnested(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
@@ -390,7 +439,12 @@ def window_bounds(start_ns: int, end_ns: int, width: int) -> I64:
     if end_ns <= start_ns:
         raise TraceQueryError("The window's end must be after its start.")
     span = end_ns - start_ns
-    return start_ns + (np.arange(width + 1, dtype=np.int64) * span + width - 1) // width
+    if start_ns < -(1 << 62) or end_ns > 1 << 62:
+        raise TraceQueryError("The window must lie within ±2^62 ns of the trace's start.")
+    # (i * span + width - 1) // width, without i * span overflowing 64 bits.
+    q, r = divmod(span, width)
+    i = np.arange(width + 1, dtype=np.int64)
+    return np.int64(start_ns) + i * np.int64(q) + (i * np.int64(r) + width - 1) // width
 
 
 class TraceIndex:
@@ -481,7 +535,7 @@ class TraceIndex:
         live = b > a
         segs, a, b = segs[live], a[live], b[live]
         wide = self._wide(segs, t0, t1, span, w)
-        agg = self._aggregates(segs, a, b, wide, bnd, span, w)
+        agg = self._aggregates(segs, a, b, wide, bnd, span, w, t0, t1)
         wide_seg = self._seg_of(wide)
         rows = self.ev_row[wide]
         names = self.table.name[rows]
@@ -521,8 +575,9 @@ class TraceIndex:
         return np.sort(np.asarray(pos[dur * w >= span], np.int64))
 
     def _aggregates(self, segs: I64, a: I64, b: I64, wide: I64, bnd: I64, span: int,
-                    w: int) -> dict[str, list[int]]:
-        """Blocks of adjacent pixel columns holding narrow events, per segment."""
+                    w: int, t0: int, t1: int) -> dict[str, list[int]]:
+        """Blocks of adjacent pixel columns holding narrow events, per segment (the window's
+        times clipped to ``[t0, t1]``, the part of it a key can hold)."""
         shift = np.int64(self.bits)
         small = (b - a) <= 2 * w
         parts_seg, parts_col, parts_n, parts_cov = [], [], [], []
@@ -546,7 +601,9 @@ class TraceIndex:
         l_idx = np.flatnonzero(~small)
         if len(l_idx):
             lsegs = segs[l_idx]
-            needles = (lsegs[:, None] << shift) | bnd[None, 1:w]
+            # Column boundaries outside the trace (a window reaching before its start or
+            # past its end) would spill into a key's segment bits: clipped.
+            needles = (lsegs[:, None] << shift) | np.clip(bnd[1:w], t0, t1)[None, :]
             inner = np.searchsorted(self.skey, needles, side="left")
             edges = np.concatenate([a[l_idx, None], inner, b[l_idx, None]], axis=1)
             edges = np.clip(edges, a[l_idx, None], b[l_idx, None])
@@ -882,10 +939,12 @@ def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I6
 
 
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
-          plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
+          plan: TrackPlan | None = None, by_start: I64 | None = None,
+          depth: I64 | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
-    far the build has got (``plan``: the table's ``plan_tracks``, and ``by_start``: its
-    events' ``by_track_and_start`` order, when already made)."""
+    far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
+    events' ``by_track_and_start`` order, and ``depth``: their rows (``layout_depth``), when
+    already made)."""
     report = progress or (lambda share: None)
     n = len(table)
     plan = plan or plan_tracks(table)
@@ -894,7 +953,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
 
     ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
     report(0.15)
-    depth, order = _layout(track, rel, lay_end, by_start)
+    depth, order = _layout(track, rel, lay_end, by_start, depth)
     report(0.6)
     ev_row = ev_rows[order]
     track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],

@@ -1,0 +1,267 @@
+"""The trace viewer's per-track table of one host: every event's row, answered straight from
+the events in (track, start) order, before (and without) the full index (``trace_index``).
+
+The coarse overview (``trace_overview``) sorts the events by (track, start); this table keeps
+that order and adds, per event in it, its end as laid out and its row (``layout_depth``: one
+compiled pass), and per block of ``BLOCK`` events the latest end among them. A window query is
+then, per track, two binary searches (the events starting inside the window) and the blocks
+before the window whose latest end reaches into it (the events still running at its start:
+as many blocks as rows at most), then one pass over the events found. Its answers are the
+full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
+the full index's per-pixel running sums, so a window holding millions of events costs a pass
+over them (the full index, built next, answers those in constant time per pixel column).
+Memory: the columns above (about 40 bytes an event), no Python objects per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis.trace.trace_index import (
+    INDEX_VERSION,
+    MAX_MATCHES,
+    TraceIndex,
+    TraceQueryError,
+    Track,
+    TrackPlan,
+    _flows,
+    _ranges,
+    counter_arrays,
+    event_columns,
+    layout_depth,
+    sections_of,
+    sorted_by_track_and_start,
+    window_bounds,
+    window_counters,
+)
+from stepscope.model.events import EventTable
+
+I64 = NDArray[np.int64]
+BLOCK = 256  # events per block of latest ends
+
+
+class TrackTable(TraceIndex):
+    """One host's events by (track, start) with their rows (see the module docstring); it
+    answers every view as the full index does."""
+
+    def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
+                 key: I64 | None = None) -> None:
+        """``by_start`` and ``key``: the events' order by (track, start) and the composite
+        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made."""
+        self.table = table
+        self.plan = plan
+        self.origin_ns, self.span_ns, self.bits = plan.origin, plan.span, plan.bits
+        n_tracks = len(plan.track_line)
+        if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
+            raise TraceQueryError("This profile has too many tracks or too long a time span "
+                                  "for the trace viewer's index.")
+        ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
+        if by_start is None or key is None:
+            by_start, key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
+        #: Per event in (track, start) order: its key, end as laid out, table row and row.
+        self.key: I64 = key
+        depth, order = layout_depth(track, rel, lay_end, by_start)
+        del order
+        self.depth: I64 = depth[by_start]
+        del depth
+        self.end: I64 = lay_end[by_start]
+        self.ev_row: I64 = ev_rows[by_start]
+        #: The layout's inputs for the full index (``trace_index.build``): the order by
+        #: (track, start) and each event's row, in ``event_columns`` order.
+        self.by_start: I64 | None = by_start
+        del ev_rows, track, rel, edur, lay_end
+        n = len(self.key)
+        self.offsets: I64 = np.searchsorted(
+            self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
+        ).astype(np.int64)
+        cut = np.arange(0, n, BLOCK)
+        self.block_end: I64 = (np.maximum.reduceat(self.end, cut) if n
+                               else np.zeros(0, np.int64))
+        self.pos_of_row = np.full(len(table), -1, np.int64)
+        self.pos_of_row[self.ev_row] = np.arange(n, dtype=np.int64)
+        self.counters = counter_arrays(table, plan)
+        self.arrays = self.counters
+        self.counter_time = self.counters["counter_time"]
+        self.flow_src, self.flow_dst, kind = _flows(table, self.pos_of_row >= 0,
+                                                    plan.device_plane)
+        self.flow_kind = kind.astype(np.int8)
+        rows = np.zeros(n_tracks, np.int64)
+        count = np.diff(self.offsets)
+        full = np.flatnonzero(count > 0)
+        if len(full):
+            rows[full] = np.maximum.reduceat(self.depth, self.offsets[full]) + 1
+        count[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])
+        self.tracks = [Track(i, plan.track_section[i], table.line_name[li],
+                             "counter" if plan.counter_line[li] else "events",
+                             int(rows[i]), int(count[i]))
+                       for i, li in enumerate(plan.track_line)]
+        self.sections = sections_of(self.tracks)
+        self.header = {"version": INDEX_VERSION, "origin_ns": self.origin_ns,
+                       "span_ns": self.span_ns, "bits": self.bits,
+                       "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
+        self._stat_order = None
+        self._lower_names = None
+
+    def layout(self) -> tuple[I64, I64]:
+        """(each event's row, the order by (track, start)), in ``event_columns`` order: what
+        the full index's build takes instead of laying the events out again. Hands the order
+        over (this table keeps none)."""
+        by_start, self.by_start = self.by_start, None
+        if by_start is None:
+            raise TraceQueryError("The track table's layout was handed over already.")
+        depth = np.empty(len(by_start), np.int64)
+        depth[by_start] = self.depth
+        return depth, by_start
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def _start(self, pos: I64) -> I64:
+        return np.asarray(self.key[pos] & self.mask, np.int64)
+
+    def _track_of(self, pos: I64) -> I64:
+        return np.asarray(np.searchsorted(self.offsets, pos, side="right") - 1, np.int64)
+
+    def where(self, rows: I64) -> tuple[I64, I64, I64]:
+        """(track, row, start relative to the origin) of table rows on the timeline."""
+        pos = self.pos_of_row[rows]
+        return self._track_of(pos), self.depth[pos], self._start(pos)
+
+    def _overlapping(self, tracks: I64, t0: int, t1: int) -> tuple[I64, I64]:
+        """(positions, their track) of the events of ``tracks`` overlapping ``[t0, t1)``, by
+        track: those running at ``t0`` (found through the blocks' latest ends), then those
+        starting inside."""
+        shift = np.int64(self.bits)
+        if t0 >= t1 or not len(tracks):
+            empty = np.zeros(0, np.int64)
+            return empty, empty
+        a = np.searchsorted(self.key, (tracks << shift) | t0, side="left")
+        b = np.searchsorted(self.key, (tracks << shift) | t1, side="left")
+        parts, owners = [], []
+        for i, t in enumerate(tracks.tolist()):
+            lo, ai, bi = int(self.offsets[t]), int(a[i]), int(b[i])
+            if ai > lo:  # events started before the window: those still running at t0
+                k0, k1 = lo // BLOCK, (ai - 1) // BLOCK + 1
+                hot = np.flatnonzero(self.block_end[k0:k1] > t0) + k0
+                if len(hot):
+                    pos = _ranges(np.maximum(hot * BLOCK, lo), np.minimum(hot * BLOCK + BLOCK, ai))
+                    pos = pos[self.end[pos] > t0]
+                    parts.append(pos)
+                    owners.append(np.full(len(pos), t, np.int64))
+            if bi > ai:
+                parts.append(np.arange(ai, bi, dtype=np.int64))
+                owners.append(np.full(bi - ai, t, np.int64))
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty
+        return np.concatenate(parts), np.concatenate(owners)
+
+    def _event_tracks(self, tracks: list[int] | None) -> I64:
+        ids = np.flatnonzero(np.diff(self.offsets) > 0).astype(np.int64)
+        if tracks is not None:
+            ids = ids[np.isin(ids, np.asarray(tracks, np.int64))]
+        return ids
+
+    # -- the window query ------------------------------------------------------------------
+
+    def query(self, start_ns: int, end_ns: int, width: int,
+              tracks: list[int] | None = None) -> dict[str, Any]:
+        """The full index's window query (``TraceIndex.query``), answered from the table."""
+        bnd = window_bounds(start_ns, end_ns, width)
+        span, w = end_ns - start_ns, width
+        t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
+        pos, track = self._overlapping(self._event_tracks(tracks), t0, t1)
+        depth = self.depth[pos]
+        start = self._start(pos)
+        rows = self.ev_row[pos]
+        dur = np.asarray(self.table.duration_ns[rows], np.int64)
+        wide = dur * w >= span
+        # The full index's orders: events by (track, row, start), blocks by (track, row, col).
+        wi = np.flatnonzero(wide)
+        wi = wi[np.lexsort((start[wi], depth[wi], track[wi]))]
+        wrows = rows[wi]
+        names = self.table.name[wrows]
+        out_names = {int(c): self.table.names[c] for c in np.unique(names).tolist()}
+        result: dict[str, Any] = {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w,
+            "events": {"track": track[wi].tolist(), "row": depth[wi].tolist(),
+                       "start": start[wi].tolist(), "dur": dur[wi].tolist(),
+                       "name": names.tolist(), "id": wrows.tolist()},
+            "aggregates": self._aggregates_of(track[~wide], depth[~wide], start[~wide],
+                                              dur[~wide], bnd, w),
+            "names": out_names,
+            "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+        }
+        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        return result
+
+    @staticmethod
+    def _aggregates_of(track: I64, depth: I64, start: I64, dur: I64, bnd: I64,
+                       w: int) -> dict[str, list[int]]:
+        """Blocks of adjacent pixel columns holding narrow events, per track and row."""
+        if not len(track):
+            return {"track": [], "row": [], "start": [], "end": [], "count": [],
+                    "covered": []}
+        col = np.clip(np.searchsorted(bnd, start, side="right") - 1, 0, w - 1)
+        rows = int(depth.max()) + 1
+        cell = (track * rows + depth) * w + col
+        cells, inverse = np.unique(cell, return_inverse=True)
+        count = np.bincount(inverse)
+        covered = np.bincount(inverse, weights=dur).astype(np.int64)
+        seg, ccol = cells // w, cells % w
+        run = np.flatnonzero(np.r_[True, (seg[1:] != seg[:-1]) | (ccol[1:] != ccol[:-1] + 1)])
+        last = np.r_[run[1:], len(seg)] - 1
+        rseg = seg[run]
+        return {"track": (rseg // rows).tolist(), "row": (rseg % rows).tolist(),
+                "start": bnd[ccol[run]].tolist(), "end": bnd[ccol[last] + 1].tolist(),
+                "count": np.add.reduceat(count, run).tolist(),
+                "covered": np.add.reduceat(covered, run).tolist()}
+
+    # -- a selection, a search -------------------------------------------------------------
+
+    def selection(self, start_ns: int, end_ns: int, tracks: list[int]) -> dict[str, Any]:
+        """Events of ``tracks`` overlapping ``[start_ns, end_ns)``, summed by name."""
+        if end_ns <= start_ns:
+            raise TraceQueryError("The selection's end must be after its start.")
+        t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
+        pos, _ = self._overlapping(self._event_tracks(tracks), t0, t1)
+        rows = self.ev_row[pos]
+        names = self.table.name[rows]
+        dur = self.table.duration_ns[rows]
+        count = np.bincount(names, minlength=len(self.table.names))
+        total = np.bincount(names, weights=dur, minlength=len(self.table.names))
+        codes = np.flatnonzero(count)
+        codes = codes[np.argsort(-total[codes], kind="stable")]
+        return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
+                "rows": [{"name": self.table.names[c], "count": int(count[c]),
+                          "total_ns": int(total[c]),
+                          "average_ns": float(total[c] / count[c])}
+                         for c in codes.tolist()]}
+
+    def search(self, text: str) -> dict[str, Any]:
+        """Events whose name holds ``text`` (any case), in time order."""
+        if not text or len(text) > 200:
+            raise TraceQueryError("Search for 1 to 200 characters.")
+        if self._lower_names is None:
+            self._lower_names = [n.lower() for n in self.table.names]
+        needle = text.lower()
+        codes = np.array([i for i, n in enumerate(self._lower_names) if needle in n],
+                         np.int64)
+        if not len(codes):
+            return {"query": text, "total": 0, "matches": []}
+        hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
+        starts = self._start(hit)
+        track, depth = self._track_of(hit), self.depth[hit]
+        order = np.lexsort((depth, track, starts))[:MAX_MATCHES]
+        pos = hit[order]
+        rows = self.ev_row[pos]
+        return {"query": text, "total": int(len(hit)), "matches": {
+            "id": rows.tolist(), "track": track[order].tolist(),
+            "row": depth[order].tolist(), "start": starts[order].tolist(),
+            "dur": self.table.duration_ns[rows].tolist()}}
