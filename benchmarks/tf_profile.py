@@ -88,7 +88,7 @@ def tf_profile(min_bytes: int = MIN_BYTES, directory: Path = TF_DIR) -> Path:
     files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"))
     if files and files[-1].stat().st_size >= min_bytes:
         return files[-1]
-    duration = 3000 if min_bytes >= MIN_BYTES else 1000
+    duration = 3000 if min_bytes >= MIN_BYTES else 400
     while True:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)

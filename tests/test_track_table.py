@@ -18,6 +18,7 @@ from stepscope.analysis.trace.track_table import TrackTable
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles, synthetic_table
 from waiting import final_api, until
+
 from workloads import make_stepscope_run
 
 
@@ -61,6 +62,15 @@ def _same_answers(table: EventTable) -> None:
         assert events.search(text) == index.search(text)
     for row in index.ev_row[:: max(len(index) // 40, 1)].tolist():
         assert events.event(row) == index.event(row)
+    # Every event found where the index has it (events starting together included); the
+    # table's other rows (counter samples, flow markers) and rows out of range on no track.
+    on = np.flatnonzero(index.pos_of_row >= 0)
+    for mine, theirs in zip(events.where(on), index.where(on), strict=True):
+        assert np.array_equal(mine, theirs)
+    off = np.r_[np.flatnonzero(index.pos_of_row < 0), -1, len(table), 1 << 40]
+    for row in off.tolist()[:50]:
+        with pytest.raises(ti.EventNotFoundError):
+            events.event(row)
 
 
 def test_windows_equal_the_full_index(stepscope_profile: Path, twin: str) -> None:

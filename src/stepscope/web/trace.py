@@ -99,7 +99,8 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             depth, by_start = events.layout()
             try:
                 return index_for(table, source, use_cache=run.use_cache, progress=report,
-                                 plan=plan, by_start=by_start, depth=depth)
+                                 plan=plan, by_start=by_start, depth=depth,
+                                 flows=events.flows())
             finally:
                 del by_start, depth
         finally:

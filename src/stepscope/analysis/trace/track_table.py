@@ -2,15 +2,16 @@
 the events in (track, start) order, before (and without) the full index (``trace_index``).
 
 The coarse overview (``trace_overview``) sorts the events by (track, start); this table keeps
-that order and adds, per event in it, its end as laid out and its row (``layout_depth``: one
-compiled pass), and per block of ``BLOCK`` events the latest end among them. A window query is
+that order and adds, per event in it, its row (``layout_depth``: one compiled pass), and per
+block of ``BLOCK`` events the latest end among them. A window query is
 then, per track, two binary searches (the events starting inside the window) and the blocks
 before the window whose latest end reaches into it (the events still running at its start:
 as many blocks as rows at most), then one pass over the events found. Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
-Memory: the columns above (about 40 bytes an event), no Python objects per event.
+Memory: the keys (shared with the overview), the table rows (the order itself, where every
+event is on a track) and the rows (4 bytes): 12 to 20 bytes an event, no Python objects.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from numpy.typing import NDArray
 from stepscope.analysis.trace.trace_index import (
     INDEX_VERSION,
     MAX_MATCHES,
+    EventNotFoundError,
     TraceIndex,
     TraceQueryError,
     Track,
@@ -62,32 +64,31 @@ class TrackTable(TraceIndex):
         ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
         if by_start is None or key is None:
             by_start, key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
-        #: Per event in (track, start) order: its key, end as laid out, table row and row.
+        #: Per event in (track, start) order: its key, table row and row.
         self.key: I64 = key
         depth, order = layout_depth(track, rel, lay_end, by_start)
         del order
-        self.depth: I64 = depth[by_start]
+        self.depth: NDArray[np.int32] = depth[by_start].astype(np.int32)
         del depth
-        self.end: I64 = lay_end[by_start]
-        self.ev_row: I64 = ev_rows[by_start]
+        # Every event of the table on a track (the usual case): the table rows in this order
+        # are the order itself, not a copy.
+        self.ev_row: I64 = by_start if len(ev_rows) == len(table) else ev_rows[by_start]
         #: The layout's inputs for the full index (``trace_index.build``): the order by
         #: (track, start) and each event's row, in ``event_columns`` order.
         self.by_start: I64 | None = by_start
-        del ev_rows, track, rel, edur, lay_end
         n = len(self.key)
+        # The latest end of each block of events (the only use of the ends: not kept).
+        self.block_end: I64 = (np.maximum.reduceat(lay_end[by_start], np.arange(0, n, BLOCK))
+                               if n else np.zeros(0, np.int64))
+        del ev_rows, track, rel, edur, lay_end
         self.offsets: I64 = np.searchsorted(
             self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
         ).astype(np.int64)
-        cut = np.arange(0, n, BLOCK)
-        self.block_end: I64 = (np.maximum.reduceat(self.end, cut) if n
-                               else np.zeros(0, np.int64))
-        self.pos_of_row = np.full(len(table), -1, np.int64)
-        self.pos_of_row[self.ev_row] = np.arange(n, dtype=np.int64)
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
-        self.flow_src, self.flow_dst, kind = _flows(table, self.pos_of_row >= 0,
-                                                    plan.device_plane)
+        self._on_track = plan.included & ~plan.counter_line[table.line]
+        self.flow_src, self.flow_dst, kind = _flows(table, self._on_track, plan.device_plane)
         self.flow_kind = kind.astype(np.int8)
         rows = np.zeros(n_tracks, np.int64)
         count = np.diff(self.offsets)
@@ -105,6 +106,11 @@ class TrackTable(TraceIndex):
                        "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
         self._stat_order = None
         self._lower_names = None
+
+    def flows(self) -> tuple[I64, I64, I64]:
+        """(sources, destinations, kinds) of the flows: what the full index's build takes
+        instead of finding them again."""
+        return self.flow_src, self.flow_dst, self.flow_kind.astype(np.int64)
 
     def layout(self) -> tuple[I64, I64]:
         """(each event's row, the order by (track, start)), in ``event_columns`` order: what
@@ -125,25 +131,62 @@ class TrackTable(TraceIndex):
     def _start(self, pos: I64) -> I64:
         return np.asarray(self.key[pos] & self.mask, np.int64)
 
+    def _end(self, pos: I64) -> I64:
+        """The ends as laid out (at least 1 ns after the start) of events at ``pos``."""
+        dur = np.asarray(self.table.duration_ns[self.ev_row[pos]], np.int64)
+        return self._start(pos) + np.maximum(dur, 1)
+
     def _track_of(self, pos: I64) -> I64:
         return np.asarray(np.searchsorted(self.offsets, pos, side="right") - 1, np.int64)
 
+    def _positions(self, rows: I64) -> I64:
+        """Where table rows are in (track, start) order (-1 for a row on no track): a binary
+        search for its key, then a step over the events with the same key (a few at most:
+        events of one track starting in the same nanosecond) until its own."""
+        rows = np.asarray(rows, np.int64)
+        out = np.full(len(rows), -1, np.int64)
+        ok = np.flatnonzero((rows >= 0) & (rows < len(self.table)))
+        ok = ok[self._on_track[rows[ok]]]
+        r = rows[ok]
+        track = self.plan.track_of_line[self.table.line[r]]
+        want = (track << np.int64(self.bits)) | (np.asarray(self.table.start_ns[r], np.int64)
+                                                 - self.origin_ns)
+        pos = np.searchsorted(self.key, want, side="left")
+        n = len(self.key)
+        while len(ok):
+            pos = np.minimum(pos, n - 1)
+            found = self.ev_row[pos] == r
+            out[ok[found]] = pos[found]
+            more = ~found & (self.key[pos] == want) & (pos + 1 < n)
+            ok, r, want, pos = ok[more], r[more], want[more], pos[more] + 1
+        return out
+
+    def check_event(self, event_id: int) -> int:
+        """``event_id`` if it names an event on a track; EventNotFoundError otherwise."""
+        if self._positions(np.array([event_id], np.int64))[0] < 0:
+            raise EventNotFoundError(f"No event {event_id} on this host's timeline.")
+        return event_id
+
     def where(self, rows: I64) -> tuple[I64, I64, I64]:
         """(track, row, start relative to the origin) of table rows on the timeline."""
-        pos = self.pos_of_row[rows]
-        return self._track_of(pos), self.depth[pos], self._start(pos)
+        pos = self._positions(rows)
+        return self._track_of(pos), self.depth[pos].astype(np.int64), self._start(pos)
 
-    def _overlapping(self, tracks: I64, t0: int, t1: int) -> tuple[I64, I64]:
-        """(positions, their track) of the events of ``tracks`` overlapping ``[t0, t1)``, by
-        track: those running at ``t0`` (found through the blocks' latest ends), then those
-        starting inside."""
+    def _overlapping(self, tracks: I64, t0: int, t1: int, bnd: I64 | None = None
+                     ) -> tuple[I64, I64, I64]:
+        """(positions, their track, their pixel column in ``bnd``) of the events of
+        ``tracks`` overlapping ``[t0, t1)``, by track: those running at ``t0`` (found through
+        the blocks' latest ends; column 0), then those starting inside (their columns from
+        binary searches of the boundaries, not of the events; all 0 without ``bnd``)."""
         shift = np.int64(self.bits)
+        empty = np.zeros(0, np.int64)
         if t0 >= t1 or not len(tracks):
-            empty = np.zeros(0, np.int64)
-            return empty, empty
+            return empty, empty, empty
         a = np.searchsorted(self.key, (tracks << shift) | t0, side="left")
         b = np.searchsorted(self.key, (tracks << shift) | t1, side="left")
-        parts, owners = [], []
+        inner = None if bnd is None else np.clip(bnd[1:-1], t0, t1)
+        columns = np.arange(1 if bnd is None else len(bnd) - 1, dtype=np.int64)
+        parts, owners, cols = [], [], []
         for i, t in enumerate(tracks.tolist()):
             lo, ai, bi = int(self.offsets[t]), int(a[i]), int(b[i])
             if ai > lo:  # events started before the window: those still running at t0
@@ -151,16 +194,21 @@ class TrackTable(TraceIndex):
                 hot = np.flatnonzero(self.block_end[k0:k1] > t0) + k0
                 if len(hot):
                     pos = _ranges(np.maximum(hot * BLOCK, lo), np.minimum(hot * BLOCK + BLOCK, ai))
-                    pos = pos[self.end[pos] > t0]
+                    pos = pos[self._end(pos) > t0]
                     parts.append(pos)
                     owners.append(np.full(len(pos), t, np.int64))
+                    cols.append(np.zeros(len(pos), np.int64))
             if bi > ai:
                 parts.append(np.arange(ai, bi, dtype=np.int64))
                 owners.append(np.full(bi - ai, t, np.int64))
+                if inner is None:
+                    cols.append(np.zeros(bi - ai, np.int64))
+                else:
+                    edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
+                    cols.append(np.repeat(columns, np.diff(np.r_[0, edges, bi - ai])))
         if not parts:
-            empty = np.zeros(0, np.int64)
-            return empty, empty
-        return np.concatenate(parts), np.concatenate(owners)
+            return empty, empty, empty
+        return np.concatenate(parts), np.concatenate(owners), np.concatenate(cols)
 
     def _event_tracks(self, tracks: list[int] | None) -> I64:
         ids = np.flatnonzero(np.diff(self.offsets) > 0).astype(np.int64)
@@ -176,8 +224,8 @@ class TrackTable(TraceIndex):
         bnd = window_bounds(start_ns, end_ns, width)
         span, w = end_ns - start_ns, width
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
-        pos, track = self._overlapping(self._event_tracks(tracks), t0, t1)
-        depth = self.depth[pos]
+        pos, track, col = self._overlapping(self._event_tracks(tracks), t0, t1, bnd)
+        depth = self.depth[pos].astype(np.int64)
         start = self._start(pos)
         rows = self.ev_row[pos]
         dur = np.asarray(self.table.duration_ns[rows], np.int64)
@@ -193,7 +241,7 @@ class TrackTable(TraceIndex):
             "events": {"track": track[wi].tolist(), "row": depth[wi].tolist(),
                        "start": start[wi].tolist(), "dur": dur[wi].tolist(),
                        "name": names.tolist(), "id": wrows.tolist()},
-            "aggregates": self._aggregates_of(track[~wide], depth[~wide], start[~wide],
+            "aggregates": self._aggregates_of(track[~wide], depth[~wide], col[~wide],
                                               dur[~wide], bnd, w),
             "names": out_names,
             "counters": window_counters(self.counters, t0, t1, bnd, tracks),
@@ -202,19 +250,30 @@ class TrackTable(TraceIndex):
         return result
 
     @staticmethod
-    def _aggregates_of(track: I64, depth: I64, start: I64, dur: I64, bnd: I64,
+    def _aggregates_of(track: I64, depth: I64, col: I64, dur: I64, bnd: I64,
                        w: int) -> dict[str, list[int]]:
-        """Blocks of adjacent pixel columns holding narrow events, per track and row."""
+        """Blocks of adjacent pixel columns holding narrow events (each in the column it
+        starts in, ``col``), per track and row."""
         if not len(track):
             return {"track": [], "row": [], "start": [], "end": [], "count": [],
                     "covered": []}
-        col = np.clip(np.searchsorted(bnd, start, side="right") - 1, 0, w - 1)
         rows = int(depth.max()) + 1
-        cell = (track * rows + depth) * w + col
-        cells, inverse = np.unique(cell, return_inverse=True)
-        count = np.bincount(inverse)
-        covered = np.bincount(inverse, weights=dur).astype(np.int64)
-        seg, ccol = cells // w, cells % w
+        first = int(track.min())
+        cell = ((track - first) * rows + depth) * w + col
+        del col
+        space = (int(track.max()) - first + 1) * rows * w
+        if space <= max(4 * len(cell), 1 << 22):
+            # Few possible cells: counted in place (no sort of the events).
+            count = np.bincount(cell, minlength=space)
+            covered = np.bincount(cell, weights=dur, minlength=space)
+            cells = np.flatnonzero(count)
+            count, covered = count[cells], covered[cells]
+        else:
+            cells, inverse = np.unique(cell, return_inverse=True)
+            count = np.bincount(inverse)
+            covered = np.bincount(inverse, weights=dur)
+        covered = covered.astype(np.int64)
+        seg, ccol = cells // w + first * rows, cells % w
         run = np.flatnonzero(np.r_[True, (seg[1:] != seg[:-1]) | (ccol[1:] != ccol[:-1] + 1)])
         last = np.r_[run[1:], len(seg)] - 1
         rseg = seg[run]
@@ -230,7 +289,7 @@ class TrackTable(TraceIndex):
         if end_ns <= start_ns:
             raise TraceQueryError("The selection's end must be after its start.")
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
-        pos, _ = self._overlapping(self._event_tracks(tracks), t0, t1)
+        pos, _, _ = self._overlapping(self._event_tracks(tracks), t0, t1)
         rows = self.ev_row[pos]
         names = self.table.name[rows]
         dur = self.table.duration_ns[rows]
@@ -257,7 +316,7 @@ class TrackTable(TraceIndex):
             return {"query": text, "total": 0, "matches": []}
         hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
         starts = self._start(hit)
-        track, depth = self._track_of(hit), self.depth[hit]
+        track, depth = self._track_of(hit), self.depth[hit].astype(np.int64)
         order = np.lexsort((depth, track, starts))[:MAX_MATCHES]
         pos = hit[order]
         rows = self.ev_row[pos]
