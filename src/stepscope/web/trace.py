@@ -46,6 +46,7 @@ WAIT_S = 0.5  # how long a request waits for an index being built before it answ
 # A trace with fewer events gets its index within WAIT_S of its overview, so its page waits
 # for it (one picture, not two); a larger one's overview is answered at once.
 WAIT_EVENTS = 1_000_000
+FIRST_WINDOW_WAIT_S = 2.0  # how long the full index's build waits for the table's first window
 
 
 class TraceParamError(ValueError):
@@ -96,6 +97,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             run.partials[table_key] = (events, time.monotonic())
             run.partials.pop(key, None)
             del overview
+            # The first exact window goes out before the full index takes the CPU (and the
+            # GIL, in NumPy's longer steps); the page asks for it as soon as it is there.
+            events.answered.wait(FIRST_WINDOW_WAIT_S)
             depth, by_start = events.layout()
             try:
                 return index_for(table, source, use_cache=run.use_cache, progress=report,

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
-from stepscope.model.events import MISSING, EventTable, Plane
+from stepscope.model.events import MISSING, EventTable, Plane, TypedStats
 from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
@@ -756,16 +756,28 @@ class TraceIndex:
 def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
     """(source rows, destination rows, kinds) of the flows between included events."""
     srcs, dsts, kinds = [], [], []
-    corr = table.typed[schema.CORRELATION_ID]
-    has = (corr != MISSING) & included
-    on_device = device_plane[table.plane]
-    host_rows = np.flatnonzero(has & ~on_device)
-    dev_rows = np.flatnonzero(has & on_device)
+    # Only the rows carrying a correlation id are looked at (the sparse form where the table
+    # keeps one): no column as long as the table is made for them.
+    typed = table.typed
+    if isinstance(typed, TypedStats) and schema.CORRELATION_ID in typed.sparse:
+        c_at, c_val = typed.sparse[schema.CORRELATION_ID]
+        c_at, c_val = np.asarray(c_at, np.int64), np.asarray(c_val, np.int64)
+    else:
+        dense = typed.get(schema.CORRELATION_ID)
+        if dense is None:
+            dense = np.zeros(0, np.int64)
+        c_at = np.flatnonzero(dense != MISSING)
+        c_val = np.asarray(dense[c_at], np.int64)
+    keep = (c_val != MISSING) & included[c_at]
+    c_at, c_val = c_at[keep], c_val[keep]
+    on_device = device_plane[table.line_plane[table.line[c_at]]]
+    host_rows, host_corr = c_at[~on_device], c_val[~on_device]
+    dev_rows, dev_corr = c_at[on_device], c_val[on_device]
     if len(host_rows) and len(dev_rows):
-        order = np.argsort(corr[host_rows], kind="stable")
-        keys = corr[host_rows][order]
-        at = np.clip(np.searchsorted(keys, corr[dev_rows]), 0, len(keys) - 1)
-        ok = keys[at] == corr[dev_rows]
+        order = np.argsort(host_corr, kind="stable")
+        keys = host_corr[order]
+        at = np.clip(np.searchsorted(keys, dev_corr), 0, len(keys) - 1)
+        ok = keys[at] == dev_corr
         srcs.append(host_rows[order][at[ok]])
         dsts.append(dev_rows[ok])
         kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
@@ -954,23 +966,55 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
     report(0.15)
     depth, order = _layout(track, rel, lay_end, by_start, depth)
+    del by_start
     report(0.6)
+    # Each column put in (track, row, start) order one at a time, and each let go as soon as
+    # the arrays kept are made from it: the build's peak is a few columns over what it keeps.
     ev_row = ev_rows[order]
-    track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],
-                                        lay_end[order])
+    del ev_rows
+    track = track[order]
+    depth = depth[order]
     new_seg = np.ones(len(order), bool)
     new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
-    seg = np.cumsum(new_seg) - 1
     first = np.flatnonzero(new_seg)
+    seg_track, seg_depth = track[first], depth[first]
+    rows_per_track = np.zeros(n_tracks, np.int64)
+    np.maximum.at(rows_per_track, seg_track, seg_depth + 1)
+    count_per_track = np.bincount(track, minlength=n_tracks)
+    del track, depth
+    seg = np.cumsum(new_seg, dtype=np.int64)
+    seg -= 1
+    del new_seg
     n_segs = len(first)
     span = plan.span
     bits = plan.bits
     if max(n_segs, 1).bit_length() + _LEVEL_BITS + bits > 62:
         raise _too_wide()
     shift = np.int64(bits)
-    level = _level(edur).astype(np.int64)
-    lkey_unsorted = (((seg << np.int64(_LEVEL_BITS)) | level) << shift) | rel
+    seg <<= shift  # the segment part of every key
+    lay_end = lay_end[order]
+    ekey = lay_end
+    ekey |= seg
+    del lay_end
+    rel = rel[order]
+    skey = rel | seg
+    edur = edur[order]
+    cumdur = np.empty(len(edur) + 1, np.int64)
+    cumdur[0] = 0
+    np.cumsum(edur, out=cumdur[1:])
+    level = _level(edur)
+    del edur, order
+    max_level = int(level.max()) if len(level) else 0
+    lkey_unsorted = seg
+    del seg
+    lkey_unsorted <<= np.int64(_LEVEL_BITS)
+    lkey_unsorted |= level.astype(np.int64) << shift
+    del level
+    lkey_unsorted |= rel
+    del rel
     lpos = np.argsort(lkey_unsorted, kind="stable")
+    lkey = lkey_unsorted[lpos]
+    del lkey_unsorted
     pos_of_row = np.full(n, -1, np.int64)
     pos_of_row[ev_row] = np.arange(len(ev_row))
     counters = counter_arrays(table, plan)
@@ -978,22 +1022,18 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     report(0.85)
     src, dst, kind = flows or _flows(table, pos_of_row >= 0, device_plane)
 
-    rows_per_track = np.zeros(n_tracks, np.int64)
-    np.maximum.at(rows_per_track, track, depth + 1)
-    count_per_track = np.bincount(track, minlength=n_tracks)
     count_per_track[counters["counter_track"]] = np.diff(counters["counter_off"])
     tracks = [Track(i, plan.track_section[i], table.line_name[li],
                     "counter" if counter_line[li] else "events", int(rows_per_track[i]),
                     int(count_per_track[i])) for i, li in enumerate(plan.track_line)]
     header = {"version": INDEX_VERSION, "origin_ns": origin, "span_ns": span, "bits": bits,
-              "max_level": int(level.max()) if len(level) else 0,
+              "max_level": max_level,
               "tracks": [asdict(t) for t in tracks], "sections": sections_of(tracks)}
     arrays: dict[str, NDArray[Any]] = {
-        "seg_track": track[first], "seg_depth": depth[first],
-        "seg_off": np.r_[first, len(order)].astype(np.int64), "ev_row": ev_row,
-        "skey": (seg << shift) | rel, "ekey": (seg << shift) | lay_end,
-        "cumdur": np.r_[0, np.cumsum(edur)].astype(np.int64),
-        "lkey": lkey_unsorted[lpos], "lpos": lpos.astype(np.int64), "pos_of_row": pos_of_row,
+        "seg_track": seg_track, "seg_depth": seg_depth,
+        "seg_off": np.r_[first, len(ev_row)].astype(np.int64), "ev_row": ev_row,
+        "skey": skey, "ekey": ekey, "cumdur": cumdur,
+        "lkey": lkey, "lpos": np.asarray(lpos, np.int64), "pos_of_row": pos_of_row,
         **counters,
         "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
     }

@@ -16,6 +16,7 @@ event is on a track) and the rows (4 bytes): 12 to 20 bytes an event, no Python 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict
 from typing import Any
 
@@ -32,9 +33,11 @@ from stepscope.analysis.trace.trace_index import (
     TrackPlan,
     _flows,
     _ranges,
+    compiled_layout,
     counter_arrays,
     event_columns,
     layout_depth,
+    rows_in_start_order,
     sections_of,
     sorted_by_track_and_start,
     window_bounds,
@@ -61,33 +64,48 @@ class TrackTable(TraceIndex):
         if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
             raise TraceQueryError("This profile has too many tracks or too long a time span "
                                   "for the trace viewer's index.")
-        ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
         if by_start is None or key is None:
+            _, track, rel, _, lay_end = event_columns(table, plan)
             by_start, key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
+            del track, rel, lay_end
+        n = len(key)
         #: Per event in (track, start) order: its key, table row and row.
         self.key: I64 = key
-        depth, order = layout_depth(track, rel, lay_end, by_start)
-        del order
-        self.depth: NDArray[np.int32] = depth[by_start].astype(np.int32)
-        del depth
+        self._on_track = plan.included & ~plan.counter_line[table.line]
         # Every event of the table on a track (the usual case): the table rows in this order
         # are the order itself, not a copy.
-        self.ev_row: I64 = by_start if len(ev_rows) == len(table) else ev_rows[by_start]
-        #: The layout's inputs for the full index (``trace_index.build``): the order by
-        #: (track, start) and each event's row, in ``event_columns`` order.
-        self.by_start: I64 | None = by_start
-        n = len(self.key)
-        # The latest end of each block of events (the only use of the ends: not kept).
-        self.block_end: I64 = (np.maximum.reduceat(lay_end[by_start], np.arange(0, n, BLOCK))
-                               if n else np.zeros(0, np.int64))
-        del ev_rows, track, rel, edur, lay_end
+        self.ev_row: I64 = by_start if n == len(table) else \
+            np.flatnonzero(self._on_track)[by_start]
         self.offsets: I64 = np.searchsorted(
             self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
         ).astype(np.int64)
+        # Starts and ends in this order, made from the keys and the table's durations (not
+        # from every event column in table order): the layout's input, and per block of
+        # events the latest end (the only use of the ends: not kept).
+        start = key & self.mask
+        lay_end = np.maximum(np.asarray(table.duration_ns, np.int64)[self.ev_row], 1)
+        lay_end += start
+        if compiled_layout() is not None:
+            depth = rows_in_start_order(start, lay_end, self.offsets)
+        else:  # the vectorised twin wants the events in table order
+            order = np.empty(n, np.int64)
+            order[by_start] = np.arange(n, dtype=np.int64)
+            track = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(self.offsets))
+            in_table_order = layout_depth(track[order], start[order], lay_end[order],
+                                          by_start)[0]
+            depth = in_table_order[by_start]
+            del order, track, in_table_order
+        self.depth: NDArray[np.int32] = depth.astype(np.int32)
+        del depth, start
+        #: The layout's input for the full index (``trace_index.build``): the order by
+        #: (track, start).
+        self.by_start: I64 | None = by_start
+        self.block_end: I64 = (np.maximum.reduceat(lay_end, np.arange(0, n, BLOCK))
+                               if n else np.zeros(0, np.int64))
+        del lay_end
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
-        self._on_track = plan.included & ~plan.counter_line[table.line]
         self.flow_src, self.flow_dst, kind = _flows(table, self._on_track, plan.device_plane)
         self.flow_kind = kind.astype(np.int8)
         rows = np.zeros(n_tracks, np.int64)
@@ -106,6 +124,9 @@ class TrackTable(TraceIndex):
                        "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
         self._stat_order = None
         self._lower_names = None
+        #: Set once a window has been answered from this table (a server builds the full
+        #: index after that, so that the first window does not share the CPU with it).
+        self.answered = threading.Event()
 
     def flows(self) -> tuple[I64, I64, I64]:
         """(sources, destinations, kinds) of the flows: what the full index's build takes
@@ -247,6 +268,7 @@ class TrackTable(TraceIndex):
             "counters": window_counters(self.counters, t0, t1, bnd, tracks),
         }
         result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        self.answered.set()
         return result
 
     @staticmethod
