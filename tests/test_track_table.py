@@ -19,6 +19,7 @@ from stepscope.model.events import EventTable
 from test_trace_index import _profiles, synthetic_table
 from waiting import final_api, until
 
+from twins import TWINS, built, compiled_only
 from workloads import make_stepscope_run
 
 
@@ -27,14 +28,14 @@ def stepscope_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_stepscope_run(tmp_path_factory.mktemp("track_table"))
 
 
-@pytest.fixture(params=["compiled", "python"])
-def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(params=TWINS)
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Both twins of the row layout (the compiled one where built)."""
-    if request.param == "python":
+    if not request.param:
         monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
-    elif ti.compiled_layout() is None:
-        pytest.skip("the compiled row layout is not built")
-    return str(request.param)
+    elif not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    return bool(request.param)
 
 
 def _windows(span: int, seed: int) -> list[tuple[int, int, int]]:
@@ -73,15 +74,14 @@ def _same_answers(table: EventTable) -> None:
             events.event(row)
 
 
-def test_windows_equal_the_full_index(stepscope_profile: Path, twin: str) -> None:
+def test_windows_equal_the_full_index(stepscope_profile: Path, twin: bool) -> None:
     for table in _profiles(stepscope_profile):
         _same_answers(table)
 
 
+@compiled_only("_trace_layout")
 def test_overlapping_events_laid_out_by_both_twins_alike(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    if ti.compiled_layout() is None:
-        pytest.skip("the compiled row layout is not built")
     rng = np.random.default_rng(11)
     n = 20_000
     # Nested, overlapping, equal starts, zero lengths, tracks with no events between others.
