@@ -536,7 +536,8 @@ def viewer_windows(path: Path) -> dict[str, Any]:
     asks (tool data, then the full-width window at 2,000 px): request → first window (the
     coarse overview's), → first window with events (exact: the per-track table's or the full
     index's), zooms right after it, then, once the server is idle (the full index built and
-    kept), zooms again; the server's peak and kept memory ÷ the file's size."""
+    kept), zooms again; the server's peak and kept memory ÷ the file's size; then a new server
+    on the cache the first one left: its first window with events and peak memory."""
     size_mb = path.stat().st_size / 2**20
     with tempfile.TemporaryDirectory(prefix="stepscope-bench-win-") as tmp:
         server = _Server(path, Path(tmp))
@@ -566,6 +567,20 @@ def viewer_windows(path: Path) -> dict[str, Any]:
             out["server_peak_per_file"] = server.rss_mb("VmHWM") / size_mb
             out["server_peak_added_per_file"] = (server.rss_mb("VmHWM") - base) / size_mb
             out["server_kept_per_file"] = server.rss_mb() / size_mb
+        finally:
+            server.close()
+        # A new server on the cache the first one left (the profile opened again).
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            t = time.perf_counter()
+            meta = server.poll("data", tool="trace_viewer")
+            window = {"coarse": True}
+            while window.get("coarse"):
+                window = server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]),
+                                     width="2000")
+            out["reopened_first_events_window_s"] = time.perf_counter() - t
+            out["reopened_peak_per_file"] = server.rss_mb("VmHWM") / size_mb
         finally:
             server.close()
     return out
