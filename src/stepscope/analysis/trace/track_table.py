@@ -193,43 +193,19 @@ class TrackTable(TraceIndex):
         pos = self._positions(rows)
         return self._track_of(pos), self.depth[pos].astype(np.int64), self._start(pos)
 
-    def _overlapping(self, tracks: I64, t0: int, t1: int, bnd: I64 | None = None
-                     ) -> tuple[I64, I64, I64]:
-        """(positions, their track, their pixel column in ``bnd``) of the events of
-        ``tracks`` overlapping ``[t0, t1)``, by track: those running at ``t0`` (found through
-        the blocks' latest ends; column 0), then those starting inside (their columns from
-        binary searches of the boundaries, not of the events; all 0 without ``bnd``)."""
-        shift = np.int64(self.bits)
-        empty = np.zeros(0, np.int64)
+    def _overlapping(self, tracks: I64, t0: int, t1: int) -> I64:
+        """Positions of the events of ``tracks`` overlapping ``[t0, t1)``, by track: those
+        running at ``t0``, then those starting inside."""
         if t0 >= t1 or not len(tracks):
-            return empty, empty, empty
+            return np.zeros(0, np.int64)
+        shift = np.int64(self.bits)
         a = np.searchsorted(self.key, (tracks << shift) | t0, side="left")
         b = np.searchsorted(self.key, (tracks << shift) | t1, side="left")
-        inner = None if bnd is None else np.clip(bnd[1:-1], t0, t1)
-        columns = np.arange(1 if bnd is None else len(bnd) - 1, dtype=np.int64)
-        parts, owners, cols = [], [], []
+        parts = [np.zeros(0, np.int64)]
         for i, t in enumerate(tracks.tolist()):
-            lo, ai, bi = int(self.offsets[t]), int(a[i]), int(b[i])
-            if ai > lo:  # events started before the window: those still running at t0
-                k0, k1 = lo // BLOCK, (ai - 1) // BLOCK + 1
-                hot = np.flatnonzero(self.block_end[k0:k1] > t0) + k0
-                if len(hot):
-                    pos = _ranges(np.maximum(hot * BLOCK, lo), np.minimum(hot * BLOCK + BLOCK, ai))
-                    pos = pos[self._end(pos) > t0]
-                    parts.append(pos)
-                    owners.append(np.full(len(pos), t, np.int64))
-                    cols.append(np.zeros(len(pos), np.int64))
-            if bi > ai:
-                parts.append(np.arange(ai, bi, dtype=np.int64))
-                owners.append(np.full(bi - ai, t, np.int64))
-                if inner is None:
-                    cols.append(np.zeros(bi - ai, np.int64))
-                else:
-                    edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
-                    cols.append(np.repeat(columns, np.diff(np.r_[0, edges, bi - ai])))
-        if not parts:
-            return empty, empty, empty
-        return np.concatenate(parts), np.concatenate(owners), np.concatenate(cols)
+            parts.append(self._running(t, int(a[i]), t0))
+            parts.append(np.arange(int(a[i]), int(b[i]), dtype=np.int64))
+        return np.concatenate(parts)
 
     def _event_tracks(self, tracks: list[int] | None) -> I64:
         ids = np.flatnonzero(np.diff(self.offsets) > 0).astype(np.int64)
@@ -241,29 +217,63 @@ class TrackTable(TraceIndex):
 
     def query(self, start_ns: int, end_ns: int, width: int,
               tracks: list[int] | None = None) -> dict[str, Any]:
-        """The full index's window query (``TraceIndex.query``), answered from the table."""
+        """The full index's window query (``TraceIndex.query``), answered from the table: per
+        track, the events overlapping the window (running at its start, then starting in it)
+        counted per (row, pixel column) in one pass, the few at least a pixel wide listed."""
         bnd = window_bounds(start_ns, end_ns, width)
         span, w = end_ns - start_ns, width
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
-        pos, track, col = self._overlapping(self._event_tracks(tracks), t0, t1, bnd)
-        depth = self.depth[pos].astype(np.int64)
-        start = self._start(pos)
-        rows = self.ev_row[pos]
-        dur = np.asarray(self.table.duration_ns[rows], np.int64)
-        wide = dur * w >= span
-        # The full index's orders: events by (track, row, start), blocks by (track, row, col).
-        wi = np.flatnonzero(wide)
-        wi = wi[np.lexsort((start[wi], depth[wi], track[wi]))]
-        wrows = rows[wi]
+        ids = self._event_tracks(tracks)
+        if t0 >= t1:
+            ids = ids[:0]
+        shift = np.int64(self.bits)
+        a = np.searchsorted(self.key, (ids << shift) | t0, side="left")
+        b = np.searchsorted(self.key, (ids << shift) | t1, side="left")
+        inner = np.clip(bnd[1:-1], t0, t1)
+        columns = np.arange(w, dtype=np.int64)
+        durations = self.table.duration_ns
+        wide_parts: list[tuple[I64, ...]] = []
+        agg_parts: list[tuple[I64, ...]] = []
+        for i, t in enumerate(ids.tolist()):
+            ai, bi = int(a[i]), int(b[i])
+            before = self._running(t, ai, t0)
+            if not len(before) and bi <= ai:
+                continue
+            # Positions, rows, pixel columns and durations of the track's events in view:
+            # those running at t0 (column 0), then the run of those starting inside.
+            edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
+            col = np.concatenate([np.zeros(len(before), np.int64), np.repeat(
+                columns, np.diff(np.r_[0, edges, bi - ai]))])
+            pos = np.concatenate([before, np.arange(ai, bi, dtype=np.int64)])
+            rows = self.ev_row[pos]
+            dur = np.asarray(durations[rows], np.int64)
+            cell = self.depth[pos].astype(np.int64)
+            cell *= w
+            cell += col
+            del col
+            wide = np.flatnonzero(dur * w >= span)
+            if len(wide):
+                wpos = pos[wide]
+                wdepth, wstart = self.depth[wpos].astype(np.int64), self._start(wpos)
+                order = np.lexsort((wstart, wdepth))
+                wide_parts.append((np.full(len(wide), t, np.int64), wdepth[order],
+                                   wstart[order], dur[wide][order], rows[wide][order]))
+            del pos, rows
+            cells, count, covered = _cells(cell, dur, wide, self.tracks[t].rows * w)
+            if len(cells):
+                agg_parts.append((np.full(len(cells), t, np.int64), cells // w, cells % w,
+                                  count, covered))
+        track, depth, start, dur_w, wrows = (np.concatenate([p[k] for p in wide_parts])
+                                             if wide_parts else np.zeros(0, np.int64)
+                                             for k in range(5))
         names = self.table.name[wrows]
         out_names = {int(c): self.table.names[c] for c in np.unique(names).tolist()}
         result: dict[str, Any] = {
             "start_ns": start_ns, "end_ns": end_ns, "width": w,
-            "events": {"track": track[wi].tolist(), "row": depth[wi].tolist(),
-                       "start": start[wi].tolist(), "dur": dur[wi].tolist(),
+            "events": {"track": track.tolist(), "row": depth.tolist(),
+                       "start": start.tolist(), "dur": dur_w.tolist(),
                        "name": names.tolist(), "id": wrows.tolist()},
-            "aggregates": self._aggregates_of(track[~wide], depth[~wide], col[~wide],
-                                              dur[~wide], bnd, w),
+            "aggregates": _blocks(agg_parts, bnd),
             "names": out_names,
             "counters": window_counters(self.counters, t0, t1, bnd, tracks),
         }
@@ -271,38 +281,17 @@ class TrackTable(TraceIndex):
         self.answered.set()
         return result
 
-    @staticmethod
-    def _aggregates_of(track: I64, depth: I64, col: I64, dur: I64, bnd: I64,
-                       w: int) -> dict[str, list[int]]:
-        """Blocks of adjacent pixel columns holding narrow events (each in the column it
-        starts in, ``col``), per track and row."""
-        if not len(track):
-            return {"track": [], "row": [], "start": [], "end": [], "count": [],
-                    "covered": []}
-        rows = int(depth.max()) + 1
-        first = int(track.min())
-        cell = ((track - first) * rows + depth) * w + col
-        del col
-        space = (int(track.max()) - first + 1) * rows * w
-        if space <= max(4 * len(cell), 1 << 22):
-            # Few possible cells: counted in place (no sort of the events).
-            count = np.bincount(cell, minlength=space)
-            covered = np.bincount(cell, weights=dur, minlength=space)
-            cells = np.flatnonzero(count)
-            count, covered = count[cells], covered[cells]
-        else:
-            cells, inverse = np.unique(cell, return_inverse=True)
-            count = np.bincount(inverse)
-            covered = np.bincount(inverse, weights=dur)
-        covered = covered.astype(np.int64)
-        seg, ccol = cells // w + first * rows, cells % w
-        run = np.flatnonzero(np.r_[True, (seg[1:] != seg[:-1]) | (ccol[1:] != ccol[:-1] + 1)])
-        last = np.r_[run[1:], len(seg)] - 1
-        rseg = seg[run]
-        return {"track": (rseg // rows).tolist(), "row": (rseg % rows).tolist(),
-                "start": bnd[ccol[run]].tolist(), "end": bnd[ccol[last] + 1].tolist(),
-                "count": np.add.reduceat(count, run).tolist(),
-                "covered": np.add.reduceat(covered, run).tolist()}
+    def _running(self, t: int, ai: int, t0: int) -> I64:
+        """Positions of track ``t``'s events that start before position ``ai`` (the first
+        starting at or after ``t0``) and are still running at ``t0``: in the blocks before
+        ``ai`` whose latest end is after ``t0`` (as many blocks as rows, at most)."""
+        lo = int(self.offsets[t])
+        if ai <= lo:
+            return np.zeros(0, np.int64)
+        k0, k1 = lo // BLOCK, (ai - 1) // BLOCK + 1
+        hot = np.flatnonzero(self.block_end[k0:k1] > t0) + k0
+        pos = _ranges(np.maximum(hot * BLOCK, lo), np.minimum(hot * BLOCK + BLOCK, ai))
+        return np.asarray(pos[self._end(pos) > t0], np.int64)
 
     # -- a selection, a search -------------------------------------------------------------
 
@@ -311,7 +300,7 @@ class TrackTable(TraceIndex):
         if end_ns <= start_ns:
             raise TraceQueryError("The selection's end must be after its start.")
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
-        pos, _, _ = self._overlapping(self._event_tracks(tracks), t0, t1)
+        pos = self._overlapping(self._event_tracks(tracks), t0, t1)
         rows = self.ev_row[pos]
         names = self.table.name[rows]
         dur = self.table.duration_ns[rows]
@@ -346,3 +335,38 @@ class TrackTable(TraceIndex):
             "id": rows.tolist(), "track": track[order].tolist(),
             "row": depth[order].tolist(), "start": starts[order].tolist(),
             "dur": self.table.duration_ns[rows].tolist()}}
+
+
+def _cells(cell: I64, dur: I64, wide: I64, space: int) -> tuple[I64, I64, I64]:
+    """The (row, column) cells holding narrow events of one track (``cell``: row × width +
+    column per event; ``wide``: which events are drawn, not counted), ascending, with their
+    counts and durations summed."""
+    if space <= max(4 * len(cell), 1 << 22):
+        # Few possible cells: every event counted in place, the wide ones then taken off.
+        count = np.bincount(cell, minlength=space)
+        covered = np.bincount(cell, weights=dur, minlength=space)
+        if len(wide):
+            np.subtract.at(count, cell[wide], 1)
+            np.subtract.at(covered, cell[wide], dur[wide].astype(np.float64))
+        cells = np.flatnonzero(count)
+        return cells, count[cells], covered[cells].astype(np.int64)
+    narrow = np.ones(len(cell), bool)
+    narrow[wide] = False
+    cells, inverse = np.unique(cell[narrow], return_inverse=True)
+    return (cells, np.bincount(inverse, minlength=len(cells)),
+            np.bincount(inverse, weights=dur[narrow], minlength=len(cells)).astype(np.int64))
+
+
+def _blocks(parts: list[tuple[I64, ...]], bnd: I64) -> dict[str, list[int]]:
+    """Adjacent cells of one row merged into blocks (``parts``: per track, its cells as
+    (track, row, column, count, covered), by row and column)."""
+    if not parts:
+        return {"track": [], "row": [], "start": [], "end": [], "count": [], "covered": []}
+    track, row, col, count, covered = (np.concatenate([p[k] for p in parts]) for k in range(5))
+    run = np.flatnonzero(np.r_[True, (track[1:] != track[:-1]) | (row[1:] != row[:-1])
+                               | (col[1:] != col[:-1] + 1)])
+    last = np.r_[run[1:], len(col)] - 1
+    return {"track": track[run].tolist(), "row": row[run].tolist(),
+            "start": bnd[col[run]].tolist(), "end": bnd[col[last] + 1].tolist(),
+            "count": np.add.reduceat(count, run).tolist(),
+            "covered": np.add.reduceat(covered, run).tolist()}
