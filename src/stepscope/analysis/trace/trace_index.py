@@ -786,21 +786,30 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
     if len(p_rows) and len(c_rows):
         pt = _typed_lookup(table, "_pt", p_rows)
         ct = _typed_lookup(table, "_ct", c_rows)
-        # One int64 key per (type, id) pair: each part made dense first (a 1-D unique is a
-        # plain sort; a unique of rows, several times slower).
-        _, ids = np.unique(np.concatenate([p_ids, c_ids]), return_inverse=True)
-        kinds_seen, types = np.unique(np.concatenate([pt, ct]), return_inverse=True)
-        pair = ids.reshape(-1).astype(np.int64) * len(kinds_seen) + types.reshape(-1)
-        pkey, ckey = pair[:len(p_ids)], pair[len(p_ids):]
         keep = included[p_rows]
-        order = np.argsort(pkey[keep], kind="stable")
-        pk, pr = pkey[keep][order], p_rows[keep][order]
-        if len(pk):
-            at = np.clip(np.searchsorted(pk, ckey), 0, len(pk) - 1)
-            ok = (pk[at] == ckey) & included[c_rows] & (pr[at] != c_rows)
-            srcs.append(pr[at[ok]])
-            dsts.append(c_rows[ok])
-            kinds.append(np.full(int(ok.sum()), FLOW_PRODUCER, np.int64))
+        p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
+        keep = included[c_rows]
+        c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        # A consumer's producer: the first (in table order) with its type and id. Matched
+        # per type (a few), by id: a sort of the producers' ids, a search of the consumers'.
+        found_src, found_dst = [], []
+        for flow_type in np.unique(pt).tolist():
+            mine = pt == flow_type
+            rows, ids = p_rows[mine], p_ids[mine]
+            order = np.argsort(ids, kind="stable")
+            pk, pr = ids[order], rows[order]
+            theirs = np.flatnonzero(ct == flow_type)
+            at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
+            ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
+            found_src.append(pr[at[ok]])
+            found_dst.append(theirs[ok])
+        if found_dst:
+            # In the consumers' (table) order, as one search over every type would give them.
+            dst_at = np.concatenate(found_dst)
+            order = np.argsort(dst_at, kind="stable")
+            srcs.append(np.concatenate(found_src)[order])
+            dsts.append(c_rows[dst_at[order]])
+            kinds.append(np.full(len(dst_at), FLOW_PRODUCER, np.int64))
     if not srcs:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
@@ -813,7 +822,9 @@ def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
     s_rows, values = table.int_stat(stat)
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
-        order = np.argsort(s_rows, kind="stable")
+        # The stats come by event: usually in order already (no sort then).
+        order = (np.arange(len(s_rows)) if bool(np.all(s_rows[1:] >= s_rows[:-1]))
+                 else np.argsort(s_rows, kind="stable"))
         keys = s_rows[order]
         at = np.clip(np.searchsorted(keys, rows), 0, len(keys) - 1)
         ok = keys[at] == rows
