@@ -781,11 +781,11 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
         srcs.append(host_rows[order][at[ok]])
         dsts.append(dev_rows[ok])
         kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
-    p_rows, p_ids = table.int_stat("_p")
-    c_rows, c_ids = table.int_stat("_c")
+    (p_rows, p_ids), (c_rows, c_ids), pt_stat, ct_stat = _int_stats(
+        table, ("_p", "_c", "_pt", "_ct"))
     if len(p_rows) and len(c_rows):
-        pt = _typed_lookup(table, "_pt", p_rows)
-        ct = _typed_lookup(table, "_ct", c_rows)
+        pt = _lookup(*pt_stat, p_rows)
+        ct = _lookup(*ct_stat, c_rows)
         keep = included[p_rows]
         p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
         keep = included[c_rows]
@@ -817,9 +817,28 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
             np.concatenate(kinds))
 
 
-def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
-    """An integer side stat's value for each of ``rows`` (-1 where absent)."""
-    s_rows, values = table.int_stat(stat)
+def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:
+    """Integer side stats as (event rows, values) each, as ``EventTable.int_stat`` gives them,
+    found in one pass over the stat table (it holds several stats per event)."""
+    st = table.stats
+    slot = np.full(len(st.stat_names) + 1, -1, np.int8)
+    for i, stat in enumerate(stats):
+        if stat in st.stat_names:
+            slot[st.stat_names.index(stat)] = i
+    which = slot[st.name]
+    sel = np.flatnonzero(which >= 0)
+    which = which[sel]
+    kind = st.kind[sel]
+    sel = sel[(kind == sk.KIND_INT64) | (kind == sk.KIND_UINT64)]
+    which = which[(kind == sk.KIND_INT64) | (kind == sk.KIND_UINT64)]
+    events = np.asarray(st.event[sel], np.int64)
+    values = np.asarray(st.value[sel], np.int64)
+    return [(events[which == i], values[which == i]) for i in range(len(stats))]
+
+
+def _lookup(s_rows: I64, values: I64, rows: I64) -> I64:
+    """An integer side stat's value (``s_rows``, ``values``: as ``_int_stats`` gives it) for
+    each of ``rows`` (-1 where absent)."""
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
         # The stats come by event: usually in order already (no sort then).
