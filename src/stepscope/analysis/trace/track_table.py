@@ -124,6 +124,7 @@ class TrackTable(TraceIndex):
                        "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
         self._stat_order = None
         self._lower_names = None
+        self._flow_times = None
         #: Set once a window has been answered from this table (a server builds the full
         #: index after that, so that the first window does not share the CPU with it).
         self.answered = threading.Event()
