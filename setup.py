@@ -93,5 +93,8 @@ setup(
         # Columns straight into XEvent bytes; formats/xplane_encoder.py has the NumPy twin.
         Extension("stepscope.formats._xplane_encode", ["src/stepscope/formats/_xplane_encode.c"],
                   optional=True),
+        # The trace viewer's row layout; trace_index._overlapping_rows is the Python twin.
+        Extension("stepscope.analysis.trace._trace_layout",
+                  ["src/stepscope/analysis/trace/_trace_layout.c"], optional=True),
     ],
 )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TF_DIR = ROOT / ".bench-profiles" / "trace_viewer_tf"
+SMALL_DIR = ROOT / ".bench-profiles" / "trace_viewer_tf_10mb"  # the 10 MB one
 MIN_BYTES = 100 * 1024 * 1024
 
 TRAIN = r"""
@@ -55,7 +56,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _capture(duration_ms: int) -> Path | None:
+def _capture(duration_ms: int, directory: Path = TF_DIR) -> Path | None:
     """One remote capture of the training child; the file it wrote."""
     import tensorflow as tf
 
@@ -70,30 +71,32 @@ def _capture(duration_ms: int) -> Path | None:
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3,
                                                            python_tracer_level=1,
                                                            device_tracer_level=0)
-        tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{port}", str(TF_DIR),
+        tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{port}", str(directory),
                                               duration_ms, num_tracing_attempts=3,
                                               options=options)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    files = sorted(TF_DIR.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"),
+                   key=lambda p: p.stat().st_mtime)
     return files[-1] if files else None
 
 
-def tf_profile() -> Path:
-    """The >= 100 MB TensorFlow profile (captured on first use)."""
-    files = sorted(TF_DIR.glob("plugins/profile/*/*.xplane.pb"))
-    if files and files[-1].stat().st_size >= MIN_BYTES:
+def tf_profile(min_bytes: int = MIN_BYTES, directory: Path = TF_DIR) -> Path:
+    """The TensorFlow profile of at least ``min_bytes`` (default 100 MB) kept in
+    ``directory`` (captured on first use)."""
+    files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"))
+    if files and files[-1].stat().st_size >= min_bytes:
         return files[-1]
-    duration = 3000
+    duration = 3000 if min_bytes >= MIN_BYTES else 400
     while True:
-        shutil.rmtree(TF_DIR, ignore_errors=True)
-        TF_DIR.mkdir(parents=True)
-        path = _capture(duration)
-        if path is not None and path.stat().st_size >= MIN_BYTES:
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        path = _capture(duration, directory)
+        if path is not None and path.stat().st_size >= min_bytes:
             return path
         size = path.stat().st_size if path is not None else 0
-        duration = int(duration * min(max(MIN_BYTES * 1.3 / max(size, 1), 1.5), 8))
+        duration = int(duration * min(max(min_bytes * 1.3 / max(size, 1), 1.5), 8))
 
 
 if __name__ == "__main__":

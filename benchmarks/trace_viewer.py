@@ -13,6 +13,12 @@ measurement that needs a clean process (build, XProf, load) runs in a child proc
 RSS is that stage's own.
 
     .venv/bin/python benchmarks/trace_viewer.py [--events 10000000] [--queries 200] [--tf-only]
+    .venv/bin/python benchmarks/trace_viewer.py --windows [PROFILE ...]
+
+``--windows``: per profile (the 10 MB and >= 100 MB TensorFlow ones and, where
+``$STEPSCOPE_BENCH_DIR`` holds one, a >= 1 GB one), a fresh server's first coarse window, first
+window with events, zooms right after and once the full index is built, and the server's peak
+memory ÷ the file, with XProf's ``trace_viewer@`` on the same file in the same run.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / ".bench-profiles"
 REAL_DIR = PROFILES / "trace_viewer_python"
 MIN_REAL_BYTES = 100 * 1024 * 1024
+XPROF_CAP_BYTES = 10_000_000_000  # XProf's address space on a profile of 500 MB or more
 
 
 def synthetic_table(n_events: int) -> Any:
@@ -219,8 +226,9 @@ def child_fill_cache(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t}
 
 
-def _in_child(name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, __file__, "--child", name, *args],
+def _in_child(name: str, *args: str, env: dict[str, str] | None = None,
+              prefix: list[str] | None = None) -> dict[str, Any]:
+    done = subprocess.run([*(prefix or []), sys.executable, __file__, "--child", name, *args],
                           capture_output=True, text=True, check=False, timeout=3600,
                           env={**os.environ, **(env or {})})
     if done.returncode != 0:
@@ -487,6 +495,135 @@ def http_window(path: Path) -> dict[str, Any]:
     return out
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_idle(pid: int, quiet_s: float = 1.5, limit_s: float = 900) -> float:
+    """Seconds until the process has used no CPU for ``quiet_s`` (its background work, the
+    full index's build, done)."""
+    t = time.perf_counter()
+    last, since = _cpu_s(pid), time.perf_counter()
+    while time.perf_counter() - t < limit_s:
+        time.sleep(0.25)
+        now = _cpu_s(pid)
+        if now - last > 0.02:
+            last, since = now, time.perf_counter()
+        elif time.perf_counter() - since >= quiet_s:
+            return since - t
+    return time.perf_counter() - t
+
+
+def _zooms(server: _Server, span: int, seed: int) -> list[float]:
+    """Milliseconds of one window request each at 1/10 to 1/100,000 of the trace, at random
+    places, 2,000 px wide (each answered with events, never a coarse answer)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(1, 6):
+        length = max(span // 10 ** k, 1)
+        a = int(rng.integers(0, max(span - length, 1)))
+        t = time.perf_counter()
+        body = server.poll("trace/window", start_ns=str(a), end_ns=str(a + length), width="2000")
+        out.append((time.perf_counter() - t) * 1000)
+        if body.get("coarse"):
+            raise RuntimeError("a zoom was answered by the coarse overview")
+    return out
+
+
+def viewer_windows(path: Path) -> dict[str, Any]:
+    """Through the HTTP API of a fresh ``stepscope serve`` with an empty cache, as the page
+    asks (tool data, then the full-width window at 2,000 px): request → first window (the
+    coarse overview's), → first window with events (exact: the per-track table's or the full
+    index's), zooms right after it, then, once the server is idle (the full index built and
+    kept), zooms again; the server's peak and kept memory ÷ the file's size; then a new server
+    on the cache the first one left: its first window with events and peak memory."""
+    size_mb = path.stat().st_size / 2**20
+    with tempfile.TemporaryDirectory(prefix="stepscope-bench-win-") as tmp:
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            base = server.rss_mb()
+            t = time.perf_counter()
+            meta = server.poll("data", tool="trace_viewer")
+            span = int(meta["span_ns"])
+            window = server.poll("trace/window", start_ns="0", end_ns=str(span), width="2000")
+            out: dict[str, Any] = {"first_window_s": time.perf_counter() - t,
+                                   "first_window_coarse": bool(window.get("coarse"))}
+            while window.get("coarse"):
+                time.sleep(0.02)
+                window = server.poll("trace/window", start_ns="0", end_ns=str(span),
+                                     width="2000")
+            out["first_events_window_s"] = time.perf_counter() - t
+            out["events_drawn"] = len(window["events"]["id"])
+            out["blocks_drawn"] = len(window["aggregates"]["count"])
+            zooms = _zooms(server, span, 3)
+            out["zoom_after_ms"] = ", ".join(f"{z:.0f}" for z in zooms)
+            out["zoom_after_max_ms"] = max(zooms)
+            out["index_built_s"] = _wait_idle(server.proc.pid) + time.perf_counter() - t
+            zooms = _zooms(server, span, 4)
+            out["zoom_indexed_ms"] = ", ".join(f"{z:.0f}" for z in zooms)
+            out["server_base_mb"] = base
+            out["server_peak_per_file"] = server.rss_mb("VmHWM") / size_mb
+            out["server_peak_added_per_file"] = (server.rss_mb("VmHWM") - base) / size_mb
+            out["server_kept_per_file"] = server.rss_mb() / size_mb
+        finally:
+            server.close()
+        # A new server on the cache the first one left (the profile opened again).
+        server = _Server(path, Path(tmp))
+        try:
+            server.wait_up()
+            t = time.perf_counter()
+            meta = server.poll("data", tool="trace_viewer")
+            window = {"coarse": True}
+            while window.get("coarse"):
+                window = server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]),
+                                     width="2000")
+            out["reopened_first_events_window_s"] = time.perf_counter() - t
+            out["reopened_peak_per_file"] = server.rss_mb("VmHWM") / size_mb
+        finally:
+            server.close()
+    return out
+
+
+def viewer_report(path: Path) -> dict[str, Any]:
+    """First windows, zooms and server memory on ``path``, XProf's trace viewer beside them in
+    the same run (a profile of 500 MB or more: one at a time machine-wide, XProf capped)."""
+    size_mb = path.stat().st_size / 2**20
+    print(f"\nTrace viewer windows: {path} ({size_mb:,.0f} MB)")
+    ours = viewer_windows(path)
+    _print(ours, indent="    ")
+    prefix: list[str] = []
+    if size_mb >= 500:
+        prefix = ["prlimit", f"--as={XPROF_CAP_BYTES}"]
+    xprof = _in_child("xprof", str(path), prefix=prefix)
+    if "error" in xprof and size_mb >= 500:
+        xprof["error"] = f"ran out of {XPROF_CAP_BYTES / 1e9:.0f} GB ({xprof['error']})"
+    xprof["peak_per_file"] = xprof.get("peak_rss_mb", 0.0) / size_mb
+    print("  XProf trace_viewer@ (xspace_to_tool_data, cold, the same file):")
+    _print(xprof, indent="    ")
+    if "seconds" in xprof:
+        print("  ratios (stepscope ÷ XProf; goals: first window with events <= 0.1x, <= 2 s at "
+              "1 GB; zoom <= 100 ms; server peak <= 2x the file):")
+        _print({"first_window": ours["first_window_s"] / xprof["seconds"],
+                "first_events_window": ours["first_events_window_s"] / xprof["seconds"]},
+               indent="    ")
+    return {"ours": ours, "xprof": xprof}
+
+
+def viewer_profiles() -> list[Path]:
+    """The profiles the window figures are taken on: the 10 MB and >= 100 MB TensorFlow ones
+    (captured on first use) and a >= 1 GB one, where ``$STEPSCOPE_BENCH_DIR`` holds it."""
+    from tf_profile import SMALL_DIR, tf_profile
+
+    paths = [tf_profile(10 * 2**20, SMALL_DIR), tf_profile()]
+    bench = os.environ.get("STEPSCOPE_BENCH_DIR")
+    if bench:
+        big = [p for p in Path(bench).rglob("*.xplane.pb") if p.stat().st_size >= 2**30]
+        paths += sorted(big)[:1]
+    return paths
+
+
 def tools_cached(path: Path) -> dict[str, Any]:
     """Each tool's data through a fresh server whose cache holds the run's table and run model
     (no result cache): the run's open, then each tool's first answer; the trace viewer's
@@ -579,8 +716,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--tf-only", action="store_true",
                         help="only the TensorFlow profile's figures")
+    parser.add_argument("--windows", nargs="*", type=Path, metavar="PROFILE",
+                        help="only the trace viewer's first windows, zooms and server memory "
+                        "beside XProf (on the profiles named, else the 10 MB, >= 100 MB and "
+                        ">= 1 GB ones); hold flock /work/big.lock for one of 500 MB or more")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
+    if args.windows is not None:
+        for path in args.windows or viewer_profiles():
+            viewer_report(path)
+        return
     if args.child:
         name, *rest = args.child
         fn = {"synthetic": lambda: child_synthetic(int(rest[0]), int(rest[1])),

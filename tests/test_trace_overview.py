@@ -140,7 +140,14 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
         assert gate.wait(60)
         return storage.index_for(table, source, **kwargs)
 
+    real_table = trace.TrackTable
+
+    def slow_table(*args: Any) -> Any:  # the exact per-track table comes after the overview
+        assert gate.wait(60)
+        return real_table(*args)
+
     monkeypatch.setattr(trace, "index_for", slow_index)
+    monkeypatch.setattr(trace, "TrackTable", slow_table)
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
     make_stepscope_run(tmp_path)
     api = Api(tmp_path, use_cache=False)

@@ -416,10 +416,11 @@ def test_capture_status_errors(client: TestClient) -> None:
 
 def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The index starts building once the run loads; until it is built the trace viewer
-    answers from the coarse overview (its tool data and windows, marked ``coarse``), its other
-    views are told how far the build has got (202), and the run's other tools answer
-    meanwhile."""
+    """The index starts building once the run loads; until the per-track table is made the
+    trace viewer answers from the coarse overview (its tool data and windows, marked
+    ``coarse``), its other views are told the index is being built (202), and the run's other
+    tools answer meanwhile; then every view answers exactly from the table, while the full
+    index is still building, and from the index once built."""
     import threading
 
     from stepscope.analysis.trace import trace_index as ti
@@ -428,39 +429,62 @@ def test_trace_index_is_built_in_the_background(logdir: Path, tmp_path: Path,
     from stepscope.web import trace
     from stepscope.web.api import Api
 
-    gate, calls = threading.Event(), []
+    gate, table_gate, calls, reports = threading.Event(), threading.Event(), [], []
 
     def slow_index(table: Any, source: Any, **kwargs: Any) -> ti.TraceIndex:
-        calls.append(threading.current_thread().name)
-        kwargs["progress"](0.4)
+        reports.append(kwargs["progress"])
         assert gate.wait(60)
         return storage.index_for(table, source, **kwargs)
 
+    real_table = trace.TrackTable
+
+    def slow_table(*args: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        assert table_gate.wait(60)
+        return real_table(*args)
+
     monkeypatch.setattr(trace, "index_for", slow_index)
+    monkeypatch.setattr(trace, "TrackTable", slow_table)
     monkeypatch.setattr(trace, "WAIT_S", 0.05)
     run = tmp_path / "plugins" / "profile" / "copy"
     shutil.copytree(logdir / "plugins" / "profile" / "two_hosts", run)
     api = Api(tmp_path, use_cache=False)
     state = api.store.wait(list_runs(tmp_path)["copy"])
-    # No trace request yet: the store started the build itself.
-    until(lambda: calls or None, "the store's own index build", 0.02)
-    assert calls[0].startswith("stepscope-trace_index")
-    # The index cannot finish (gated): the first 200 is the coarse overview, however long
-    # the overview takes to come on a busy machine.
-    code, coarse = until(lambda: (lambda a: a if a[0] == 200 else None)(
-        api.data("copy", None, "trace_viewer", {})), "the coarse overview", 0.02)
-    assert code == 200 and coarse["coarse"] and coarse["host"] == "worker_a"
-    code, window = api.trace("window", {"run": "copy", "start_ns": "0", "end_ns": "10",
-                                        "width": "10"})
-    assert code == 200 and window["coarse"]
-    code, progress = api.trace("search", {"run": "copy", "q": "a"})
-    assert code == 202 and progress["status"] == "indexing" and progress["share"] == 0.4
-    assert progress["events"] == len(state.run.profile.hosts["worker_a"])  # the first host
-    assert api.data("copy", None, "overview_page", {})[0] == 200  # not held up
-    gate.set()
+    try:
+        # No trace request yet: the store started the build itself.
+        until(lambda: calls or None, "the store's own index build", 0.02)
+        assert calls[0].startswith("stepscope-trace_index")
+        # The table cannot be made (gated): the first 200 is the coarse overview, however
+        # long the overview takes to come on a busy machine.
+        code, coarse = until(lambda: (lambda a: a if a[0] == 200 else None)(
+            api.data("copy", None, "trace_viewer", {})), "the coarse overview", 0.02)
+        assert code == 200 and coarse["coarse"] and coarse["host"] == "worker_a"
+        query = {"run": "copy", "start_ns": "0", "end_ns": str(coarse["span_ns"]),
+                 "width": "10"}
+        code, window = api.trace("window", query)
+        assert code == 200 and window["coarse"]
+        code, progress = api.trace("search", {"run": "copy", "q": "a"})
+        assert code == 202 and progress["status"] == "indexing"
+        assert progress["events"] == len(state.run.profile.hosts["worker_a"])  # first host
+        assert api.data("copy", None, "overview_page", {})[0] == 200  # not held up
+        table_gate.set()
+        # The full index cannot finish (gated): every view answers exactly from the table.
+        until(lambda: reports or None, "the full index's build", 0.02)
+        code, exact = final_api(lambda: api.data("copy", None, "trace_viewer", {}),
+                                "the table")
+        assert code == 200 and "coarse" not in exact
+        code, early = api.trace("window", query)
+        assert code == 200 and "coarse" not in early and early["events"]["id"]
+        assert api.trace("search", {"run": "copy", "q": "a"})[0] == 200
+        reports[0](0.4)
+    finally:
+        table_gate.set()
+        gate.set()
     code, body = final_api(lambda: api.data("copy", None, "trace_viewer", {}), "the index")
     assert code == 200 and body["host"] == "worker_a" and "coarse" not in body
+    assert body == exact
     assert [t["id"] for t in body["tracks"]] == [t["id"] for t in coarse["tracks"]]
+    assert final_api(lambda: api.trace("window", query), "the window")[1] == early
     assert len(calls) == 1  # built once
 
 

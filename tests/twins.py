@@ -26,11 +26,15 @@ TWINS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure-python"
 
 def built(name: str) -> bool:
     """Whether the compiled module ``name`` (``_fastpath``, ``_pyhook``, ``_xplane_encode``,
-    ``_xspace_decode``) is built and used."""
+    ``_xspace_decode``, ``_trace_layout``) is built and used."""
     if name == "_xspace_decode":
         from stepscope.formats.xspace_columns import compiled
 
         return compiled()
+    if name == "_trace_layout":  # read at each layout, as the decoder
+        from stepscope.analysis.trace.trace_index import compiled_layout
+
+        return compiled_layout() is not None
     module, attr = HANDLES[name]
     return getattr(module, attr) is not None
 

@@ -4,9 +4,11 @@ Each compiled module (a ``.c`` file built by setup.py, typed by the ``.pyi`` bes
 pure-Python twin that gives the same results: ``capture._fastpath`` (``Trace`` and the
 recorder's records; twin: ``capture.trace.PyTrace``, ``capture.recorder``), ``capture._pyhook``
 (the Python tracer's hook; twin: ``capture.python_tracer``), ``formats._xspace_decode``
-(XSpace → columns; twin: ``formats.xspace_columns``) and ``formats._xplane_encode`` (columns →
-XEvent bytes; twin: ``formats.xplane_encoder``). ``compiled`` gives the compiled module, or
-None where it is not built or ``STEPSCOPE_PURE_PYTHON`` is set (the tests run both twins so).
+(XSpace → columns; twin: ``formats.xspace_columns``), ``formats._xplane_encode`` (columns →
+XEvent bytes; twin: ``formats.xplane_encoder``) and ``analysis.trace._trace_layout`` (the trace
+viewer's row layout; twin: ``analysis.trace.trace_index.layout_depth``). ``compiled`` gives
+the compiled module, or None where it is not built or ``STEPSCOPE_PURE_PYTHON`` is set (the
+tests run both twins so).
 """
 
 from __future__ import annotations

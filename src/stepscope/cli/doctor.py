@@ -41,6 +41,7 @@ FAST_PATHS: tuple[tuple[str, str], ...] = (
     ("stepscope.capture._pyhook", "the Python tracer's hook"),
     ("stepscope.formats._xspace_decode", "XSpace decoding"),
     ("stepscope.formats._xplane_encode", "XSpace encoding"),
+    ("stepscope.analysis.trace._trace_layout", "the trace viewer's row layout"),
 )
 
 

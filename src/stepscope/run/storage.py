@@ -43,14 +43,17 @@ def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
 
 def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               progress: Callable[[float], None] | None = None,
-              plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
+              plan: TrackPlan | None = None, by_start: I64 | None = None,
+              depth: I64 | None = None,
+              flows: tuple[I64, I64, I64] | None = None) -> TraceIndex:
     """The index of a host's table, from the on-disk cache when ``source`` is unchanged, else
-    built (``progress``, ``plan`` and ``by_start`` as for ``trace_index.build``) and kept."""
+    built (``progress``, ``plan``, ``by_start``, ``depth`` and ``flows`` as for
+    ``trace_index.build``) and kept."""
     if use_cache and source is not None:
         hit = cached_index(table, source)
         if hit is not None:
             return hit
-    index = build(table, progress, plan, by_start)
+    index = build(table, progress, plan, by_start, depth, flows)
     if use_cache and source is not None:
         cache.save_arrays([source], _INDEX, {**index.header, "events": len(table)},
                           index.arrays)

@@ -12,10 +12,12 @@ Every number is checked strictly (digits only, within bounds); anything else is 
 
 A large host's index takes seconds to build. Meanwhile (once the host's table is loaded) the
 tool data and ``window`` answer from the coarse overview (``analysis.trace_overview``, marked
-``"coarse": true``: every track's events counted per pixel column); the page asks again until
-the answers come from the full index. The other views answer 202 until then. A profile
-opened before answers its tool data and first windows at once from its cached preview
-(``analysis.trace_preview``), until the table and index are read.
+``"coarse": true``: every track's events counted per pixel column) for as long as the
+per-track table (``analysis.track_table``: the events by track and start, laid out in rows)
+takes; from then on every view is answered exactly, as the full index will, from that table
+until the full index is built. The other views answer 202 while only the overview is there.
+A profile opened before answers its tool data and first windows at once from its cached
+preview (``analysis.trace_preview``), until the table and index are read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
+from stepscope.analysis.trace.track_table import TrackTable
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
@@ -43,6 +46,7 @@ WAIT_S = 0.5  # how long a request waits for an index being built before it answ
 # A trace with fewer events gets its index within WAIT_S of its overview, so its page waits
 # for it (one picture, not two); a larger one's overview is answered at once.
 WAIT_EVENTS = 1_000_000
+FIRST_WINDOW_WAIT_S = 2.0  # how long the full index's build waits for the table's first window
 
 
 class TraceParamError(ValueError):
@@ -67,6 +71,7 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     cached preview (``analysis.trace_preview``) answers in the overview's place."""
     name = host_of(run, host)
     key = ("trace_overview", name)
+    table_key = ("trace_table", name)
 
     def build(report: Callable[[float], None]) -> TraceIndex:
         source = run.profile.sources.get(name)
@@ -85,13 +90,26 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             if kept is not None and preview is None:
                 save_preview(kept, TracePreview.of(overview))
             by_start, overview.by_start = overview.by_start, None
+            plan = overview.plan
+            events = TrackTable(table, plan, by_start, overview.key)
+            del by_start
+            # The table answers every view exactly from now: the overview is let go.
+            run.partials[table_key] = (events, time.monotonic())
+            run.partials.pop(key, None)
+            del overview
+            # The first exact window goes out before the full index takes the CPU (and the
+            # GIL, in NumPy's longer steps); the page asks for it as soon as it is there.
+            events.answered.wait(FIRST_WINDOW_WAIT_S)
+            depth, by_start = events.layout()
             try:
                 return index_for(table, source, use_cache=run.use_cache, progress=report,
-                                 plan=overview.plan, by_start=by_start)
+                                 plan=plan, by_start=by_start, depth=depth,
+                                 flows=events.flows())
             finally:
-                del by_start
+                del by_start, depth
         finally:
             run.partials.pop(key, None)  # the index answers from now
+            run.partials.pop(table_key, None)
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
@@ -109,6 +127,10 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
     limit = WAIT_S if wait_s is None else wait_s
     deadline = time.monotonic() + limit
     while not future.done():
+        events = run.partials.get(("trace_table", name))
+        if events is not None:  # exact answers (the full index's) while it is built
+            table: TrackTable = events[0]
+            return table
         overview = run.partials.get(("trace_overview", name)) if coarse else None
         now = time.monotonic()
         grace = limit if overview is not None and overview[0].events < WAIT_EVENTS else 0.0

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,8 @@ from numpy.typing import NDArray
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
-from stepscope.model.events import MISSING, EventTable, Plane
+from stepscope.model.events import MISSING, EventTable, Plane, TypedStats
+from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -210,28 +212,54 @@ def _by_row(track: I64, depth: I64, by_start: I64) -> I64:
     return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
 
 
-def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
-            ) -> tuple[I64, I64]:
-    """A row per event such that no two events of one track and row overlap, and the
-    event order by (track, row, start).
+def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None,
+            depth: I64 | None = None) -> tuple[I64, I64]:
+    """A row per event such that no two events of one track and row overlap (``layout_depth``,
+    unless given as ``depth``), and the event order by (track, row, start). ``by_start``: the
+    events' order by (track, start), when already made (``by_track_and_start``)."""
+    n = len(track)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if by_start is None:
+        bits = int(max(int(lay_end.max()), 1)).bit_length()
+        if int(track.max()).bit_length() + bits > 62:
+            raise _too_wide()
+        by_start = by_track_and_start(track, start, lay_end, bits)
+    if depth is None:
+        depth, order = layout_depth(track, start, lay_end, by_start)
+        if order is not None:
+            return depth, order
+    return depth, _by_row(track, depth, by_start)
 
-    Every event first gets its nesting depth (counted, not walked: the events of its track
-    still running when it starts), which is the layout wherever events nest properly. The
-    tracks where they do not (``_unnested``) are laid out again, one event at a time in
-    start order (``_overlapping_rows``), which gives nested events the same rows.
-    ``by_start``: the events' order by (track, start), when already made
-    (``by_track_and_start``).
+
+def layout_depth(track: I64, start: I64, lay_end: I64, by_start: I64
+                 ) -> tuple[I64, I64 | None]:
+    """A row per event (in table order) such that no two events of one track and row overlap,
+    given the events' order by (track, start) (``by_track_and_start``); and the order by
+    (track, row, start) where it was made on the way (None where not).
+
+    Each event goes to the lowest row free when it starts that lies below every running
+    event containing it: nested events get their nesting depth. The compiled twin
+    (``_trace_layout``) lays every track out so in one pass. Without it, every event first
+    gets its nesting depth (counted, not walked: the events of its track still running when
+    it starts), which is the layout wherever events nest properly; the tracks where they do
+    not (``_unnested``) are laid out again one event at a time (``_overlapping_rows``).
     """
     n = len(track)
     depth = np.zeros(n, np.int64)
     if not n:
-        return depth, depth.copy()
+        return depth, None
     bits = int(max(int(lay_end.max()), 1)).bit_length()
     if int(track.max()).bit_length() + bits > 62:
         raise _too_wide()
+    sorted_track = track[by_start]
+    if compiled_layout() is not None:
+        offsets = np.searchsorted(sorted_track, np.arange(int(track.max()) + 2,
+                                                          dtype=np.int64)).astype(np.int64)
+        del sorted_track
+        depth[by_start] = rows_in_start_order(start[by_start], lay_end[by_start], offsets)
+        return depth, None
     tshift = np.int64(bits)
-    if by_start is None:
-        by_start = by_track_and_start(track, start, lay_end, bits)
     skeys = ((track << tshift) | start)[by_start]
     ekeys = np.sort((track << tshift) | lay_end, kind="stable")
     # Events of the same track still running when this one starts (and started before it).
@@ -243,12 +271,33 @@ def _layout(track: I64, start: I64, lay_end: I64, by_start: I64 | None = None
         return depth, order
     del order
     # A track's events are a contiguous run of ``by_start``.
-    sorted_track = track[by_start]
     for t in np.unique(track[odd]).tolist():
         lo, hi = np.searchsorted(sorted_track, [t, t + 1])
         rows = by_start[lo:hi]
         depth[rows] = _overlapping_rows(start[rows], lay_end[rows])
-    return depth, _by_row(track, depth, by_start)
+    return depth, None
+
+
+def compiled_layout() -> ModuleType | None:
+    """The compiled row layout (``_trace_layout``), or None (not built, or the pure-Python
+    twins asked for)."""
+    return compiled("stepscope.analysis.trace._trace_layout")
+
+
+def rows_in_start_order(start: I64, lay_end: I64, offsets: I64) -> I64:
+    """Each event's row, for events given by (track, start) (the longer first of events
+    starting together), track ``t`` being events ``offsets[t]`` to ``offsets[t + 1]``: the
+    compiled layout where built, else ``_overlapping_rows`` per track (the same rows)."""
+    out = np.zeros(len(start), np.int64)
+    native = compiled_layout()
+    if native is not None:
+        native.rows(np.ascontiguousarray(start, np.int64), np.ascontiguousarray(lay_end, np.int64),
+                    np.ascontiguousarray(offsets, np.int64), out)
+        return out
+    for t in np.flatnonzero(np.diff(offsets) > 0).tolist():
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        out[lo:hi] = _overlapping_rows(start[lo:hi], lay_end[lo:hi])
+    return out
 
 
 def _unnested(order: I64, track: I64, depth: I64, start: I64, lay_end: I64,
@@ -390,7 +439,12 @@ def window_bounds(start_ns: int, end_ns: int, width: int) -> I64:
     if end_ns <= start_ns:
         raise TraceQueryError("The window's end must be after its start.")
     span = end_ns - start_ns
-    return start_ns + (np.arange(width + 1, dtype=np.int64) * span + width - 1) // width
+    if start_ns < -(1 << 62) or end_ns > 1 << 62:
+        raise TraceQueryError("The window must lie within ±2^62 ns of the trace's start.")
+    # (i * span + width - 1) // width, without i * span overflowing 64 bits.
+    q, r = divmod(span, width)
+    i = np.arange(width + 1, dtype=np.int64)
+    return np.int64(start_ns) + i * np.int64(q) + (i * np.int64(r) + width - 1) // width
 
 
 class TraceIndex:
@@ -428,6 +482,7 @@ class TraceIndex:
         self.arrays = arrays
         self._stat_order: I64 | None = None
         self._lower_names: list[str] | None = None
+        self._flow_times: tuple[I64, I64, I64] | None = None
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -481,7 +536,7 @@ class TraceIndex:
         live = b > a
         segs, a, b = segs[live], a[live], b[live]
         wide = self._wide(segs, t0, t1, span, w)
-        agg = self._aggregates(segs, a, b, wide, bnd, span, w)
+        agg = self._aggregates(segs, a, b, wide, bnd, span, w, t0, t1)
         wide_seg = self._seg_of(wide)
         rows = self.ev_row[wide]
         names = self.table.name[rows]
@@ -521,8 +576,9 @@ class TraceIndex:
         return np.sort(np.asarray(pos[dur * w >= span], np.int64))
 
     def _aggregates(self, segs: I64, a: I64, b: I64, wide: I64, bnd: I64, span: int,
-                    w: int) -> dict[str, list[int]]:
-        """Blocks of adjacent pixel columns holding narrow events, per segment."""
+                    w: int, t0: int, t1: int) -> dict[str, list[int]]:
+        """Blocks of adjacent pixel columns holding narrow events, per segment (the window's
+        times clipped to ``[t0, t1]``, the part of it a key can hold)."""
         shift = np.int64(self.bits)
         small = (b - a) <= 2 * w
         parts_seg, parts_col, parts_n, parts_cov = [], [], [], []
@@ -546,7 +602,9 @@ class TraceIndex:
         l_idx = np.flatnonzero(~small)
         if len(l_idx):
             lsegs = segs[l_idx]
-            needles = (lsegs[:, None] << shift) | bnd[None, 1:w]
+            # Column boundaries outside the trace (a window reaching before its start or
+            # past its end) would spill into a key's segment bits: clipped.
+            needles = (lsegs[:, None] << shift) | np.clip(bnd[1:w], t0, t1)[None, :]
             inner = np.searchsorted(self.skey, needles, side="left")
             edges = np.concatenate([a[l_idx, None], inner, b[l_idx, None]], axis=1)
             edges = np.clip(edges, a[l_idx, None], b[l_idx, None])
@@ -591,13 +649,23 @@ class TraceIndex:
         """Flows with an end in the window (none, only their count, when too many)."""
         if not len(self.flow_src):
             return [], 0
-        src_t = self.table.start_ns[self.flow_src] - self.origin_ns
-        dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
-        lo, hi = np.minimum(src_t, dst_t), np.maximum(src_t, dst_t)
-        inside = np.flatnonzero((hi >= start_ns) & (lo < end_ns))
-        if len(inside) > MAX_FLOWS:
-            return [], len(inside)
-        return self.flows_of(inside), len(inside)
+        if self._flow_times is None:
+            # Once: each flow's earlier and later end, by the earlier (a query then looks
+            # only at the flows starting before the window's end, not at every flow's times).
+            src_t = self.table.start_ns[self.flow_src] - self.origin_ns
+            dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
+            lo = np.minimum(src_t, dst_t)
+            by_lo = np.argsort(lo, kind="stable")
+            self._flow_times = (lo[by_lo], np.maximum(src_t, dst_t)[by_lo], by_lo)
+        lo, hi, by_lo = self._flow_times
+        k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
+        j = min(int(np.searchsorted(lo, start_ns, side="left")), k)  # ... and lo < start_ns
+        early = np.flatnonzero(hi[:j] >= start_ns)
+        total = len(early) + k - j
+        if total > MAX_FLOWS:
+            return [], total
+        inside = np.sort(by_lo[np.concatenate([early, np.arange(j, k)])])
+        return self.flows_of(inside), total
 
     def flows_of(self, flows: I64) -> list[dict[str, Any]]:
         """The drawable form of some flows: both ends' event, track, row and time."""
@@ -699,39 +767,60 @@ class TraceIndex:
 def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
     """(source rows, destination rows, kinds) of the flows between included events."""
     srcs, dsts, kinds = [], [], []
-    corr = table.typed[schema.CORRELATION_ID]
-    has = (corr != MISSING) & included
-    on_device = device_plane[table.plane]
-    host_rows = np.flatnonzero(has & ~on_device)
-    dev_rows = np.flatnonzero(has & on_device)
+    # Only the rows carrying a correlation id are looked at (the sparse form where the table
+    # keeps one): no column as long as the table is made for them.
+    typed = table.typed
+    if isinstance(typed, TypedStats) and schema.CORRELATION_ID in typed.sparse:
+        c_at, c_val = typed.sparse[schema.CORRELATION_ID]
+        c_at, c_val = np.asarray(c_at, np.int64), np.asarray(c_val, np.int64)
+    else:
+        dense = typed.get(schema.CORRELATION_ID)
+        if dense is None:
+            dense = np.zeros(0, np.int64)
+        c_at = np.flatnonzero(dense != MISSING)
+        c_val = np.asarray(dense[c_at], np.int64)
+    keep = (c_val != MISSING) & included[c_at]
+    c_at, c_val = c_at[keep], c_val[keep]
+    on_device = device_plane[table.line_plane[table.line[c_at]]]
+    host_rows, host_corr = c_at[~on_device], c_val[~on_device]
+    dev_rows, dev_corr = c_at[on_device], c_val[on_device]
     if len(host_rows) and len(dev_rows):
-        order = np.argsort(corr[host_rows], kind="stable")
-        keys = corr[host_rows][order]
-        at = np.clip(np.searchsorted(keys, corr[dev_rows]), 0, len(keys) - 1)
-        ok = keys[at] == corr[dev_rows]
+        order = np.argsort(host_corr, kind="stable")
+        keys = host_corr[order]
+        at = np.clip(np.searchsorted(keys, dev_corr), 0, len(keys) - 1)
+        ok = keys[at] == dev_corr
         srcs.append(host_rows[order][at[ok]])
         dsts.append(dev_rows[ok])
         kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
-    p_rows, p_ids = table.int_stat("_p")
-    c_rows, c_ids = table.int_stat("_c")
+    (p_rows, p_ids), (c_rows, c_ids), pt_stat, ct_stat = _int_stats(
+        table, ("_p", "_c", "_pt", "_ct"))
     if len(p_rows) and len(c_rows):
-        pt = _typed_lookup(table, "_pt", p_rows)
-        ct = _typed_lookup(table, "_ct", c_rows)
-        prod = np.stack([pt, p_ids], axis=1)
-        cons = np.stack([ct, c_ids], axis=1)
-        both, inverse = np.unique(np.concatenate([prod, cons]), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        pkey, ckey = inverse[:len(prod)], inverse[len(prod):]
+        pt = _lookup(*pt_stat, p_rows)
+        ct = _lookup(*ct_stat, c_rows)
         keep = included[p_rows]
-        order = np.argsort(pkey[keep], kind="stable")
-        pk, pr = pkey[keep][order], p_rows[keep][order]
-        if len(pk):
-            at = np.clip(np.searchsorted(pk, ckey), 0, len(pk) - 1)
-            ok = (pk[at] == ckey) & included[c_rows] & (pr[at] != c_rows)
-            srcs.append(pr[at[ok]])
-            dsts.append(c_rows[ok])
-            kinds.append(np.full(int(ok.sum()), FLOW_PRODUCER, np.int64))
-        del both
+        p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
+        keep = included[c_rows]
+        c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        # A consumer's producer: the first (in table order) with its type and id. Matched
+        # per type (a few), by id: a sort of the producers' ids, a search of the consumers'.
+        found_src, found_dst = [], []
+        for flow_type in np.unique(pt).tolist():
+            mine = pt == flow_type
+            rows, ids = p_rows[mine], p_ids[mine]
+            order = np.argsort(ids, kind="stable")
+            pk, pr = ids[order], rows[order]
+            theirs = np.flatnonzero(ct == flow_type)
+            at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
+            ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
+            found_src.append(pr[at[ok]])
+            found_dst.append(theirs[ok])
+        if found_dst:
+            # In the consumers' (table) order, as one search over every type would give them.
+            dst_at = np.concatenate(found_dst)
+            order = np.argsort(dst_at, kind="stable")
+            srcs.append(np.concatenate(found_src)[order])
+            dsts.append(c_rows[dst_at[order]])
+            kinds.append(np.full(len(dst_at), FLOW_PRODUCER, np.int64))
     if not srcs:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
@@ -739,12 +828,33 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
             np.concatenate(kinds))
 
 
-def _typed_lookup(table: EventTable, stat: str, rows: I64) -> I64:
-    """An integer side stat's value for each of ``rows`` (-1 where absent)."""
-    s_rows, values = table.int_stat(stat)
+def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:
+    """Integer side stats as (event rows, values) each, as ``EventTable.int_stat`` gives them,
+    found in one pass over the stat table (it holds several stats per event)."""
+    st = table.stats
+    slot = np.full(len(st.stat_names) + 1, -1, np.int8)
+    for i, stat in enumerate(stats):
+        if stat in st.stat_names:
+            slot[st.stat_names.index(stat)] = i
+    which = slot[st.name]
+    sel = np.flatnonzero(which >= 0)
+    which = which[sel]
+    kind = st.kind[sel]
+    sel = sel[(kind == sk.KIND_INT64) | (kind == sk.KIND_UINT64)]
+    which = which[(kind == sk.KIND_INT64) | (kind == sk.KIND_UINT64)]
+    events = np.asarray(st.event[sel], np.int64)
+    values = np.asarray(st.value[sel], np.int64)
+    return [(events[which == i], values[which == i]) for i in range(len(stats))]
+
+
+def _lookup(s_rows: I64, values: I64, rows: I64) -> I64:
+    """An integer side stat's value (``s_rows``, ``values``: as ``_int_stats`` gives it) for
+    each of ``rows`` (-1 where absent)."""
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
-        order = np.argsort(s_rows, kind="stable")
+        # The stats come by event: usually in order already (no sort then).
+        order = (np.arange(len(s_rows)) if bool(np.all(s_rows[1:] >= s_rows[:-1]))
+                 else np.argsort(s_rows, kind="stable"))
         keys = s_rows[order]
         at = np.clip(np.searchsorted(keys, rows), 0, len(keys) - 1)
         ok = keys[at] == rows
@@ -882,10 +992,12 @@ def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I6
 
 
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
-          plan: TrackPlan | None = None, by_start: I64 | None = None) -> TraceIndex:
+          plan: TrackPlan | None = None, by_start: I64 | None = None,
+          depth: I64 | None = None, flows: tuple[I64, I64, I64] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
-    far the build has got (``plan``: the table's ``plan_tracks``, and ``by_start``: its
-    events' ``by_track_and_start`` order, when already made)."""
+    far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
+    events' ``by_track_and_start`` order, ``depth``: their rows (``layout_depth``), and
+    ``flows``: (sources, destinations, kinds) of its flows, when already made)."""
     report = progress or (lambda share: None)
     n = len(table)
     plan = plan or plan_tracks(table)
@@ -894,47 +1006,75 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
 
     ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
     report(0.15)
-    depth, order = _layout(track, rel, lay_end, by_start)
+    depth, order = _layout(track, rel, lay_end, by_start, depth)
+    del by_start
     report(0.6)
+    # Each column put in (track, row, start) order one at a time, and each let go as soon as
+    # the arrays kept are made from it: the build's peak is a few columns over what it keeps.
     ev_row = ev_rows[order]
-    track, depth, rel, edur, lay_end = (track[order], depth[order], rel[order], edur[order],
-                                        lay_end[order])
+    del ev_rows
+    track = track[order]
+    depth = depth[order]
     new_seg = np.ones(len(order), bool)
     new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
-    seg = np.cumsum(new_seg) - 1
     first = np.flatnonzero(new_seg)
+    seg_track, seg_depth = track[first], depth[first]
+    rows_per_track = np.zeros(n_tracks, np.int64)
+    np.maximum.at(rows_per_track, seg_track, seg_depth + 1)
+    count_per_track = np.bincount(track, minlength=n_tracks)
+    del track, depth
+    seg = np.cumsum(new_seg, dtype=np.int64)
+    seg -= 1
+    del new_seg
     n_segs = len(first)
     span = plan.span
     bits = plan.bits
     if max(n_segs, 1).bit_length() + _LEVEL_BITS + bits > 62:
         raise _too_wide()
     shift = np.int64(bits)
-    level = _level(edur).astype(np.int64)
-    lkey_unsorted = (((seg << np.int64(_LEVEL_BITS)) | level) << shift) | rel
+    seg <<= shift  # the segment part of every key
+    lay_end = lay_end[order]
+    ekey = lay_end
+    ekey |= seg
+    del lay_end
+    rel = rel[order]
+    skey = rel | seg
+    edur = edur[order]
+    cumdur = np.empty(len(edur) + 1, np.int64)
+    cumdur[0] = 0
+    np.cumsum(edur, out=cumdur[1:])
+    level = _level(edur)
+    del edur, order
+    max_level = int(level.max()) if len(level) else 0
+    lkey_unsorted = seg
+    del seg
+    lkey_unsorted <<= np.int64(_LEVEL_BITS)
+    lkey_unsorted |= level.astype(np.int64) << shift
+    del level
+    lkey_unsorted |= rel
+    del rel
     lpos = np.argsort(lkey_unsorted, kind="stable")
+    lkey = lkey_unsorted[lpos]
+    del lkey_unsorted
     pos_of_row = np.full(n, -1, np.int64)
     pos_of_row[ev_row] = np.arange(len(ev_row))
     counters = counter_arrays(table, plan)
 
     report(0.85)
-    src, dst, kind = _flows(table, pos_of_row >= 0, device_plane)
+    src, dst, kind = flows or _flows(table, pos_of_row >= 0, device_plane)
 
-    rows_per_track = np.zeros(n_tracks, np.int64)
-    np.maximum.at(rows_per_track, track, depth + 1)
-    count_per_track = np.bincount(track, minlength=n_tracks)
     count_per_track[counters["counter_track"]] = np.diff(counters["counter_off"])
     tracks = [Track(i, plan.track_section[i], table.line_name[li],
                     "counter" if counter_line[li] else "events", int(rows_per_track[i]),
                     int(count_per_track[i])) for i, li in enumerate(plan.track_line)]
     header = {"version": INDEX_VERSION, "origin_ns": origin, "span_ns": span, "bits": bits,
-              "max_level": int(level.max()) if len(level) else 0,
+              "max_level": max_level,
               "tracks": [asdict(t) for t in tracks], "sections": sections_of(tracks)}
     arrays: dict[str, NDArray[Any]] = {
-        "seg_track": track[first], "seg_depth": depth[first],
-        "seg_off": np.r_[first, len(order)].astype(np.int64), "ev_row": ev_row,
-        "skey": (seg << shift) | rel, "ekey": (seg << shift) | lay_end,
-        "cumdur": np.r_[0, np.cumsum(edur)].astype(np.int64),
-        "lkey": lkey_unsorted[lpos], "lpos": lpos.astype(np.int64), "pos_of_row": pos_of_row,
+        "seg_track": seg_track, "seg_depth": seg_depth,
+        "seg_off": np.r_[first, len(ev_row)].astype(np.int64), "ev_row": ev_row,
+        "skey": skey, "ekey": ekey, "cumdur": cumdur,
+        "lkey": lkey, "lpos": np.asarray(lpos, np.int64), "pos_of_row": pos_of_row,
         **counters,
         "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
     }

@@ -1,0 +1,373 @@
+"""The trace viewer's per-track table of one host: every event's row, answered straight from
+the events in (track, start) order, before (and without) the full index (``trace_index``).
+
+The coarse overview (``trace_overview``) sorts the events by (track, start); this table keeps
+that order and adds, per event in it, its row (``layout_depth``: one compiled pass), and per
+block of ``BLOCK`` events the latest end among them. A window query is
+then, per track, two binary searches (the events starting inside the window) and the blocks
+before the window whose latest end reaches into it (the events still running at its start:
+as many blocks as rows at most), then one pass over the events found. Its answers are the
+full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
+the full index's per-pixel running sums, so a window holding millions of events costs a pass
+over them (the full index, built next, answers those in constant time per pixel column).
+Memory: the keys (shared with the overview), the table rows (the order itself, where every
+event is on a track) and the rows (4 bytes): 12 to 20 bytes an event, no Python objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stepscope.analysis.trace.trace_index import (
+    INDEX_VERSION,
+    MAX_MATCHES,
+    EventNotFoundError,
+    TraceIndex,
+    TraceQueryError,
+    Track,
+    TrackPlan,
+    _flows,
+    _ranges,
+    compiled_layout,
+    counter_arrays,
+    event_columns,
+    layout_depth,
+    rows_in_start_order,
+    sections_of,
+    sorted_by_track_and_start,
+    window_bounds,
+    window_counters,
+)
+from stepscope.model.events import EventTable
+
+I64 = NDArray[np.int64]
+BLOCK = 256  # events per block of latest ends
+
+
+class TrackTable(TraceIndex):
+    """One host's events by (track, start) with their rows (see the module docstring); it
+    answers every view as the full index does."""
+
+    def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
+                 key: I64 | None = None) -> None:
+        """``by_start`` and ``key``: the events' order by (track, start) and the composite
+        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made."""
+        self.table = table
+        self.plan = plan
+        self.origin_ns, self.span_ns, self.bits = plan.origin, plan.span, plan.bits
+        n_tracks = len(plan.track_line)
+        if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
+            raise TraceQueryError("This profile has too many tracks or too long a time span "
+                                  "for the trace viewer's index.")
+        if by_start is None or key is None:
+            _, track, rel, _, lay_end = event_columns(table, plan)
+            by_start, key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
+            del track, rel, lay_end
+        n = len(key)
+        #: Per event in (track, start) order: its key, table row and row.
+        self.key: I64 = key
+        self._on_track = plan.included & ~plan.counter_line[table.line]
+        # Every event of the table on a track (the usual case): the table rows in this order
+        # are the order itself, not a copy.
+        self.ev_row: I64 = by_start if n == len(table) else \
+            np.flatnonzero(self._on_track)[by_start]
+        self.offsets: I64 = np.searchsorted(
+            self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
+        ).astype(np.int64)
+        # Starts and ends in this order, made from the keys and the table's durations (not
+        # from every event column in table order): the layout's input, and per block of
+        # events the latest end (the only use of the ends: not kept).
+        start = key & self.mask
+        lay_end = np.maximum(np.asarray(table.duration_ns, np.int64)[self.ev_row], 1)
+        lay_end += start
+        if compiled_layout() is not None:
+            depth = rows_in_start_order(start, lay_end, self.offsets)
+        else:  # the vectorised twin wants the events in table order
+            order = np.empty(n, np.int64)
+            order[by_start] = np.arange(n, dtype=np.int64)
+            track = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(self.offsets))
+            in_table_order = layout_depth(track[order], start[order], lay_end[order],
+                                          by_start)[0]
+            depth = in_table_order[by_start]
+            del order, track, in_table_order
+        self.depth: NDArray[np.int32] = depth.astype(np.int32)
+        del depth, start
+        #: The layout's input for the full index (``trace_index.build``): the order by
+        #: (track, start).
+        self.by_start: I64 | None = by_start
+        self.block_end: I64 = (np.maximum.reduceat(lay_end, np.arange(0, n, BLOCK))
+                               if n else np.zeros(0, np.int64))
+        del lay_end
+        self.counters = counter_arrays(table, plan)
+        self.arrays = self.counters
+        self.counter_time = self.counters["counter_time"]
+        self.flow_src, self.flow_dst, kind = _flows(table, self._on_track, plan.device_plane)
+        self.flow_kind = kind.astype(np.int8)
+        rows = np.zeros(n_tracks, np.int64)
+        count = np.diff(self.offsets)
+        full = np.flatnonzero(count > 0)
+        if len(full):
+            rows[full] = np.maximum.reduceat(self.depth, self.offsets[full]) + 1
+        count[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])
+        self.tracks = [Track(i, plan.track_section[i], table.line_name[li],
+                             "counter" if plan.counter_line[li] else "events",
+                             int(rows[i]), int(count[i]))
+                       for i, li in enumerate(plan.track_line)]
+        self.sections = sections_of(self.tracks)
+        self.header = {"version": INDEX_VERSION, "origin_ns": self.origin_ns,
+                       "span_ns": self.span_ns, "bits": self.bits,
+                       "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
+        self._stat_order = None
+        self._lower_names = None
+        self._flow_times = None
+        #: Set once a window has been answered from this table (a server builds the full
+        #: index after that, so that the first window does not share the CPU with it).
+        self.answered = threading.Event()
+
+    def flows(self) -> tuple[I64, I64, I64]:
+        """(sources, destinations, kinds) of the flows: what the full index's build takes
+        instead of finding them again."""
+        return self.flow_src, self.flow_dst, self.flow_kind.astype(np.int64)
+
+    def layout(self) -> tuple[I64, I64]:
+        """(each event's row, the order by (track, start)), in ``event_columns`` order: what
+        the full index's build takes instead of laying the events out again. Hands the order
+        over (this table keeps none)."""
+        by_start, self.by_start = self.by_start, None
+        if by_start is None:
+            raise TraceQueryError("The track table's layout was handed over already.")
+        depth = np.empty(len(by_start), np.int64)
+        depth[by_start] = self.depth
+        return depth, by_start
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def _start(self, pos: I64) -> I64:
+        return np.asarray(self.key[pos] & self.mask, np.int64)
+
+    def _end(self, pos: I64) -> I64:
+        """The ends as laid out (at least 1 ns after the start) of events at ``pos``."""
+        dur = np.asarray(self.table.duration_ns[self.ev_row[pos]], np.int64)
+        return self._start(pos) + np.maximum(dur, 1)
+
+    def _track_of(self, pos: I64) -> I64:
+        return np.asarray(np.searchsorted(self.offsets, pos, side="right") - 1, np.int64)
+
+    def _positions(self, rows: I64) -> I64:
+        """Where table rows are in (track, start) order (-1 for a row on no track): a binary
+        search for its key, then a step over the events with the same key (a few at most:
+        events of one track starting in the same nanosecond) until its own."""
+        rows = np.asarray(rows, np.int64)
+        out = np.full(len(rows), -1, np.int64)
+        ok = np.flatnonzero((rows >= 0) & (rows < len(self.table)))
+        ok = ok[self._on_track[rows[ok]]]
+        r = rows[ok]
+        track = self.plan.track_of_line[self.table.line[r]]
+        want = (track << np.int64(self.bits)) | (np.asarray(self.table.start_ns[r], np.int64)
+                                                 - self.origin_ns)
+        pos = np.searchsorted(self.key, want, side="left")
+        n = len(self.key)
+        while len(ok):
+            pos = np.minimum(pos, n - 1)
+            found = self.ev_row[pos] == r
+            out[ok[found]] = pos[found]
+            more = ~found & (self.key[pos] == want) & (pos + 1 < n)
+            ok, r, want, pos = ok[more], r[more], want[more], pos[more] + 1
+        return out
+
+    def check_event(self, event_id: int) -> int:
+        """``event_id`` if it names an event on a track; EventNotFoundError otherwise."""
+        if self._positions(np.array([event_id], np.int64))[0] < 0:
+            raise EventNotFoundError(f"No event {event_id} on this host's timeline.")
+        return event_id
+
+    def where(self, rows: I64) -> tuple[I64, I64, I64]:
+        """(track, row, start relative to the origin) of table rows on the timeline."""
+        pos = self._positions(rows)
+        return self._track_of(pos), self.depth[pos].astype(np.int64), self._start(pos)
+
+    def _overlapping(self, tracks: I64, t0: int, t1: int) -> I64:
+        """Positions of the events of ``tracks`` overlapping ``[t0, t1)``, by track: those
+        running at ``t0``, then those starting inside."""
+        if t0 >= t1 or not len(tracks):
+            return np.zeros(0, np.int64)
+        shift = np.int64(self.bits)
+        a = np.searchsorted(self.key, (tracks << shift) | t0, side="left")
+        b = np.searchsorted(self.key, (tracks << shift) | t1, side="left")
+        parts = [np.zeros(0, np.int64)]
+        for i, t in enumerate(tracks.tolist()):
+            parts.append(self._running(t, int(a[i]), t0))
+            parts.append(np.arange(int(a[i]), int(b[i]), dtype=np.int64))
+        return np.concatenate(parts)
+
+    def _event_tracks(self, tracks: list[int] | None) -> I64:
+        ids = np.flatnonzero(np.diff(self.offsets) > 0).astype(np.int64)
+        if tracks is not None:
+            ids = ids[np.isin(ids, np.asarray(tracks, np.int64))]
+        return ids
+
+    # -- the window query ------------------------------------------------------------------
+
+    def query(self, start_ns: int, end_ns: int, width: int,
+              tracks: list[int] | None = None) -> dict[str, Any]:
+        """The full index's window query (``TraceIndex.query``), answered from the table: per
+        track, the events overlapping the window (running at its start, then starting in it)
+        counted per (row, pixel column) in one pass, the few at least a pixel wide listed."""
+        bnd = window_bounds(start_ns, end_ns, width)
+        span, w = end_ns - start_ns, width
+        t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
+        ids = self._event_tracks(tracks)
+        if t0 >= t1:
+            ids = ids[:0]
+        shift = np.int64(self.bits)
+        a = np.searchsorted(self.key, (ids << shift) | t0, side="left")
+        b = np.searchsorted(self.key, (ids << shift) | t1, side="left")
+        inner = np.clip(bnd[1:-1], t0, t1)
+        columns = np.arange(w, dtype=np.int64)
+        durations = self.table.duration_ns
+        wide_parts: list[tuple[I64, ...]] = []
+        agg_parts: list[tuple[I64, ...]] = []
+        for i, t in enumerate(ids.tolist()):
+            ai, bi = int(a[i]), int(b[i])
+            before = self._running(t, ai, t0)
+            if not len(before) and bi <= ai:
+                continue
+            # Positions, rows, pixel columns and durations of the track's events in view:
+            # those running at t0 (column 0), then the run of those starting inside.
+            edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
+            col = np.concatenate([np.zeros(len(before), np.int64), np.repeat(
+                columns, np.diff(np.r_[0, edges, bi - ai]))])
+            pos = np.concatenate([before, np.arange(ai, bi, dtype=np.int64)])
+            rows = self.ev_row[pos]
+            dur = np.asarray(durations[rows], np.int64)
+            cell = self.depth[pos].astype(np.int64)
+            cell *= w
+            cell += col
+            del col
+            wide = np.flatnonzero(dur * w >= span)
+            if len(wide):
+                wpos = pos[wide]
+                wdepth, wstart = self.depth[wpos].astype(np.int64), self._start(wpos)
+                order = np.lexsort((wstart, wdepth))
+                wide_parts.append((np.full(len(wide), t, np.int64), wdepth[order],
+                                   wstart[order], dur[wide][order], rows[wide][order]))
+            del pos, rows
+            cells, count, covered = _cells(cell, dur, wide, self.tracks[t].rows * w)
+            if len(cells):
+                agg_parts.append((np.full(len(cells), t, np.int64), cells // w, cells % w,
+                                  count, covered))
+        track, depth, start, dur_w, wrows = (np.concatenate([p[k] for p in wide_parts])
+                                             if wide_parts else np.zeros(0, np.int64)
+                                             for k in range(5))
+        names = self.table.name[wrows]
+        out_names = {int(c): self.table.names[c] for c in np.unique(names).tolist()}
+        result: dict[str, Any] = {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w,
+            "events": {"track": track.tolist(), "row": depth.tolist(),
+                       "start": start.tolist(), "dur": dur_w.tolist(),
+                       "name": names.tolist(), "id": wrows.tolist()},
+            "aggregates": _blocks(agg_parts, bnd),
+            "names": out_names,
+            "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+        }
+        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        self.answered.set()
+        return result
+
+    def _running(self, t: int, ai: int, t0: int) -> I64:
+        """Positions of track ``t``'s events that start before position ``ai`` (the first
+        starting at or after ``t0``) and are still running at ``t0``: in the blocks before
+        ``ai`` whose latest end is after ``t0`` (as many blocks as rows, at most)."""
+        lo = int(self.offsets[t])
+        if ai <= lo:
+            return np.zeros(0, np.int64)
+        k0, k1 = lo // BLOCK, (ai - 1) // BLOCK + 1
+        hot = np.flatnonzero(self.block_end[k0:k1] > t0) + k0
+        pos = _ranges(np.maximum(hot * BLOCK, lo), np.minimum(hot * BLOCK + BLOCK, ai))
+        return np.asarray(pos[self._end(pos) > t0], np.int64)
+
+    # -- a selection, a search -------------------------------------------------------------
+
+    def selection(self, start_ns: int, end_ns: int, tracks: list[int]) -> dict[str, Any]:
+        """Events of ``tracks`` overlapping ``[start_ns, end_ns)``, summed by name."""
+        if end_ns <= start_ns:
+            raise TraceQueryError("The selection's end must be after its start.")
+        t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
+        pos = self._overlapping(self._event_tracks(tracks), t0, t1)
+        rows = self.ev_row[pos]
+        names = self.table.name[rows]
+        dur = self.table.duration_ns[rows]
+        count = np.bincount(names, minlength=len(self.table.names))
+        total = np.bincount(names, weights=dur, minlength=len(self.table.names))
+        codes = np.flatnonzero(count)
+        codes = codes[np.argsort(-total[codes], kind="stable")]
+        return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
+                "rows": [{"name": self.table.names[c], "count": int(count[c]),
+                          "total_ns": int(total[c]),
+                          "average_ns": float(total[c] / count[c])}
+                         for c in codes.tolist()]}
+
+    def search(self, text: str) -> dict[str, Any]:
+        """Events whose name holds ``text`` (any case), in time order."""
+        if not text or len(text) > 200:
+            raise TraceQueryError("Search for 1 to 200 characters.")
+        if self._lower_names is None:
+            self._lower_names = [n.lower() for n in self.table.names]
+        needle = text.lower()
+        codes = np.array([i for i, n in enumerate(self._lower_names) if needle in n],
+                         np.int64)
+        if not len(codes):
+            return {"query": text, "total": 0, "matches": []}
+        hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
+        starts = self._start(hit)
+        track, depth = self._track_of(hit), self.depth[hit].astype(np.int64)
+        order = np.lexsort((depth, track, starts))[:MAX_MATCHES]
+        pos = hit[order]
+        rows = self.ev_row[pos]
+        return {"query": text, "total": int(len(hit)), "matches": {
+            "id": rows.tolist(), "track": track[order].tolist(),
+            "row": depth[order].tolist(), "start": starts[order].tolist(),
+            "dur": self.table.duration_ns[rows].tolist()}}
+
+
+def _cells(cell: I64, dur: I64, wide: I64, space: int) -> tuple[I64, I64, I64]:
+    """The (row, column) cells holding narrow events of one track (``cell``: row × width +
+    column per event; ``wide``: which events are drawn, not counted), ascending, with their
+    counts and durations summed."""
+    if space <= max(4 * len(cell), 1 << 22):
+        # Few possible cells: every event counted in place, the wide ones then taken off.
+        count = np.bincount(cell, minlength=space)
+        covered = np.bincount(cell, weights=dur, minlength=space)
+        if len(wide):
+            np.subtract.at(count, cell[wide], 1)
+            np.subtract.at(covered, cell[wide], dur[wide].astype(np.float64))
+        cells = np.flatnonzero(count)
+        return cells, count[cells], covered[cells].astype(np.int64)
+    narrow = np.ones(len(cell), bool)
+    narrow[wide] = False
+    cells, inverse = np.unique(cell[narrow], return_inverse=True)
+    return (cells, np.bincount(inverse, minlength=len(cells)),
+            np.bincount(inverse, weights=dur[narrow], minlength=len(cells)).astype(np.int64))
+
+
+def _blocks(parts: list[tuple[I64, ...]], bnd: I64) -> dict[str, list[int]]:
+    """Adjacent cells of one row merged into blocks (``parts``: per track, its cells as
+    (track, row, column, count, covered), by row and column)."""
+    if not parts:
+        return {"track": [], "row": [], "start": [], "end": [], "count": [], "covered": []}
+    track, row, col, count, covered = (np.concatenate([p[k] for p in parts]) for k in range(5))
+    run = np.flatnonzero(np.r_[True, (track[1:] != track[:-1]) | (row[1:] != row[:-1])
+                               | (col[1:] != col[:-1] + 1)])
+    last = np.r_[run[1:], len(col)] - 1
+    return {"track": track[run].tolist(), "row": row[run].tolist(),
+            "start": bnd[col[run]].tolist(), "end": bnd[col[last] + 1].tolist(),
+            "count": np.add.reduceat(count, run).tolist(),
+            "covered": np.add.reduceat(covered, run).tolist()}

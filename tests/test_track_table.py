@@ -1,0 +1,195 @@
+"""The per-track table answers the trace viewer as the full index does (same events, rows,
+blocks, counters, flows, searches, selections, event details) on real profiles and on
+overlapping events; its compiled row layout equals the Python twin's; hostile windows, empty
+tracks and a damaged index cache are answered, never a traceback."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.trace import trace_index as ti
+from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceQueryError, build, plan_tracks
+from stepscope.analysis.trace.track_table import TrackTable
+from stepscope.model.events import EventTable
+from test_trace_index import _profiles, synthetic_table
+from waiting import final_api, until
+
+from twins import TWINS, built, compiled_only
+from workloads import make_stepscope_run
+
+
+@pytest.fixture(scope="module")
+def stepscope_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_stepscope_run(tmp_path_factory.mktemp("track_table"))
+
+
+@pytest.fixture(params=TWINS)
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both twins of the row layout (the compiled one where built)."""
+    if not request.param:
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    elif not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    return bool(request.param)
+
+
+def _windows(span: int, seed: int) -> list[tuple[int, int, int]]:
+    rng = np.random.default_rng(seed)
+    out = [(0, span, 2000), (-span // 2, span * 3 // 2, 1400), (span // 3, span // 3 + 1, 5),
+           (-(1 << 62), 1 << 62, MAX_WIDTH), (span + 10, span + 1000, 50), (-1000, -1, 10),
+           (0, span, 1)]
+    for _ in range(40):
+        length = max(int(span * 10 ** rng.uniform(-6, 0)), 1)
+        a = int(rng.integers(-length, max(span, 1)))
+        out.append((a, a + length, int(rng.integers(1, 3000))))
+    return out
+
+
+def _same_answers(table: EventTable) -> None:
+    index = build(table)
+    events = TrackTable(table, plan_tracks(table))
+    assert events.meta() == index.meta()
+    all_tracks = [t.id for t in index.tracks]
+    for a, b, w in _windows(max(index.span_ns, 1), len(table)):
+        assert events.query(a, b, w) == index.query(a, b, w), (a, b, w)
+        assert events.query(a, b, w, all_tracks[::2]) == index.query(a, b, w, all_tracks[::2])
+        assert events.selection(a, b, all_tracks) == index.selection(a, b, all_tracks)
+    for text in ("a", "op", "E", "no such name at all"):
+        assert events.search(text) == index.search(text)
+    for row in index.ev_row[:: max(len(index) // 40, 1)].tolist():
+        assert events.event(row) == index.event(row)
+    # Every event found where the index has it (events starting together included); the
+    # table's other rows (counter samples, flow markers) and rows out of range on no track.
+    on = np.flatnonzero(index.pos_of_row >= 0)
+    for mine, theirs in zip(events.where(on), index.where(on), strict=True):
+        assert np.array_equal(mine, theirs)
+    off = np.r_[np.flatnonzero(index.pos_of_row < 0), -1, len(table), 1 << 40]
+    for row in off.tolist()[:50]:
+        with pytest.raises(ti.EventNotFoundError):
+            events.event(row)
+
+
+def test_windows_equal_the_full_index(stepscope_profile: Path, twin: bool) -> None:
+    for table in _profiles(stepscope_profile):
+        _same_answers(table)
+
+
+@compiled_only("_trace_layout")
+def test_overlapping_events_laid_out_by_both_twins_alike(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    rng = np.random.default_rng(11)
+    n = 20_000
+    # Nested, overlapping, equal starts, zero lengths, tracks with no events between others.
+    start = rng.integers(0, 2_000_000, n)
+    start[:-1:7] = start[1::7]
+    dur = (10 ** rng.uniform(0, 5.5, n)).astype(np.int64)
+    dur[::13] = 0
+    line = rng.choice([0, 2, 3, 7], n)
+    table = synthetic_table(start, dur, line)
+    plan = plan_tracks(table)
+    _, track, rel, _, lay_end = ti.event_columns(table, plan)
+    by_start = ti.by_track_and_start(track, rel, lay_end, plan.bits)
+    compiled_rows, _ = ti.layout_depth(track, rel, lay_end, by_start)
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    python_rows, _ = ti.layout_depth(track, rel, lay_end, by_start)
+    assert np.array_equal(compiled_rows, python_rows)
+    assert int(compiled_rows.max()) > 3  # they do overlap
+    monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+    _same_answers(table)
+
+
+def test_empty_tracks_and_tables() -> None:
+    one = synthetic_table(np.array([5]), np.array([10]), np.array([0]))
+    # A line with no events on it: no tracks at all.
+    empty = dataclasses.replace(one, line=one.line[:0], name=one.name[:0],
+                                start_ns=one.start_ns[:0], duration_ns=one.duration_ns[:0],
+                                typed={k: v[:0] for k, v in one.typed.items()})
+    events = TrackTable(empty, plan_tracks(empty))
+    assert events.meta() == build(empty).meta()
+    answer = events.query(0, 100, 10)
+    assert answer["events"]["id"] == [] and answer["aggregates"]["count"] == []
+    assert events.search("a")["total"] == 0
+    # One event only: a track of one row.
+    assert TrackTable(one, plan_tracks(one)).query(0, 20, 4) == build(one).query(0, 20, 4)
+
+
+def test_hostile_windows_are_one_clear_error() -> None:
+    table = synthetic_table(np.arange(100) * 10, np.full(100, 5), np.zeros(100, np.int64))
+    events = TrackTable(table, plan_tracks(table))
+    for a, b, w in ((10, 10, 5), (10, 5, 5), (0, 10, 0), (0, 10, MAX_WIDTH + 1)):
+        with pytest.raises(TraceQueryError):
+            events.query(a, b, w)
+    with pytest.raises(TraceQueryError):
+        events.selection(5, 5, [0])
+    with pytest.raises(TraceQueryError):
+        events.search("")
+    with pytest.raises(ti.EventNotFoundError):
+        events.event(10**9)
+
+
+def test_a_truncated_index_cache_is_built_again(stepscope_profile: Path,
+                                                cache_home: Path) -> None:
+    from stepscope.formats.run_reader import load
+    from stepscope.run.storage import index_for
+
+    profile = load(stepscope_profile, use_cache=False)
+    name = next(iter(profile.hosts))
+    table, source = profile.hosts[name], profile.sources[name]
+    first = index_for(table, source)
+    entries = list(cache_home.rglob("*trace_index*"))
+    assert entries
+    for entry in entries:
+        data = entry.read_bytes()
+        entry.write_bytes(data[: len(data) // 2])
+    again = index_for(table, source)
+    span = first.span_ns
+    assert again.query(0, span, 800) == first.query(0, span, 800) == \
+        TrackTable(table, plan_tracks(table)).query(0, span, 800)
+
+
+def test_the_server_answers_exactly_before_the_index_is_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the full index held back, the tool data, windows and event details come from the
+    per-track table, exact (not coarse), and equal the index's once it is built."""
+    import threading
+
+    from stepscope.model.logdir import list_runs
+    from stepscope.run import storage
+    from stepscope.web import trace
+    from stepscope.web.api import Api
+
+    gate, built = threading.Event(), threading.Event()
+
+    def slow_index(table: Any, source: Any, **kwargs: Any) -> ti.TraceIndex:
+        assert gate.wait(60)
+        index = storage.index_for(table, source, **kwargs)
+        built.set()
+        return index
+
+    monkeypatch.setattr(trace, "index_for", slow_index)
+    make_stepscope_run(tmp_path)
+    api = Api(tmp_path, use_cache=False)
+    run = next(iter(list_runs(tmp_path)))
+    try:
+        code, meta = until(lambda: (lambda a: a if a[0] == 200 and "coarse" not in a[1]
+                                    else None)(api.data(run, None, "trace_viewer", {})),
+                           "the per-track table")
+        query = {"run": run, "start_ns": "-100", "end_ns": str(meta["span_ns"] + 100),
+                 "width": "900"}
+        code, early = api.trace("window", query)
+        assert code == 200 and "coarse" not in early and early["events"]["id"]
+        assert not built.is_set()
+        first = early["events"]["id"][0]
+        code, detail = api.trace("event", {"run": run, "id": str(first)})
+        assert code == 200 and detail["id"] == first
+    finally:
+        gate.set()
+    until(lambda: built.is_set() or None, "the full index")
+    code, late = final_api(lambda: api.trace("window", query), "the indexed window")
+    assert late == early
+    assert api.data(run, None, "trace_viewer", {})[1] == meta
