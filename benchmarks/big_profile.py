@@ -1,13 +1,18 @@
 """The benchmarks' profiles by size, each made once by script and kept on disk:
 
+- ``"tiny"``: stepscope's capture of one empty step (what any process pays whatever the
+  profile: memory figures are given beyond it);
 - ``"10mb"``: the 10 MB profile of ``load_and_overview.py`` (stepscope's own capture of a
   Python-heavy loop with the Python tracer on);
-- ``"200mb"``: one remote capture of the TensorFlow trainer of ``tf_profile.py`` (a small CNN
-  fed by tf.data, host tracer level 3 and the Python tracer), the first part of ...
+- ``"200mb"``: one remote capture (the one nearest 200 MB) of the TensorFlow trainer of
+  ``tf_profile.py`` (a small CNN fed by tf.data, host tracer level 3, the Python tracer asked
+  for), one of the parts of ...
 - ``"1gb"``: several consecutive captures of that one trainer (at least 1.1 GB in all), merged
-  into one XSpace: planes joined by name, lines by id (events re-based on the line's earliest
-  timestamp, so every time stays absolute), event and stat metadata remapped to one id per
-  distinct entry. Real captures, not synthesised.
+  into one XSpace: planes joined by name, lines by id (each capture moved by its start's
+  distance from the first capture's start, TensorFlow writing times relative to the capture,
+  and events re-based on their merged line's timestamp: the real gaps between captures are
+  kept), event and stat metadata remapped to one id per distinct entry. Real captures, not
+  synthesised.
 
 Profiles live under ``$STEPSCOPE_BENCH_DIR`` (default ``<repo>/.bench-profiles``, git-ignored),
 each big one as a logdir (``<dir>/plugins/profile/<run>/<host>.xplane.pb``). Files are written
@@ -42,7 +47,7 @@ from typing import Any, BinaryIO
 
 from tf_profile import BENCH_DIR, ROOT, capture, trainer
 
-SIZES = ("10mb", "200mb", "1gb")
+SIZES = ("tiny", "10mb", "200mb", "1gb")
 BIG_BYTES = 1_100_000_000  # the merged profile holds at least this many bytes
 PART_BYTES = 200_000_000  # each capture aims at this size
 FIRST_CAPTURE_MS = 3000  # the first capture's length; later ones are sized from its rate
@@ -52,6 +57,8 @@ BIG_VERSION = 1  # bump when the recipe changes, so the cached profile is made a
 def profile(size: str) -> Path:
     """The ``.xplane.pb`` file of the benchmark profile ``size`` (one of ``SIZES``), made now
     if it is not on disk yet."""
+    if size == "tiny":
+        return tiny_profile()
     if size == "10mb":
         return small_profile()
     if size == "200mb":
@@ -59,6 +66,35 @@ def profile(size: str) -> Path:
     if size == "1gb":
         return big_profile()
     raise ValueError(f"unknown profile size {size!r}; one of {', '.join(SIZES)}")
+
+
+TINY = r"""
+import sys, stepscope
+stepscope.start(sys.argv[1])
+with stepscope.Trace("train", step_num=0, _r=1):
+    pass
+stepscope.stop()
+"""
+
+
+def tiny_profile() -> Path:
+    """A profile of one empty step, recorded by stepscope (made once, kept)."""
+    where = BENCH_DIR / "tiny"
+    with _locked(BENCH_DIR / ".tiny.lock"):
+        files = sorted(where.glob("plugins/profile/*/*.xplane.pb"))
+        if files:
+            return files[-1]
+        tmp = BENCH_DIR / f".tiny.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run([sys.executable, "-c", TINY, str(tmp)], check=True,
+                       env={**os.environ, "PYTHONPATH": _pythonpath()})
+        os.replace(tmp, where)
+        return sorted(where.glob("plugins/profile/*/*.xplane.pb"))[-1]
+
+
+def _pythonpath() -> str:
+    """This checkout's sources first, for the children that import stepscope."""
+    return os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def small_profile() -> Path:
@@ -413,10 +449,8 @@ def big_profile(part_only: bool = False) -> Path:
     """The >= 1.1 GB merged TensorFlow profile (``part_only``: its first capture alone)."""
     with _locked(BENCH_DIR / ".big_profile.lock"):
         if part_only:
-            capture_parts()
-            meta = _cached(PARTS_DIR / "meta.json")
-            assert meta is not None
-            return PARTS_DIR / meta["path"]
+            parts = capture_parts()  # the one nearest PART_BYTES (the first is shorter)
+            return min(parts, key=lambda p: abs(p.stat().st_size - PART_BYTES))
         meta = _cached(META)
         if meta is not None:
             return BIG_DIR / meta["path"]
