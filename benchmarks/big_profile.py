@@ -149,30 +149,53 @@ def _cached(meta_path: Path) -> dict[str, Any] | None:
 
 def capture_parts() -> list[Path]:
     """Consecutive captures of one trainer, each its own logdir under ``PARTS_DIR``, until
-    they hold ``BIG_BYTES`` in all (kept: made once)."""
+    they hold ``BIG_BYTES`` in all (kept: made once). Each finished capture is recorded at
+    once, so an interrupted run goes on where it stopped; a trainer that stops answering is
+    replaced by a fresh one (its captures come later still: times stay in order)."""
     meta_path = PARTS_DIR / "meta.json"
     meta = _cached(meta_path)
     if meta is not None:
         return [PARTS_DIR / p for p in meta["parts"]]
-    shutil.rmtree(PARTS_DIR, ignore_errors=True)
-    PARTS_DIR.mkdir(parents=True)
-    parts: list[Path] = []
-    total = 0
-    duration = FIRST_CAPTURE_MS
-    with trainer() as port:
-        while total < BIG_BYTES:
-            logdir = PARTS_DIR / f"capture-{len(parts)}"
-            started = time.perf_counter()
-            path = capture(port, logdir, duration)
-            if path is None:
-                raise RuntimeError(f"the capture into {logdir} wrote no profile")
-            size = path.stat().st_size
-            _say(f"  capture {len(parts)}: {duration} ms -> {size / 1e6:.0f} MB "
-                 f"({time.perf_counter() - started:.0f} s)")
-            parts.append(path)
-            total += size
-            # the next capture sized from this one's bytes per millisecond
-            duration = max(1000, int(duration * PART_BYTES / max(size, 1)))
+    progress_path = PARTS_DIR / "progress.json"
+    try:
+        progress = json.loads(progress_path.read_text())
+        parts = [PARTS_DIR / p for p in progress["parts"]]
+        if progress["version"] != BIG_VERSION or not all(p.is_file() for p in parts):
+            raise ValueError("stale")
+        duration = int(progress["next_ms"])
+    except (OSError, ValueError, KeyError, TypeError):
+        shutil.rmtree(PARTS_DIR, ignore_errors=True)
+        PARTS_DIR.mkdir(parents=True)
+        parts, duration = [], FIRST_CAPTURE_MS
+    total = sum(p.stat().st_size for p in parts)
+    for _ in range(4):  # a trainer, and up to three fresh ones if one stops answering
+        if total >= BIG_BYTES:
+            break
+        with trainer() as port:
+            while total < BIG_BYTES:
+                logdir = PARTS_DIR / f"capture-{len(parts)}"
+                shutil.rmtree(logdir, ignore_errors=True)  # an interrupted capture's
+                started = time.perf_counter()
+                try:
+                    path = capture(port, logdir, duration)
+                except RuntimeError as err:  # the trainer collected nothing: a fresh one
+                    _say(f"  capture {len(parts)} failed ({err}); starting a fresh trainer")
+                    break
+                if path is None:
+                    break
+                size = path.stat().st_size
+                _say(f"  capture {len(parts)}: {duration} ms -> {size / 1e6:.0f} MB "
+                     f"({time.perf_counter() - started:.0f} s)")
+                parts.append(path)
+                total += size
+                # the next capture sized from this one's bytes per millisecond
+                duration = max(1000, int(duration * PART_BYTES / max(size, 1)))
+                _write_json(progress_path, {"version": BIG_VERSION, "next_ms": duration,
+                                            "parts": [str(p.relative_to(PARTS_DIR))
+                                                      for p in parts]})
+    if total < BIG_BYTES:
+        raise RuntimeError(f"the captures under {PARTS_DIR} hold {total / 1e6:.0f} MB, short "
+                           f"of {BIG_BYTES / 1e6:.0f} MB: run again to go on")
     rel = [str(p.relative_to(PARTS_DIR)) for p in parts]
     _write_json(meta_path, {"version": BIG_VERSION, "parts": rel, "path": rel[0],
                             "bytes": parts[0].stat().st_size,
