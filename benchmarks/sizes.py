@@ -52,8 +52,9 @@ from harness import Bench  # noqa: E402
 
 BIG_REPEATS_ABOVE = 500_000_000  # at this size and above, one run of each heavy measure
 GOAL_TOOL_MS = 100.0
-_OOM_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory",
-              "RESOURCE_EXHAUSTED", "Resource exhausted")
+# What a process that hit its address-space cap says before it dies (compared lower-case)
+_OOM_SIGNS = ("memoryerror", "bad_alloc", "cannot allocate memory", "out of memory",
+              "resource_exhausted", "resource exhausted")
 
 
 def _env() -> dict[str, str]:
@@ -80,7 +81,7 @@ def child(command: list[str], env: dict[str, str] | None = None,
         err.seek(0)
         stdout, stderr = out.read(), err.read()
     if code != 0:
-        if cap_gb is not None and (code < 0 or any(s in stderr for s in _OOM_SIGNS)):
+        if cap_gb is not None and (code < 0 or any(s in stderr.lower() for s in _OOM_SIGNS)):
             return {"ran_out": f"ran out of {cap_gb:g} GB", "seconds": seconds}
         last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {code}"
         raise RuntimeError(f"{' '.join(command[:6])}: {last}")
@@ -336,6 +337,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3,
                         help="interleaved runs below 500 MB, the median kept (default 3; one "
                         "at 500 MB and above)")
+    parser.add_argument("--slope-sizes", default="10mb,200mb,1gb",
+                        help="profiles the slope of cold load + overview time against size is "
+                        "fitted over (default 10mb,200mb,1gb); those not in --sizes are timed "
+                        "for it alone")
     parser.add_argument("--skip-xprof", action="store_true", help="measure stepscope only")
     parser.add_argument("--xprof-cap-gb", type=float, default=12.0,
                         help="XProf's address-space cap, GB (default 12)")
@@ -348,7 +353,8 @@ def main() -> None:
         print(MARK + json.dumps(result), flush=True)
         return
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    unknown = [s for s in sizes if s not in big_profile.SIZES]
+    slope_sizes = [s.strip() for s in args.slope_sizes.split(",") if s.strip()]
+    unknown = [s for s in sizes + slope_sizes if s not in big_profile.SIZES]
     if unknown:
         parser.error(f"unknown size {unknown[0]!r}; one of {', '.join(big_profile.SIZES)}")
     with_xprof = not args.skip_xprof and _xprof_available()
@@ -370,14 +376,32 @@ def main() -> None:
         for r in rows(label, size, m, tiny, tools):
             bench.row(**r)
         overview = m.median("overview_s")
-        if overview:
+        if overview and label in slope_sizes:
             points.append((size, overview))
         if size >= BIG_REPEATS_ABOVE or len(sizes) == 1:
             per_tool[label] = tools
-    fit = slope(points)
-    bench.row(size=",".join(sizes), measure="slope of cold load + overview time against "
-              "size (log-log)", unit="", ours=fit if fit is not None else "-", xprof="-",
-              ratio="-", note="1.0: linear")
+    for label in slope_sizes:
+        if label in sizes:
+            continue
+        path = big_profile.profile(label)
+        size = path.stat().st_size
+        _say(f"{label}: {path} ({size / 1e6:.0f} MB): cold load + overview, for the slope")
+        m = Measures(path, args.xprof_cap_gb, False)
+        try:
+            for _ in range(1 if size >= BIG_REPEATS_ABOVE else max(1, args.repeats)):
+                m.report()
+        finally:
+            m.close()
+        bench.row(size=label, file_mb=round(size / 1e6), measure="cold load + overview "
+                  "(in process)", unit="s", ours=m.median("overview_s"), xprof="-", ratio="-",
+                  note="for the slope")
+        points.append((size, m.median("overview_s") or 0.0))
+    fit = slope([(size, s) for size, s in points if s > 0])
+    bench.row(size=",".join(label for label in slope_sizes), measure="slope of cold load + "
+              "overview time against size (log-log)", unit="",
+              ours=fit if fit is not None else "-", xprof="-", ratio="-",
+              note="1.0: linear; " + ", ".join(f"{size / 1e6:.0f} MB: {s:.2f} s"
+                                               for size, s in sorted(points)))
     for label, tools in per_tool.items():
         for tool, ms in sorted(tools.items(), key=lambda kv: -kv[1]):
             bench.row(size=label, measure=f"tool {tool} (cached)", unit="ms", ours=ms,
