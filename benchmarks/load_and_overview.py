@@ -27,8 +27,9 @@ warm <= 100 ms.
 Profiles are made with stepscope's own capture: a Python-heavy loop of "train" steps, each
 ``Trace("train", step_num=i, _r=1)`` around nested annotations and thousands of Python calls,
 recorded with the Python tracer on (``python_tracer_level=1``). They are kept under
-``--workdir`` (default ``.bench-profiles/``) and reused by later runs. ``--profile FILE``
-(repeatable) benchmarks given ``.xplane.pb`` files instead (or as well, with ``--sizes``).
+``--workdir`` (default ``$STEPSCOPE_BENCH_DIR``, else ``.bench-profiles/``) and reused by
+later runs. ``--profile FILE`` (repeatable) benchmarks given ``.xplane.pb`` files instead (or
+as well, with ``--sizes``).
 
 Two start-up figures (``--startup``, also in a full run):
 
@@ -77,7 +78,7 @@ from typing import Any
 # Profile sizes (MB) made by default, and by --quick.
 DEFAULT_SIZES_MB = (1.0, 10.0, 100.0)
 QUICK_SIZES_MB = (1.0, 10.0)
-DEFAULT_WORKDIR = ".bench-profiles"
+DEFAULT_WORKDIR = os.environ.get("STEPSCOPE_BENCH_DIR") or ".bench-profiles"
 REPEATS = 3
 # Past this many seconds for its first run, XProf is not run again on that profile.
 XPROF_SLOW_S = 60.0

@@ -29,12 +29,29 @@ GOAL_MS = 100.0
 PARAMS = {"trace_search": {"q": "a"}}
 
 
+def tool_times(run_dir: Path, base: Path, repeats: int) -> tuple[float, dict[str, float]]:
+    """The run's cold open + overview (ms), then each tool's time (ms, median of ``repeats``)
+    on the cached run: a fresh ``stepscope.open`` and the tool's answer, after one first
+    answer of every tool filled the cache. ``base``: the diff tool's baseline run."""
+    import stepscope
+
+    params = {**PARAMS, "diff": {"base": str(base)}}
+    first = stepscope.open(run_dir)
+    cold = Bench.time(lambda: first.overview(), 1)
+    for name in first.available_tools():  # answered once: kept in the cache
+        first.tool(name, **params.get(name, {}))
+    times = {}
+    for name in first.available_tools():
+        times[name] = Bench.time(lambda n=name: stepscope.open(run_dir).tool(
+            n, **params.get(n, {})), repeats)
+    return cold, times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     os.environ["STEPSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="stepscope-bench-cache-")
-    import stepscope
 
     bench = Bench("run_tools", f"Every tool on a cached run: open + answer, median of "
                   f"{args.repeats} (ms; goal <= {GOAL_MS:.0f})")
@@ -45,15 +62,9 @@ def main() -> None:
             shutil.copytree(source, dirs[label])
         for label, run_dir in dirs.items():
             # diff needs a baseline: another of the runs
-            base = next(str(d) for other, d in dirs.items() if other != label)
-            params = {**PARAMS, "diff": {"base": base}}
-            first = stepscope.open(run_dir)
-            cold = Bench.time(lambda r=first: r.overview(), 1)
-            for name in first.available_tools():  # answered once: kept in the cache
-                first.tool(name, **params.get(name, {}))
-            for name in first.available_tools():
-                ms = Bench.time(lambda n=name, d=run_dir, p=params: stepscope.open(d).tool(
-                    n, **p.get(n, {})), args.repeats)
+            base = next(d for other, d in dirs.items() if other != label)
+            cold, times = tool_times(run_dir, base, args.repeats)
+            for name, ms in times.items():
                 bench.row(run=label, tool=name, ms=ms, within_goal=ms <= GOAL_MS,
                           cold_open_and_overview_ms=round(cold))
     finally:

@@ -1,4 +1,5 @@
-"""A >= 100 MB real TensorFlow profile, made once and kept under ``.bench-profiles/``.
+"""A >= 100 MB real TensorFlow profile, made once and kept under ``$STEPSCOPE_BENCH_DIR``
+(default ``.bench-profiles/``).
 
 A child process trains a small CNN (Keras, fed by ``tf.data``) on the CPU under
 ``tf.profiler.experimental.server.start(port)``; this process captures a few seconds of it
@@ -11,6 +12,7 @@ them). The capture is made longer until the file holds at least 100 MB.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,11 +20,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TF_DIR = ROOT / ".bench-profiles" / "trace_viewer_tf"
-SMALL_DIR = ROOT / ".bench-profiles" / "trace_viewer_tf_10mb"  # the 10 MB one
+# Where benchmark profiles are kept (made once, reused): $STEPSCOPE_BENCH_DIR, else
+# <repo>/.bench-profiles (git-ignored).
+BENCH_DIR = Path(os.environ.get("STEPSCOPE_BENCH_DIR") or ROOT / ".bench-profiles")
+TF_DIR = BENCH_DIR / "trace_viewer_tf"
+SMALL_DIR = BENCH_DIR / "trace_viewer_tf_10mb"  # the 10 MB one
 MIN_BYTES = 100 * 1024 * 1024
 
 TRAIN = r"""
@@ -56,10 +62,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _capture(duration_ms: int, directory: Path = TF_DIR) -> Path | None:
-    """One remote capture of the training child; the file it wrote."""
-    import tensorflow as tf
-
+@contextlib.contextmanager
+def trainer() -> Iterator[int]:
+    """A training child under TensorFlow's profiler server, past its first steps (tracing and
+    compilation); yields the server's port, kills the child after."""
     port = _free_port()
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     child = subprocess.Popen([sys.executable, "-c", TRAIN, str(port)], env=env,
@@ -68,18 +74,30 @@ def _capture(duration_ms: int, directory: Path = TF_DIR) -> Path | None:
         assert child.stdout is not None
         child.stdout.readline()  # "ready": the model is built, training starts
         time.sleep(5)  # past the first steps' tracing and compilation
-        options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3,
-                                                           python_tracer_level=1,
-                                                           device_tracer_level=0)
-        tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{port}", str(directory),
-                                              duration_ms, num_tracing_attempts=3,
-                                              options=options)
+        yield port
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"),
-                   key=lambda p: p.stat().st_mtime)
+
+
+def capture(port: int, logdir: Path, duration_ms: int) -> Path | None:
+    """One remote capture of the trainer on ``port`` into ``logdir``; the file it wrote."""
+    import tensorflow as tf
+
+    options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=3,
+                                                       python_tracer_level=1,
+                                                       device_tracer_level=0)
+    tf.profiler.experimental.client.trace(f"grpc://127.0.0.1:{port}", str(logdir),
+                                          duration_ms, num_tracing_attempts=3,
+                                          options=options)
+    files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
     return files[-1] if files else None
+
+
+def _capture(duration_ms: int, directory: Path = TF_DIR) -> Path | None:
+    """One remote capture of a fresh training child; the file it wrote."""
+    with trainer() as port:
+        return capture(port, directory, duration_ms)
 
 
 def tf_profile(min_bytes: int = MIN_BYTES, directory: Path = TF_DIR) -> Path:

@@ -632,3 +632,25 @@ def test_the_xla_byte_probe_is_kept_in_the_cache(tmp_path: Path) -> None:
     with_xla.write_bytes(b"\x02" * stat.st_size)
     os.utime(with_xla, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert has_xla_data([with_xla])
+
+
+def test_an_entry_is_read_in_full_across_short_reads() -> None:
+    """One read returns at most about 2 GiB on Linux, and less from a pipe: the reader goes on
+    until the buffer is full (an entry of a 1 GB profile's table was a miss every time)."""
+    import threading
+
+    payload = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb", buffering=0) as w:
+            for i in range(0, len(payload), 40_000):  # in pieces: short reads on the other end
+                w.write(payload[i:i + 40_000])
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    buffer = np.empty(len(payload) + 10, dtype=np.uint8)
+    with os.fdopen(read_end, "rb", buffering=0) as r:
+        assert cache.read_fully(r, buffer.data) == len(payload)  # to the end, not beyond
+    writer.join()
+    assert buffer[:len(payload)].tobytes() == payload

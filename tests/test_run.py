@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 import stepscope
 from stepscope.cli import main
 from stepscope.errors import InvalidParameterError, NotFoundError
+from stepscope.model.run_tables import LazyTables
 from stepscope.run.tools import TOOLS
 from stepscope.web.app import create_app
 
@@ -138,6 +139,38 @@ def test_results_are_tables_and_dataframes(runs: dict[str, Path]) -> None:
     assert ops.to_csv().splitlines()[0].startswith("host_or_device,type,name")
     # Answers are kept: the same object for the same question.
     assert run.op_stats() is ops
+
+
+def _fib(n: int) -> int:
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+def test_a_kept_answer_is_read_back_without_the_hosts_tables(runs: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    """The tools whose answers are kept (the trace tools and the Python profile among them)
+    answer a later open of the same files from the cache alone: no host's table is read, and
+    the answer is the one computed first."""
+    options = stepscope.ProfilerOptions(python_tracer_level=1, counter_interval_ms=0)
+    with stepscope.Profile(tmp_path / "logs", options=options) as prof:
+        for i in range(4):
+            with stepscope.Trace("train", step_num=i, _r=1):
+                _fib(12)
+    assert prof.path is not None
+    path = prof.path if prof.path.is_dir() else prof.path.parent
+    first = stepscope.open(path)
+    kept = [t for t in first.available_tools() if TOOLS[t].keep]
+    assert {"trace_viewer", "trace_window", "trace_search", "trace_summary",
+            "python_profile", "overview_page"} <= set(kept)
+    answers = {t: first.tool(t, **PARAMS.get(t, {})).to_dict() for t in kept}
+    assert first.tables.hosts.loaded()  # computing them read the table
+    again = stepscope.open(path)
+    for name in kept:
+        assert again.tool(name, **PARAMS.get(name, {})).to_dict() == answers[name], name
+    assert isinstance(again.tables.hosts, LazyTables) and again.tables.hosts.loaded() == []
+    # another window is another question: computed, from the table
+    span = answers["trace_viewer"]["span_ns"]
+    window = again.tool("trace_window", start_ns=span // 3, end_ns=span // 2, width=100)
+    assert window.to_dict() != answers["trace_window"] and again.tables.hosts.loaded()
 
 
 def test_parameters_are_checked_by_the_declaration(runs: dict[str, Path],

@@ -457,7 +457,7 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
             raise ValueError("stale")
         f.seek(data_start)
         data = np.empty(data_length, dtype=np.uint8)
-        if f.readinto(data.data) != data_length or f.read(1):
+        if read_fully(f, data.data) != data_length or f.read(1):
             raise ValueError("the file changed while it was read")
     data.flags.writeable = False
     arrays: Arrays = {}
@@ -478,6 +478,19 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
     if not isinstance(header["meta"], dict):
         raise ValueError("bad meta")
     return header["meta"], arrays
+
+
+def read_fully(f: Any, buffer: memoryview) -> int:
+    """Read into the whole of ``buffer`` (bytes) from the unbuffered file ``f``, as far as it
+    goes; how many bytes were read. One read returns at most about 2 GiB on Linux (and less
+    from a pipe): a table or index of a 1 GB profile is larger, and was a miss every time."""
+    done = 0
+    while done < len(buffer):
+        n = f.readinto(buffer[done:])
+        if not n:
+            break
+        done += n
+    return done
 
 
 def _read_exactly(f: Any, n: int) -> bytes:

@@ -139,8 +139,9 @@ def _result_name(tool: str, host: str | None, params: dict[str, Any]) -> str:
     from stepscope.analysis.run_model import RUN_MODEL_VERSION
     from stepscope.version import __version__
 
-    key = json.dumps([__version__, RUN_MODEL_VERSION, host, sorted(params.items())],
-                     default=str)
+    # the trace tools' answers come from the trace index: a new index format is a miss
+    key = json.dumps([__version__, RUN_MODEL_VERSION, INDEX_VERSION, host,
+                      sorted(params.items())], default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return f"tool.{RESULTS_VERSION}.{tool}.{digest}"
 

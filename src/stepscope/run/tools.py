@@ -659,9 +659,14 @@ _TIME = 1 << 62
 
 # Tools whose answers are kept in the on-disk cache: each costs a host decode or more to
 # compute, and no interface needs its typed value (bump storage.RESULTS_VERSION when one of
-# their answers changes for the same files).
+# their answers changes for the same files). An answer's size is that of what it shows, not
+# the run's events: the trace tools' (the viewer's tracks, a window at its pixel width, a
+# summary by name, at most MAX_MATCHES matches) and the Python profile's (the flame graph
+# pruned to what can be seen) stay small where reading the host's table and trace index again
+# costs seconds at 1 GB.
 _KEPT = {"overview_page", "advice", "summary", "steps", "input_pipeline_analyzer", "pod_viewer",
-         "memory_profile", "op_profile", "hlo_op_stats", "roofline_model"}
+         "memory_profile", "op_profile", "hlo_op_stats", "roofline_model", "python_profile",
+         "trace_viewer", "trace_window", "trace_search", "trace_summary"}
 
 _DECLARED: list[ToolSpec] = [
     ToolSpec("overview_page", "Overview", "Step time and its breakdown, the input-bound "
