@@ -231,8 +231,9 @@ def classify(table: EventTable) -> OpEvents:
     xla: _XlaCounting = (None, None, None)
     stepscope_made = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                          if p.name == schema.TASK_ENV_PLANE)
-    tf_op = _TF_NODE if any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
-                            for p in table.planes if p.name == schema.TASK_ENV_PLANE) else _TF_OP
+    step_stats = any(p.stats.get(schema.ENV_SOURCE_FORMAT) in _STEP_STATS_SOURCES
+                     for p in table.planes if p.name == schema.TASK_ENV_PLANE)
+    tf_op = _TF_NODE if step_stats else _TF_OP
     if categories and not stepscope_made:  # a PyTorch trace: its categories say what is an op
         for cat_code, cat in enumerate(categories):
             rows = np.flatnonzero(category == cat_code)
@@ -283,7 +284,9 @@ def classify(table: EventTable) -> OpEvents:
                 rows = host_rows[category[host_rows] == cat_code]
                 op_type = "user_annotation" if cat == "user_annotation" else None
                 _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
-        if not stepscope_made:
+        if not stepscope_made and not step_stats:
+            # XProf's rule for its XSpace files; a legacy timeline's reference is TensorFlow's
+            # own timeline, one op per node (its memory records are no more occurrences).
             _tf_op_stat_host_ops(table, op, host_rows, code_of, ops)
         xla = _classify_xspace_device(table, op, on_device, code_of)
 
