@@ -21,9 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
@@ -31,9 +30,13 @@ from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
 
+if TYPE_CHECKING:  # the run model's modules are imported when one is built, not at start-up
+    from stepscope.analysis.run_model import RunModel
+
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
+MODEL_WAIT_S = 2.0  # the longest a one-host run's model waits for the trace viewer's first window
 
 
 @dataclass
@@ -49,6 +52,10 @@ class RunState:
     run: LoadedRun | None = None
     early: LoadedRun | None = None  # a one-host run before its run model (trace viewer only)
     saves: list[Callable[[], None]] = field(default_factory=list)  # cache writes put off
+    # Set once something needs the run model: a page other than the trace viewer, a status or
+    # CSV request, or the trace viewer's first exact window answered. A one-host run's model
+    # is built after that (or MODEL_WAIT_S), so that it does not compete with the first window.
+    wanted: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
 
     def progress(self) -> dict[str, Any]:
@@ -108,6 +115,7 @@ class RunStore:
     def wait(self, path: Path, timeout: float | None = None) -> RunState:
         """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""
         state = self.get(path)
+        state.wanted.set()
         deadline = None if timeout is None else time.monotonic() + timeout
         while state.state == "loading" and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.02)
@@ -145,6 +153,10 @@ class RunStore:
         if early is not None:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
+            if state is not None:
+                state.wanted.wait(MODEL_WAIT_S)
+            from stepscope.analysis.run_model import build_run_model
+
             # Waits for the table the index thread reads.
             model = keep_results(build_run_model(early))
             if self._use_cache:
