@@ -9,7 +9,13 @@ viewer's index of its first host starts building in the background.
 A run of one host is opened the other way round: its table is read first, and the trace
 viewer's coarse overview and index start from it at once (``RunState.early``: the trace
 viewer answers from it before the run model is built); the run model is then built from the
-same table in memory, not read again.
+same table in memory, not read again (or read from the cache). It is built once something
+needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
+first exact window), or after ``MODEL_WAIT_S``: until then the first trace window has the
+CPU (2 cores, one GIL) to itself.
+
+``stepscope serve`` starts loading the newest run (the page's first) before it imports its
+web stack (``Api.preload``), so the two overlap.
 """
 
 from __future__ import annotations
@@ -123,12 +129,13 @@ class RunStore:
 
     def _early(self, path: Path, state: RunState) -> RunTables | None:
         """A one-host run's tables, published in ``state.early`` with the trace viewer's
-        index (and overview) started; None for other runs, or when the run model is cached
-        (then the usual way in is as fast)."""
+        index (and overview) started; None for other runs. (Whether its run model is cached
+        is looked at later, in ``_open``: that needs the run model's modules, which the first
+        trace window does not.)"""
         if not self._index_traces or self._engine not in ("auto", "local", "pool"):
             return None
         run, where, files, others = resolve(path)
-        if len(files) != 1 or (self._use_cache and cached_model(files) is not None):
+        if len(files) != 1:
             return None
         use_cache = self._use_cache
         sources = dict(zip(host_names(files), files, strict=True))
@@ -155,12 +162,14 @@ class RunStore:
             progress(0, state_total(file), name)
             if state is not None:
                 state.wanted.wait(MODEL_WAIT_S)
-            from stepscope.analysis.run_model import build_run_model
+            model = cached_model([file]) if self._use_cache else None
+            if model is None:
+                from stepscope.analysis.run_model import build_run_model
 
-            # Waits for the table the index thread reads.
-            model = keep_results(build_run_model(early))
-            if self._use_cache:
-                save_model([file], model)
+                # Waits for the table the index thread reads.
+                model = keep_results(build_run_model(early))
+                if self._use_cache:
+                    save_model([file], model)
             while state is not None and state.saves:
                 state.saves.pop()()
             progress(state_total(file), state_total(file), name)
