@@ -164,8 +164,6 @@ class RunStore:
                 state.wanted.wait(MODEL_WAIT_S)
             model = cached_model([file]) if self._use_cache else None
             if model is None:
-                from stepscope.analysis.run_model import build_run_model
-
                 # Waits for the table the index thread reads.
                 model = keep_results(build_run_model(early))
                 if self._use_cache:
@@ -208,6 +206,14 @@ class RunStore:
             from stepscope.web.trace import start_index
 
             start_index(state.run, None)
+
+
+def build_run_model(profile: RunTables) -> RunModel:
+    """``analysis.run_model.build_run_model``, its modules imported on first use (a server's
+    first trace window does not wait for them)."""
+    from stepscope.analysis.run_model import build_run_model as build
+
+    return build(profile)
 
 
 def state_total(file: Path) -> int:
