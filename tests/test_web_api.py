@@ -494,3 +494,28 @@ def test_capture_takes_a_tpu_name_validated_like_the_cli(client: TestClient) -> 
     assert bad.status_code == 400 and "not a Cloud TPU name" in bad.json()["error"]
     odd = client.post("/api/capture", json={"service_addr": "my-tpu", "is_tpu_name": "yes"})
     assert odd.status_code == 400 and "is_tpu_name" in odd.json()["error"]
+
+
+def test_a_one_host_run_model_waits_for_the_first_trace_window(
+        logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server starts reading the newest run before anything asks (``preload``); the trace
+    viewer of a one-host run answers before its run model, which is built only once the
+    first exact window is out (here nothing else could start it: no time limit)."""
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import store
+    from stepscope.web.api import Api
+
+    monkeypatch.setattr(store, "MODEL_WAIT_S", None)
+    one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
+    shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
+    api = Api(tmp_path, use_cache=False)
+    api.preload()
+    state = api.store.get(list_runs(tmp_path)["copy"])  # the one preload started
+    code, meta = final_api(lambda: api.data("copy", None, "trace_viewer", {}), "tool data")
+    assert code == 200 and "coarse" not in meta
+    assert state.state == "loading" and not state.wanted.is_set()  # no model yet
+    query = {"run": "copy", "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "100"}
+    code, window = final_api(lambda: api.trace("window", query), "the first window")
+    assert code == 200 and window["events"]["id"] and state.wanted.is_set()
+    until(lambda: state.state == "ready" or None, "the run model")
+    assert api.data("copy", None, "overview_page", {})[0] == 200

@@ -14,11 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stepscope.errors import ProfileFormatError, StepscopeError
-from stepscope.formats.kineto_to_tables import load_chrome_trace
-from stepscope.formats.step_stats_to_tables import load_step_stats
-from stepscope.formats.xspace_to_hlo import load_hlo
-from stepscope.formats.xspace_to_tables import load_xspace
-from stepscope.formats.xspace_to_xla import may_hold_hlo
 from stepscope.model import cache, schema
 from stepscope.model.events import EventTable
 from stepscope.model.logdir import host_name, host_names, is_step_stats_path, resolve
@@ -37,13 +32,21 @@ def load_file(path: Path, *, use_cache: bool = True,
         cached = cache.load_table(path)
         if cached is not None:
             return cached
+    # Each format's reader is imported when a file of it is read (a server's first trace
+    # window waits for one reader only).
     if path.name.endswith(schema.XPLANE_SUFFIX):
+        from stepscope.formats.xspace_to_tables import load_xspace
+
         table = load_xspace(path)
         _attach_hlo_op_names(table, path)
     elif is_step_stats_path(path):
+        from stepscope.formats.step_stats_to_tables import load_step_stats
+
         table = load_step_stats(path)
         table.hostnames = table.hostnames or [host_name(path)]
     else:
+        from stepscope.formats.kineto_to_tables import load_chrome_trace
+
         table = load_chrome_trace(path)
         if not table.hostnames:
             table.hostnames = [host_name(path)]
@@ -62,9 +65,15 @@ def _attach_hlo_op_names(table: EventTable, path: Path) -> None:
     file holds no HLO or it is unreadable (the kernel stats then read the kernels' own
     ``name`` stat)."""
     device = next((p for p in table.planes if p.name.startswith("/device:")), None)
-    wanted = set(table.text_stat("hlo_op")[2])
-    if device is None or not wanted or not may_hold_hlo(path):
+    if device is None:
         return
+    wanted = set(table.text_stat("hlo_op")[2])
+    from stepscope.formats.xspace_to_xla import may_hold_hlo
+
+    if not wanted or not may_hold_hlo(path):
+        return
+    from stepscope.formats.xspace_to_hlo import load_hlo
+
     try:
         modules, _, _ = load_hlo(path)
     except StepscopeError:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stepscope.analysis.run_model import RUN_MODEL_NAME, LazyHosts, RunModel
 from stepscope.errors import ProfileFormatError, StepscopeError, not_found
 from stepscope.model import cache, schema
 from stepscope.model.logdir import host_names, resolve
@@ -24,6 +23,7 @@ from stepscope.model.run_tables import Progress, RunTables
 # XLA and pod viewer analyses) is imported where it is used: `stepscope report` on a cached
 # run starts in a fraction of the time.
 if TYPE_CHECKING:
+    from stepscope.analysis.run_model import RunModel
     from stepscope.analysis.xla.hlo_programs import HloProgram
     from stepscope.analysis.xla.xla_model import XlaModel
     from stepscope.model.xla_ops import XlaHostOps
@@ -68,6 +68,8 @@ def open_run_model(path: str | Path, *, use_cache: bool = True,
     failed = {r.name: r.error or "unreadable" for r in results if r.model_json is None}
     if not raw:
         raise ProfileFormatError(next(iter(failed.values())))
+    from stepscope.analysis.run_model import LazyHosts, RunModel
+
     model = RunModel(run, str(where), LazyHosts(raw), failed)
     model.combined = combine(model)
     keep_results(model)
@@ -121,9 +123,17 @@ def save_model(files: list[Path], model: RunModel) -> None:
     data = model.to_dict()
     hosts: dict[str, str] = data.pop("hosts")
     data["host_names"] = list(hosts)
-    cache.save_arrays(files, RUN_MODEL_NAME, data, {
+    cache.save_arrays(files, _model_entry(), data, {
         f"host.{i}": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
         for i, text in enumerate(hosts.values())})
+
+
+def _model_entry() -> str:
+    """The run model's cache entry name (its modules are imported when first needed: a
+    server's first trace window does not wait for them)."""
+    from stepscope.analysis.run_model import RUN_MODEL_NAME
+
+    return RUN_MODEL_NAME
 
 
 def cached_model(files: list[Path]) -> RunModel | None:
@@ -132,9 +142,11 @@ def cached_model(files: list[Path]) -> RunModel | None:
 
 
 def _cached(files: list[Path]) -> RunModel | None:
-    hit = cache.load_arrays(files, RUN_MODEL_NAME)
+    hit = cache.load_arrays(files, _model_entry())
     if hit is None:
         return None
+    from stepscope.analysis.run_model import RunModel
+
     data, arrays = hit
     try:
         names = data.pop("host_names")

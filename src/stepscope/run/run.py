@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepscope.analysis.run_model import RunModel
 from stepscope.errors import NotFoundError, not_found
 from stepscope.model.logdir import host_names, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
@@ -23,6 +22,7 @@ from stepscope.run.engines import check_engine
 from stepscope.run.result import ToolResult
 
 if TYPE_CHECKING:
+    from stepscope.analysis.run_model import RunModel
     from stepscope.analysis.trace.trace_index import TraceIndex
     from stepscope.analysis.xla.hlo_programs import HloProgram
     from stepscope.analysis.xla.xla_model import XlaModel

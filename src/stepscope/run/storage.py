@@ -10,22 +10,23 @@ import json
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numpy.typing import NDArray
 
-from stepscope.analysis.run_model.memory_events import MEMORY_EVENTS_VERSION, MemoryEvents
 from stepscope.analysis.trace.trace_index import INDEX_VERSION, TraceIndex, TrackPlan, build
 from stepscope.analysis.trace.trace_preview import TracePreview
 from stepscope.model import cache
 from stepscope.model.events import EventTable
 from stepscope.model.run_tables import RunTables
 
+if TYPE_CHECKING:
+    from stepscope.analysis.run_model.memory_events import MemoryEvents
+
 I64 = NDArray[Any]
 
 _INDEX = f"trace_index.{INDEX_VERSION}"
 _PREVIEW = f"trace_preview.{INDEX_VERSION}"
-_MEMORY = f"memory_events.{MEMORY_EVENTS_VERSION}"
 _MEMORY_LISTS = ("allocators", "source", "capacity", "texts", "problems")
 
 
@@ -82,17 +83,27 @@ def cached_preview(source: Path) -> TracePreview | None:
 
 # -- a host's memory events -------------------------------------------------------------------
 
+def _memory_entry() -> str:
+    """The cache entry's name of a host's memory events (the run model's modules are imported
+    on first use: a server's first trace window does not wait for them)."""
+    from stepscope.analysis.run_model.memory_events import MEMORY_EVENTS_VERSION
+
+    return f"memory_events.{MEMORY_EVENTS_VERSION}"
+
+
 def save_memory_events(source: Path, ev: MemoryEvents) -> None:
     """Keep a host's memory events in the on-disk cache (for ``source`` as it is now), so
     that the memory profile's timeline is drawn without reading the host's table again."""
     header = {name: getattr(ev, name) for name in _MEMORY_LISTS}
     arrays = {f.name: getattr(ev, f.name) for f in fields(ev) if f.name not in _MEMORY_LISTS}
-    cache.save_arrays([source], _MEMORY, header, arrays)
+    cache.save_arrays([source], _memory_entry(), header, arrays)
 
 
 def cached_memory_events(source: Path) -> MemoryEvents | None:
     """A host's memory events from the on-disk cache, when ``source`` is unchanged."""
-    hit = cache.load_arrays([source], _MEMORY)
+    from stepscope.analysis.run_model.memory_events import MemoryEvents
+
+    hit = cache.load_arrays([source], _memory_entry())
     if hit is None:
         return None
     header, arrays = hit

@@ -104,6 +104,16 @@ class Api:
             raise NotFoundError(f"No host {host!r} in this run.")
         return host
 
+    def preload(self) -> None:
+        """Start loading the newest run, the one the page opens first (a server calls this
+        before it imports its web stack, so that the two overlap)."""
+        try:
+            runs = list_runs(self.logdir)
+        except (OSError, StepscopeError):
+            return  # the page's own requests say what is wrong
+        if runs:
+            self.store.get(next(reversed(runs.values())))
+
     # -- answers ---------------------------------------------------------------------------
 
     def runs(self) -> dict[str, Any]:
@@ -154,7 +164,9 @@ class Api:
 
     def status(self, run: str | None) -> dict[str, Any]:
         """How far loading the run has got (and starts loading it)."""
-        return self.store.get(self._run_path(run)).progress()
+        state = self.store.get(self._run_path(run))
+        state.wanted.set()
+        return state.progress()
 
     def _ready(self, run: str | None, host: str | None, tool: str | None,
                query: Mapping[str, str]
@@ -181,6 +193,8 @@ class Api:
         state, chosen, host_name_, params = self._ready(run, host, tool, query)
         # The trace viewer of a one-host run answers before the run model is built.
         loaded = state.run or (state.early if chosen.name == "trace_viewer" else None)
+        if chosen.name != "trace_viewer":
+            state.wanted.set()
         if loaded is None:
             return 202, state.progress()
         from stepscope.web.trace import IndexPending
@@ -208,7 +222,10 @@ class Api:
             # Built outside the run's lock; a window is answered coarsely meanwhile.
             index = trace_index(run, host_name_, coarse=view == "window")
             with state.lock:
-                return 200, answer(index, view, query)
+                reply = answer(index, view, query)
+            if not reply.get("coarse"):  # the first exact answer is out: the model may start
+                state.wanted.set()
+            return 200, reply
         except IndexPending as pending:
             return 202, pending.progress
         except NotFoundError:

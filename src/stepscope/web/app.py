@@ -32,13 +32,15 @@ MAX_BODY_BYTES = 64 * 1024
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
                hosts: HostCheck | None = None, engine: str = "auto",
-               allow_link_local_capture: bool = False) -> FastAPI:
+               allow_link_local_capture: bool = False, api: Api | None = None) -> FastAPI:
     """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
     machine's loopback names only); run models are built on ``engine``. Captures asked for
     over HTTP may reach link-local and metadata targets only with
-    ``allow_link_local_capture``."""
-    api = Api(logdir, use_cache=use_cache, engine=engine,
-              allow_link_local_capture=allow_link_local_capture)
+    ``allow_link_local_capture``. ``api``: the answers over ``logdir`` made already (by a
+    server that started loading a run before it imported this module); the options above
+    are then its own."""
+    api = api or Api(logdir, use_cache=use_cache, engine=engine,
+                     allow_link_local_capture=allow_link_local_capture)
     hosts = hosts or HostCheck()
     app = FastAPI(title="stepscope", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json",

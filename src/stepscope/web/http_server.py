@@ -58,10 +58,6 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
           allow_link_local_capture: bool = False) -> None:
     """Serve the UI for ``logdir`` until interrupted; requests must name ``host``, a loopback
     name or one of ``allow_hosts`` in their Host header."""
-    import uvicorn
-
-    from stepscope.web.app import create_app
-
     if not 1 <= port <= 65535:
         raise StepscopeError(f"Port {port} is out of range (1-65535).")
     hosts = host_check(host, allow_hosts)
@@ -69,8 +65,18 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
         log.warning("stepscope serve: listening on %s makes every profile in %s readable "
                     "by anyone who can reach this machine.", host, logdir)
     check_port(host, port)
-    app = create_app(logdir, use_cache=use_cache, hosts=hosts, engine=engine,
-                     allow_link_local_capture=allow_link_local_capture)
+    from stepscope.web.api import Api
+
+    api = Api(logdir, use_cache=use_cache, engine=engine,
+              allow_link_local_capture=allow_link_local_capture)
+    # The newest run (the page's first) is read while the web stack is imported: the first
+    # trace window is then answered about as soon as the server listens.
+    api.preload()
+    import uvicorn
+
+    from stepscope.web.app import create_app
+
+    app = create_app(logdir, hosts=hosts, api=api)
     shown = f"[{host}]" if ":" in host else host
     if not quiet:
         print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",

@@ -9,7 +9,13 @@ viewer's index of its first host starts building in the background.
 A run of one host is opened the other way round: its table is read first, and the trace
 viewer's coarse overview and index start from it at once (``RunState.early``: the trace
 viewer answers from it before the run model is built); the run model is then built from the
-same table in memory, not read again.
+same table in memory, not read again (or read from the cache). It is built once something
+needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
+first exact window), or after ``MODEL_WAIT_S``: until then the first trace window has the
+CPU (2 cores, one GIL) to itself.
+
+``stepscope serve`` starts loading the newest run (the page's first) before it imports its
+web stack (``Api.preload``), so the two overlap.
 """
 
 from __future__ import annotations
@@ -21,9 +27,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
 from stepscope.model.logdir import resolve
@@ -31,9 +36,13 @@ from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
 
+if TYPE_CHECKING:  # the run model's modules are imported when one is built, not at start-up
+    from stepscope.analysis.run_model import RunModel
+
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
+MODEL_WAIT_S = 2.0  # the longest a one-host run's model waits for the trace viewer's first window
 
 
 @dataclass
@@ -49,6 +58,10 @@ class RunState:
     run: LoadedRun | None = None
     early: LoadedRun | None = None  # a one-host run before its run model (trace viewer only)
     saves: list[Callable[[], None]] = field(default_factory=list)  # cache writes put off
+    # Set once something needs the run model: a page other than the trace viewer, a status or
+    # CSV request, or the trace viewer's first exact window answered. A one-host run's model
+    # is built after that (or MODEL_WAIT_S), so that it does not compete with the first window.
+    wanted: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
 
     def progress(self) -> dict[str, Any]:
@@ -108,6 +121,7 @@ class RunStore:
     def wait(self, path: Path, timeout: float | None = None) -> RunState:
         """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""
         state = self.get(path)
+        state.wanted.set()
         deadline = None if timeout is None else time.monotonic() + timeout
         while state.state == "loading" and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.02)
@@ -115,12 +129,13 @@ class RunStore:
 
     def _early(self, path: Path, state: RunState) -> RunTables | None:
         """A one-host run's tables, published in ``state.early`` with the trace viewer's
-        index (and overview) started; None for other runs, or when the run model is cached
-        (then the usual way in is as fast)."""
+        index (and overview) started; None for other runs. (Whether its run model is cached
+        is looked at later, in ``_open``: that needs the run model's modules, which the first
+        trace window does not.)"""
         if not self._index_traces or self._engine not in ("auto", "local", "pool"):
             return None
         run, where, files, others = resolve(path)
-        if len(files) != 1 or (self._use_cache and cached_model(files) is not None):
+        if len(files) != 1:
             return None
         use_cache = self._use_cache
         sources = dict(zip(host_names(files), files, strict=True))
@@ -145,10 +160,14 @@ class RunStore:
         if early is not None:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
-            # Waits for the table the index thread reads.
-            model = keep_results(build_run_model(early))
-            if self._use_cache:
-                save_model([file], model)
+            if state is not None:
+                state.wanted.wait(MODEL_WAIT_S)
+            model = cached_model([file]) if self._use_cache else None
+            if model is None:
+                # Waits for the table the index thread reads.
+                model = keep_results(build_run_model(early))
+                if self._use_cache:
+                    save_model([file], model)
             while state is not None and state.saves:
                 state.saves.pop()()
             progress(state_total(file), state_total(file), name)
@@ -187,6 +206,14 @@ class RunStore:
             from stepscope.web.trace import start_index
 
             start_index(state.run, None)
+
+
+def build_run_model(profile: RunTables) -> RunModel:
+    """``analysis.run_model.build_run_model``, its modules imported on first use (a server's
+    first trace window does not wait for them)."""
+    from stepscope.analysis.run_model import build_run_model as build
+
+    return build(profile)
 
 
 def state_total(file: Path) -> int:
