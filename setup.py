@@ -83,7 +83,8 @@ setup(
                                                   "src/stepscope/capture/records.c",
                                                   "src/stepscope/capture/records_xplane.c"],
                   depends=["src/stepscope/capture/records.h",
-                           "src/stepscope/capture/records_impl.h"], optional=True),
+                           "src/stepscope/capture/records_impl.h",
+                           "src/stepscope/formats/protobuf_wire.h"], optional=True),
         # The Python tracer's profile hook in C; python_tracer.py has the pure-Python twin.
         Extension("stepscope.capture._pyhook", ["src/stepscope/capture/_pyhook.c"],
                   depends=["src/stepscope/capture/records.h"], optional=True),
@@ -92,7 +93,7 @@ setup(
                   optional=True),
         # Columns straight into XEvent bytes; formats/xplane_encoder.py has the NumPy twin.
         Extension("stepscope.formats._xplane_encode", ["src/stepscope/formats/_xplane_encode.c"],
-                  optional=True),
+                  depends=["src/stepscope/formats/protobuf_wire.h"], optional=True),
         # The trace viewer's row layout; trace_index._overlapping_rows is the Python twin.
         Extension("stepscope.analysis.trace._trace_layout",
                   ["src/stepscope/analysis/trace/_trace_layout.c"], optional=True),

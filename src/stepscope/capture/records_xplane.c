@@ -28,8 +28,7 @@
 
 #include "records_impl.h"
 
-/* XStat value fields (xplane_encoder.py). */
-enum { DOUBLE_VALUE = 2, UINT64_VALUE = 3, INT64_VALUE = 4, STR_VALUE = 5, BYTES_VALUE = 6 };
+#include "../formats/protobuf_wire.h" /* XStat value fields, varints */
 
 /* Runs of equal starts up to this long are ordered by insertion, longer ones by qsort. */
 #define SHORT_RUN 16
@@ -515,28 +514,6 @@ done:
 }
 
 /* ---- encoding -------------------------------------------------------------------------- */
-
-static inline size_t
-varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline char *
-put_varint(char *out, uint64_t v)
-{
-    while (v >= 0x80) {
-        *out++ = (char)((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    *out++ = (char)v;
-    return out;
-}
 
 /* The most bytes an event without stats takes: tag, length, three varint fields. */
 #define PLAIN_EVENT_MAX (2 + 3 * 11)

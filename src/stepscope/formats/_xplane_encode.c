@@ -9,29 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { DOUBLE_VALUE = 2, UINT64_VALUE = 3, INT64_VALUE = 4, STR_VALUE = 5, BYTES_VALUE = 6 };
-
-static inline size_t
-varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline char *
-put_varint(char *out, uint64_t v)
-{
-    while (v >= 0x80) {
-        *out++ = (char)((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    *out++ = (char)v;
-    return out;
-}
+#include "protobuf_wire.h"
 
 typedef struct {
     Py_buffer view;

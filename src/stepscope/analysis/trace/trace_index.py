@@ -725,28 +725,13 @@ class TraceIndex:
             segs = segs[:0]
         a = np.searchsorted(self.ekey, (segs.astype(np.int64) << shift) | t0, side="right")
         b = np.searchsorted(self.skey, (segs.astype(np.int64) << shift) | t1, side="left")
-        rows = self.ev_row[_ranges(a, b)]
-        names = self.table.name[rows]
-        dur = self.table.duration_ns[rows]
-        count = np.bincount(names, minlength=len(self.table.names))
-        total = np.bincount(names, weights=dur, minlength=len(self.table.names))
-        codes = np.flatnonzero(count)
-        codes = codes[np.argsort(-total[codes], kind="stable")]
-        return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
-                "rows": [{"name": self.table.names[c], "count": int(count[c]),
-                          "total_ns": int(total[c]),
-                          "average_ns": float(total[c] / count[c])}
-                         for c in codes.tolist()]}
+        return summed_by_name(self.table, self.ev_row[_ranges(a, b)], start_ns, end_ns)
 
     def search(self, text: str) -> dict[str, Any]:
         """Events whose name holds ``text`` (any case), in time order."""
-        if not text or len(text) > 200:
-            raise TraceQueryError("Search for 1 to 200 characters.")
         if self._lower_names is None:
             self._lower_names = [n.lower() for n in self.table.names]
-        needle = text.lower()
-        codes = np.array([i for i, n in enumerate(self._lower_names) if needle in n],
-                         np.int64)
+        codes = names_holding(self._lower_names, text)
         if not len(codes):
             return {"query": text, "total": 0, "matches": []}
         hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
@@ -759,6 +744,28 @@ class TraceIndex:
             "id": rows.tolist(), "track": self.seg_track[seg].tolist(),
             "row": self.seg_depth[seg].tolist(), "start": starts[order].tolist(),
             "dur": self.table.duration_ns[rows].tolist()}}
+
+
+def summed_by_name(table: EventTable, rows: NDArray[np.int64], start_ns: int,
+                   end_ns: int) -> dict[str, Any]:
+    """A selection's answer: the events ``rows`` summed by name, the longest total first."""
+    names = table.name[rows]
+    count = np.bincount(names, minlength=len(table.names))
+    total = np.bincount(names, weights=table.duration_ns[rows], minlength=len(table.names))
+    codes = np.flatnonzero(count)
+    codes = codes[np.argsort(-total[codes], kind="stable")]
+    return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
+            "rows": [{"name": table.names[c], "count": int(count[c]),
+                      "total_ns": int(total[c]), "average_ns": float(total[c] / count[c])}
+                     for c in codes.tolist()]}
+
+
+def names_holding(lower_names: list[str], text: str) -> NDArray[np.int64]:
+    """The codes of the names (given lower-cased) that hold ``text`` in any case."""
+    if not text or len(text) > 200:
+        raise TraceQueryError("Search for 1 to 200 characters.")
+    needle = text.lower()
+    return np.array([i for i, n in enumerate(lower_names) if needle in n], np.int64)
 
 
 # -- building ---------------------------------------------------------------------------------

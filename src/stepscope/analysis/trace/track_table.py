@@ -37,9 +37,11 @@ from stepscope.analysis.trace.trace_index import (
     counter_arrays,
     event_columns,
     layout_depth,
+    names_holding,
     rows_in_start_order,
     sections_of,
     sorted_by_track_and_start,
+    summed_by_name,
     window_bounds,
     window_counters,
 )
@@ -302,28 +304,13 @@ class TrackTable(TraceIndex):
             raise TraceQueryError("The selection's end must be after its start.")
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
         pos = self._overlapping(self._event_tracks(tracks), t0, t1)
-        rows = self.ev_row[pos]
-        names = self.table.name[rows]
-        dur = self.table.duration_ns[rows]
-        count = np.bincount(names, minlength=len(self.table.names))
-        total = np.bincount(names, weights=dur, minlength=len(self.table.names))
-        codes = np.flatnonzero(count)
-        codes = codes[np.argsort(-total[codes], kind="stable")]
-        return {"start_ns": start_ns, "end_ns": end_ns, "events": int(len(rows)),
-                "rows": [{"name": self.table.names[c], "count": int(count[c]),
-                          "total_ns": int(total[c]),
-                          "average_ns": float(total[c] / count[c])}
-                         for c in codes.tolist()]}
+        return summed_by_name(self.table, self.ev_row[pos], start_ns, end_ns)
 
     def search(self, text: str) -> dict[str, Any]:
         """Events whose name holds ``text`` (any case), in time order."""
-        if not text or len(text) > 200:
-            raise TraceQueryError("Search for 1 to 200 characters.")
         if self._lower_names is None:
             self._lower_names = [n.lower() for n in self.table.names]
-        needle = text.lower()
-        codes = np.array([i for i, n in enumerate(self._lower_names) if needle in n],
-                         np.int64)
+        codes = names_holding(self._lower_names, text)
         if not len(codes):
             return {"query": text, "total": 0, "matches": []}
         hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
