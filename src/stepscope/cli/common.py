@@ -84,6 +84,23 @@ def add_listen_args(parser: argparse.ArgumentParser) -> None:
                         "--host are refused, against DNS rebinding)")
 
 
+def add_path_arg(parser: argparse.ArgumentParser) -> None:
+    """The profile a command reads."""
+    parser.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+
+
+def add_no_cache_arg(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: parse the profile afresh."""
+    parser.add_argument("--no-cache", action="store_true",
+                        help="parse the profile again instead of using the on-disk cache")
+
+
+def add_limit_arg(parser: argparse.ArgumentParser, default: int, what: str = "rows") -> None:
+    """``--limit``: how many of ``what`` a terminal table shows."""
+    parser.add_argument("--limit", type=int, default=default,
+                        help=f"{what} shown in the terminal (0: all; default {default})")
+
+
 def add_engine_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", default="auto", type=engine_choice, metavar="ENGINE",
                         help="where each host's file is read and analysed: local (this "

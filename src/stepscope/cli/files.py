@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from stepscope.cli import common
-from stepscope.cli.common import open_run
+from stepscope.cli.common import add_no_cache_arg, add_path_arg, open_run
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -45,12 +45,11 @@ def add_parser(sub: Any) -> None:
                          description="Every event of the profile's hosts as Chrome-trace "
                          "JSON: a process per plane, a thread per line, counters, and flows "
                          "from each kernel launch to its kernel. Gzipped when FILE ends in .gz.")
-    exp.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(exp)
     exp.add_argument("--chrome-trace", metavar="FILE", required=True,
                      help="where to write the trace (e.g. out.json.gz)")
     exp.add_argument("--host", help="only this host (default: all hosts)")
-    exp.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_no_cache_arg(exp)
     exp.set_defaults(func=_cmd_export)
 
     tl = sub.add_parser("timeline", help="TensorFlow RunMetadata/StepStats as a Chrome trace, "

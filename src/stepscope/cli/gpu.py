@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from stepscope.cli.common import add_no_cache_arg, add_path_arg
 from stepscope.errors import StepscopeError
 
 
@@ -20,7 +21,7 @@ def add_parser(subparsers: Any) -> None:
         "under compute, kernel launch delays and outliers, stream queue lengths, frequent "
         "kernel sequences; and per step the critical path across ranks. Kineto (PyTorch) "
         "traces and XSpace GPU profiles alike.")
-    gpu.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(gpu)
     gpu.add_argument("--json", action="store_true",
                      help="print everything as JSON (docs/gpu-timeline.md lists the keys)")
     gpu.add_argument("--host", help="only this host's devices and paths (default: all)")
@@ -32,8 +33,7 @@ def add_parser(subparsers: Any) -> None:
     gpu.add_argument("--hta-scope", action="store_true",
                      help="count only the device ops HTA counts (those launched in the trace by "
                      "the end of the last step), to compare with HTA's figures")
-    gpu.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_no_cache_arg(gpu)
     gpu.set_defaults(func=run)
 
 

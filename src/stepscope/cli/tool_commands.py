@@ -12,6 +12,9 @@ from typing import Any
 from stepscope.cli import common
 from stepscope.cli.common import (
     add_engine_arg,
+    add_limit_arg,
+    add_no_cache_arg,
+    add_path_arg,
     emit,
     open_run,
     print_json,
@@ -182,26 +185,23 @@ def add_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="overview of a profile: steps, breakdown, top ops",
                          description="Print the overview of a run: step time, its breakdown, "
                          "the input-bound verdict, top ops and the run environment.")
-    rep.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(rep)
     rep.add_argument("--json", action="store_true", help="print the overview as JSON")
     add_peak_arg(rep)
-    rep.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_no_cache_arg(rep)
     add_engine_arg(rep)
     rep.set_defaults(func=_cmd_report)
 
     ops = sub.add_parser("ops", help="framework op stats (time and self time per op)",
                          description="Time per op on the host and on devices, with self time.")
-    ops.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(ops)
     ops.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
     ops.add_argument("--json", action="store_true", help="print all rows as JSON")
     ops.add_argument("--host", help="only this host (default: all hosts summed)")
     ops.add_argument("--include-idle", action="store_true",
                      help="add IDLE rows: time on op threads/streams when no op ran")
-    ops.add_argument("--limit", type=int, default=30,
-                     help="rows shown in the terminal (0: all; default 30)")
-    ops.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_limit_arg(ops, 30)
+    add_no_cache_arg(ops)
     add_engine_arg(ops)
     ops.set_defaults(func=_cmd_ops)
 
@@ -209,14 +209,12 @@ def add_parser(sub: Any) -> None:
                           description="Per kernel, the op that launched it and launch shape: "
                           "registers, shared memory, block and grid, Tensor Core use, and "
                           "count and total/avg/min/max time, by total time.")
-    kern.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(kern)
     kern.add_argument("--csv", metavar="FILE", help="write all rows as CSV to FILE")
     kern.add_argument("--json", action="store_true", help="print all rows as JSON")
     kern.add_argument("--host", help="only this host (default: all hosts)")
-    kern.add_argument("--limit", type=int, default=30,
-                      help="rows shown in the terminal (0: all; default 30)")
-    kern.add_argument("--no-cache", action="store_true",
-                      help="parse the profile again instead of using the on-disk cache")
+    add_limit_arg(kern, 30)
+    add_no_cache_arg(kern)
     add_engine_arg(kern)
     kern.set_defaults(func=_cmd_kernels)
 
@@ -224,14 +222,12 @@ def add_parser(sub: Any) -> None:
                          description="Is the run input-bound, where input time goes on the "
                          "host (reading, preprocessing, transfer), the input-op table, and the "
                          "bottleneck stage of the slowest pipeline run with a recommendation.")
-    inp.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(inp)
     inp.add_argument("--csv", metavar="FILE", help="write the input-op table as CSV to FILE")
     inp.add_argument("--json", action="store_true", help="print the analysis as JSON")
     inp.add_argument("--host", help="only this host (default: all hosts)")
-    inp.add_argument("--limit", type=int, default=30,
-                     help="input ops shown in the terminal (0: all; default 30)")
-    inp.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_limit_arg(inp, 30, "input ops")
+    add_no_cache_arg(inp)
     add_engine_arg(inp)
     inp.set_defaults(func=_cmd_input)
 
@@ -241,15 +237,13 @@ def add_parser(sub: Any) -> None:
                          "devices, each device's) step time split into compute, input, "
                          "collectives, copies and other; the straggler of each step and how "
                          "long the others waited for it; how the hosts' clocks were lined up.")
-    pod.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(pod)
     pod.add_argument("--json", action="store_true", help="print the pod viewer as JSON")
     pod.add_argument("--csv", metavar="FILE", help="write one row per step and host to FILE")
     pod.add_argument("--host", help="only this host's figures per step (stragglers are still "
                      "judged over all hosts)")
-    pod.add_argument("--limit", type=int, default=20,
-                     help="steps shown in the terminal (0: all; default 20)")
-    pod.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_limit_arg(pod, 20, "steps")
+    add_no_cache_arg(pod)
     add_engine_arg(pod)
     add_peak_arg(pod)
     pod.set_defaults(func=_cmd_pod)
@@ -262,17 +256,15 @@ def add_parser(sub: Any) -> None:
                          "step it happened, reserved, stack and fragmentation at the peak, and "
                          "the allocations live at the peak, heaviest first; per op, the memory "
                          "allocated while it ran (PyTorch and stepscope's capture).")
-    mem.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(mem)
     mem.add_argument("--json", action="store_true", help="print the memory profile as JSON")
     mem.add_argument("--csv", metavar="FILE",
                      help="write the breakdowns at the peak (one row per allocation group) "
                      "to FILE")
     mem.add_argument("--host", help="only this host (default: all hosts)")
     mem.add_argument("--allocator", help="only this allocator (e.g. GPU_0_bfc, cuda:0, cpu)")
-    mem.add_argument("--limit", type=int, default=10,
-                     help="rows per table shown in the terminal (0: all; default 10)")
-    mem.add_argument("--no-cache", action="store_true",
-                     help="parse the profile again instead of using the on-disk cache")
+    add_limit_arg(mem, 10, "rows per table")
+    add_no_cache_arg(mem)
     add_engine_arg(mem)
     mem.set_defaults(func=_cmd_memory)
 
@@ -280,15 +272,14 @@ def add_parser(sub: Any) -> None:
                          "and bound by, per category and HLO op",
                          description="Op profile of the XLA programs of a JAX, TensorFlow "
                          "(jit_compile) or PyTorch/XLA profile, with HLO op stats as CSV.")
-    xla.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(xla)
     xla.add_argument("--json", action="store_true", help="print the op profile as JSON")
     xla.add_argument("--csv", metavar="FILE", help="write the HLO op stats (one row per op) "
                      "to FILE")
     xla.add_argument("--top", type=int, help="ops kept: the top N overall and of each "
                      "category (default: all in --json, 20 shown in the terminal)")
     xla.add_argument("--host", help="only this host's XLA programs (default: every host)")
-    xla.add_argument("--no-cache", action="store_true",
-                     help="read the profile afresh, bypassing the on-disk cache")
+    add_no_cache_arg(xla)
     xla.set_defaults(func=_cmd_xla)
 
     mv = sub.add_parser("memory-viewer", help="XLA memory viewer: what fills one program's "
@@ -296,21 +287,20 @@ def add_parser(sub: Any) -> None:
                         description="Peak heap, argument, temporary and reserved sizes, "
                         "padding, the heap over program order and the buffers live at the "
                         "peak of one XLA program, from the buffer assignment in its HLO.")
-    mv.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(mv)
     mv.add_argument("--module", help="the program: name(id), its id, or a name only one "
                     "program has (default: the program with the largest peak heap)")
     mv.add_argument("--memory-space", default="0",
                     help="memory space (XLA memory colour; default 0, the device's memory)")
     mv.add_argument("--host", help="only this host's programs (default: every host)")
     mv.add_argument("--json", action="store_true", help="print the result as JSON")
-    mv.add_argument("--limit", type=int, default=20,
-                    help="buffers shown in the terminal (0: all; default 20)")
+    add_limit_arg(mv, 20, "buffers")
     mv.set_defaults(func=_cmd_memory_viewer)
 
     xg = sub.add_parser("xla-graph", help="XLA graph viewer: the HLO graph around one op",
                         description="The operands and users of one HLO op to a depth, with "
                         "each op's shape and its device time from the op profile.")
-    xg.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(xg)
     xg.add_argument("--module", help="the program: name(id), its id, or a name only one "
                     "program has (default: the program with the most device time)")
     xg.add_argument("--op", help="the HLO instruction's name (default: the program's "
@@ -322,8 +312,7 @@ def add_parser(sub: Any) -> None:
     out = xg.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the graph as JSON")
     out.add_argument("--dot", action="store_true", help="print the graph as Graphviz DOT")
-    xg.add_argument("--no-cache", action="store_true",
-                    help="read the profile afresh, bypassing the on-disk cache")
+    add_no_cache_arg(xg)
     xg.set_defaults(func=_cmd_xla_graph)
 
     tool = sub.add_parser("tool", help="any tool's answer as JSON (or its table as CSV), "
@@ -331,15 +320,14 @@ def add_parser(sub: Any) -> None:
                           description="Answer one tool of the run, exactly as the web API's "
                           "/api/data and stepscope.open(PATH).tool(NAME, ...) answer it.")
     tool.add_argument("name", metavar="NAME", help="the tool (see `stepscope tools`)")
-    tool.add_argument("path", help="a logdir (its newest run), a run directory or one file")
+    add_path_arg(tool)
     tool.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                       help="a parameter of the tool (repeatable)")
     tool.add_argument("--host", help="only this host (default: all hosts)")
     tool.add_argument("--json", action="store_true", help="print the answer as JSON (the "
                       "default unless --csv)")
     tool.add_argument("--csv", metavar="FILE", help="write the tool's table as CSV to FILE")
-    tool.add_argument("--no-cache", action="store_true",
-                      help="parse the profile again instead of using the on-disk cache")
+    add_no_cache_arg(tool)
     add_engine_arg(tool)
     tool.set_defaults(func=_cmd_tool)
 
