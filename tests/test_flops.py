@@ -433,3 +433,16 @@ def test_fp32_or_tf32_peak_choice() -> None:
     use, note = fp32_or_tf32(h100, None, None)
     assert not use and note.startswith("FP32 peak used: nothing shows TF32")
     assert fp32_or_tf32(v100, 1.0, 1.0) == (False, "")  # no TF32 units: nothing to choose
+
+
+@pytest.mark.parametrize("value", ["abc", "", "nan", "inf", "1e400", "0", "-1", "1e9"])
+def test_absurd_peak_on_the_command_line_is_one_line(value: str, capsys: Any) -> None:
+    """Text, empty, not-a-number, infinite, zero, negative and absurdly large peaks: exit 2
+    and one sentence, never a traceback or an MFU."""
+    from stepscope.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        raise SystemExit(main(["report", str(BERT_H100), "--json", "--peak-tflops", value]))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "peak" in err and "Traceback" not in err
