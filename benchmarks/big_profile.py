@@ -51,6 +51,8 @@ SIZES = ("tiny", "10mb", "200mb", "1gb")
 BIG_BYTES = 1_100_000_000  # the merged profile holds at least this many bytes
 PART_BYTES = 200_000_000  # each capture aims at this size
 FIRST_CAPTURE_MS = 3000  # the first capture's length; later ones are sized from its rate
+MAX_GROWTH = 4  # a capture is at most this many times longer than the one before
+MAX_CAPTURE_MS = 60_000  # and never longer than this
 BIG_VERSION = 1  # bump when the recipe changes, so the cached profile is made again
 
 
@@ -188,8 +190,13 @@ def capture_parts() -> list[Path]:
                      f"({time.perf_counter() - started:.0f} s)")
                 parts.append(path)
                 total += size
-                # the next capture sized from this one's bytes per millisecond
-                duration = max(1000, int(duration * PART_BYTES / max(size, 1)))
+                # the next capture sized from this one's bytes per millisecond, growing at
+                # most MAX_GROWTH-fold a step and never past MAX_CAPTURE_MS: a trainer that
+                # was slow while the machine was busy may run fast later, and a capture
+                # sized from its slow rate would hold many times PART_BYTES in the trainer's
+                # memory (TensorFlow keeps the whole trace until the capture ends)
+                duration = max(1000, min(int(duration * PART_BYTES / max(size, 1)),
+                                         duration * MAX_GROWTH, MAX_CAPTURE_MS))
                 _write_json(progress_path, {"version": BIG_VERSION, "next_ms": duration,
                                             "parts": [str(p.relative_to(PARTS_DIR))
                                                       for p in parts]})
