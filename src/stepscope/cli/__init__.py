@@ -6,7 +6,6 @@ Each command lives in a module of its own (``_COMMAND_MODULES``), with ``add_par
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 import sys
@@ -48,6 +47,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's signature: it never returns
         found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if found is not None:
+            import difflib
+
             choices = re.findall(r"'([^']*)'", found.group(2))
             close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
             if close:
@@ -75,6 +76,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _pick_run(args: argparse.Namespace) -> None:
     """Point ``args.path`` at the run ``--run`` names under it."""
+    import difflib
+
     from stepscope.model.logdir import list_runs
 
     runs = list_runs(args.path)

@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.text import Text
 
 from stepscope.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
-from stepscope.formats.output_file import write_output
 from stepscope.views.tables import Cell, Column, print_table, short_name
 from stepscope.views.units import count_text, size_text
 
@@ -294,6 +293,8 @@ def render_kernels(stats: KernelStats, console: Console, limit: int | None = Non
 def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` as ``formats.output_file`` writes outputs (``-`` is
     standard output; nothing half-written is ever left)."""
+    from stepscope.formats.output_file import write_output  # a terminal report needs none
+
     write_output(path, text.encode("utf-8"))
 
 
