@@ -6,7 +6,6 @@ Each command lives in a module of its own (``_COMMAND_MODULES``), with ``add_par
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 import sys
@@ -48,6 +47,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's signature: it never returns
         found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if found is not None:
+            import difflib
+
             choices = re.findall(r"'([^']*)'", found.group(2))
             close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
             if close:
@@ -55,17 +56,19 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand; with ``command`` (a command's name), of the
+    commands its module defines only, where it names one."""
     parser = _Parser(prog="stepscope", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for module in _COMMAND_MODULES:
+    modules = [_COMMANDS[command]] if command in _COMMANDS else dict.fromkeys(_COMMANDS.values())
+    for module in modules:
         importlib.import_module(module).add_parser(sub)
-    for name, command in sub.choices.items():
-        if name != "serve" and any(a.dest == "path" for a in command._actions):
-            command.add_argument("--run", metavar="NAME",
+    for name, parser_of in sub.choices.items():
+        if name != "serve" and any(a.dest == "path" for a in parser_of._actions):
+            parser_of.add_argument("--run", metavar="NAME",
                                  help="when PATH is a logdir with several runs, this one "
                                  "(`stepscope runs PATH` lists them; default: the newest)")
     return parser
@@ -73,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _pick_run(args: argparse.Namespace) -> None:
     """Point ``args.path`` at the run ``--run`` names under it."""
+    import difflib
+
     from stepscope.model.logdir import list_runs
 
     runs = list_runs(args.path)
@@ -87,23 +92,28 @@ def _pick_run(args: argparse.Namespace) -> None:
                          f"`stepscope runs {args.path}` lists its {len(runs)} runs.")
 
 
-# Commands that live in a module of their own: each has ``add_parser(sub)``, which adds its
-# subparser and sets ``func`` (a function of the parsed arguments returning the exit code).
-_COMMAND_MODULES: tuple[str, ...] = (
-    "stepscope.cli.serve",
-    "stepscope.cli.tool_commands",
-    "stepscope.cli.files",
-    "stepscope.remote.cli",
-    "stepscope.cli.profile",
-    "stepscope.cli.runs",
-    "stepscope.cli.doctor",
-    "stepscope.cli.summary",
-    "stepscope.cli.diff",
-    "stepscope.cli.check",
-    "stepscope.cli.mcp",
-    "stepscope.cli.gpu",
-    "stepscope.cli.python",
-)
+# Every command, by the module that defines it, in the order the help lists them. Each module
+# has ``add_parser(sub)``, which adds its commands' subparsers and sets ``func`` (a function of
+# the parsed arguments returning the exit code). A command line that names a command builds
+# the parser of that module's commands only: what the others import (the web server, the
+# capture options) is no part of the command's start-up.
+_COMMANDS: dict[str, str] = {
+    "demo": "stepscope.cli.serve", "serve": "stepscope.cli.serve",
+    **dict.fromkeys(("report", "ops", "kernels", "input", "pod", "memory", "xla",
+                     "memory-viewer", "xla-graph", "tool", "tools"),
+                    "stepscope.cli.tool_commands"),
+    "export": "stepscope.cli.files", "timeline": "stepscope.cli.files",
+    "capture": "stepscope.remote.cli",
+    "profile": "stepscope.cli.profile",
+    "runs": "stepscope.cli.runs",
+    "doctor": "stepscope.cli.doctor",
+    "summary": "stepscope.cli.summary",
+    "diff": "stepscope.cli.diff",
+    "check": "stepscope.cli.check",
+    "mcp": "stepscope.cli.mcp",
+    "gpu": "stepscope.cli.gpu",
+    "python": "stepscope.cli.python",
+}
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
@@ -120,7 +130,8 @@ _python_show_warning = warnings.showwarning
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run one subcommand; user errors exit 2 with one line, no traceback."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     warnings.showwarning = _show_warning
     try:
         if getattr(args, "run", None) is not None and getattr(args, "path", None) is not None:

@@ -1,5 +1,6 @@
-"""What the command line's commands share: the console, opening a run with a progress bar,
-printing a tool's answer, and the arguments several commands take."""
+"""What the command line's commands share: the console, the tool answers a command prints
+(``Answers``: kept ones without opening the run, else from the run opened with a progress
+bar), printing a tool's answer, and the arguments several commands take."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
     from stepscope.run import Run, ToolResult
+    from stepscope.run.kept import KeptRun
 
 
 def console(stderr: bool = False) -> Any:
@@ -24,9 +26,9 @@ def console(stderr: bool = False) -> Any:
     return console
 
 
-def open_run(args: argparse.Namespace) -> Run:
-    """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``
-    and warns of hosts that could not be read."""
+def open_run(args: argparse.Namespace, *, notes: bool = True) -> Run:
+    """The run ``args.path`` names, its model read with a progress bar; checks ``args.host``,
+    warns of hosts that could not be read and (``notes``) names the files left out."""
     from stepscope.run import Run
     from stepscope.views import report
 
@@ -37,8 +39,57 @@ def open_run(args: argparse.Namespace) -> Run:
     run.check_host(getattr(args, "host", None))
     for name, why in run.failed.items():
         print(f"stepscope: warning: host {name} could not be read: {why}", file=sys.stderr)
-    note_skipped(args.path)
+    if notes:
+        note_skipped(args.path)
     return run
+
+
+class Answers:
+    """The tool answers a command prints for the run ``args.path`` names.
+
+    While every answer asked for is kept in the on-disk cache for the run's files as they are
+    (``run.kept``), it comes from there: the run is not opened, and neither NumPy nor the run
+    model nor a reader is imported (the command line's fixed cost). At the first miss the run
+    is opened (``open_run``) and answers from then on, exactly as it would have throughout:
+    a kept answer is the one the opened run reads back. ``--no-cache`` opens the run."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self._run: Run | None = None
+        self._kept: KeptRun | None = None
+        self._hits = 0
+
+    def tool(self, name: str, host: str | None = None, **params: object) -> ToolResult:
+        """Tool ``name``'s answer, as ``Run.tool`` gives it."""
+        from stepscope.run.kept import KeptRun
+        from stepscope.run.tools import TOOLS
+
+        keeps = name in TOOLS and TOOLS[name].keep
+        if self._run is None and keeps and not getattr(self.args, "no_cache", False):
+            self._kept = self._kept or KeptRun.find(self.args.path)
+            hit = self._kept.tool(name, host, **params) if self._kept else None
+            if hit is not None:
+                if not self._hits:
+                    note_skipped(self.args.path)  # as open_run does
+                self._hits += 1
+                return hit
+        return self.run.tool(name, host, **params)
+
+    @property
+    def run(self) -> Run:
+        """The run, opened (with its progress bar) on first use."""
+        if self._run is None:
+            self._run = open_run(self.args, notes=not self._hits)
+            self._kept = None
+        return self._run
+
+    @property
+    def hosts(self) -> list[str]:
+        """The run's hosts that could be read (all of them, where answers were kept: an
+        answer is kept only while every host could be read)."""
+        if self._run is None and self._kept is not None and self._hits:
+            return self._kept.hosts
+        return self.run.hosts
 
 
 def print_json(result: ToolResult) -> None:
@@ -48,9 +99,9 @@ def print_json(result: ToolResult) -> None:
 def emit(args: argparse.Namespace, result: ToolResult, what: str,
           render: Callable[[], None]) -> None:
     """Write ``--csv``, print ``--json``, or render the result (the default)."""
-    from stepscope.views import report
-
     if getattr(args, "csv", None):
+        from stepscope.views import report
+
         report.write_text(args.csv, result.to_csv())
         rows = len(next(iter(result.table().values()), []))
         print(f"wrote {rows} {what} to {args.csv}", file=sys.stderr)
@@ -109,6 +160,8 @@ def add_engine_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_choice(value: str) -> str:
+    if value == "auto":  # the default: nothing to check, no module to import
+        return value
     from stepscope.run.engines import check_engine
 
     try:

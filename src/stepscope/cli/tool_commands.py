@@ -1,6 +1,8 @@
 """The commands named for the tools (report, ops, kernels, input, pod, memory, xla,
-memory-viewer, xla-graph) and ``tool``/``tools``: each opens the run, asks it one tool
-(``stepscope.run.tools``) and prints the answer, writes its CSV or prints its JSON."""
+memory-viewer, xla-graph) and ``tool``/``tools``: each asks the run one tool
+(``stepscope.run.tools``) and prints the answer, writes its CSV or prints its JSON. Those
+whose tools keep their answers ask through ``common.Answers``: a cached run answers them
+without being opened."""
 
 from __future__ import annotations
 
@@ -11,25 +13,27 @@ from typing import Any
 
 from stepscope.cli import common
 from stepscope.cli.common import (
+    Answers,
     add_engine_arg,
     add_limit_arg,
     add_no_cache_arg,
     add_path_arg,
     emit,
-    open_run,
     print_json,
 )
 from stepscope.errors import StepscopeError
+from stepscope.run.params import number_text
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from stepscope.views import report
-
-    run = open_run(args)
-    result = run.overview(peak_tflops=args.peak_tflops)
+    run = Answers(args)
+    peak = number_text(args.peak_tflops)
+    result = run.tool("overview_page", peak_tflops=peak)
     if args.json:
         print_json(result)
         return 0
+    from stepscope.views import report  # rich: not for --json
+
     out = common.console()
     summary = result.data
     report.render_overview(summary, out)
@@ -40,47 +44,55 @@ def _cmd_report(args: argparse.Namespace) -> int:
             out.print(f"  {summary['xla_flops_note']}")
     report.render_mfu(summary["mfu"], out)
     if len(run.hosts) > 1:
-        report.render_pod(run.pod(peak_tflops=args.peak_tflops).data, out, per_step=False)
+        report.render_pod(run.tool("pod_viewer", peak_tflops=peak).data, out, per_step=False)
     return 0
 
 
 def _cmd_pod(args: argparse.Namespace) -> int:
-    from stepscope.views import report
+    result = Answers(args).tool("pod_viewer", args.host,
+                                peak_tflops=number_text(args.peak_tflops))
 
-    result = open_run(args).pod(args.host, peak_tflops=args.peak_tflops)
-    emit(args, result, "steps", lambda: report.render_pod(
-        result.data, common.console(), per_step=True, limit=args.limit or None))
+    def render() -> None:
+        from stepscope.views import report
+
+        report.render_pod(result.data, common.console(), per_step=True,
+                          limit=args.limit or None)
+
+    emit(args, result, "steps", render)
     return 0
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
-    from stepscope.views.memory_report import render_memory
-
-    result = open_run(args).memory_profile(args.host, allocator=args.allocator)
+    result = Answers(args).tool("memory_profile", args.host, allocator=args.allocator,
+                                width=None)
     data = result.data
     if args.allocator is not None:  # the terminal shows that allocator only
         chosen = data["allocators"][data["allocator"]]["name"]
         data = {**data, "allocators": [a for a in data["allocators"] if a["name"] == chosen],
                 "ops": [o for o in data["ops"] if o["allocator"] == chosen]}
-    emit(args, result, "allocation groups at the peak",
-          lambda: render_memory(data, common.console(), limit=args.limit or None))
+    def render() -> None:
+        from stepscope.views.memory_report import render_memory
+
+        render_memory(data, common.console(), limit=args.limit or None)
+
+    emit(args, result, "allocation groups at the peak", render)
     return 0
 
 
 def _cmd_xla(args: argparse.Namespace) -> int:
-    from stepscope.views.xla_report import render_xla
-
-    run = open_run(args)
-    result = run.op_profile(args.host, top=args.top)
+    run = Answers(args)
+    result = run.tool("op_profile", args.host, top=args.top)
     if args.csv:
         from stepscope.views import report
 
-        stats = run.hlo_op_stats(args.host)
+        stats = run.tool("hlo_op_stats", args.host)
         report.write_text(args.csv, stats.to_csv())
         print(f"wrote {len(stats.data['ops'])} HLO ops to {args.csv}", file=sys.stderr)
     if args.json:
         print_json(result)
     elif not args.csv:
+        from stepscope.views.xla_report import render_xla
+
         render_xla(result.data, common.console(), top=args.top or 20)
     return 0
 
@@ -90,7 +102,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise StepscopeError(f"--limit must be 0 or more, not {args.limit}.")
-    result = open_run(args).tool("memory_viewer", args.host, module=args.module,
+    result = Answers(args).tool("memory_viewer", args.host, module=args.module,
                               memory_space=args.memory_space)
     emit(args, result, "buffers",
           lambda: render_memory_viewer(result.data, common.console(), limit=args.limit))
@@ -100,7 +112,7 @@ def _cmd_memory_viewer(args: argparse.Namespace) -> int:
 def _cmd_xla_graph(args: argparse.Namespace) -> int:
     from stepscope.analysis.xla.hlo_graph import graph_dot, graph_text
 
-    result = open_run(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
+    result = Answers(args).tool("graph_viewer", args.host, module=args.module, op=args.op,
                               depth=args.depth, expand_fusions=args.expand_fusions)
     if args.json:
         print_json(result)
@@ -114,7 +126,8 @@ def _cmd_xla_graph(args: argparse.Namespace) -> int:
 def _cmd_ops(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = open_run(args).op_stats(args.host, include_idle=args.include_idle)
+    result = Answers(args).tool("framework_op_stats", args.host,
+                                include_idle=args.include_idle)
     emit(args, result, "ops",
           lambda: report.render_ops(result.value, common.console(), limit=args.limit or None))
     return 0
@@ -123,18 +136,21 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 def _cmd_kernels(args: argparse.Namespace) -> int:
     from stepscope.views import report
 
-    result = open_run(args).kernel_stats(args.host)
+    result = Answers(args).tool("kernel_stats", args.host)
     emit(args, result, "kernel rows",
           lambda: report.render_kernels(result.value, common.console(), limit=args.limit or None))
     return 0
 
 
 def _cmd_input(args: argparse.Namespace) -> int:
-    from stepscope.views.input_report import render_input
+    result = Answers(args).tool("input_pipeline_analyzer", args.host)
 
-    result = open_run(args).input_pipeline(args.host)
-    emit(args, result, "input ops",
-          lambda: render_input(result.data, common.console(), limit=args.limit or None))
+    def render() -> None:
+        from stepscope.views.input_report import render_input
+
+        render_input(result.data, common.console(), limit=args.limit or None)
+
+    emit(args, result, "input ops", render)
     return 0
 
 
@@ -149,7 +165,7 @@ def _cmd_tool(args: argparse.Namespace) -> int:
             raise StepscopeError(f"--param takes NAME=VALUE, not {item!r}.")
         params[key.strip()] = value
     chosen.parse(params)  # a bad parameter is refused before the run is read
-    result = open_run(args).tool(chosen.name, args.host, **params)
+    result = Answers(args).tool(chosen.name, args.host, **params)
     if args.csv:
         from stepscope.views import report
 

@@ -67,28 +67,27 @@ from numpy.typing import NDArray
 
 from stepscope import version
 from stepscope.errors import StepscopeWarning
+from stepscope.model import cache_format as _format  # the NumPy-free part (a cached report)
 from stepscope.model import locations
+from stepscope.model.cache_format import FORMAT_VERSION as FORMAT_VERSION
+from stepscope.model.cache_format import JSON_ARRAY, load_json
+from stepscope.model.cache_format import cache_dir as cache_dir
+from stepscope.model.cache_format import enabled as enabled
+from stepscope.model.cache_format import read_fully as read_fully
+from stepscope.model.cache_format import source_key as source_key
 from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 
-# Bump whenever the file layout, or the EventTable it holds, changes.
-FORMAT_VERSION = 8  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
-# texts by index; 5: stats with no metadata named "<unknown stat>" (never code -1); 6: XSpace
-# tables carry stepscope_hlo_op_names; 7: and stepscope_hlo_op_types; 8: device planes carry
-# stepscope_xla_op_metadata
+_MAGIC, _PREFIX, _ALIGN, _MAX_HEADER = _format.MAGIC, _format.PREFIX, _format.ALIGN, \
+    _format.MAX_HEADER
+_aligned, _check_name, _remove = _format.aligned, _format.check_name, _format.remove
 
 TABLE_NAME = "table"
 DEFAULT_MAX_GB = 20.0
 
-_MAGIC = b"stepscope-cache\n"
-_PREFIX = struct.Struct("<16sQQ16sI4x")
-_ALIGN = 64
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 _ENTRY_FILE = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+\.cache")
 # Files of the formats before this one: never hit again, removed on the next save.
 _OLD_FILES = re.compile(r"[0-9a-f]{32}(\.table|\.arrays|\.[A-Za-z0-9_.-]+\.json)")
 _TEMP_PREFIX = ".tmp-"
-# A header larger than this is damage, not a table (names of millions of events fit).
-_MAX_HEADER = 1 << 31
 
 # Array dtypes the format accepts; anything else in a header means a corrupt or foreign file.
 _DTYPES = {name: np.dtype(name) for name in ("|i1", "|u1", "<i2", "<i4", "<i8", "<f8", "|b1")}
@@ -102,22 +101,6 @@ class CacheWarning(StepscopeWarning):
     """The cache could not be written; profiles still load, only without the cache."""
 
 
-def cache_dir() -> Path:
-    """The directory that holds the cache files."""
-    explicit = os.environ.get("STEPSCOPE_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore a relative value
-        return Path(xdg) / "stepscope"
-    return Path.home() / ".cache" / "stepscope"
-
-
-def enabled() -> bool:
-    """Whether the cache is on (``STEPSCOPE_NO_CACHE`` unset, empty or "0")."""
-    return os.environ.get("STEPSCOPE_NO_CACHE", "") in ("", "0")
-
-
 def max_bytes() -> int:
     """How large the cache may grow (``STEPSCOPE_CACHE_MAX_GB``, default 20 GB)."""
     try:
@@ -127,18 +110,6 @@ def max_bytes() -> int:
     if not gigabytes > 0:  # also NaN
         gigabytes = DEFAULT_MAX_GB
     return int(min(gigabytes, 1e9) * 1e9)
-
-
-def source_key(paths: Sequence[Path], salt: str = "") -> str:
-    """A hex key for these source files as they are now (local paths or fsspec URLs);
-    raises OSError if one is missing.
-
-    The order of ``paths`` does not matter.
-    """
-    entries = sorted(locations.identity(locations.as_path(path)) for path in paths)
-    identity = [FORMAT_VERSION, version.__version__, salt, entries]
-    digest = hashlib.blake2b(json.dumps(identity).encode(), digest_size=16)
-    return digest.hexdigest()
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -330,19 +301,7 @@ def load_result(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
 
     The result comes back as JSON gives it (tuples become lists, keys become strings).
     """
-    _check_name(name)
-    entry = _load(paths, name)
-    if entry is None:
-        return None
-    _, arrays, path = entry
-    try:
-        result = json.loads(arrays["json"].tobytes())
-        if not isinstance(result, dict):
-            raise ValueError("not an object")
-    except (KeyError, ValueError):
-        _remove(path)
-        return None
-    return result
+    return load_json(paths, name)  # without NumPy: a cached `report` reads it there
 
 
 def save_result(paths: Sequence[Path], name: str, result: dict[str, Any]) -> None:
@@ -356,13 +315,7 @@ def save_result(paths: Sequence[Path], name: str, result: dict[str, Any]) -> Non
     text = json.dumps(result, separators=(",", ":"))  # TypeError here is the caller's bug
     if not enabled():
         return
-    _save(paths, name, {}, {"json": np.frombuffer(text.encode("utf-8"), dtype=np.uint8)})
-
-
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"Cache entry name {name!r} is not valid: use 1 to 200 of the "
-                         "characters A-Z a-z 0-9 _ . -")
+    _save(paths, name, {}, {JSON_ARRAY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)})
 
 
 # -- entries ----------------------------------------------------------------------------------
@@ -480,19 +433,6 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
     return header["meta"], arrays
 
 
-def read_fully(f: Any, buffer: memoryview) -> int:
-    """Read into the whole of ``buffer`` (bytes) from the unbuffered file ``f``, as far as it
-    goes; how many bytes were read. One read returns at most about 2 GiB on Linux (and less
-    from a pipe): a table or index of a 1 GB profile is larger, and was a miss every time."""
-    done = 0
-    while done < len(buffer):
-        n = f.readinto(buffer[done:])
-        if not n:
-            break
-        done += n
-    return done
-
-
 def _read_exactly(f: Any, n: int) -> bytes:
     data = f.read(n)
     if len(data) != n:
@@ -603,21 +543,3 @@ def _warn(directory: Path, err: Exception) -> None:
     warnings.warn(f"cannot write the cache in {directory} ({err}); profiles will "
                   "load without it. Set STEPSCOPE_CACHE_DIR to a writable directory, or "
                   "STEPSCOPE_NO_CACHE=1 to turn the cache off.", CacheWarning, stacklevel=5)
-
-
-def _remove(path: Path) -> int:
-    """Remove a cache file (or an empty directory squatting on an entry's name)."""
-    try:
-        path.unlink()
-    except IsADirectoryError:
-        with contextlib.suppress(OSError):
-            path.rmdir()
-            return 1
-        return 0
-    except OSError:
-        return 0
-    return 1
-
-
-def _aligned(offset: int) -> int:
-    return -(-offset // _ALIGN) * _ALIGN

@@ -7,7 +7,6 @@ also know the layouts PyTorch's ``tensorboard_trace_handler`` and Keras write.
 from __future__ import annotations
 
 import re
-import socket
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import unquote
@@ -134,6 +133,8 @@ def host_file_name(host: str) -> str:
 
 def local_hostname() -> str:
     """This machine's host name, as used for profile file names."""
+    import socket  # here: reading a logdir (a cached report) does not load it
+
     return socket.gethostname() or "localhost"
 
 

@@ -104,3 +104,9 @@ def parse_all(params: tuple[Param, ...], given: Mapping[str, object],
         raise InvalidParameterError(f"Tool {tool} has no parameter {unknown[0]!r} (it takes: "
                                     f"{accepted}).")
     return {p.name: p.parse(given.get(p.name)) for p in params}
+
+
+def number_text(value: float | None) -> str | None:
+    """A number as a text parameter's value (None stays absent), as ``Run``'s methods and
+    the command line give it."""
+    return None if value is None else repr(float(value))

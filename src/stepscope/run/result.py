@@ -9,8 +9,6 @@ pandas and pyarrow are optional: imported only when asked for.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,6 +104,9 @@ def _scalar(value: Any) -> Any:
 
 def columns_to_csv(columns: Columns) -> str:
     """Columns as CSV text (lists and dicts in a cell as JSON)."""
+    import csv  # here: a command printing an answer does not load it
+    import io
+
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(list(columns))

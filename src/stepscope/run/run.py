@@ -19,6 +19,8 @@ from stepscope.model.logdir import host_names, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run import loader
 from stepscope.run.engines import check_engine
+from stepscope.run.kept import keep_result, kept_result
+from stepscope.run.params import number_text
 from stepscope.run.result import ToolResult
 
 if TYPE_CHECKING:
@@ -150,7 +152,8 @@ class Run:
         host = self.check_host(host)
         key = ("tool", chosen.name, host, tuple(sorted(values.items())))
         if key not in self._results:
-            kept = self._kept(chosen.name, host, values) if chosen.keep else None
+            kept = kept_result(self._files(), chosen.name, host, values) \
+                if chosen.keep and self.use_cache else None
             if kept is not None:
                 self._results[key] = kept
             else:
@@ -159,8 +162,7 @@ class Run:
                     raise ToolNotAvailableError(chosen.unavailable(self))
                 result = chosen.compute(self, host, values)
                 if chosen.keep and self.use_cache and not self.failed:
-                    _storage().keep_tool_result(self._files(), chosen.name, host, values,
-                                             result.data, result.csv_text, result.table_key)
+                    keep_result(self._files(), result, host, values)
                 self._results[key] = result
         answer: ToolResult = self._results[key]
         return answer
@@ -170,14 +172,6 @@ class Run:
         every host could be read: the same files then give no kept answer to read back, and
         a fixed file is read again.)"""
         return [self.tables.sources[n] for n in sorted(self.tables.sources)]
-
-    def _kept(self, tool: str, host: str | None, values: dict[str, Any]) -> ToolResult | None:
-        """A tool's answer kept in the on-disk cache by an earlier open of the same files."""
-        files = self._files() if self.use_cache else []
-        hit = _storage().cached_tool_result(files, tool, host, values) if files else None
-        if hit is None:
-            return None
-        return ToolResult(tool, hit["data"], hit.get("table_key"), None, hit.get("csv"))
 
     def tool_available(self, name: str, host: str | None = None) -> bool:
         """Whether tool ``name`` has anything to show for this run (and host)."""
@@ -197,7 +191,7 @@ class Run:
                  peak_tflops: float | None = None) -> ToolResult:
         """The overview page: step time, its breakdown, top ops, MFU, advice (MFU against
         ``peak_tflops`` per device where given)."""
-        return self.tool("overview_page", host, peak_tflops=_text(peak_tflops))
+        return self.tool("overview_page", host, peak_tflops=number_text(peak_tflops))
 
     def advice(self) -> ToolResult:
         """What to change, each rule with its evidence."""
@@ -224,7 +218,7 @@ class Run:
     def pod(self, host: str | None = None, *, peak_tflops: float | None = None) -> ToolResult:
         """The pod viewer: every host's step time side by side, stragglers, each host's MFU
         (against ``peak_tflops`` per device where given)."""
-        return self.tool("pod_viewer", host, peak_tflops=_text(peak_tflops))
+        return self.tool("pod_viewer", host, peak_tflops=number_text(peak_tflops))
 
     def memory_profile(self, host: str | None = None, *, allocator: int | str | None = None,
                        width: int | None = None) -> ToolResult:
@@ -314,11 +308,6 @@ class Run:
         index: TraceIndex = self.result(("trace_index", name), lambda: _storage().index_for(
             self.tables.hosts[name], self.tables.sources.get(name), use_cache=self.use_cache))
         return index
-
-
-def _text(value: float | None) -> str | None:
-    """A number as a text parameter's value (None stays absent)."""
-    return None if value is None else repr(float(value))
 
 
 def open_run(path: str | Path, *, engine: str = "auto", cache: bool = True,

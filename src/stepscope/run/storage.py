@@ -1,12 +1,10 @@
 """What the analysis keeps in the on-disk cache beside a run's files, read and written here
 only (analysis code does no I/O): the trace viewer's index and preview of a host, and a host's
 memory events (for the memory profile's timeline). Each entry belongs to one source file and
-is a miss once that file changes (``model.cache``)."""
+is a miss once that file changes (``model.cache``). Tools' answers are kept by ``run.kept``."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -136,43 +134,3 @@ def run_memory_keeper(profile: RunTables) -> Callable[[str, MemoryEvents], None]
         if source is not None:
             save_memory_events(source, ev)
     return keep
-
-
-# -- tools' answers ---------------------------------------------------------------------------
-
-# Bump when a kept tool's answer changes for the same files (with the package version, it
-# keys every kept answer: an upgrade never reads an older answer back).
-RESULTS_VERSION = 5  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
-# profile programs apart by id; 5: TPU HBM bytes, TF32 peak, cuDNN attention FLOPs
-
-
-def _result_name(tool: str, host: str | None, params: dict[str, Any]) -> str:
-    from stepscope.analysis.run_model import RUN_MODEL_VERSION
-    from stepscope.version import __version__
-
-    # the trace tools' answers come from the trace index: a new index format is a miss
-    key = json.dumps([__version__, RUN_MODEL_VERSION, INDEX_VERSION, host,
-                      sorted(params.items())], default=str)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return f"tool.{RESULTS_VERSION}.{tool}.{digest}"
-
-
-def cached_tool_result(files: list[Path], tool: str, host: str | None,
-                       params: dict[str, Any]) -> dict[str, Any] | None:
-    """A tool's kept answer for the run of ``files`` (``data``, ``csv``, ``table_key``),
-    when every file is unchanged since it was kept."""
-    if not files:
-        return None
-    hit = cache.load_result(files, _result_name(tool, host, params))
-    if hit is None or not isinstance(hit.get("data"), dict):
-        return None
-    return hit
-
-
-def keep_tool_result(files: list[Path], tool: str, host: str | None, params: dict[str, Any],
-                     data: dict[str, Any], csv_text: str | None,
-                     table_key: str | None) -> None:
-    """Keep a tool's answer for the run of ``files`` (an unwritable cache only warns)."""
-    if files:
-        cache.save_result(files, _result_name(tool, host, params),
-                          {"data": data, "csv": csv_text, "table_key": table_key})

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError, not_found
-from stepscope.run import loader
 from stepscope.run.params import Param, Value, parse_all
 from stepscope.run.result import ToolResult
 
@@ -247,6 +246,7 @@ def pod_viewer(run: Run, host: str | None, p: Params) -> ToolResult:
     """The pod viewer; with a host, each step's figures of that host only (stragglers are
     still judged over all hosts)."""
     from stepscope.analysis.tools.run_to_pod_viewer import pod_viewer_csv
+    from stepscope.run import loader
 
     data = dict(loader.pod_dict(run.model))
     mfu = _mfu(run, p)
@@ -512,6 +512,7 @@ def summary(run: Run, host: str | None, p: Params) -> ToolResult:
     """The run's small, versioned summary (``summary.json``): what a diff or a regression
     check compares."""
     from stepscope.analysis.tools.run_summary import summarize
+    from stepscope.run import loader
     from stepscope.version import __version__
 
     result = summarize(run.model, stragglers=loader.pod_dict(run.model)["stragglers"],
@@ -587,6 +588,8 @@ def trace_host(run: Run, host: str | None) -> str:
 def clock_of(run: Run, host: str) -> dict[str, Any]:
     """How the host's clock is lined up with the run's other hosts (the pod viewer's
     alignment): add ``shift_ns`` to its times to compare them with another host's."""
+    from stepscope.run import loader
+
     one = {"shift_ns": 0, "method": "none", "reason": "One host: nothing to line up."}
     if len(run.tables.hosts) <= 1:
         return one  # without the run model, which may still be being built
@@ -658,7 +661,7 @@ class InvalidTraceQuery(InvalidParameterError):
 _TIME = 1 << 62
 
 # Tools whose answers are kept in the on-disk cache: each costs a host decode or more to
-# compute, and no interface needs its typed value (bump storage.RESULTS_VERSION when one of
+# compute, and no interface needs its typed value (bump kept.RESULTS_VERSION when one of
 # their answers changes for the same files). An answer's size is that of what it shows, not
 # the run's events: the trace tools' (the viewer's tracks, a window at its pixel width, a
 # summary by name, at most MAX_MATCHES matches) and the Python profile's (the flame graph

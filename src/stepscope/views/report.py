@@ -6,18 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from stepscope.analysis.run_model.framework_op_stats import OpStats
-from stepscope.analysis.run_model.kernel_stats import KernelStats
-from stepscope.analysis.run_model.overview_page import CATEGORIES, CATEGORY_LABELS
-from stepscope.formats.output_file import write_output
-from stepscope.model.run_tables import Progress as ProgressCallback
+from stepscope.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
 from stepscope.views.tables import Cell, Column, print_table, short_name
 from stepscope.views.units import count_text, size_text
+
+# Types only: the overview of a kept answer is printed without NumPy and the run model.
+if TYPE_CHECKING:
+    from stepscope.analysis.run_model.framework_op_stats import OpStats
+    from stepscope.analysis.run_model.kernel_stats import KernelStats
+    from stepscope.model.run_tables import Progress as ProgressCallback
 
 NEXT_TOOL_TEXT = {
     "input_pipeline": "open the input pipeline analyzer (stepscope input) to see the slow stage",
@@ -291,6 +293,8 @@ def render_kernels(stats: KernelStats, console: Console, limit: int | None = Non
 def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` as ``formats.output_file`` writes outputs (``-`` is
     standard output; nothing half-written is ever left)."""
+    from stepscope.formats.output_file import write_output  # a terminal report needs none
+
     write_output(path, text.encode("utf-8"))
 
 

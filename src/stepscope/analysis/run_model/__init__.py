@@ -58,6 +58,7 @@ from stepscope.analysis.run_model.overview_page import (
 )
 from stepscope.analysis.run_model.python_views import python_summary
 from stepscope.analysis.run_model.steps import Steps, device_planes
+from stepscope.analysis.versions import RUN_MODEL_VERSION as RUN_MODEL_VERSION  # bumped there
 from stepscope.errors import NotFoundError, StepscopeError, not_found
 from stepscope.model import schema
 from stepscope.model.events import EventTable
@@ -66,14 +67,6 @@ from stepscope.model.run_tables import RunTables
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-# Bump when the model's content or its JSON form changes: cached models of an older layout
-# are then never read back.
-RUN_MODEL_VERSION = 17  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
-# 12: ROCm copy/fill kernels of XSpace files in the kernel table; 13: MTIA device events, devices
-# counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf; 15: model
-# FLOPs per step from PyTorch op shapes; 16: op stats of XLA (GPU and TPU) and host tf_op stats
-# as XProf's framework op stats; the steps' input time that copies to the device took
-# (input_transfer_ns); 17: legacy timelines' memory records no op occurrences
 RUN_MODEL_NAME = f"run_model.{RUN_MODEL_VERSION}"
 
 # The pod viewer's categories of a host's (or device's) step time.

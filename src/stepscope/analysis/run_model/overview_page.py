@@ -64,6 +64,8 @@ from stepscope.analysis.run_model.framework_op_stats import (
 from stepscope.analysis.run_model.step_groups import grouped_step, has_links
 from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
 from stepscope.analysis.run_model.steps_found import steps_found_sentence
+from stepscope.analysis.step_categories import CATEGORIES as CATEGORIES
+from stepscope.analysis.step_categories import CATEGORY_LABELS as CATEGORY_LABELS
 from stepscope.model import schema
 from stepscope.model.events import EventTable, is_in, typed_equals
 from stepscope.model.run_tables import RunTables
@@ -71,15 +73,6 @@ from stepscope.model.run_tables import RunTables
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-CATEGORIES = ("device_compute", "device_collectives", "device_to_device", "input", "output",
-              "compilation", "kernel_launch", "host_compute", "all_others")
-CATEGORY_LABELS = {
-    "device_compute": "device compute", "device_collectives": "collectives",
-    "device_to_device": "device-to-device",
-    "input": "input", "output": "output", "compilation": "compilation",
-    "kernel_launch": "kernel launch", "host_compute": "host compute",
-    "all_others": "all others",
-}
 # The order in which the partition gives an instant to a category (XProf's event-type
 # priorities: device work, then waiting for input, then the host's own work).
 PRIORITY = ("device_compute", "output", "device_to_device", "input", "device_collectives",

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.versions import INDEX_VERSION as INDEX_VERSION  # bumped there
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
@@ -44,8 +45,6 @@ I64 = NDArray[np.int64]
 F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
-# Bump when the index layout changes: old cached indexes are then never read.
-INDEX_VERSION = 2
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
