@@ -30,11 +30,18 @@ every array's bounds, dtype and checksum (CRC-32 runs at gigabytes a second, a f
 the parse it saves). Any mismatch, truncation, foreign or stale content is a miss; the entry
 is deleted and rebuilt by the caller, so a damaged cache never yields a wrong answer.
 
-Reads copy the file into private memory rather than mapping it: another process that
-truncates or rewrites a cache file can then not crash a reader that still uses the arrays
-(a mapping would die of SIGBUS). Only regular files are opened, never through a symlink, and
-without blocking (a FIFO in place of an entry is a miss, not a hang). Arrays come back
-read-only.
+An entry of :data:`MAP_FROM` bytes or more comes back *mapped*: its data section is copied
+(in the kernel, ``copy_file_range``: a reflink where the file system has them) into a
+private file without a name in the cache directory, and that file is mapped read-only, so
+its arrays are pages of the page cache, which the kernel can drop and read again, not
+anonymous memory (a server that has read a 1 GB profile's table and index holds little
+memory of its own). The entry itself is never mapped: another process that truncates or
+rewrites a cache file in place would make the pages of a mapping of it vanish, and the
+reader die of SIGBUS on its next touch; nothing but this process can reach the private
+copy. Smaller entries (results, previews) are read into private memory. Either way the
+checks above run on the bytes the arrays then hold. Only regular files are opened, never
+through a symlink, and without blocking (a FIFO in place of an entry is a miss, not a
+hang). Arrays come back read-only.
 
 Saving an entry removes the entries it supersedes (the same name and sources in an older
 state, whose keys can never be hit again) and files of earlier cache formats; when the cache
@@ -51,6 +58,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import re
 import stat
@@ -87,6 +95,8 @@ _ENTRY_FILE = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+\.cache")
 # Files of the formats before this one: never hit again, removed on the next save.
 _OLD_FILES = re.compile(r"[0-9a-f]{32}(\.table|\.arrays|\.[A-Za-z0-9_.-]+\.json)")
 _TEMP_PREFIX = ".tmp-"
+#: Entries whose data section is at least this large come back mapped (the module docstring).
+MAP_FROM = 1 << 20
 # A header larger than this is damage, not a table (names of millions of events fit).
 _MAX_HEADER = 1 << 31
 
@@ -157,8 +167,11 @@ def load_table(source: Path) -> EventTable | None:
         return None
 
 
-def save_table(source: Path, table: EventTable) -> None:
-    """Store ``table`` as the cached EventTable of ``source``."""
+def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:
+    """Store ``table`` as the cached EventTable of ``source``; with ``remap``, then read the
+    entry back and put its columns in the table's place where they come back mapped (the
+    same values: a long-lived process, the server, then holds them as pages of a file, not
+    as anonymous memory; see the module docstring)."""
     if not enabled():
         return
     try:
@@ -173,7 +186,31 @@ def save_table(source: Path, table: EventTable) -> None:
     except (TypeError, ValueError) as err:
         _warn(cache_dir(), err)
         return
-    _save([source], TABLE_NAME, meta, dict(_columns(table)))
+    if _save([source], TABLE_NAME, meta, dict(_columns(table))) and remap:
+        mapped = load_table(source)
+        if mapped is not None and len(mapped) == len(table) and len(mapped.name) \
+                and _is_mapped(mapped.name):
+            _adopt(table, mapped)
+
+
+def _is_mapped(array: NDArray[Any]) -> bool:
+    """Whether ``array`` is a view of a mapped file (not of private memory)."""
+    base: Any = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer's base: a view of the mapping
+        base = base.obj
+    return isinstance(base, mmap.mmap)
+
+
+def _adopt(table: EventTable, mapped: EventTable) -> None:
+    """Put the columns of ``mapped`` (the same table, read back) in ``table``'s place, one
+    attribute at a time: a thread still reading ``table`` sees the one or the other, and
+    both hold the same values. The lists and plane stats stay the table's own."""
+    for name in ("line_plane", "line_id", "line", "name", "start_ns", "duration_ns", "typed"):
+        setattr(table, name, getattr(mapped, name))
+    mapped.stats.stat_names = table.stats.stat_names
+    table.stats = mapped.stats
 
 
 def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
@@ -455,11 +492,14 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         if (header["format"], header["stepscope"], header["key"], header["name"]) != (
                 FORMAT_VERSION, version.__version__, key, name):
             raise ValueError("stale")
-        f.seek(data_start)
-        data = np.empty(data_length, dtype=np.uint8)
-        if read_fully(f, data.data) != data_length or f.read(1):
-            raise ValueError("the file changed while it was read")
-    data.flags.writeable = False
+        if data_length and data_length >= MAP_FROM:
+            data = _mapped_copy(fd, data_start, data_length, path.parent)
+        else:
+            f.seek(data_start)
+            data = np.empty(data_length, dtype=np.uint8)
+            if read_fully(f, data.data) != data_length or f.read(1):
+                raise ValueError("the file changed while it was read")
+            data.flags.writeable = False
     arrays: Arrays = {}
     for col in header["arrays"]:
         dtype = _DTYPES[col["dtype"]]
@@ -478,6 +518,56 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
     if not isinstance(header["meta"], dict):
         raise ValueError("bad meta")
     return header["meta"], arrays
+
+
+def _mapped_copy(fd: int, offset: int, length: int, directory: Path) -> NDArray[np.uint8]:
+    """Bytes ``offset`` to ``offset + length`` of the open file ``fd``, copied into a file
+    without a name in ``directory`` and mapped read-only (the module docstring says why a
+    copy); ValueError when the file holds fewer bytes (it shrank meanwhile)."""
+    copy = _nameless_file(directory)
+    try:
+        done = 0
+        while done < length:
+            n = _copy_range(fd, copy, length - done, offset + done, done)
+            if not n:
+                raise ValueError("the file changed while it was read")
+            done += n
+        if os.fstat(fd).st_size != offset + length or os.fstat(copy).st_size != length:
+            raise ValueError("the copy of the entry is not its size")
+        mapping = mmap.mmap(copy, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        os.close(copy)  # the mapping keeps the file; without a name it goes with the mapping
+    # The array holds the mapping (through its buffer): unmapped when the last view goes.
+    return np.frombuffer(mapping, dtype=np.uint8)
+
+
+def _nameless_file(directory: Path) -> int:
+    """A new file in ``directory`` that no other process can open by a name: ``O_TMPFILE``
+    where the file system has it, else a temporary file unlinked at once."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            return os.open(directory, tmpfile | os.O_RDWR, 0o600)
+        except OSError:
+            pass  # not supported by this file system: a named one, unlinked
+    fd, name = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX)
+    os.unlink(name)
+    return fd
+
+
+def _copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> int:
+    """Copy up to ``count`` bytes between the files at those offsets; how many were (0: the
+    source ends there). In the kernel where it can, else through a buffer."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            return os.copy_file_range(src, dst, min(count, 1 << 30), src_offset, dst_offset)
+        except OSError:
+            pass  # e.g. a file system or kernel without it: through a buffer instead
+    chunk = os.pread(src, min(count, 16 << 20), src_offset)
+    written = 0
+    while written < len(chunk):
+        written += os.pwrite(dst, memoryview(chunk)[written:], dst_offset + written)
+    return len(chunk)
 
 
 def read_fully(f: Any, buffer: memoryview) -> int:

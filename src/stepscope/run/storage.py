@@ -49,15 +49,19 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               flows: tuple[I64, I64, I64] | None = None) -> TraceIndex:
     """The index of a host's table, from the on-disk cache when ``source`` is unchanged, else
     built (``progress``, ``plan``, ``by_start``, ``depth`` and ``flows`` as for
-    ``trace_index.build``) and kept."""
+    ``trace_index.build``) and kept: the index built is written to the cache and read back
+    from it at once, so that what the caller holds is the entry's mapped pages (a large
+    index: ``cache.MAP_FROM``), not the build's anonymous memory, which goes with it."""
     if use_cache and source is not None:
         hit = cached_index(table, source)
         if hit is not None:
             return hit
     index = build(table, progress, plan, by_start, depth, flows)
-    if use_cache and source is not None:
-        cache.save_arrays([source], _INDEX, {**index.header, "events": len(table)},
-                          index.arrays)
+    if use_cache and source is not None and cache.save_arrays(
+            [source], _INDEX, {**index.header, "events": len(table)}, index.arrays):
+        kept = cached_index(table, source)
+        if kept is not None:
+            return kept
     return index
 
 
