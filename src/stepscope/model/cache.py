@@ -517,6 +517,12 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         arrays[str(col["name"])] = raw.view(dtype).reshape(shape)
     if not isinstance(header["meta"], dict):
         raise ValueError("bad meta")
+    if isinstance(data.base, memoryview) and isinstance(data.base.obj, mmap.mmap) \
+            and hasattr(mmap, "MADV_DONTNEED"):
+        # The checks touched every page: let them go from this process's mapping (they
+        # stay in the page cache, and come back on the next touch), so that what it holds
+        # mapped is what it uses.
+        data.base.obj.madvise(mmap.MADV_DONTNEED)
     return header["meta"], arrays
 
 
