@@ -1036,7 +1036,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     n_tracks = len(plan.track_line)
 
     laid_out = by_start is not None and depth is not None and len(by_start) > 0
-    if laid_out:
+    if by_start is not None and depth is not None and laid_out:
         # The layout given (the per-track table's): the order by (track, row, start) made
         # from it, and every column then taken from the table straight in that order, one
         # at a time (no column of every event in table order is made).
