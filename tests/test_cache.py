@@ -661,8 +661,10 @@ def test_an_entry_is_read_in_full_across_short_reads() -> None:
 
 @pytest.fixture
 def map_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every entry, however small, comes back mapped."""
+    """Every entry, however small, comes back mapped, and is checked in many small chunks
+    (an odd size: chunks end inside pages and arrays)."""
     monkeypatch.setattr(cache, "MAP_FROM", 0)
+    monkeypatch.setattr(cache, "_CHECK_CHUNK", 5000)
 
 
 @pytest.mark.usefixtures("map_all")
@@ -767,3 +769,37 @@ def test_a_small_entry_is_read_not_mapped(source: Path) -> None:
     loaded = cache.load_table(source)
     assert loaded is not None and not cache._is_mapped(loaded.start_ns)
     assert not cache._is_mapped(table.start_ns)  # remap: left as it is
+
+
+@pytest.mark.usefixtures("map_all")
+def test_map_table_takes_the_entry_only_when_it_holds_the_same_table(source: Path) -> None:
+    original = x2t.load_xspace(source)
+    # An entry of the same length with other values (another state of the source, say).
+    other = x2t.load_xspace(source)
+    other.start_ns = other.start_ns + 1
+    cache.save_table(source, other)
+    table = x2t.load_xspace(source)
+    cache.map_table(source, table)
+    assert cache._is_mapped(table.start_ns)
+    assert_same_table(original, table)  # its own values, from an entry written now
+    loaded = cache.load_table(source)
+    assert loaded is not None
+    assert_same_table(original, loaded)
+    # An entry that holds the same table is taken as it is (not written again).
+    (entry,) = Path(os.environ["STEPSCOPE_CACHE_DIR"]).iterdir()
+    written = entry.stat().st_ino  # a write renames a new file into place
+    again = x2t.load_xspace(source)
+    cache.map_table(source, again)
+    assert cache._is_mapped(again.start_ns)
+    assert_same_table(original, again)
+    cache.save_table(source, again, remap=True)  # mapped already: not written again
+    assert entry.stat().st_ino == written
+
+
+@pytest.mark.usefixtures("map_all")
+def test_map_table_does_nothing_with_the_cache_off(source: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
+    table = x2t.load_xspace(source)
+    cache.map_table(source, table)
+    assert not cache._is_mapped(table.start_ns)

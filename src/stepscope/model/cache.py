@@ -171,8 +171,9 @@ def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:
     """Store ``table`` as the cached EventTable of ``source``; with ``remap``, then read the
     entry back and put its columns in the table's place where they come back mapped (the
     same values: a long-lived process, the server, then holds them as pages of a file, not
-    as anonymous memory; see the module docstring)."""
-    if not enabled():
+    as anonymous memory; see the module docstring). A table whose columns are mapped
+    already (``map_table``) is not written again with ``remap``."""
+    if not enabled() or (remap and _is_mapped(table.name)):
         return
     try:
         meta: dict[str, Any] = {
@@ -187,10 +188,38 @@ def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:
         _warn(cache_dir(), err)
         return
     if _save([source], TABLE_NAME, meta, dict(_columns(table))) and remap:
-        mapped = load_table(source)
-        if mapped is not None and len(mapped) == len(table) and len(mapped.name) \
-                and _is_mapped(mapped.name):
-            _adopt(table, mapped)
+        _adopt_mapped(table, load_table(source))
+
+
+def map_table(source: Path, table: EventTable) -> None:
+    """Put the columns of ``table`` (read from ``source``) in its place from the cache, mapped
+    (``save_table``'s ``remap``): from the cached entry when it holds the same table, else
+    from one written now. Nothing changes where the cache is off, the entry is small or the
+    columns are mapped already."""
+    if not enabled() or _is_mapped(table.name):
+        return
+    if not _adopt_mapped(table, load_table(source)):
+        save_table(source, table, remap=True)
+
+
+def _adopt_mapped(table: EventTable, mapped: EventTable | None) -> bool:
+    """Put the columns of ``mapped`` in ``table``'s place where they are mapped and hold the
+    same values (compared in full: an entry written from another state of the source is
+    never taken); whether they were."""
+    if mapped is None or not len(mapped.name) or not _is_mapped(mapped.name) \
+            or not _same_columns(table, mapped):
+        return False
+    _adopt(table, mapped)
+    return True
+
+
+def _same_columns(a: EventTable, b: EventTable) -> bool:
+    """Whether two tables hold the same columns (what ``_adopt`` moves)."""
+    if len(a) != len(b) or list(a.typed) != list(b.typed) \
+            or a.stats.stat_names != b.stats.stat_names:
+        return False
+    pairs = [(x, y) for (_, x), (_, y) in zip(_columns(a), _columns(b), strict=True)]
+    return all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in pairs)
 
 
 def _is_mapped(array: NDArray[Any]) -> bool:
@@ -500,6 +529,7 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
             if read_fully(f, data.data) != data_length or f.read(1):
                 raise ValueError("the file changed while it was read")
             data.flags.writeable = False
+    mapping = data.base.obj if isinstance(data.base, memoryview) else None
     arrays: Arrays = {}
     for col in header["arrays"]:
         dtype = _DTYPES[col["dtype"]]
@@ -512,18 +542,35 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
                 and 0 <= offset <= offset + nbytes <= data_length):
             raise ValueError("array outside the data section")
         raw = data[offset:offset + nbytes]
-        if zlib.crc32(raw.data) != col["crc"]:
+        if _checksum(raw, mapping, offset) != col["crc"]:
             raise ValueError(f"checksum of {col['name']}")
         arrays[str(col["name"])] = raw.view(dtype).reshape(shape)
     if not isinstance(header["meta"], dict):
         raise ValueError("bad meta")
-    if isinstance(data.base, memoryview) and isinstance(data.base.obj, mmap.mmap) \
-            and hasattr(mmap, "MADV_DONTNEED"):
-        # The checks touched every page: let them go from this process's mapping (they
-        # stay in the page cache, and come back on the next touch), so that what it holds
-        # mapped is what it uses.
-        data.base.obj.madvise(mmap.MADV_DONTNEED)
     return header["meta"], arrays
+
+
+_CHECK_CHUNK = 32 << 20
+_PAGE = mmap.PAGESIZE
+
+
+def _checksum(raw: NDArray[np.uint8], mapping: Any, offset: int) -> int:
+    """The CRC-32 of ``raw`` (bytes ``offset`` on of the data section). Where the data is
+    ``mapping`` (a mapped copy), a chunk at a time, each chunk's pages let go of this
+    process's mapping once checked: they stay in the page cache and come back on the next
+    touch, so that the check of a large entry does not hold all of it resident at once
+    (what the process holds mapped is what it then uses)."""
+    if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return zlib.crc32(raw.data)
+    crc = 0
+    for lo in range(0, len(raw), _CHECK_CHUNK):
+        crc = zlib.crc32(raw[lo:lo + _CHECK_CHUNK].data, crc)
+        first = (offset + lo) // _PAGE * _PAGE
+        end = min(offset + min(lo + _CHECK_CHUNK, len(raw)) + _PAGE - 1, len(mapping))
+        end = end // _PAGE * _PAGE if end < len(mapping) else len(mapping)
+        if end > first:
+            mapping.madvise(mmap.MADV_DONTNEED, first, end - first)
+    return crc
 
 
 def _mapped_copy(fd: int, offset: int, length: int, directory: Path) -> NDArray[np.uint8]:

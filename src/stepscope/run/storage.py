@@ -56,6 +56,9 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
         hit = cached_index(table, source)
         if hit is not None:
             return hit
+        # The build holds a few columns an event over what it keeps: the table's own columns
+        # are mapped from the cache first (written there now if not yet), not held beside it.
+        cache.map_table(source, table)
     index = build(table, progress, plan, by_start, depth, flows)
     if use_cache and source is not None and cache.save_arrays(
             [source], _INDEX, {**index.header, "events": len(table)}, index.arrays):
