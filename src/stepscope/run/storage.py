@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -64,8 +65,26 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
             [source], _INDEX, {**index.header, "events": len(table)}, index.arrays):
         kept = cached_index(table, source)
         if kept is not None:
+            del index
+            give_back_freed_memory()
             return kept
     return index
+
+
+def give_back_freed_memory() -> None:
+    """Hand the memory freed inside the C heap back to the system (glibc's ``malloc_trim``;
+    nothing elsewhere). The build's columns of tens of MB come from the heap (glibc raises
+    its threshold for mapping large blocks on its own after the first are freed), where a
+    free does not give pages back: a server that had built a 75 MB profile's index held
+    295 MB it no longer used, 37 MB after a trim."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc (musl, say): nothing to trim this way
 
 
 # -- the trace viewer's preview ---------------------------------------------------------------
