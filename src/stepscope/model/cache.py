@@ -39,9 +39,11 @@ memory of its own). The entry itself is never mapped: another process that trunc
 rewrites a cache file in place would make the pages of a mapping of it vanish, and the
 reader die of SIGBUS on its next touch; nothing but this process can reach the private
 copy. Smaller entries (results, previews) are read into private memory. Either way the
-checks above run on the bytes the arrays then hold. Only regular files are opened, never
-through a symlink, and without blocking (a FIFO in place of an entry is a miss, not a
-hang). Arrays come back read-only.
+checks above run on the bytes the arrays then hold (a mapped copy a chunk at a time, each
+chunk's pages let go of once checked). A table already in memory can trade its columns for
+mapped ones holding the same values (:func:`map_table`, ``save_table(..., remap=True)``).
+Only regular files are opened, never through a symlink, and without blocking (a FIFO in
+place of an entry is a miss, not a hang). Arrays come back read-only.
 
 Saving an entry removes the entries it supersedes (the same name and sources in an older
 state, whose keys can never be hit again) and files of earlier cache formats; when the cache
