@@ -212,6 +212,11 @@ def _adopt_mapped(table: EventTable, mapped: EventTable | None) -> bool:
             or not _same_columns(table, mapped):
         return False
     _adopt(table, mapped)
+    # The comparison touched every page: let them go from this process's mapping (they
+    # come back from the page cache on the next touch), as the check does.
+    mapping = _mapping_of(mapped.name)
+    if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)
     return True
 
 
@@ -226,12 +231,17 @@ def _same_columns(a: EventTable, b: EventTable) -> bool:
 
 def _is_mapped(array: NDArray[Any]) -> bool:
     """Whether ``array`` is a view of a mapped file (not of private memory)."""
+    return _mapping_of(array) is not None
+
+
+def _mapping_of(array: NDArray[Any]) -> mmap.mmap | None:
+    """The mapping ``array`` is a view of, or None (private memory)."""
     base: Any = array
     while isinstance(base, np.ndarray):
         base = base.base
     if isinstance(base, memoryview):  # np.frombuffer's base: a view of the mapping
         base = base.obj
-    return isinstance(base, mmap.mmap)
+    return base if isinstance(base, mmap.mmap) else None
 
 
 def _adopt(table: EventTable, mapped: EventTable) -> None:
