@@ -743,9 +743,14 @@ def test_a_mapped_copy_of_a_file_shorter_than_its_header_says_is_an_error(
     fd = os.open(path, os.O_RDONLY)
     try:
         with pytest.raises(ValueError, match="changed"):
-            cache._mapped_copy(fd, 64, 5000, tmp_path)  # 64 bytes past its end
-        data = cache._mapped_copy(fd, 1000, 4000, tmp_path)
+            cache._checked_copy(fd, 64, 5000, [], tmp_path)  # 64 bytes past its end
+        data = cache._checked_copy(fd, 1000, 4000, [], tmp_path)
         assert data.tobytes() == b"x" * 4000 and not data.flags.writeable
+        crc = zlib.crc32(b"x" * 3000)
+        span = cache._Span("a", np.dtype("|u1"), (3000,), 64, 3000, crc)
+        with pytest.raises(ValueError, match="checksum of a"):
+            cache._checked_copy(fd, 1000, 4000, [span._replace(crc=crc ^ 1)], tmp_path)
+        assert cache._checked_copy(fd, 1000, 4000, [span], tmp_path).tobytes() == b"x" * 4000
     finally:
         os.close(fd)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["short"]

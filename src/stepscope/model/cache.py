@@ -30,20 +30,19 @@ every array's bounds, dtype and checksum (CRC-32 runs at gigabytes a second, a f
 the parse it saves). Any mismatch, truncation, foreign or stale content is a miss; the entry
 is deleted and rebuilt by the caller, so a damaged cache never yields a wrong answer.
 
-An entry of :data:`MAP_FROM` bytes or more comes back *mapped*: its data section is copied
-(in the kernel, ``copy_file_range``: a reflink where the file system has them) into a
-private file without a name in the cache directory, and that file is mapped read-only, so
+An entry of :data:`MAP_FROM` bytes or more comes back *mapped*: its data section is copied,
+a chunk at a time, into a private file without a name in the cache directory (each chunk's
+share of every array's checksum taken on the way), and that file is mapped read-only, so
 its arrays are pages of the page cache, which the kernel can drop and read again, not
 anonymous memory (a server that has read a 1 GB profile's table and index holds little
 memory of its own). The entry itself is never mapped: another process that truncates or
 rewrites a cache file in place would make the pages of a mapping of it vanish, and the
 reader die of SIGBUS on its next touch; nothing but this process can reach the private
 copy. Smaller entries (results, previews) are read into private memory. Either way the
-checks above run on the bytes the arrays then hold (a mapped copy a chunk at a time, each
-chunk's pages let go of once checked). A table already in memory can trade its columns for
-mapped ones holding the same values (:func:`map_table`, ``save_table(..., remap=True)``).
-Only regular files are opened, never through a symlink, and without blocking (a FIFO in
-place of an entry is a miss, not a hang). Arrays come back read-only.
+checks above run on the bytes the arrays then hold. A table already in memory can trade its
+columns for mapped ones holding the same values (:func:`map_table`, ``save_table(...,
+remap=True)``). Only regular files are opened, never through a symlink, and without
+blocking (a FIFO in place of an entry is a miss, not a hang). Arrays come back read-only.
 
 Saving an entry removes the entries it supersedes (the same name and sources in an older
 state, whose keys can never be hit again) and files of earlier cache formats; when the cache
@@ -70,7 +69,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -533,16 +532,44 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         if (header["format"], header["stepscope"], header["key"], header["name"]) != (
                 FORMAT_VERSION, version.__version__, key, name):
             raise ValueError("stale")
+        columns = _spans(header, data_length)
         if data_length and data_length >= MAP_FROM:
-            data = _mapped_copy(fd, data_start, data_length, path.parent)
+            data = _checked_copy(fd, data_start, data_length, columns, path.parent)
         else:
             f.seek(data_start)
             data = np.empty(data_length, dtype=np.uint8)
             if read_fully(f, data.data) != data_length or f.read(1):
                 raise ValueError("the file changed while it was read")
             data.flags.writeable = False
-    mapping = data.base.obj if isinstance(data.base, memoryview) else None
-    arrays: Arrays = {}
+            for span in columns:
+                if zlib.crc32(data[span.offset:span.offset + span.nbytes].data) != span.crc:
+                    raise ValueError(f"checksum of {span.name}")
+    arrays: Arrays = {
+        span.name: data[span.offset:span.offset + span.nbytes].view(span.dtype).reshape(
+            span.shape) for span in columns}
+    if not isinstance(header["meta"], dict):
+        raise ValueError("bad meta")
+    return header["meta"], arrays
+
+
+_CHECK_CHUNK = 32 << 20  # bytes a mapped entry is copied and checked at a time
+
+
+class _Span(NamedTuple):
+    """Where one array of an entry lies in its data section, and what it must hold."""
+
+    name: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+    crc: int
+
+
+def _spans(header: dict[str, Any], data_length: int) -> list[_Span]:
+    """The arrays an entry's header lists, each checked to lie within the data section;
+    ValueError (or KeyError, TypeError) for a header that does not describe them."""
+    out = []
     for col in header["arrays"]:
         dtype = _DTYPES[col["dtype"]]
         shape = tuple(col["shape"])
@@ -553,52 +580,43 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         if not (isinstance(offset, int) and offset % _ALIGN == 0
                 and 0 <= offset <= offset + nbytes <= data_length):
             raise ValueError("array outside the data section")
-        raw = data[offset:offset + nbytes]
-        if _checksum(raw, mapping, offset) != col["crc"]:
-            raise ValueError(f"checksum of {col['name']}")
-        arrays[str(col["name"])] = raw.view(dtype).reshape(shape)
-    if not isinstance(header["meta"], dict):
-        raise ValueError("bad meta")
-    return header["meta"], arrays
+        if not isinstance(col["crc"], int):
+            raise ValueError("bad checksum")
+        out.append(_Span(str(col["name"]), dtype, shape, offset, nbytes, col["crc"]))
+    return out
 
 
-_CHECK_CHUNK = 32 << 20
-_PAGE = mmap.PAGESIZE
-
-
-def _checksum(raw: NDArray[np.uint8], mapping: Any, offset: int) -> int:
-    """The CRC-32 of ``raw`` (bytes ``offset`` on of the data section). Where the data is
-    ``mapping`` (a mapped copy), a chunk at a time, each chunk's pages let go of this
-    process's mapping once checked: they stay in the page cache and come back on the next
-    touch, so that the check of a large entry does not hold all of it resident at once
-    (what the process holds mapped is what it then uses)."""
-    if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return zlib.crc32(raw.data)
-    crc = 0
-    for lo in range(0, len(raw), _CHECK_CHUNK):
-        crc = zlib.crc32(raw[lo:lo + _CHECK_CHUNK].data, crc)
-        first = (offset + lo) // _PAGE * _PAGE
-        end = min(offset + min(lo + _CHECK_CHUNK, len(raw)) + _PAGE - 1, len(mapping))
-        end = end // _PAGE * _PAGE if end < len(mapping) else len(mapping)
-        if end > first:
-            mapping.madvise(mmap.MADV_DONTNEED, first, end - first)
-    return crc
-
-
-def _mapped_copy(fd: int, offset: int, length: int, directory: Path) -> NDArray[np.uint8]:
-    """Bytes ``offset`` to ``offset + length`` of the open file ``fd``, copied into a file
-    without a name in ``directory`` and mapped read-only (the module docstring says why a
-    copy); ValueError when the file holds fewer bytes (it shrank meanwhile)."""
+def _checked_copy(fd: int, offset: int, length: int, columns: list[_Span],
+                  directory: Path) -> NDArray[np.uint8]:
+    """Bytes ``offset`` to ``offset + length`` of the open file ``fd`` (an entry's data
+    section), copied into a file without a name in ``directory`` a chunk at a time, each
+    chunk's share of every array's checksum taken on the way, and mapped read-only (the
+    module docstring says why a copy). What is mapped is what was checked: no other process
+    can reach the copy. ValueError when a checksum fails or the file holds fewer bytes (it
+    shrank meanwhile)."""
     copy = _nameless_file(directory)
     try:
+        crcs = [0] * len(columns)
+        buffer = memoryview(bytearray(min(_CHECK_CHUNK, length)))
         done = 0
         while done < length:
-            n = _copy_range(fd, copy, length - done, offset + done, done)
-            if not n:
+            n = os.preadv(fd, [buffer[:min(len(buffer), length - done)]], offset + done)
+            if n <= 0:
                 raise ValueError("the file changed while it was read")
+            chunk = buffer[:n]
+            for i, span in enumerate(columns):
+                lo, hi = max(span.offset, done), min(span.offset + span.nbytes, done + n)
+                if lo < hi:
+                    crcs[i] = zlib.crc32(chunk[lo - done:hi - done], crcs[i])
+            written = 0
+            while written < n:
+                written += os.pwrite(copy, chunk[written:], done + written)
             done += n
+        for span, crc in zip(columns, crcs, strict=True):
+            if crc != span.crc:
+                raise ValueError(f"checksum of {span.name}")
         if os.fstat(fd).st_size != offset + length or os.fstat(copy).st_size != length:
-            raise ValueError("the copy of the entry is not its size")
+            raise ValueError("the file changed while it was read")
         mapping = mmap.mmap(copy, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     finally:
         os.close(copy)  # the mapping keeps the file; without a name it goes with the mapping
@@ -618,21 +636,6 @@ def _nameless_file(directory: Path) -> int:
     fd, name = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX)
     os.unlink(name)
     return fd
-
-
-def _copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> int:
-    """Copy up to ``count`` bytes between the files at those offsets; how many were (0: the
-    source ends there). In the kernel where it can, else through a buffer."""
-    if hasattr(os, "copy_file_range"):
-        try:
-            return os.copy_file_range(src, dst, min(count, 1 << 30), src_offset, dst_offset)
-        except OSError:
-            pass  # e.g. a file system or kernel without it: through a buffer instead
-    chunk = os.pread(src, min(count, 16 << 20), src_offset)
-    written = 0
-    while written < len(chunk):
-        written += os.pwrite(dst, memoryview(chunk)[written:], dst_offset + written)
-    return len(chunk)
 
 
 def read_fully(f: Any, buffer: memoryview) -> int:
