@@ -654,3 +654,157 @@ def test_an_entry_is_read_in_full_across_short_reads() -> None:
         assert cache.read_fully(r, buffer.data) == len(payload)  # to the end, not beyond
     writer.join()
     assert buffer[:len(payload)].tobytes() == payload
+
+
+# -- mapped reads -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def map_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every entry, however small, comes back mapped, and is checked in many small chunks
+    (an odd size: chunks end inside pages and arrays)."""
+    monkeypatch.setattr(cache, "MAP_FROM", 0)
+    monkeypatch.setattr(cache, "_CHECK_CHUNK", 5000)
+
+
+@pytest.mark.usefixtures("map_all")
+def test_a_mapped_table_is_a_private_copy_of_its_entry(source: Path, cache_home: Path) -> None:
+    table = x2t.load_xspace(source)
+    cache.save_table(source, table)
+    loaded = cache.load_table(source)
+    assert loaded is not None
+    assert cache._is_mapped(loaded.start_ns) and cache._is_mapped(loaded.stats.value)
+    assert not loaded.start_ns.flags.writeable
+    assert_same_table(table, loaded)
+    # The copy has no name: the cache directory holds the entry alone.
+    assert len(table_files(cache_home)) == 1
+    # Rewritten in place (same size, other bytes): the arrays keep their values.
+    (entry,) = cache_home.iterdir()
+    size = entry.stat().st_size
+    with open(entry, "r+b") as f:
+        f.write(b"\xff" * size)
+    assert_same_table(table, loaded)
+
+
+@pytest.mark.usefixtures("map_all")
+def test_a_mapped_table_survives_its_entry_truncated_in_another_process(
+        source: Path, cache_home: Path, tmp_path: Path) -> None:
+    # A mapping of the entry itself would lose its pages when the file shrinks, and the
+    # server die of SIGBUS at its next touch: run where that would show as a signal.
+    script = tmp_path / "truncate.py"
+    script.write_text(f"""
+import os, sys
+from pathlib import Path
+from stepscope.formats import xspace_to_tables as x2t
+from stepscope.model import cache
+cache.MAP_FROM = 0
+source = Path({str(source)!r})
+table = x2t.load_xspace(source)
+cache.save_table(source, table)
+loaded = cache.load_table(source)
+assert cache._is_mapped(loaded.start_ns)
+(entry,) = Path({str(cache_home)!r}).iterdir()
+os.truncate(entry, 64)
+assert int(loaded.start_ns.sum()) == int(table.start_ns.sum())
+assert bytes(loaded.stats.text) == bytes(table.stats.text)
+assert cache.load_table(source) is None  # the truncated entry: a miss
+print("survived")
+""")
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(cache_home),
+           "PYTHONPATH": os.pathsep.join([str(Path(stepscope.__file__).parents[1]),
+                                          os.environ.get("PYTHONPATH", "")])}
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "survived"
+
+
+@pytest.mark.usefixtures("map_all")
+def test_every_damaged_entry_is_a_miss_when_mapped(source: Path, cache_home: Path) -> None:
+    cache.save_table(source, x2t.load_xspace(source))
+    (entry,) = cache_home.iterdir()
+    good = entry.read_bytes()
+    for case, damaged in _damage_cases(good).items():
+        entry.write_bytes(damaged)
+        assert cache.load_table(source) is None, case
+        assert not entry.exists(), case
+        assert table_files(cache_home) == [], case  # no copy left behind either
+        entry.write_bytes(good)
+        assert cache.load_table(source) is not None, case
+
+
+def test_a_mapped_copy_of_a_file_shorter_than_its_header_says_is_an_error(
+        tmp_path: Path) -> None:
+    path = tmp_path / "short"
+    path.write_bytes(b"x" * 5000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError, match="changed"):
+            cache._checked_copy(fd, 64, 5000, [], tmp_path)  # 64 bytes past its end
+        data = cache._checked_copy(fd, 1000, 4000, [], tmp_path)
+        assert data.tobytes() == b"x" * 4000 and not data.flags.writeable
+        crc = zlib.crc32(b"x" * 3000)
+        span = cache._Span("a", np.dtype("|u1"), (3000,), 64, 3000, crc)
+        with pytest.raises(ValueError, match="checksum of a"):
+            cache._checked_copy(fd, 1000, 4000, [span._replace(crc=crc ^ 1)], tmp_path)
+        assert cache._checked_copy(fd, 1000, 4000, [span], tmp_path).tobytes() == b"x" * 4000
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["short"]
+
+
+@pytest.mark.usefixtures("map_all")
+def test_a_table_saved_with_remap_holds_the_mapped_columns(source: Path) -> None:
+    table = x2t.load_xspace(source)
+    original = x2t.load_xspace(source)
+    assert not cache._is_mapped(table.start_ns)
+    cache.save_table(source, table, remap=True)
+    assert cache._is_mapped(table.start_ns) and cache._is_mapped(table.stats.event)
+    assert_same_table(original, table)
+
+
+def test_a_small_entry_is_read_not_mapped(source: Path) -> None:
+    table = x2t.load_xspace(source)
+    cache.save_table(source, table, remap=True)
+    (entry,) = (Path(os.environ["STEPSCOPE_CACHE_DIR"])).iterdir()
+    assert entry.stat().st_size < cache.MAP_FROM  # (the fixture is small)
+    loaded = cache.load_table(source)
+    assert loaded is not None and not cache._is_mapped(loaded.start_ns)
+    assert not cache._is_mapped(table.start_ns)  # remap: left as it is
+
+
+@pytest.mark.usefixtures("map_all")
+def test_map_table_takes_the_entry_only_when_it_holds_the_same_table(source: Path) -> None:
+    original = x2t.load_xspace(source)
+    # An entry of the same length with other values (another state of the source, say).
+    other = x2t.load_xspace(source)
+    other.start_ns = other.start_ns + 1
+    cache.save_table(source, other)
+    table = x2t.load_xspace(source)
+    cache.map_table(source, table)
+    assert cache._is_mapped(table.start_ns)
+    assert_same_table(original, table)  # its own values, from an entry written now
+    loaded = cache.load_table(source)
+    assert loaded is not None
+    assert_same_table(original, loaded)
+    # An entry that holds the same table is taken as it is (not written again).
+    (entry,) = Path(os.environ["STEPSCOPE_CACHE_DIR"]).iterdir()
+    written = entry.stat().st_ino  # a write renames a new file into place
+    again = x2t.load_xspace(source)
+    cache.map_table(source, again)
+    assert cache._is_mapped(again.start_ns)
+    assert_same_table(original, again)
+    cache.save_table(source, again, remap=True)  # mapped already: not written again
+    assert entry.stat().st_ino == written
+
+
+@pytest.mark.usefixtures("map_all")
+def test_map_table_does_nothing_with_the_cache_off(source: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
+    table = x2t.load_xspace(source)
+    cache.map_table(source, table)
+    assert not cache._is_mapped(table.start_ns)

@@ -13,6 +13,7 @@ import pytest
 from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build
 from stepscope.errors import NotFoundError
 from stepscope.formats.run_reader import load
+from stepscope.model import cache
 from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, no_stats
 from stepscope.run.storage import index_for
 
@@ -332,20 +333,33 @@ def test_api_full_view_counters_are_each_tracks_own(tmp_path: Path) -> None:
             assert max(c["value"]) <= 100.0 * (os.cpu_count() or 1), c
 
 
-def test_index_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("mapped", [False, True], ids=["read", "mapped"])
+def test_index_is_cached_on_disk(mapped: bool, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STEPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    # Every entry, however small, comes back mapped; or none, however large, does.
+    monkeypatch.setattr(cache, "MAP_FROM", 0 if mapped else 1 << 62)
     table = next(iter(load(GPU_FIXTURE, use_cache=False).hosts.values()))
+    built = build(table)
+    assert built.skey.flags.writeable
+    window = built.query(0, built.span_ns, 800)
+    # Written to the cache and read back at once: what is held is the entry's.
     first = index_for(table, GPU_FIXTURE)
-    assert first.skey.flags.writeable  # built here
+    assert not first.skey.flags.writeable
+    assert cache._is_mapped(first.skey) == mapped
+    assert first.query(0, first.span_ns, 800) == window
+    assert first.meta() == built.meta()
     again = index_for(table, GPU_FIXTURE)
-    assert not again.skey.flags.writeable  # read from the cache
-    assert again.query(0, again.span_ns, 800) == first.query(0, first.span_ns, 800)
-    assert again.meta() == first.meta()
-    # A damaged file is a miss, rebuilt.
+    assert again.query(0, again.span_ns, 800) == window
+    # A damaged file is a miss, rebuilt (and written again).
     (entry,) = (tmp_path / "cache").glob("*.trace_index.*.cache")
+    size = entry.stat().st_size
     entry.write_bytes(entry.read_bytes()[:100])
     rebuilt = index_for(table, GPU_FIXTURE)
-    assert rebuilt.skey.flags.writeable
+    assert rebuilt.query(0, rebuilt.span_ns, 800) == window
+    assert entry.stat().st_size == size
+    # The cache off: built and held.
+    assert index_for(table, GPU_FIXTURE, use_cache=False).skey.flags.writeable
 
 
 @pytest.mark.parametrize("path", [

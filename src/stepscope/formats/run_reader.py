@@ -54,7 +54,7 @@ def load_file(path: Path, *, use_cache: bool = True,
         if saved is None:
             cache.save_table(path, table)
         else:
-            saved(lambda: cache.save_table(path, table))
+            saved(lambda: cache.save_table(path, table, remap=True))
     return table
 
 

@@ -30,11 +30,19 @@ every array's bounds, dtype and checksum (CRC-32 runs at gigabytes a second, a f
 the parse it saves). Any mismatch, truncation, foreign or stale content is a miss; the entry
 is deleted and rebuilt by the caller, so a damaged cache never yields a wrong answer.
 
-Reads copy the file into private memory rather than mapping it: another process that
-truncates or rewrites a cache file can then not crash a reader that still uses the arrays
-(a mapping would die of SIGBUS). Only regular files are opened, never through a symlink, and
-without blocking (a FIFO in place of an entry is a miss, not a hang). Arrays come back
-read-only.
+An entry of :data:`MAP_FROM` bytes or more comes back *mapped*: its data section is copied,
+a chunk at a time, into a private file without a name in the cache directory (each chunk's
+share of every array's checksum taken on the way), and that file is mapped read-only, so
+its arrays are pages of the page cache, which the kernel can drop and read again, not
+anonymous memory (a server that has read a 1 GB profile's table and index holds little
+memory of its own). The entry itself is never mapped: another process that truncates or
+rewrites a cache file in place would make the pages of a mapping of it vanish, and the
+reader die of SIGBUS on its next touch; nothing but this process can reach the private
+copy. Smaller entries (results, previews) are read into private memory. Either way the
+checks above run on the bytes the arrays then hold. A table already in memory can trade its
+columns for mapped ones holding the same values (:func:`map_table`, ``save_table(...,
+remap=True)``). Only regular files are opened, never through a symlink, and without
+blocking (a FIFO in place of an entry is a miss, not a hang). Arrays come back read-only.
 
 Saving an entry removes the entries it supersedes (the same name and sources in an older
 state, whose keys can never be hit again) and files of earlier cache formats; when the cache
@@ -51,6 +59,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import re
 import stat
@@ -60,7 +69,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,6 +97,8 @@ _ENTRY_FILE = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+\.cache")
 # Files of the formats before this one: never hit again, removed on the next save.
 _OLD_FILES = re.compile(r"[0-9a-f]{32}(\.table|\.arrays|\.[A-Za-z0-9_.-]+\.json)")
 _TEMP_PREFIX = ".tmp-"
+#: Entries whose data section is at least this large come back mapped (the module docstring).
+MAP_FROM = 1 << 20
 
 # Array dtypes the format accepts; anything else in a header means a corrupt or foreign file.
 _DTYPES = {name: np.dtype(name) for name in ("|i1", "|u1", "<i2", "<i4", "<i8", "<f8", "|b1")}
@@ -128,9 +139,13 @@ def load_table(source: Path) -> EventTable | None:
         return None
 
 
-def save_table(source: Path, table: EventTable) -> None:
-    """Store ``table`` as the cached EventTable of ``source``."""
-    if not enabled():
+def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:
+    """Store ``table`` as the cached EventTable of ``source``; with ``remap``, then read the
+    entry back and put its columns in the table's place where they come back mapped (the
+    same values: a long-lived process, the server, then holds them as pages of a file, not
+    as anonymous memory; see the module docstring). A table whose columns are mapped
+    already (``map_table``) is not written again with ``remap``."""
+    if not enabled() or (remap and _is_mapped(table.name)):
         return
     try:
         meta: dict[str, Any] = {
@@ -144,7 +159,69 @@ def save_table(source: Path, table: EventTable) -> None:
     except (TypeError, ValueError) as err:
         _warn(cache_dir(), err)
         return
-    _save([source], TABLE_NAME, meta, dict(_columns(table)))
+    if _save([source], TABLE_NAME, meta, dict(_columns(table))) and remap:
+        _adopt_mapped(table, load_table(source))
+
+
+def map_table(source: Path, table: EventTable) -> None:
+    """Put the columns of ``table`` (read from ``source``) in its place from the cache, mapped
+    (``save_table``'s ``remap``): from the cached entry when it holds the same table, else
+    from one written now. Nothing changes where the cache is off, the entry is small or the
+    columns are mapped already."""
+    if not enabled() or _is_mapped(table.name):
+        return
+    if not _adopt_mapped(table, load_table(source)):
+        save_table(source, table, remap=True)
+
+
+def _adopt_mapped(table: EventTable, mapped: EventTable | None) -> bool:
+    """Put the columns of ``mapped`` in ``table``'s place where they are mapped and hold the
+    same values (compared in full: an entry written from another state of the source is
+    never taken); whether they were."""
+    if mapped is None or not len(mapped.name) or not _is_mapped(mapped.name) \
+            or not _same_columns(table, mapped):
+        return False
+    _adopt(table, mapped)
+    # The comparison touched every page: let them go from this process's mapping (they
+    # come back from the page cache on the next touch), as the check does.
+    mapping = _mapping_of(mapped.name)
+    if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)
+    return True
+
+
+def _same_columns(a: EventTable, b: EventTable) -> bool:
+    """Whether two tables hold the same columns (what ``_adopt`` moves)."""
+    if len(a) != len(b) or list(a.typed) != list(b.typed) \
+            or a.stats.stat_names != b.stats.stat_names:
+        return False
+    pairs = [(x, y) for (_, x), (_, y) in zip(_columns(a), _columns(b), strict=True)]
+    return all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in pairs)
+
+
+def _is_mapped(array: NDArray[Any]) -> bool:
+    """Whether ``array`` is a view of a mapped file (not of private memory)."""
+    return _mapping_of(array) is not None
+
+
+def _mapping_of(array: NDArray[Any]) -> mmap.mmap | None:
+    """The mapping ``array`` is a view of, or None (private memory)."""
+    base: Any = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer's base: a view of the mapping
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def _adopt(table: EventTable, mapped: EventTable) -> None:
+    """Put the columns of ``mapped`` (the same table, read back) in ``table``'s place, one
+    attribute at a time: a thread still reading ``table`` sees the one or the other, and
+    both hold the same values. The lists and plane stats stay the table's own."""
+    for name in ("line_plane", "line_id", "line", "name", "start_ns", "duration_ns", "typed"):
+        setattr(table, name, getattr(mapped, name))
+    mapped.stats.stat_names = table.stats.stat_names
+    table.stats = mapped.stats
 
 
 def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
@@ -408,12 +485,44 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         if (header["format"], header["stepscope"], header["key"], header["name"]) != (
                 FORMAT_VERSION, version.__version__, key, name):
             raise ValueError("stale")
-        f.seek(data_start)
-        data = np.empty(data_length, dtype=np.uint8)
-        if read_fully(f, data.data) != data_length or f.read(1):
-            raise ValueError("the file changed while it was read")
-    data.flags.writeable = False
-    arrays: Arrays = {}
+        columns = _spans(header, data_length)
+        if data_length and data_length >= MAP_FROM:
+            data = _checked_copy(fd, data_start, data_length, columns, path.parent)
+        else:
+            f.seek(data_start)
+            data = np.empty(data_length, dtype=np.uint8)
+            if read_fully(f, data.data) != data_length or f.read(1):
+                raise ValueError("the file changed while it was read")
+            data.flags.writeable = False
+            for span in columns:
+                if zlib.crc32(data[span.offset:span.offset + span.nbytes].data) != span.crc:
+                    raise ValueError(f"checksum of {span.name}")
+    arrays: Arrays = {
+        span.name: data[span.offset:span.offset + span.nbytes].view(span.dtype).reshape(
+            span.shape) for span in columns}
+    if not isinstance(header["meta"], dict):
+        raise ValueError("bad meta")
+    return header["meta"], arrays
+
+
+_CHECK_CHUNK = 32 << 20  # bytes a mapped entry is copied and checked at a time
+
+
+class _Span(NamedTuple):
+    """Where one array of an entry lies in its data section, and what it must hold."""
+
+    name: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+    crc: int
+
+
+def _spans(header: dict[str, Any], data_length: int) -> list[_Span]:
+    """The arrays an entry's header lists, each checked to lie within the data section;
+    ValueError (or KeyError, TypeError) for a header that does not describe them."""
+    out = []
     for col in header["arrays"]:
         dtype = _DTYPES[col["dtype"]]
         shape = tuple(col["shape"])
@@ -424,13 +533,62 @@ def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays
         if not (isinstance(offset, int) and offset % _ALIGN == 0
                 and 0 <= offset <= offset + nbytes <= data_length):
             raise ValueError("array outside the data section")
-        raw = data[offset:offset + nbytes]
-        if zlib.crc32(raw.data) != col["crc"]:
-            raise ValueError(f"checksum of {col['name']}")
-        arrays[str(col["name"])] = raw.view(dtype).reshape(shape)
-    if not isinstance(header["meta"], dict):
-        raise ValueError("bad meta")
-    return header["meta"], arrays
+        if not isinstance(col["crc"], int):
+            raise ValueError("bad checksum")
+        out.append(_Span(str(col["name"]), dtype, shape, offset, nbytes, col["crc"]))
+    return out
+
+
+def _checked_copy(fd: int, offset: int, length: int, columns: list[_Span],
+                  directory: Path) -> NDArray[np.uint8]:
+    """Bytes ``offset`` to ``offset + length`` of the open file ``fd`` (an entry's data
+    section), copied into a file without a name in ``directory`` a chunk at a time, each
+    chunk's share of every array's checksum taken on the way, and mapped read-only (the
+    module docstring says why a copy). What is mapped is what was checked: no other process
+    can reach the copy. ValueError when a checksum fails or the file holds fewer bytes (it
+    shrank meanwhile)."""
+    copy = _nameless_file(directory)
+    try:
+        crcs = [0] * len(columns)
+        buffer = memoryview(bytearray(min(_CHECK_CHUNK, length)))
+        done = 0
+        while done < length:
+            n = os.preadv(fd, [buffer[:min(len(buffer), length - done)]], offset + done)
+            if n <= 0:
+                raise ValueError("the file changed while it was read")
+            chunk = buffer[:n]
+            for i, span in enumerate(columns):
+                lo, hi = max(span.offset, done), min(span.offset + span.nbytes, done + n)
+                if lo < hi:
+                    crcs[i] = zlib.crc32(chunk[lo - done:hi - done], crcs[i])
+            written = 0
+            while written < n:
+                written += os.pwrite(copy, chunk[written:], done + written)
+            done += n
+        for span, crc in zip(columns, crcs, strict=True):
+            if crc != span.crc:
+                raise ValueError(f"checksum of {span.name}")
+        if os.fstat(fd).st_size != offset + length or os.fstat(copy).st_size != length:
+            raise ValueError("the file changed while it was read")
+        mapping = mmap.mmap(copy, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        os.close(copy)  # the mapping keeps the file; without a name it goes with the mapping
+    # The array holds the mapping (through its buffer): unmapped when the last view goes.
+    return np.frombuffer(mapping, dtype=np.uint8)
+
+
+def _nameless_file(directory: Path) -> int:
+    """A new file in ``directory`` that no other process can open by a name: ``O_TMPFILE``
+    where the file system has it, else a temporary file unlinked at once."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            return os.open(directory, tmpfile | os.O_RDWR, 0o600)
+        except OSError:
+            pass  # not supported by this file system: a named one, unlinked
+    fd, name = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX)
+    os.unlink(name)
+    return fd
 
 
 def _read_exactly(f: Any, n: int) -> bytes:

@@ -984,17 +984,41 @@ def sections_of(tracks: list[Track]) -> list[dict[str, Any]]:
 def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I64, I64]:
     """The events drawn as events (not counter samples), in table order: (table rows, track,
     start relative to the origin, duration, end as laid out: at least 1 ns after the start)."""
-    if not plan.counter_line.any() and bool(plan.included.all()):
+    shown = shown_rows(table, plan)
+    if shown is None:
         ev_rows = np.arange(len(table), dtype=np.int64)  # every event: no gathers
         track = plan.track_of_line[table.line]
         rel = np.asarray(table.start_ns, np.int64) - plan.origin
         edur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
     else:
-        ev_rows = np.flatnonzero(plan.included & ~plan.counter_line[table.line])
+        ev_rows = shown
         track = plan.track_of_line[table.line[ev_rows]]
         rel = np.asarray(table.start_ns[ev_rows], np.int64) - plan.origin
         edur = np.maximum(np.asarray(table.duration_ns[ev_rows], np.int64), 0)
     return ev_rows, track, rel, edur, rel + np.maximum(edur, 1)
+
+
+def shown_rows(table: EventTable, plan: TrackPlan) -> I64 | None:
+    """The table rows of the events drawn as events (``event_columns``' first column), or
+    None where that is every row of the table (the usual case: no array made)."""
+    if not plan.counter_line.any() and bool(plan.included.all()):
+        return None
+    return np.flatnonzero(plan.included & ~plan.counter_line[table.line])
+
+
+def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_start: I64,
+                  depth: I64) -> I64:
+    """``_by_row``, with each event's track looked up in the order by (track, start) only
+    (``ev_rows``: ``shown_rows``; ``by_start`` and ``depth`` in ``event_columns`` order)."""
+    rows = int(depth.max()) + 1
+    in_order = by_start if ev_rows is None else ev_rows[by_start]
+    group = plan.track_of_line[table.line[in_order]]
+    del in_order
+    group *= rows
+    group += depth[by_start]
+    if int(group.max()) < 1 << 16:
+        group = group.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
+    return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
 
 
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
@@ -1010,18 +1034,35 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     counter_line, device_plane, origin = plan.counter_line, plan.device_plane, plan.origin
     n_tracks = len(plan.track_line)
 
-    ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
-    report(0.15)
-    depth, order = _layout(track, rel, lay_end, by_start, depth)
-    del by_start
-    report(0.6)
-    # Each column put in (track, row, start) order one at a time, and each let go as soon as
-    # the arrays kept are made from it: the build's peak is a few columns over what it keeps.
-    ev_row = ev_rows[order]
-    del ev_rows
-    track = track[order]
-    depth = depth[order]
-    new_seg = np.ones(len(order), bool)
+    laid_out = by_start is not None and depth is not None and len(by_start) > 0
+    if by_start is not None and depth is not None and laid_out:
+        # The layout given (the per-track table's): the order by (track, row, start) made
+        # from it, and every column then taken from the table straight in that order, one
+        # at a time (no column of every event in table order is made).
+        ev_rows = shown_rows(table, plan)
+        report(0.15)
+        order = _by_row_given(table, plan, ev_rows, by_start, depth)
+        del by_start
+        report(0.6)
+        ev_row = order if ev_rows is None else ev_rows[order]
+        del ev_rows
+        depth = depth[order]
+        del order
+        track = plan.track_of_line[table.line[ev_row]]
+    else:
+        ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
+        report(0.15)
+        depth, order = _layout(track, rel, lay_end, by_start, depth)
+        del by_start
+        report(0.6)
+        # Each column put in (track, row, start) order one at a time, and each let go as
+        # soon as the arrays kept are made from it: the build's peak is a few columns over
+        # what it keeps.
+        ev_row = ev_rows[order]
+        del ev_rows
+        track = track[order]
+        depth = depth[order]
+    new_seg = np.ones(len(ev_row), bool)
     new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
     first = np.flatnonzero(new_seg)
     seg_track, seg_depth = track[first], depth[first]
@@ -1039,18 +1080,25 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         raise _too_wide()
     shift = np.int64(bits)
     seg <<= shift  # the segment part of every key
-    lay_end = lay_end[order]
-    ekey = lay_end
+    if laid_out:
+        rel = np.asarray(table.start_ns[ev_row], np.int64)
+        rel -= origin
+        edur = np.maximum(np.asarray(table.duration_ns[ev_row], np.int64), 0)
+        ekey = np.maximum(edur, 1)
+        ekey += rel
+    else:
+        ekey = lay_end[order]
+        del lay_end
+        rel = rel[order]
+        edur = edur[order]
+        del order
     ekey |= seg
-    del lay_end
-    rel = rel[order]
     skey = rel | seg
-    edur = edur[order]
     cumdur = np.empty(len(edur) + 1, np.int64)
     cumdur[0] = 0
     np.cumsum(edur, out=cumdur[1:])
     level = _level(edur)
-    del edur, order
+    del edur
     max_level = int(level.max()) if len(level) else 0
     lkey_unsorted = seg
     del seg
