@@ -11,7 +11,7 @@
  *   Records that thread writes to (found through a thread-local cache).
  *
  * The Python tracer's hook (_pyhook.c) appends to Records through the capsule
- * `stepscope.capture._fastpath._records_api` (a RecordsAPI).
+ * `stepscope.capture._fastpath._records_api_v2` (a RecordsAPI).
  */
 #ifndef STEPSCOPE_RECORDS_H
 #define STEPSCOPE_RECORDS_H
@@ -56,12 +56,19 @@ enum {
     STAT_OBJ = 6,    /* Names id of any other object (bytes, or written as its str()) */
 };
 
-#define RECORDS_API_CAPSULE "stepscope.capture._fastpath._records_api"
+/* Named for its layout: a hook built against another layout finds no capsule (lists then). */
+#define RECORDS_API_ATTR "_records_api_v2"
+#define RECORDS_API_CAPSULE "stepscope.capture._fastpath._records_api_v2"
 
 typedef struct {
     PyTypeObject *records_type;
     /* Append an event without stats named by `what` (interned); 0, or -1 with an exception. */
     int (*append)(PyObject *records, PyObject *what, long long start, long long end);
+    /* The id `what` is interned as in `records`' Names (held there from now on), or -1 with
+     * an exception. An id stays valid for every Records sharing those Names. */
+    int32_t (*intern)(PyObject *records, PyObject *what);
+    /* Append an event without stats named by an id from `intern`; 0, or -1 (out of memory). */
+    int (*append_id)(PyObject *records, int32_t id, long long start, long long end);
 } RecordsAPI;
 
 #ifndef STEPSCOPE_RECORDS_CLIENT
