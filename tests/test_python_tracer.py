@@ -580,6 +580,31 @@ def test_python_only_names_generators_and_unwinding(monkeypatch: pytest.MonkeyPa
     assert any(n.endswith("<lambda>") for n in children)
 
 
+@needs_compiled
+@pytest.mark.parametrize("c_calls", MODES)
+def test_functions_made_and_dropped_while_tracing_keep_their_names(
+        monkeypatch: pytest.MonkeyPatch, c_calls: bool) -> None:
+    """More distinct functions than the compiled hook caches names for, each made, called and
+    dropped: every event names its own function, as the pure-Python hook names it."""
+    count = 1500
+
+    def made_and_dropped() -> None:
+        for i in range(count):
+            namespace: dict[str, Any] = {}
+            exec(compile(f"def f{i}():\n    return {i}\n", f"made{i}.py", "exec"), namespace)
+            assert namespace[f"f{i}"]() == i
+            del namespace
+
+    runs = {impl: run_traced(monkeypatch, impl, made_and_dropped, c_calls=c_calls)
+            for impl in (None, _pyhook)}
+    main = threading.current_thread().name
+    rows = {impl: subtree(outline(buffer_of(rec, main).events), ".made_and_dropped")
+            for impl, rec in runs.items()}
+    assert rows[_pyhook] == rows[None]
+    called = [name for depth, name in rows[_pyhook] if depth == 1 and " f" in name]
+    assert called == [f"$made{i}.py:1 f{i}" for i in range(count)]
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("c_calls", MODES)
 def test_tracing_twice_in_a_row(monkeypatch: pytest.MonkeyPatch, impl: Any,
