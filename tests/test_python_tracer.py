@@ -568,8 +568,11 @@ def test_python_only_names_generators_and_unwinding(monkeypatch: pytest.MonkeyPa
     line = python_only_workload.__code__.co_firstlineno
     # Closing a generator never started runs it on some versions (to throw GeneratorExit in).
     closed = [fn("gen")] if fn("gen") in children else []
+    # Python 3.12 runs a list comprehension in its function's frame (PEP 709).
+    listcomp = ([fn("leaf")] * 3 if sys.version_info >= (3, 12)
+                else [local(line + 16, "<listcomp>")])
     assert children == [
-        *[fn("raises_in_generator")] * 3, *closed, fn("awaits"), local(line + 16, "<listcomp>"),
+        *[fn("raises_in_generator")] * 3, *closed, fn("awaits"), *listcomp,
         *[local(line + 17, "<genexpr>")] * 3, "$<exec>:1 <module>",
         *[local(line + 19, "<lambda>")] * 3, fn("deep_ok"), fn("workload"),
     ]
@@ -669,6 +672,7 @@ def test_deep_recursion_under_the_cheap_hook_never_crashes(tmp_path: Any) -> Non
         "    inner.start()\n"
         "    try:\n"
         "        down(2_000_000)\n"
+        "        print('thread finished')\n"
         "    except RecursionError:\n"
         "        print('thread RecursionError')\n"
         "    finally:\n"
@@ -688,7 +692,11 @@ def test_deep_recursion_under_the_cheap_hook_never_crashes(tmp_path: Any) -> Non
     assert lines[1] in ("RecursionError", "finished")
     assert int(lines[2].split()[1]) > 5_000
     assert lines[2].split()[2] == CHEAP_ENGINE
-    assert lines[3] == "thread RecursionError"
+    # sys.monitoring (3.12+) leaves Python-to-Python calls in one C frame: deep recursion may
+    # finish there; the frame hook (3.10-3.11) makes each a C call and must stop it in time.
+    assert lines[3] in (("thread RecursionError", "thread finished")
+                        if CHEAP_ENGINE == python_tracer.MONITORING
+                        else ("thread RecursionError",))
 
 
 @needs_compiled
