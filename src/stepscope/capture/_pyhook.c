@@ -10,8 +10,8 @@
  *   It records what the pure-Python hook in python_tracer.py records: (code, start_ns,
  *   end_ns) for Python functions and (name, start_ns, end_ns) for C functions, named by
  *   python_tracer._c_name. Given the thread's Records (records.h, from _fastpath), each
- *   finished call becomes one 16-byte record there at once, its code object or name interned.
- *   Given a list instead, finished calls are held in a compact C array while the tracer is
+ *   finished call becomes one 16-byte record there at once, its code object or name interned
+ *   (once: the hook keeps each name's id in a small cache of its own). Given a list instead, finished calls are held in a compact C array while the tracer is
  *   active and become tuples in the list on flush(): building three Python objects per
  *   call would cost the traced program more than the rest of the hook.
  * - install(hook): make a ThreadHook the calling thread's profile function.
@@ -1153,13 +1153,14 @@ frame_bootstrap(void)
 #endif
 }
 
-/* The thread whose lookup was found last, by its thread state and that state's id (unique
- * in the interpreter: a state freed and made again at the same address has another id, so a
- * thread that ended is never taken for a new one). Reading a thread-local variable from a
+/* The thread whose lookup was found last, by its thread state, that state's interpreter and
+ * its id (unique in the interpreter: a state freed and made again at the same address has
+ * another id, so a thread that ended is never taken for a new one). Reading a thread-local variable from a
  * shared library is a call (__tls_get_addr) per frame; comparing with the last thread's
  * state, which the interpreter lock makes the only one running, is two loads. */
 #ifndef Py_GIL_DISABLED
 static PyThreadState *g_last_tstate = NULL;
+static PyInterpreterState *g_last_interp = NULL;
 static uint64_t g_last_tstate_id = 0;
 static ThreadLookup *g_last_lookup = NULL;
 #endif
@@ -1168,10 +1169,12 @@ static inline ThreadLookup *
 thread_lookup(PyThreadState *tstate)
 {
 #ifndef Py_GIL_DISABLED
-    if (tstate == g_last_tstate && tstate->id == g_last_tstate_id) {
+    if (tstate == g_last_tstate && tstate->id == g_last_tstate_id &&
+        tstate->interp == g_last_interp) {
         return g_last_lookup;
     }
     g_last_tstate = tstate;
+    g_last_interp = tstate->interp;
     g_last_tstate_id = tstate->id;
     g_last_lookup = &tl_lookup;
     return g_last_lookup;
