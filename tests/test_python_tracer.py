@@ -601,7 +601,7 @@ def test_functions_made_and_dropped_while_tracing_keep_their_names(
     runs = {impl: run_traced(monkeypatch, impl, made_and_dropped, c_calls=c_calls)
             for impl in (None, _pyhook)}
     main = threading.current_thread().name
-    rows = {impl: subtree(outline(buffer_of(rec, main).events), ".made_and_dropped")
+    rows = {impl: subtree(outline(buffer_of(rec, main).events), "made_and_dropped")
             for impl, rec in runs.items()}
     assert rows[_pyhook] == rows[None]
     called = [name for depth, name in rows[_pyhook] if depth == 1 and " f" in name]

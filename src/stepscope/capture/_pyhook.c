@@ -57,6 +57,15 @@ typedef PyFrameObject EvalFrame;
 #define STEPSCOPE_THREAD_LOOKUP 1
 #endif
 
+/* Rare paths kept out of the per-call ones (Py_NO_INLINE is 3.11+). */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOOK_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define HOOK_NOINLINE __declspec(noinline)
+#else
+#define HOOK_NOINLINE
+#endif
+
 #define STEPSCOPE_RECORDS_CLIENT
 #include "records.h"
 
@@ -778,7 +787,7 @@ ThreadHook_dealloc(ThreadHook *self)
 }
 
 /* Make room for one more open call (out of line: rare). */
-static Py_NO_INLINE int
+static HOOK_NOINLINE int
 grow_stack(ThreadHook *self)
 {
     Py_ssize_t capacity = self->capacity ? self->capacity * 2 : INITIAL_STACK;
@@ -832,7 +841,7 @@ admit(HookState *state)
 }
 
 /* Record a finished call held until flush() (no Records); steals the reference to `name`. */
-static Py_NO_INLINE int
+static HOOK_NOINLINE int
 hold_call(ThreadHook *self, PyObject *name, long long start, long long end)
 {
     if (self->events == NULL) {
