@@ -6,7 +6,8 @@
  * - Records: one thread's events, in chunks that are never moved or copied while recording:
  *   an EventRecord (16 bytes) per event and, for the few events with stats, their StatRecords
  *   in event order, each naming its event. Read back as NumPy columns (`columns`), or
- *   written as XPlane bytes straight from the chunks at stop (records_xplane.c).
+ *   written as XPlane bytes straight from the chunks at stop (records_xplane.c). Event chunks
+ *   a Records lets go of are kept for the next ones, up to 32 MiB (records.c).
  * - Sink: what a session's Trace events go to: the event cap's counter and, per thread, the
  *   Records that thread writes to (found through a thread-local cache).
  *
