@@ -300,6 +300,30 @@ def test_records_hold_16_bytes_an_event_and_read_back_as_tuples() -> None:
 
 
 @compiled_only
+def test_records_made_after_others_were_freed_hold_only_their_own_events() -> None:
+    """Freed event chunks are kept for the next Records: what they held never shows again,
+    and two Records never share one."""
+    fp = recorder_module._fastpath
+    names = fp.Names()
+    per_chunk = 8192
+    for _ in range(2):  # cleared, then freed: both hand their chunks back
+        old = fp.Records(names)
+        for i in range(3 * per_chunk + 5):
+            old.add("old", 10**9 + i, 10**9 + 2 * i)
+        old.clear()
+        assert len(old) == 0 and records_to_tuples(old, with_stats=False) == []
+        del old
+    first, second = fp.Records(names), fp.Records(names)
+    n = 2 * per_chunk + 3
+    for i in range(n):
+        first.add("first", i, i + 1)
+        second.add("second", -i, 7)
+    assert records_to_tuples(first, with_stats=False) == [("first", i, i + 1) for i in range(n)]
+    assert records_to_tuples(second, with_stats=False) == [("second", -i, 7) for i in range(n)]
+    assert first.span() == (0, n) and second.span() == (-(n - 1), 7)
+
+
+@compiled_only
 def test_records_extend_copies_events_stats_and_long_ends() -> None:
     fp = recorder_module._fastpath
     names = fp.Names()

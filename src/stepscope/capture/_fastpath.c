@@ -6,7 +6,7 @@
  *   Records (below) through the session's Sink: no Python call, no Python object per event.
  * - Names, Records, Sink: the recorder's storage (see records.h). Records hold fixed-size
  *   binary events; the Python tracer's hook (_pyhook) writes into them too, through the
- *   capsule `_records_api`.
+ *   capsule `_records_api_v2`.
  * - set_profile_all_threads: install a Python profile function on every thread of the
  *   interpreter, including threads started before the session (sys.setprofile only reaches
  *   the calling thread on Python < 3.12).

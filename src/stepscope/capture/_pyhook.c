@@ -10,8 +10,8 @@
  *   It records what the pure-Python hook in python_tracer.py records: (code, start_ns,
  *   end_ns) for Python functions and (name, start_ns, end_ns) for C functions, named by
  *   python_tracer._c_name. Given the thread's Records (records.h, from _fastpath), each
- *   finished call becomes one 16-byte record there at once, its code object or name interned.
- *   Given a list instead, finished calls are held in a compact C array while the tracer is
+ *   finished call becomes one 16-byte record there at once, its code object or name interned
+ *   (once: the hook keeps each name's id in a small cache of its own). Given a list instead, finished calls are held in a compact C array while the tracer is
  *   active and become tuples in the list on flush(): building three Python objects per
  *   call would cost the traced program more than the rest of the hook.
  * - install(hook): make a ThreadHook the calling thread's profile function.
@@ -55,6 +55,15 @@ typedef PyFrameObject EvalFrame;
 #if defined(STEPSCOPE_FRAME_HOOK) || defined(STEPSCOPE_MONITORING)
 /* Hooks that are not per thread find the calling thread's ThreadHook themselves. */
 #define STEPSCOPE_THREAD_LOOKUP 1
+#endif
+
+/* Rare paths kept out of the per-call ones (Py_NO_INLINE is 3.11+). */
+#if defined(__GNUC__) || defined(__clang__)
+#define HOOK_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define HOOK_NOINLINE __declspec(noinline)
+#else
+#define HOOK_NOINLINE
 #endif
 
 #define STEPSCOPE_RECORDS_CLIENT
@@ -503,6 +512,16 @@ c_name(HookState *state, PyObject *func)
 
 /* ---- ThreadHook ------------------------------------------------------------------------ */
 
+/* What a name (code object, C function's name) is interned as in the thread's Records: a
+ * direct-mapped cache in front of Names.intern, which would otherwise be asked (through the
+ * type checks and probing of a general interning) on every call. Each slot holds its key, so
+ * that its address names the same object for as long as it is cached. */
+#define ID_CACHE_SIZE 512
+typedef struct {
+    PyObject *key; /* owned; NULL: empty */
+    int32_t id;
+} IdSlot;
+
 typedef struct {
     long long start;
     PyObject *what; /* owned: the code object of a Python call, the callable of a C call */
@@ -533,6 +552,7 @@ typedef struct {
     Py_ssize_t capacity;
     DoneChunk *first; /* admitted events, oldest first, waiting for flush() */
     DoneChunk *last;
+    IdSlot *ids;      /* with records: ID_CACHE_SIZE slots, made on the first event */
 } ThreadHook;
 
 static PyTypeObject ThreadHookType;
@@ -570,6 +590,7 @@ ThreadHook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->depth = 0;
     self->capacity = 0;
     self->first = self->last = NULL;
+    self->ids = NULL;
     return (PyObject *)self;
 }
 
@@ -656,6 +677,48 @@ flush_done(ThreadHook *self)
     return 0;
 }
 
+/* Let go of the id cache (its keys are names, which hold no references back). */
+static void
+free_ids(IdSlot *ids)
+{
+    if (ids == NULL) {
+        return;
+    }
+    for (int i = 0; i < ID_CACHE_SIZE; i++) {
+        Py_XDECREF(ids[i].key);
+    }
+    PyMem_Free(ids);
+}
+
+/* The Records id of `name` (borrowed), or -1 with an exception. */
+static inline int32_t
+name_id(ThreadHook *self, PyObject *name)
+{
+    if (self->ids == NULL) {
+        self->ids = PyMem_Calloc(ID_CACHE_SIZE, sizeof(IdSlot));
+        if (self->ids == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    /* Objects are 16-byte aligned: mix the bits above. */
+    uint64_t h = ((uint64_t)(uintptr_t)name >> 4) * 0x9E3779B97F4A7C15ULL;
+    IdSlot *slot = &self->ids[(h >> 32) & (ID_CACHE_SIZE - 1)];
+    if (slot->key == name) {
+        return slot->id;
+    }
+    int32_t id = g_records->intern(self->records, name);
+    if (id < 0) {
+        return -1;
+    }
+    PyObject *old = slot->key;
+    Py_INCREF(name);
+    slot->key = name;
+    slot->id = id;
+    Py_XDECREF(old); /* a name: freeing it runs no code of ours */
+    return id;
+}
+
 static int
 ThreadHook_traverse(ThreadHook *self, visitproc visit, void *arg)
 {
@@ -668,6 +731,11 @@ ThreadHook_traverse(ThreadHook *self, visitproc visit, void *arg)
     for (DoneChunk *chunk = self->first; chunk != NULL; chunk = chunk->next) {
         for (Py_ssize_t i = 0; i < chunk->n; i++) {
             Py_VISIT(chunk->calls[i].what);
+        }
+    }
+    if (self->ids != NULL) {
+        for (int i = 0; i < ID_CACHE_SIZE; i++) {
+            Py_VISIT(self->ids[i].key);
         }
     }
     return 0;
@@ -684,6 +752,9 @@ ThreadHook_clear(ThreadHook *self)
     DoneChunk *chunks = self->first;
     self->first = self->last = NULL;
     free_chunks(chunks, 0);
+    IdSlot *ids = self->ids;
+    self->ids = NULL;
+    free_ids(ids);
     Py_CLEAR(self->state);
     Py_CLEAR(self->events);
     Py_CLEAR(self->records);
@@ -715,44 +786,46 @@ ThreadHook_dealloc(ThreadHook *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* Make room for one more open call (out of line: rare). */
+static HOOK_NOINLINE int
+grow_stack(ThreadHook *self)
+{
+    Py_ssize_t capacity = self->capacity ? self->capacity * 2 : INITIAL_STACK;
+    OpenCall *stack = PyMem_Realloc(self->stack, (size_t)capacity * sizeof(OpenCall));
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->stack = stack;
+    self->capacity = capacity;
+    return 0;
+}
+
 /* Open a call; steals the reference to `what`. */
-static int
+static inline int
 push_call(ThreadHook *self, PyObject *what)
 {
-    if (self->depth == self->capacity) {
-        Py_ssize_t capacity = self->capacity ? self->capacity * 2 : INITIAL_STACK;
-        OpenCall *stack = PyMem_Realloc(self->stack, (size_t)capacity * sizeof(OpenCall));
-        if (stack == NULL) {
-            Py_DECREF(what);
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->stack = stack;
-        self->capacity = capacity;
+    if (self->depth == self->capacity && grow_stack(self) < 0) {
+        Py_DECREF(what);
+        return -1;
     }
-    self->stack[self->depth].start = now_ns();
-    self->stack[self->depth].what = what;
+    OpenCall *top = &self->stack[self->depth];
+    top->what = what;
+    top->start = now_ns();
     self->depth++;
     return 0;
 }
 
-/* Close the innermost open call and record it if the cap allows (as Recorder.admit does). */
-static int
-pop_call(ThreadHook *self, int is_c)
+/* Count one offered event on the recorder's counter: 1 keep it, 0 over the cap, -1 error. */
+static inline int
+admit(HookState *state)
 {
-    if (self->depth == 0 || self->state == NULL) {
-        return 0; /* a call that began before this hook was installed */
-    }
-    /* Take the entry off the stack before anything that may run other threads' code. */
-    OpenCall call = self->stack[--self->depth];
-    HookState *state = self->state;
     long long n;
     if (state->fast != NULL && state->fast->cnt < PY_SSIZE_T_MAX - 1) {
         n = state->fast->cnt++; /* what next(counter) returns, without making the int */
     } else {
         PyObject *index = Py_TYPE(state->counter)->tp_iternext(state->counter);
         if (index == NULL) {
-            Py_DECREF(call.what);
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_RuntimeError, "the recorder's event counter is exhausted");
             }
@@ -761,39 +834,27 @@ pop_call(ThreadHook *self, int is_c)
         n = PyLong_AsLongLong(index);
         Py_DECREF(index);
         if (n == -1 && PyErr_Occurred()) {
-            Py_DECREF(call.what);
             return -1;
         }
     }
-    if (n >= state->max_events) {
-        Py_DECREF(call.what);
-        return 0;
-    }
-    PyObject *name = call.what;
-    if (is_c) {
-        name = c_name(state, call.what);
-        Py_DECREF(call.what);
-        if (name == NULL) {
-            return -1;
-        }
-    }
-    long long end = now_ns();
-    if (self->records != NULL) {
-        int rc = g_records->append(self->records, name, call.start, end);
-        Py_DECREF(name);
-        return rc;
-    }
+    return n < state->max_events;
+}
+
+/* Record a finished call held until flush() (no Records); steals the reference to `name`. */
+static HOOK_NOINLINE int
+hold_call(ThreadHook *self, PyObject *name, long long start, long long end)
+{
     if (self->events == NULL) {
         Py_DECREF(name);
         return 0;
     }
-    if (!state->active) {
+    if (self->state == NULL || !self->state->active) {
         /* Stopped: the tracer's flush may be over, so go straight to the list, in order. */
         if (flush_done(self) < 0) {
             Py_DECREF(name);
             return -1;
         }
-        PyObject *event = event_tuple(name, call.start, end);
+        PyObject *event = event_tuple(name, start, end);
         if (event == NULL) {
             return -1;
         }
@@ -820,9 +881,41 @@ pop_call(ThreadHook *self, int is_c)
     }
     DoneCall *slot = &chunk->calls[chunk->n++];
     slot->what = name;
-    slot->start = call.start;
+    slot->start = start;
     slot->end = end;
     return 0;
+}
+
+/* Close the innermost open call and record it if the cap allows (as Recorder.admit does). */
+static inline int
+pop_call(ThreadHook *self, int is_c)
+{
+    if (self->depth == 0 || self->state == NULL) {
+        return 0; /* a call that began before this hook was installed */
+    }
+    /* Take the entry off the stack before anything that may run other threads' code. */
+    OpenCall call = self->stack[--self->depth];
+    HookState *state = self->state;
+    int kept = admit(state);
+    if (kept <= 0) {
+        Py_DECREF(call.what);
+        return kept;
+    }
+    PyObject *name = call.what;
+    if (is_c) {
+        name = c_name(state, call.what);
+        Py_DECREF(call.what);
+        if (name == NULL) {
+            return -1;
+        }
+    }
+    long long end = now_ns();
+    if (self->records != NULL) {
+        int32_t id = name_id(self, name);
+        Py_DECREF(name);
+        return id < 0 ? -1 : g_records->append_id(self->records, id, call.start, end);
+    }
+    return hold_call(self, name, call.start, end);
 }
 
 /* Handle one profile event; removes this thread's profile function once the tracer stopped.
@@ -1069,11 +1162,41 @@ frame_bootstrap(void)
 #endif
 }
 
-/* The calling thread's hook if it records now, else NULL. */
-static inline ThreadHook *
-thread_hook(void)
+/* The thread whose lookup was found last, by its thread state, that state's interpreter and
+ * its id (unique in the interpreter: a state freed and made again at the same address has
+ * another id, so a thread that ended is never taken for a new one). Reading a thread-local variable from a
+ * shared library is a call (__tls_get_addr) per frame; comparing with the last thread's
+ * state, which the interpreter lock makes the only one running, is two loads. */
+#ifndef Py_GIL_DISABLED
+static PyThreadState *g_last_tstate = NULL;
+static PyInterpreterState *g_last_interp = NULL;
+static uint64_t g_last_tstate_id = 0;
+static ThreadLookup *g_last_lookup = NULL;
+#endif
+
+static inline ThreadLookup *
+thread_lookup(PyThreadState *tstate)
 {
-    ThreadLookup *tl = &tl_lookup;
+#ifndef Py_GIL_DISABLED
+    if (tstate == g_last_tstate && tstate->id == g_last_tstate_id &&
+        tstate->interp == g_last_interp) {
+        return g_last_lookup;
+    }
+    g_last_tstate = tstate;
+    g_last_interp = tstate->interp;
+    g_last_tstate_id = tstate->id;
+    g_last_lookup = &tl_lookup;
+    return g_last_lookup;
+#else
+    (void)tstate;
+    return &tl_lookup;
+#endif
+}
+
+/* The calling thread's hook if it records now, else NULL (`tl`: the calling thread's). */
+static inline ThreadHook *
+thread_hook(ThreadLookup *tl)
+{
     if (tl->busy) {
         return NULL;
     }
@@ -1120,7 +1243,7 @@ monitoring_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "monitoring_start(code, offset, ...)");
         return NULL;
     }
-    ThreadHook *hook = thread_hook();
+    ThreadHook *hook = thread_hook(thread_lookup(PyThreadState_Get()));
     if (hook != NULL) {
         Py_INCREF(args[0]);
         if (push_call(hook, args[0]) < 0) {
@@ -1133,7 +1256,7 @@ monitoring_start(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 monitoring_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    ThreadHook *hook = thread_hook();
+    ThreadHook *hook = thread_hook(thread_lookup(PyThreadState_Get()));
     if (hook != NULL) {
         Py_INCREF(hook);
         int rc = pop_call(hook, 0);
@@ -1181,12 +1304,13 @@ static PyObject *
 frame_eval(PyThreadState *tstate, EvalFrame *frame, int throwflag)
 {
     _PyFrameEvalFunction inner = g_prev_eval != NULL ? g_prev_eval : _PyEval_EvalFrameDefault;
-    ThreadHook *hook = thread_hook();
+    ThreadLookup *tl = thread_lookup(tstate);
+    ThreadHook *hook = thread_hook(tl);
     if (hook == NULL || !frame_is_call(frame)) {
         return inner(tstate, frame, throwflag);
     }
     char here; /* where this C frame is: the stack grows down */
-    uintptr_t floor = tl_lookup.stack_floor;
+    uintptr_t floor = tl->stack_floor;
     if (floor != 0 && (uintptr_t)&here < floor) {
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded: the thread's C stack is nearly "

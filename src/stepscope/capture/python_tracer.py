@@ -14,8 +14,9 @@ The hook on each thread is the compiled ``_pyhook.ThreadHook`` where it was buil
 pure-Python hook below; both record the same events. ``STEPSCOPE_PURE_PYTHON`` forces the
 pure-Python one, as it does for ``Trace``. The compiled hook writes each finished call into
 its thread buffer's binary records at once (16 bytes, the code object or C-function name
-interned), where the recorder has them; else it keeps them in C and hands them to the
-buffer's list as tuples on ``stop`` (or ``flush``), in the order they happened.
+interned, its id cached in the hook), where the recorder has them; else it keeps them in C and
+hands them to the buffer's list as tuples on ``stop`` (or ``flush``), in the order they
+happened.
 
 Two modes. ``c_calls=True`` (``python_tracer_level=1``): Python and C function calls, through
 the profile hook above. ``c_calls=False`` (level 2): Python functions only, through a cheaper

@@ -6,12 +6,13 @@
  * - Records: one thread's events, in chunks that are never moved or copied while recording:
  *   an EventRecord (16 bytes) per event and, for the few events with stats, their StatRecords
  *   in event order, each naming its event. Read back as NumPy columns (`columns`), or
- *   written as XPlane bytes straight from the chunks at stop (records_xplane.c).
+ *   written as XPlane bytes straight from the chunks at stop (records_xplane.c). Event chunks
+ *   a Records lets go of are kept for the next ones, up to 32 MiB (records.c).
  * - Sink: what a session's Trace events go to: the event cap's counter and, per thread, the
  *   Records that thread writes to (found through a thread-local cache).
  *
  * The Python tracer's hook (_pyhook.c) appends to Records through the capsule
- * `stepscope.capture._fastpath._records_api` (a RecordsAPI).
+ * `stepscope.capture._fastpath._records_api_v2` (a RecordsAPI).
  */
 #ifndef STEPSCOPE_RECORDS_H
 #define STEPSCOPE_RECORDS_H
@@ -56,12 +57,19 @@ enum {
     STAT_OBJ = 6,    /* Names id of any other object (bytes, or written as its str()) */
 };
 
-#define RECORDS_API_CAPSULE "stepscope.capture._fastpath._records_api"
+/* Named for its layout: a hook built against another layout finds no capsule (lists then). */
+#define RECORDS_API_ATTR "_records_api_v2"
+#define RECORDS_API_CAPSULE "stepscope.capture._fastpath._records_api_v2"
 
 typedef struct {
     PyTypeObject *records_type;
     /* Append an event without stats named by `what` (interned); 0, or -1 with an exception. */
     int (*append)(PyObject *records, PyObject *what, long long start, long long end);
+    /* The id `what` is interned as in `records`' Names (held there from now on), or -1 with
+     * an exception. An id stays valid for every Records sharing those Names. */
+    int32_t (*intern)(PyObject *records, PyObject *what);
+    /* Append an event without stats named by an id from `intern`; 0, or -1 (out of memory). */
+    int (*append_id)(PyObject *records, int32_t id, long long start, long long end);
 } RecordsAPI;
 
 #ifndef STEPSCOPE_RECORDS_CLIENT
