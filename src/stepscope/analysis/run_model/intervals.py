@@ -69,7 +69,7 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     # Depths and positions in this order fit int32 (a table has < 2**31 events): half the
     # memory of int64 columns of every interval.
     small = np.int32 if n < 1 << 31 else np.int64
-    depth = np.arange(n, dtype=small)
+    depth: NDArray[np.signedinteger[Any]] = np.arange(n, dtype=small)
     depth -= np.searchsorted(np.sort(e), s, side="right").astype(small)
     # Zero-length intervals sharing this start sort after it and count as "closed" above
     # although they come later: take them back out.
@@ -87,7 +87,7 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     del is_zero
     np.maximum(depth, 0, out=depth)
     # An interval's parent is the last interval before it, in this order, one level up.
-    sorted_parent = np.full(n, -1, dtype=small)
+    sorted_parent: NDArray[np.signedinteger[Any]] = np.full(n, -1, dtype=small)
     for level in range(1, int(depth.max(initial=0)) + 1):
         children = np.flatnonzero(depth == level)
         candidates = np.flatnonzero(depth == level - 1)
@@ -162,7 +162,7 @@ def merged(group: NDArray[np.integer[Any]], start: I64, end: I64
     return seg_group, seg_start, seg_end
 
 
-def covered(group: I64, start: I64, end: I64, n_groups: int) -> I64:
+def covered(group: NDArray[np.integer[Any]], start: I64, end: I64, n_groups: int) -> I64:
     """Per group, the length of the union of its intervals (ns)."""
     seg_group, seg_start, seg_end = merged(group, start, end)
     out = np.zeros(n_groups, dtype=np.int64)

@@ -409,7 +409,8 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
         return out
     # The union of the categories so far, as disjoint segments: each category adds its
     # (clipped) events to it, and the growth of the union is that category's time.
-    seg_group = seg_start = seg_end = np.zeros(0, dtype=np.int64)
+    seg_group: NDArray[np.integer[Any]] = np.zeros(0, dtype=np.int64)
+    seg_start = seg_end = np.zeros(0, dtype=np.int64)
     done = np.zeros(n_steps, dtype=np.int64)
     for k, cat in enumerate(order):
         rows = np.flatnonzero(masks[cat])

@@ -332,7 +332,7 @@ def _depths(parent: I64) -> I64:
     return depth
 
 
-def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
+def _paths(parent: I64, name: NDArray[np.integer[Any]]) -> tuple[I64, I64, I64]:
     """Items grouped by call path, a nesting level at a time: (each item's node, each node's
     parent node, each node's name)."""
     n = len(parent)
