@@ -206,6 +206,11 @@ class OpEvents:
 def kineto_categories(table: EventTable) -> tuple[I32, list[str]]:
     """Per event: a code into the returned list of Kineto categories (-1: no category)."""
     rows, codes, values = table.text_stat(schema.KINETO_CATEGORY)
+    if not len(rows):
+        # None has one (XSpace files): -1 for every event as a read-only view of one value,
+        # not a column of millions of them held with the classification.
+        none: I32 = np.broadcast_to(np.int32(-1), (len(table),))
+        return none, values
     out = np.full(len(table), -1, dtype=np.int32)
     out[rows] = codes
     return out, values
@@ -260,6 +265,9 @@ def classify(table: EventTable) -> OpEvents:
                            for n in table.line_name] + [False], dtype=bool)
         host_rows = np.flatnonzero(on_host & ~step_marker & ~not_op[table.name]
                                    & ~worker[table.line])
+        if len(table) < 1 << 31:  # int32 rows: half the memory, held through what follows
+            host_rows = host_rows.astype(np.int32)
+        del on_host
         # Events merged from PyTorch's profiler keep their Kineto category: those are ops
         # only when it says so (not the CUDA runtime calls, not the memory records).
         categorised = category[host_rows] >= 0
@@ -278,7 +286,8 @@ def classify(table: EventTable) -> OpEvents:
             rest = theirs[~is_xla[theirs]]
             _fill(op, rest, table, lambda n: host_op(n, framework_rules=True))
             categorised |= bridged[host_rows]
-        _fill(op, host_rows[~categorised], table, host_op)
+        # Usually nothing is (TensorFlow, JAX): then no copy of every host row.
+        _fill(op, host_rows[~categorised] if categorised.any() else host_rows, table, host_op)
         for cat_code, cat in enumerate(categories):
             if cat in KINETO_HOST_OPS:
                 rows = host_rows[category[host_rows] == cat_code]
@@ -299,7 +308,8 @@ def classify(table: EventTable) -> OpEvents:
                     xprof_idle=not categories and not stepscope_made)
 
 
-def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: I64, code_of: Any,
+def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: NDArray[np.integer[Any]],
+                         code_of: Any,
                          ops: dict[tuple[str, str, str], int]) -> None:
     """Host events that are no op by name but carry a ``tf_op`` stat are that op, as XProf
     counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say)."""
@@ -341,7 +351,7 @@ def _derived_line(table: EventTable) -> NDArray[np.bool_]:
         else np.zeros(0, dtype=bool)
 
 
-def _fill(op: I32, rows: I64, table: EventTable, code_for: Any) -> None:
+def _fill(op: I32, rows: NDArray[np.integer[Any]], table: EventTable, code_for: Any) -> None:
     """Set ``op`` for ``rows`` by name code, calling ``code_for(name)`` once per name."""
     if len(rows) == 0:
         return
@@ -590,6 +600,8 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     """Framework op stats of one host's events."""
     events = events or classify(table)
     rows = np.flatnonzero(events.op >= 0)
+    if len(table) < 1 << 31:  # int32 rows: half the memory, held through what follows
+        rows = rows.astype(np.int32)
     unit = 1  # the times' unit in ns
     if events.device_clock is not None:
         start = events.device_clock[0][rows]
@@ -597,11 +609,13 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         unit = 1000
     else:
         start = table.start_ns[rows]
-        end = start + table.duration_ns[rows]
-    line = table.line[rows].astype(np.int64)
+        end = table.duration_ns[rows]
+        end += start
+    line = table.line[rows]  # int32: the interval functions take any integers
     self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)
-    code = events.op[rows]
+    # As intp once: each bincount below would otherwise cast an int32 copy of its own.
+    code = events.op[rows].astype(np.intp)
     count = np.bincount(code, minlength=n_ops)
     if events.hlo_group is not None and events.starts is not None:
         # XLA device ops as XProf counts them: a kernel's self time is its time, and an op
@@ -633,7 +647,7 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     return OpStats(ranked(out), kernel_rows(table, events), include_idle)
 
 
-def _idle_rows(table: EventTable, rows: I64, line: I64, start: I64, end: I64,
+def _idle_rows(table: EventTable, rows: I64, line: NDArray[np.integer[Any]], start: I64, end: I64,
                events: OpEvents) -> list[OpRow]:
     """Per side: time on lines that run ops when none runs, over the profile's span."""
     if len(table) == 0:
@@ -656,15 +670,19 @@ def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns
     span of its ops less their self time; on a device, per device, the span of its events
     (TPU: of its "XLA Ops" lines) less its ops' self time; each summed over threads or
     devices."""
-    sides = np.array(events.sides + [""], dtype=object)[events.op[rows]]
-    own = np.asarray(self_ns, dtype=np.float64)
+    # Each row's side as a small code (0 host, 1 device), not an object per row; the self
+    # times go to bincount as they are (it makes the same float64 values of them).
+    side_code = np.array([0 if s == HOST else 1 if s == DEVICE else 2 for s in events.sides]
+                         + [2], dtype=np.int8)
+    sides = side_code[events.op[rows]]
     out = []
-    host = sides == HOST
+    host = sides == 0
     if host.any() or any(p.name == _HOST_THREADS_PLANE for p in table.planes):
-        idle = _span_less_work(table.line[rows][host].astype(np.int64), start[host], end[host],
-                               own[host])
+        idle = _span_less_work(table.line[rows][host], start[host], end[host], self_ns[host])
         out.append(OpRow(HOST, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
-    device = sides == DEVICE
+    device = sides == 1
+    del sides, host
+    own = self_ns
     if device.any() or device_planes(table).any():
         plane = table.plane[rows][device].astype(np.int64)
         if events.device_clock is not None:
@@ -695,10 +713,17 @@ def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns
     return out
 
 
-def _span_less_work(line: I64, start: I64, end: I64, work: Any) -> float:
+def _span_less_work(line: NDArray[np.integer[Any]], start: I64, end: I64, work: Any) -> float:
     """Summed over lines: the span of a line's intervals less their work (never below 0)."""
-    lines, inverse = np.unique(line, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    # Lines are few and small non-negative codes: each row's index among those used, by a
+    # lookup table (what np.unique's inverse is, without sorting every row).
+    size = int(line.max()) + 1 if len(line) else 0
+    used = np.zeros(size, dtype=bool)
+    used[line] = True
+    lines = np.flatnonzero(used)
+    index = np.zeros(size, dtype=np.intp)
+    index[lines] = np.arange(len(lines))
+    inverse = index[line]
     lo = np.full(len(lines), np.iinfo(np.int64).max, np.int64)
     hi = np.full(len(lines), np.iinfo(np.int64).min, np.int64)
     np.minimum.at(lo, inverse, start)

@@ -6,13 +6,16 @@ on one event at a time, so that it keeps up with profiles of millions of events.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
 
 
-def _on_one_axis(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64 | None]:
+def _on_one_axis(group: NDArray[np.integer[Any]], start: I64, end: I64
+                 ) -> tuple[I64, I64, I64 | None]:
     """Lay each group's intervals in its own stretch of one common axis.
 
     Each group is shifted past the previous one, so that one sort handles every group. The
@@ -25,8 +28,14 @@ def _on_one_axis(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64 | None
     base = int(start.min())
     width = int(end.max()) - base + 1
     if width * (int(group.max()) + 1) < (1 << 62):
-        offset = group.astype(np.int64) * np.int64(width) - np.int64(base)
-        return start + offset, end + offset, None
+        # One column of offsets, made in place and then turned into the ends: over millions
+        # of events each temporary is tens of MB.
+        offset = group.astype(np.int64)
+        offset *= np.int64(width)
+        offset -= np.int64(base)
+        shifted_start = start + offset
+        offset += end
+        return shifted_start, offset, None
     times, rank = np.unique(np.concatenate([start, end]), return_inverse=True)
     rank = rank.astype(np.int64).reshape(-1)
     offset = group.astype(np.int64) * np.int64(len(times) + 1)
@@ -34,8 +43,9 @@ def _on_one_axis(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64 | None
     return rank[:n] + offset, rank[n:] + offset, times
 
 
-def parents(group: I64, start: I64, end: I64) -> I64:
-    """For each interval, the index of its direct parent in the same group, or -1.
+def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
+    """For each interval, the index of its direct parent in the same group (any integer
+    column: a table's int32 lines need no int64 copy), or -1.
 
     Intervals are expected to nest properly within a group (as events on one thread do); an
     interval that only partly overlaps an earlier one is treated as its child, and any part
@@ -46,27 +56,38 @@ def parents(group: I64, start: I64, end: I64) -> I64:
         return np.full(0, -1, dtype=np.int64)
     s, e, _ = _on_one_axis(group, start, np.maximum(end, start))
     # Order: by start, the longer first, so that a parent precedes its children.
-    order = np.lexsort((-e, s))
-    s = s[order]
+    # (-e made in place and undone after: -(-x) is x for every int64, INT64_MIN included.)
+    np.negative(e, out=e)
+    order = np.lexsort((e, s))
+    np.negative(e, out=e)
+    s.sort()  # what s[order] is (order sorts by s first), in place: no second column
     e = e[order]
     # Depth of each interval = intervals opened before it and not yet closed at its start.
     # Closed = end <= start; the running maximum of ends makes partial overlaps behave
     # as nesting rather than producing negative depths. (Computed in place, each
     # temporary dropped once used: over millions of events every column is tens of MB.)
-    depth = np.arange(n, dtype=np.int64)
-    depth -= np.searchsorted(np.sort(e), s, side="right")
+    # Depths and positions in this order fit int32 (a table has < 2**31 events): half the
+    # memory of int64 columns of every interval.
+    small = np.int32 if n < 1 << 31 else np.int64
+    depth: NDArray[np.signedinteger[Any]] = np.arange(n, dtype=small)
+    depth -= np.searchsorted(np.sort(e), s, side="right").astype(small)
     # Zero-length intervals sharing this start sort after it and count as "closed" above
     # although they come later: take them back out.
-    zeros_before = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(e == s, out=zeros_before[1:])
-    later_zero = zeros_before[np.searchsorted(s, s, side="right")]
-    later_zero -= zeros_before[:-1]
-    del zeros_before
-    depth += later_zero
-    del later_zero
+    is_zero = e == s
+    if is_zero.any():
+        zeros_before = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(is_zero, out=zeros_before[1:])
+        later_zero = np.searchsorted(s, s, side="right")
+        # In place (every index is in range: "clip" changes none, and is not buffered).
+        np.take(zeros_before, later_zero, out=later_zero, mode="clip")
+        later_zero -= zeros_before[:-1]
+        del zeros_before
+        depth += later_zero
+        del later_zero
+    del is_zero
     np.maximum(depth, 0, out=depth)
     # An interval's parent is the last interval before it, in this order, one level up.
-    sorted_parent = np.full(n, -1, dtype=np.int64)
+    sorted_parent: NDArray[np.signedinteger[Any]] = np.full(n, -1, dtype=small)
     for level in range(1, int(depth.max(initial=0)) + 1):
         children = np.flatnonzero(depth == level)
         candidates = np.flatnonzero(depth == level - 1)
@@ -85,21 +106,29 @@ def parents(group: I64, start: I64, end: I64) -> I64:
     return out
 
 
-def self_times(group: I64, start: I64, end: I64) -> I64:
+def self_times(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     """Each interval's length minus the (clipped) lengths of its direct children."""
-    duration = np.maximum(end - start, 0)
     parent = parents(group, start, end)
+    duration = end - start  # after the parents: not held through their peak
+    np.maximum(duration, 0, out=duration)
     child = np.flatnonzero(parent >= 0)
     if len(child):
-        clipped = np.minimum(end[child], end[parent[child]]) - start[child]
-        taken = np.bincount(parent[child], weights=np.maximum(clipped, 0),
-                            minlength=len(start))
-        duration = duration - taken.astype(np.int64)
-    out: I64 = np.maximum(duration, 0)
-    return out
+        # In place where it can be, each column dropped after its last use.
+        up = parent[child]
+        del parent
+        clipped = np.minimum(end[child], end[up])
+        clipped -= start[child]
+        del child
+        np.maximum(clipped, 0, out=clipped)
+        taken = np.bincount(up, weights=clipped, minlength=len(start))
+        del up, clipped
+        duration -= taken.astype(np.int64)
+    np.maximum(duration, 0, out=duration)
+    return duration
 
 
-def merged(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
+def merged(group: NDArray[np.integer[Any]], start: I64, end: I64
+           ) -> tuple[NDArray[np.integer[Any]], I64, I64]:
     """The union of each group's intervals as disjoint segments: (group, start, end)."""
     keep = end > start
     if not keep.all():
@@ -109,7 +138,7 @@ def merged(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
         return group, start, end
     s, e, times = _on_one_axis(group, start, end)
     order = np.argsort(s, kind="stable")
-    s = s[order]
+    s.sort(kind="stable")  # what s[order] is, in place: no second column
     # The running maximum of the ends, in place: over millions of events each column is
     # tens of MB, and only the segments' bounds are kept.
     e = e[order]
@@ -133,7 +162,7 @@ def merged(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
     return seg_group, seg_start, seg_end
 
 
-def covered(group: I64, start: I64, end: I64, n_groups: int) -> I64:
+def covered(group: NDArray[np.integer[Any]], start: I64, end: I64, n_groups: int) -> I64:
     """Per group, the length of the union of its intervals (ns)."""
     seg_group, seg_start, seg_end = merged(group, start, end)
     out = np.zeros(n_groups, dtype=np.int64)

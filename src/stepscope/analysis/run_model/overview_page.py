@@ -245,7 +245,7 @@ def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray
     xla &= on_host
     if not xla.any():
         return 0
-    end = (ends if ends is not None else table.start_ns + table.duration_ns).copy()
+    end = ends.copy() if ends is not None else table.start_ns + table.duration_ns
     # Each run's span, carried by one of its events that no category counts (an op on the
     # pool's threads), so that the categories' own times stay as they are.
     counted = np.zeros(len(table), dtype=bool)
@@ -336,7 +336,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         both: BoolArray = hit | per_line[table.line]
         return both
 
-    to_device, to_host, peer = (matches(p) for p in (_TO_DEVICE, _TO_HOST, _DEVICE_TO_DEVICE))
+    del derived, not_kernel, copy_line
     device_copy = device_work & is_copy
     marker = typed_equals(table, schema.ROOT_LEVEL, 1) | _name_mask(table, PROFILER_STEP)
     if steps.marker:
@@ -344,38 +344,51 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
         if code is not None:
             marker |= (table.name == code) & on_step_thread
     host = on_host & in_step & ~marker
+    del marker
     host_op = (events.op >= 0) & on_host
+    del on_host
     linked = has_links(table)
     if linked:
         # TensorFlow/JAX: the step's host events are those grouped into it (and into the
         # step their start falls in), less what XProf does not count as work.
         seed = np.where(on_step_thread, steps.event_step, -1).astype(np.int32)
         group = grouped_step(table, seed)
+        del seed
         host &= (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
+        del group
         step_work = host
         input_wait = host & _name_mask(table, XPROF_INPUT_WAIT)
     else:
         step_work = host & (on_step_thread | host_op)
         input_wait = host & _name_mask(table, INPUT_WAIT)
+    del host_op
+    # The masks are made one at a time, each column above dropped after its last use: over
+    # millions of events the intermediate masks held together were a large part of the peak.
     collective = _name_mask(table, COLLECTIVE_EVENT)
-    host_collective = _name_mask(table, HOST_COLLECTIVE_EVENT)
-    return {
-        "device_compute": device_work & ~is_copy & ~collective & in_step,
-        "device_collectives": (device_work & collective & in_step) | (host & host_collective),
-        "device_to_device": device_copy & peer & in_step,
-        "input": (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
-        | (device_copy & to_device & in_step),
-        INPUT_TRANSFER: device_copy & to_device & in_step,
-        "output": (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
-        | (device_copy & to_host & in_step),
-        "compilation": host & _name_mask(table, COMPILE_EVENT),
-        "kernel_launch": host & _name_mask(table, LAUNCH_EVENT),
-        "host_compute": step_work,
-        # Not overview categories: the device's own work, for per-device breakdowns.
-        "device_work": device_work & in_step,
-        "device_copies": device_copy & in_step,
-        "device_events": on_device,
-    }
+    out = {"device_compute": device_work & ~is_copy & ~collective & in_step}
+    del is_copy
+    out["device_collectives"] = (device_work & collective & in_step) | (
+        host & _name_mask(table, HOST_COLLECTIVE_EVENT))
+    del collective
+    to_device = matches(_TO_DEVICE)
+    out["device_to_device"] = device_copy & matches(_DEVICE_TO_DEVICE) & in_step
+    out["input"] = (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait \
+        | (device_copy & to_device & in_step)
+    del input_wait
+    out[INPUT_TRANSFER] = device_copy & to_device & in_step
+    del to_device
+    out["output"] = (host & on_step_thread & _name_mask(table, OUTPUT_EVENT)) \
+        | (device_copy & matches(_TO_HOST) & in_step)
+    del on_step_thread
+    out["compilation"] = host & _name_mask(table, COMPILE_EVENT)
+    out["kernel_launch"] = host & _name_mask(table, LAUNCH_EVENT)
+    out["host_compute"] = step_work
+    del host, step_work
+    # Not overview categories: the device's own work, for per-device breakdowns.
+    out["device_work"] = device_work & in_step
+    out["device_copies"] = device_copy & in_step
+    out["device_events"] = on_device
+    return out
 
 
 def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
@@ -389,21 +402,26 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
         return out
     # The union of the categories so far, as disjoint segments: each category adds its
     # (clipped) events to it, and the growth of the union is that category's time.
-    seg_group = seg_start = seg_end = np.zeros(0, dtype=np.int64)
+    seg_group: NDArray[np.integer[Any]] = np.zeros(0, dtype=np.int64)
+    seg_start = seg_end = np.zeros(0, dtype=np.int64)
     done = np.zeros(n_steps, dtype=np.int64)
     for k, cat in enumerate(order):
         rows = np.flatnonzero(masks[cat])
         in_step = steps.event_step[rows]
         keep = in_step >= 0
-        rows, step = rows[keep], in_step[keep].astype(np.int64)
+        rows, step = rows[keep], in_step[keep]  # int32 steps: merged takes any integers
         del keep, in_step
         if len(rows) == 0:
             continue
         lo = table.start_ns[rows]
-        np.maximum(lo, steps.start_ns[step], out=lo)
-        hi = ends[rows] if ends is not None else table.start_ns[rows] + table.duration_ns[rows]
-        np.minimum(hi, steps.end_ns[step], out=hi)
+        if ends is not None:
+            hi = ends[rows]
+        else:
+            hi = table.duration_ns[rows]
+            hi += lo
         del rows
+        np.maximum(lo, steps.start_ns[step], out=lo)
+        np.minimum(hi, steps.end_ns[step], out=hi)
         # The category's own union first (nested events collapse to their outermost), then
         # its union with the earlier categories': the same time, with a fraction of the rows
         # held at once.
@@ -422,7 +440,7 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
 
 
 def instant_ends(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
-                 order: tuple[str, ...]) -> I64:
+                 order: tuple[str, ...]) -> I64 | None:
     """Per event: its end, where zero-length events of a step last as XProf's sweep has them.
 
     XProf settles overlaps by sweeping the start and end boundaries of a step's events, ends
@@ -432,24 +450,24 @@ def instant_ends(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
     event of that category ends or one of a higher category starts. (A JAX step's
     ``ThreadpoolListener::StartRegion`` is such an event: its host compute runs on to the
     step's next host event.) Each such event is given that end here, so that the union-based
-    ``partition`` finds XProf's figures.
+    ``partition`` finds XProf's figures. None where no end changes (no such event): the
+    events' own ends, without a column of them held through the partition.
     """
-    end = table.start_ns + table.duration_ns
     n_steps = len(steps)
     if n_steps == 0 or len(table) == 0:
-        return end
+        return None
     # Each event's category is the first of ``order`` it belongs to (its priority).
-    kind = np.full(len(table), -1, dtype=np.int64)
+    kind = np.full(len(table), -1, dtype=np.int8)  # a few categories: int8, not int64
     in_step = steps.event_step >= 0
     for k, cat in enumerate(order):
         kind[masks[cat] & in_step & (kind < 0)] = k
     zero = np.flatnonzero((kind >= 0) & (table.duration_ns == 0))
     if len(zero) == 0:
-        return end
+        return None
+    end = table.start_ns + table.duration_ns
     rows = np.flatnonzero(kind >= 0)
     rows = rows[np.argsort(steps.event_step[rows], kind="stable")]
     bounds = np.searchsorted(steps.event_step[rows], np.arange(n_steps + 1))
-    end = end.copy()
     zero = zero[np.lexsort((table.start_ns[zero], kind[zero], steps.event_step[zero]))]
     z_step, z_kind = steps.event_step[zero].astype(np.int64), kind[zero]
     first = np.flatnonzero(np.concatenate([[True], (z_step[1:] != z_step[:-1])
@@ -487,8 +505,13 @@ def _next_after(times: I64, t: I64, side: Literal["left", "right"], default: int
 def _devices(table: EventTable) -> tuple[str, int, list[str]]:
     """Device type (CPU, GPU, TPU, ...), how many ran something (a device plane with no
     event, as XSpace files keep for every idle GPU, is not counted), and the names of all."""
-    ran = np.bincount(table.plane, minlength=len(table.planes)) > 0 if len(table) \
-        else np.zeros(len(table.planes), bool)
+    # A flag per line that has events, then per plane: bincount of the events' planes would
+    # cast every event's int32 code to a temporary int64 column.
+    ran = np.zeros(len(table.planes), bool)
+    if len(table):
+        used = np.zeros(len(table.line_plane), bool)
+        used[table.line] = True
+        ran[table.line_plane[used]] = True
     planes = [p for p, dev, used in zip(table.planes, device_planes(table), ran, strict=True)
               if dev and used]
     if not planes:

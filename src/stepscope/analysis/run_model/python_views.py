@@ -262,11 +262,12 @@ def _rows_of(table: EventTable, plane: int, thread: str | None) -> tuple[I64, st
     return rows.astype(np.int64), thread
 
 
-def _threads(table: EventTable, line: I64, weight: I64, count: I64) -> dict[str, list[Any]]:
-    """Per line: its id, name, time and count, the busiest first."""
+def _threads(table: EventTable, line: NDArray[np.integer[Any]], weight: I64
+             ) -> dict[str, list[Any]]:
+    """Per line: its id, name, time and count (of rows), the busiest first."""
     lines, inverse = _used_codes(line, len(table.line_id))
     total = np.bincount(inverse, weights=weight, minlength=len(lines)).astype(np.int64)
-    calls = np.bincount(inverse, weights=count, minlength=len(lines)).astype(np.int64)
+    calls = np.bincount(inverse, minlength=len(lines)).astype(np.int64)
     order = np.argsort(-total, kind="stable")
     return {"line_id": [int(table.line_id[lines[i]]) for i in order],
             "name": [table.line_name[lines[i]] for i in order],
@@ -307,10 +308,15 @@ def python_views(table: EventTable, host: str, *, source: str | None = None,
 def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64]:
     """The rows overlapping [t0, t1) (zero-length ones inside it), and their clipped spans."""
     start = table.start_ns[rows]
-    end = start + table.duration_ns[rows]
+    end = table.duration_ns[rows]
+    end += start
     keep = ((start < t1) & (end > t0)) | ((end == start) & (start >= t0) & (start < t1))
-    rows, start, end = rows[keep], start[keep], end[keep]
-    return rows, np.maximum(start, t0), np.minimum(end, t1)
+    if not keep.all():  # usually all are kept: no second copy of each column
+        rows, start, end = rows[keep], start[keep], end[keep]
+    del keep
+    np.maximum(start, t0, out=start)
+    np.minimum(end, t1, out=end)
+    return rows, start, end
 
 
 def _depths(parent: I64) -> I64:
@@ -326,14 +332,17 @@ def _depths(parent: I64) -> I64:
     return depth
 
 
-def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
+def _paths(parent: I64, name: NDArray[np.integer[Any]]) -> tuple[I64, I64, I64]:
     """Items grouped by call path, a nesting level at a time: (each item's node, each node's
     parent node, each node's name)."""
     n = len(parent)
     node = np.full(n, -1, dtype=np.int64)
     depth = _depths(parent)
     order = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=-1)) + 2))
+    # Where each level starts in ``order``: counted, not searched in a sorted copy of depth.
+    bounds = np.zeros(int(depth.max(initial=-1)) + 2, dtype=np.int64)
+    np.cumsum(np.bincount(depth, minlength=len(bounds) - 1), out=bounds[1:])
+    del depth
     node_parent: list[I64] = []
     node_name: list[I64] = []
     made = 0
@@ -343,7 +352,7 @@ def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
         if not len(items):
             continue
         up = node[parent[items]] if level else np.full(len(items), -1, dtype=np.int64)
-        key = (up + 1) * width + name[items]
+        key = (up + 1) * width + name[items]  # int64: up is
         keys, inverse = np.unique(key, return_inverse=True)
         node[items] = made + inverse.reshape(-1)
         node_parent.append(keys // width - 1)
@@ -354,7 +363,8 @@ def _paths(parent: I64, name: I64) -> tuple[I64, I64, I64]:
     return node, cat[0], cat[1]
 
 
-def _used_codes(codes: I64, size: int) -> tuple[I64, I64]:
+def _used_codes(codes: NDArray[np.integer[Any]], size: int
+                ) -> tuple[I64, NDArray[np.integer[Any]]]:
     """The codes (in 0..size-1) that occur, ascending, and each row's index among them: what
     ``np.unique(codes, return_inverse=True)`` gives, by counting rather than sorting the rows
     (a sort holds several copies of millions of rows)."""
@@ -362,12 +372,14 @@ def _used_codes(codes: I64, size: int) -> tuple[I64, I64]:
         used, inverse = np.unique(codes, return_inverse=True)  # not codes: sort them
         return used.astype(np.int64), inverse.reshape(-1).astype(np.int64)
     used = np.flatnonzero(np.bincount(codes, minlength=size))
-    index = np.full(max(size, 1), -1, dtype=np.int64)
-    index[used] = np.arange(len(used), dtype=np.int64)
+    # int32 indices where they fit: the inverse is one per row (millions of calls).
+    index = np.full(max(size, 1), -1, dtype=np.int32 if size < 1 << 31 else np.int64)
+    index[used] = np.arange(len(used), dtype=index.dtype)
     return used.astype(np.int64), index[codes]
 
 
-def _compact(names: list[str], name: I64) -> tuple[I64, list[str]]:
+def _compact(names: list[str], name: NDArray[np.integer[Any]]
+             ) -> tuple[NDArray[np.integer[Any]], list[str]]:
     """Function codes renumbered to those used, and their names."""
     used, inverse = _used_codes(name, len(names))
     return inverse, [names[int(i)] for i in used]
@@ -379,7 +391,7 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     # records millions of calls, and each column of them is tens of MB.
     rows, start, end = _clip(table, rows, t0, t1)
     n_rows = len(rows)
-    line = table.line[rows].astype(np.int64)
+    line = table.line[rows]  # int32: it is held to the end
     parent = parents(line, start, end)
     dur = end - start
     self_ns = dur.copy()
@@ -387,20 +399,19 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     np.subtract.at(self_ns, parent[kids], np.minimum(end[kids], end[parent[kids]]) - start[kids])
     del kids, start, end
     np.maximum(self_ns, 0, out=self_ns)
-    name, names = _compact(table.names, table.name[rows].astype(np.int64))
+    # A thread's Python time is what its outermost calls cover; its count, all its calls.
+    # (Before the call paths, so that the lines are not held through them.)
+    threads = _threads(table, line, np.where(parent >= 0, 0, dur))
+    del line
+    name, names = _compact(table.names, table.name[rows])
     del rows
     node, node_parent, node_name = _paths(parent, name)
-    del name
+    del name, parent
     m = len(node_parent)
     tree = CallTree(node_parent, node_name,
                     np.bincount(node, weights=self_ns, minlength=m).astype(np.int64),
                     np.bincount(node, weights=dur, minlength=m).astype(np.int64),
                     np.bincount(node, minlength=m).astype(np.int64), names)
-    del node, self_ns
-    # A thread's Python time is what its outermost calls cover; its count, all its calls.
-    dur[parent >= 0] = 0
-    del parent
-    threads = _threads(table, line, dur, np.ones(len(line), np.int64))
     return tree, threads, n_rows, 0.0
 
 
@@ -450,8 +461,7 @@ def _sampler_tree(table: EventTable, rows: I64, t0: int, t1: int
     code_of = {n: i for i, n in enumerate(distinct)}
     tree = CallTree(parent, np.array([code_of[n] for n in node_name], dtype=np.int64),
                     self_ns, total_ns, count, distinct)
-    line = table.line[rows].astype(np.int64)
-    threads = _threads(table, line, weight, np.ones(len(rows), np.int64))
+    threads = _threads(table, table.line[rows], weight)
     ticks = len(np.unique(start)) if len(start) else 0
     span = (int(end.max()) - int(start.min())) if len(start) else 0
     hz = ticks / (span / 1e9) if span > 0 else 0.0
@@ -517,14 +527,20 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     source = have[0]
     plane = table.plane_index(SOURCES[source])
     assert plane is not None
-    rows = np.flatnonzero(table.line_plane[table.line] == plane).astype(np.int64)
+
+    def plane_rows() -> I64:
+        return np.flatnonzero(table.line_plane[table.line] == plane)
+
     if len(steps):
         t0, t1 = int(steps.start_ns.min()), int(steps.end_ns.max())
     else:
+        rows = plane_rows()
         t0 = int(table.start_ns[rows].min())
         t1 = int((table.start_ns[rows] + table.duration_ns[rows]).max()) + 1
+        del rows
     build = _tracer_tree if source == TRACER else _sampler_tree
-    tree = build(table, rows, t0, t1)[0]
+    # The rows are made anew below rather than held through the tree (a column of every call).
+    tree = build(table, plane_rows(), t0, t1)[0]
     views = PythonViews("", source, t0, t1, None, None, {}, tree, 0, 0.0)
     top = views.functions(limit=SUMMARY_TOP)
     out: dict[str, Any] = {
@@ -538,25 +554,41 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
         return out
     # The steps' threads: their Python lines have the same ids (a thread's native id).
     line_ids = table.line_id[step_lines]
+    rows = plane_rows()
     mine = rows[np.isin(table.line_id[table.line[rows]], line_ids)]
+    del rows
     if not len(mine):
         return out
     mine, start, end = _clip(table, mine, t0, t1)
+    thread = table.line_name[int(table.line[mine[0]])] if len(mine) else None
     python_code = np.array([bool(_PY_FRAME.match(n)) for n in table.names], dtype=bool)
-    own = python_code[table.name[mine]]
+    other = ~python_code[table.name[mine]]
+    # Each column is dropped once the next has what it needs of it (millions of calls).
     if source == TRACER:
-        parent = parents(table.line[mine].astype(np.int64), start, end)
-        self_ns = end - start
+        parent = parents(table.line[mine], start, end)
+        del mine
+        weight = end - start  # the self time: less each child's (clipped) time
         kids = np.flatnonzero(parent >= 0)
-        np.subtract.at(self_ns, parent[kids],
-                       np.minimum(end[kids], end[parent[kids]]) - start[kids])
-        weight = np.where(own, np.maximum(self_ns, 0), 0)
+        up = parent[kids]
+        del parent
+        taken = np.minimum(end[kids], end[up])
+        taken -= start[kids]
+        del kids
+        np.subtract.at(weight, up, taken)
+        del up, taken
+        np.maximum(weight, 0, out=weight)
     else:
-        weight = np.where(own, end - start, 0)  # a sample's innermost frame is its name
-    step = np.searchsorted(steps.start_ns, start, side="right") - 1
+        del mine
+        weight = end - start  # a sample's innermost frame is its name
+    del end
+    weight[other] = 0
+    del other
+    step = np.searchsorted(steps.start_ns, start, side="right")
+    step -= 1
     inside = (step >= 0) & (start < steps.end_ns[np.maximum(step, 0)])
+    del start
     per_step = np.bincount(step[inside], weights=weight[inside], minlength=len(steps))
-    out["thread"] = table.line_name[int(table.line[mine[0]])] if len(mine) else None
+    out["thread"] = thread
     out["step_num"] = steps.step_num.tolist()
     out["step_python_ns"] = per_step.astype(np.int64).tolist()
     return out
