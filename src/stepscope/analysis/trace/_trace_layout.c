@@ -5,6 +5,12 @@
  * that contains it, so nested events get their nesting depth and overlapping ones the lowest
  * free row. Per row the end of its last event is kept in two segment trees over the rows (one
  * of minima, one of maxima); O(n log rows). The GIL is released while it runs.
+ *
+ * And the order it starts from, by (track, start): the compiled twin of the sort in
+ * trace_index.sorted_by_track_and_start. An XLine's events come from the file (nearly) in time
+ * order and a track is one line or a few, so the composite keys in table order are a few
+ * ascending runs: they are found in one pass and merged (a heap of runs, each run's stretch
+ * below every other run's next key copied at once), O(n log runs) instead of a general sort.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -198,10 +204,247 @@ done:
     return result;
 }
 
+
+/* ---- the order by key: runs merged ------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t pos, end;  /* the run's next event and its end (table rows) */
+} Run;
+
+/* (key, row) of a before (key, row) of b: equal keys in table order, as a stable sort. */
+static inline int
+run_before(const int64_t *key, Py_ssize_t a, Py_ssize_t b)
+{
+    return key[a] < key[b] || (key[a] == key[b] && a < b);
+}
+
+static void
+heap_down(const int64_t *key, Run *heap, Py_ssize_t size, Py_ssize_t i)
+{
+    Run r = heap[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= size) {
+            break;
+        }
+        if (c + 1 < size && run_before(key, heap[c + 1].pos, heap[c].pos)) {
+            c++;
+        }
+        if (!run_before(key, heap[c].pos, r.pos)) {
+            break;
+        }
+        heap[i] = heap[c];
+        i = c;
+    }
+    heap[i] = r;
+}
+
+static void
+heap_up(const int64_t *key, Run *heap, Py_ssize_t i)
+{
+    Run r = heap[i];
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (!run_before(key, r.pos, heap[p].pos)) {
+            break;
+        }
+        heap[i] = heap[p];
+        i = p;
+    }
+    heap[i] = r;
+}
+
+static const int64_t *sort_key;  /* qsort's context (set with the GIL held: one at a time) */
+
+static int
+run_cmp(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Run *)a)->pos, y = ((const Run *)b)->pos;
+    return run_before(sort_key, x, y) ? -1 : (x == y ? 0 : 1);
+}
+
+typedef struct {
+    int64_t neg_end;
+    int64_t row;
+} Tied;
+
+static int
+tied_cmp(const void *a, const void *b)
+{
+    const Tied *x = a, *y = b;
+    if (x->neg_end != y->neg_end) {
+        return x->neg_end < y->neg_end ? -1 : 1;
+    }
+    return x->row < y->row ? -1 : (x->row > y->row);
+}
+
+/* The runs [starts[i], starts[i + 1]) merged into order (table rows) and sorted (keys); then
+ * the events of one key put longer first (later end), then by row. 0 when out of memory. */
+static int
+merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_ssize_t n_runs,
+           int64_t *order, int64_t *sorted)
+{
+    Run *heap = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
+    if (!heap) {
+        return 0;
+    }
+    Py_ssize_t size = 0, next = 0, o = 0;
+    for (;;) {
+        /* Every run starting before the heap's least next event joins the heap first. */
+        while (next < n_runs && (size == 0 || run_before(key, runs[next].pos, heap[0].pos))) {
+            heap[size] = runs[next++];
+            heap_up(key, heap, size++);
+        }
+        if (size == 0) {
+            break;
+        }
+        /* The least run's events before every other run's next (and the next run's first). */
+        Py_ssize_t bound = -1;
+        if (size > 1) {
+            bound = heap[1].pos;
+            if (size > 2 && run_before(key, heap[2].pos, bound)) {
+                bound = heap[2].pos;
+            }
+        }
+        if (next < n_runs && (bound < 0 || run_before(key, runs[next].pos, bound))) {
+            bound = runs[next].pos;
+        }
+        Run *top = &heap[0];
+        Py_ssize_t i = top->pos;
+        do {
+            order[o] = i;
+            sorted[o++] = key[i++];
+        } while (i < top->end && (bound < 0 || run_before(key, i, bound)));
+        top->pos = i;
+        if (i == top->end) {
+            heap[0] = heap[--size];
+        }
+        if (size > 1) {
+            heap_down(key, heap, size, 0);
+        }
+    }
+    free(heap);
+    /* Events starting together: the longer first, then by row (a few at a time, usually). */
+    Tied *tied = NULL;
+    Py_ssize_t cap = 0;
+    for (Py_ssize_t a = 0; a < n;) {
+        Py_ssize_t b = a + 1;
+        while (b < n && sorted[b] == sorted[a]) {
+            b++;
+        }
+        if (b - a > 1) {
+            Py_ssize_t g = b - a;
+            if (g > cap) {
+                free(tied);
+                cap = g > 64 ? g : 64;
+                tied = malloc(sizeof(Tied) * (size_t)cap);
+                if (!tied) {
+                    return 0;
+                }
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                tied[k].neg_end = -end[order[a + k]];
+                tied[k].row = order[a + k];
+            }
+            if (g <= 16) {
+                for (Py_ssize_t k = 1; k < g; k++) {
+                    Tied t = tied[k];
+                    Py_ssize_t j = k;
+                    while (j > 0 && tied_cmp(&t, &tied[j - 1]) < 0) {
+                        tied[j] = tied[j - 1];
+                        j--;
+                    }
+                    tied[j] = t;
+                }
+            } else {
+                qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                order[a + k] = tied[k].row;
+            }
+        }
+        a = b;
+    }
+    free(tied);
+    return 1;
+}
+
+static PyObject *
+order_by_key(PyObject *self, PyObject *args)
+{
+    PyObject *key_o, *end_o, *order_o, *sorted_o;
+    Py_ssize_t max_runs;
+    if (!PyArg_ParseTuple(args, "OOOOn", &key_o, &end_o, &order_o, &sorted_o, &max_runs)) {
+        return NULL;
+    }
+    Column key = {0}, end = {0}, order = {0}, sorted = {0};
+    PyObject *result = NULL;
+    Run *runs = NULL;
+    if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
+        || get_column(order_o, &order, 1, "order") < 0
+        || get_column(sorted_o, &sorted, 1, "sorted") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = key.n;
+    const int64_t *k = key.view.buf;
+    if (end.n != n || order.n != n || sorted.n != n) {
+        PyErr_SetString(PyExc_ValueError, "key, end, order and sorted must be as long");
+        goto done;
+    }
+    Py_ssize_t n_runs = n > 0;
+    for (Py_ssize_t i = 1; i < n && n_runs <= max_runs; i++) {
+        n_runs += k[i] < k[i - 1];
+    }
+    if (n_runs > max_runs) {
+        result = PyLong_FromSsize_t(-1);  /* too many runs: the caller sorts */
+        goto done;
+    }
+    runs = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
+    if (!runs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t r = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || k[i] < k[i - 1]) {
+            if (r) {
+                runs[r - 1].end = i;
+            }
+            runs[r++].pos = i;
+        }
+    }
+    if (r) {
+        runs[r - 1].end = n;
+    }
+    sort_key = k;
+    qsort(runs, (size_t)n_runs, sizeof(Run), run_cmp);
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = merge_runs(k, end.view.buf, n, runs, n_runs, order.view.buf, sorted.view.buf);
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyLong_FromSsize_t(n_runs);
+done:
+    free(runs);
+    if (key.view.obj) PyBuffer_Release(&key.view);
+    if (end.view.obj) PyBuffer_Release(&end.view);
+    if (order.view.obj) PyBuffer_Release(&order.view);
+    if (sorted.view.obj) PyBuffer_Release(&sorted.view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
      "offsets[t+1], in start order), written into out (int64)."},
+    {"order_by_key", order_by_key, METH_VARARGS,
+     "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
+     "(equal keys: the later end first, then by row) into order, the keys so into sorted; "
+     "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
+     "where there are more than max_runs."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,6 +51,9 @@ MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
+# The (track, start) order merges the keys' ascending runs where they average this many
+# events or more (``sorted_by_track_and_start``), else sorts them.
+RUN_EVENTS = 64
 
 HOST_THREADS = "Host Threads"
 PYTHON_SECTION = "Python Tracer"
@@ -187,6 +190,17 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
     """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
     order."""
     key = (track << np.int64(bits)) | start
+    native = compiled_layout()
+    if native is not None and len(key):
+        # The keys in table order are a few ascending runs (an XLine's events come in time
+        # order, a track is a line or a few): merged, not sorted. Where they are not (runs
+        # shorter than RUN_EVENTS on average), the general sort below.
+        order = np.empty(len(key), np.int64)
+        sorted_key = np.empty(len(key), np.int64)
+        if native.order_by_key(key, np.ascontiguousarray(lay_end, np.int64), order,
+                               sorted_key, len(key) // RUN_EVENTS + 1) >= 0:
+            return order, sorted_key
+        del order, sorted_key
     # One int64 key sorts far faster than a multi-key lexsort, and an unstable sort (SIMD
     # quicksort) faster than a stable one where events do not arrive sorted; the few events
     # with equal keys are then put in a fixed order: the longer first, then by table row, as
