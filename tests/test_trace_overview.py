@@ -130,7 +130,6 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
     trace's at once); the event view waits (202); then everything comes from the index."""
     import threading
 
-    from stepscope.analysis.trace import trace_index as ti
     from stepscope.model.logdir import list_runs
     from stepscope.run import storage
     from stepscope.web import trace

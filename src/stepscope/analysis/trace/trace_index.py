@@ -664,13 +664,8 @@ class TraceIndex:
         if not len(self.flow_src):
             return [], 0
         if self._flow_times is None:
-            # Once: each flow's earlier and later end, by the earlier (a query then looks
-            # only at the flows starting before the window's end, not at every flow's times).
-            src_t = self.table.start_ns[self.flow_src] - self.origin_ns
-            dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
-            lo = np.minimum(src_t, dst_t)
-            by_lo = np.argsort(lo, kind="stable")
-            self._flow_times = (lo[by_lo], np.maximum(src_t, dst_t)[by_lo], by_lo)
+            self._flow_times = flow_times(self.table, self.origin_ns, self.flow_src,
+                                          self.flow_dst)
         lo, hi, by_lo = self._flow_times
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
         j = min(int(np.searchsorted(lo, start_ns, side="left")), k)  # ... and lo < start_ns
@@ -785,6 +780,23 @@ def names_holding(lower_names: list[str], text: str) -> NDArray[np.int64]:
 # -- building ---------------------------------------------------------------------------------
 
 
+def plan_flows(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
+    """(source rows, destination rows, kinds) of the flows between the events ``plan`` puts
+    on tracks: what ``build`` and the per-track table find, made apart where given them."""
+    return _flows(table, plan.included & ~plan.counter_line[table.line], plan.device_plane)
+
+
+def flow_times(table: EventTable, origin: int, src: I64, dst: I64) -> tuple[I64, I64, I64]:
+    """Each flow's earlier end (relative to ``origin``), ascending; its later end; and the
+    flows in that order: a window query then looks only at the flows starting before the
+    window's end, not at every flow's times."""
+    src_t = np.asarray(table.start_ns[src], np.int64) - origin
+    dst_t = np.asarray(table.start_ns[dst], np.int64) - origin
+    lo = np.minimum(src_t, dst_t)
+    by_lo = np.argsort(lo, kind="stable")
+    return lo[by_lo], np.maximum(src_t, dst_t)[by_lo], np.asarray(by_lo, np.int64)
+
+
 def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
     """(source rows, destination rows, kinds) of the flows between included events."""
     srcs, dsts, kinds = [], [], []
@@ -871,6 +883,10 @@ def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64
 def _lookup(s_rows: I64, values: I64, rows: I64) -> I64:
     """An integer side stat's value (``s_rows``, ``values``: as ``_int_stats`` gives it) for
     each of ``rows`` (-1 where absent)."""
+    if len(s_rows) == len(rows) and np.array_equal(s_rows, rows) \
+            and bool(np.all(s_rows[1:] > s_rows[:-1])):
+        # The same events carry both, each once (the usual case): no search.
+        return np.asarray(values, np.int64)
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
         # The stats come by event: usually in order already (no sort then).
