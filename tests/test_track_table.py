@@ -193,3 +193,39 @@ def test_the_server_answers_exactly_before_the_index_is_built(
     code, late = final_api(lambda: api.trace("window", query), "the indexed window")
     assert late == early
     assert api.data(run, None, "trace_viewer", {})[1] == meta
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_producer_flows_matched_by_both_twins_alike(seed: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled hash join pairs each consumer with the first producer of its type and id
+    (not itself), in the consumers' order, as the sorted search does: with ids repeated,
+    types missing (-1), consumers that are their own first producer, and none at all."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    rng = np.random.default_rng(seed)
+    n_p, n_c = int(rng.integers(0, 300)), int(rng.integers(0, 300))
+    ids = int(rng.integers(1, 60))
+    p_rows = np.sort(rng.integers(0, 500, n_p)).astype(np.int64)
+    c_rows = np.sort(rng.integers(0, 500, n_c)).astype(np.int64)
+    if n_p and n_c and seed % 3 == 0:
+        c_rows[: min(n_p, n_c) // 2] = p_rows[: min(n_p, n_c) // 2]  # some their own
+    p_ids, c_ids = rng.integers(0, ids, n_p), rng.integers(0, ids, n_c)
+    if seed % 4 == 1:
+        p_ids, c_ids = p_ids << 40, c_ids << 40  # ids as large as real ones
+    pt, ct = rng.integers(-1, 3, n_p), rng.integers(-1, 3, n_c)
+    args = [np.asarray(a, np.int64) for a in (p_rows, p_ids, pt, c_rows, c_ids, ct)]
+    compiled = ti._producer_flows(*args)
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    twin = ti._producer_flows(*args)
+    for a, b in zip(compiled, twin, strict=True):
+        assert a.dtype == b.dtype == np.int64
+        assert np.array_equal(a, b)
+    # And the rule itself, by hand.
+    first: dict[tuple[int, int], int] = {}
+    for r, i, t in zip(p_rows.tolist(), p_ids.tolist(), pt.tolist(), strict=True):
+        first.setdefault((t, i), r)
+    pairs = [(first[(t, i)], r) for r, i, t in zip(c_rows.tolist(), c_ids.tolist(),
+                                                   ct.tolist(), strict=True)
+             if (t, i) in first and first[(t, i)] != r]
+    assert [tuple(p) for p in zip(*(x.tolist() for x in twin), strict=True)] == pairs

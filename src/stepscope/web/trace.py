@@ -25,22 +25,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace.trace_index import (
-    MAX_WIDTH,
-    TraceIndex,
-    TrackPlan,
-    flow_times,
-    plan_flows,
-    plan_tracks,
-)
+from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
-from stepscope.analysis.trace.track_table import FlowsAndTimes, TrackTable
+from stepscope.analysis.trace.track_table import TrackTable
 from stepscope.errors import NotFoundError
-from stepscope.model.events import EventTable
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
 from stepscope.run.tools import clock_of, trace_host
@@ -93,19 +85,14 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 hit = cached_index(table, kept)
                 if hit is not None:
                     return hit
-            plan = plan_tracks(table)
-            # The flows (a search of the stat table: seconds at 1 GB) are found in a thread
-            # of their own meanwhile: the overview's sort and the rows' layout go on beside it
-            # (NumPy and the compiled steps let go of the GIL).
-            with ThreadPoolExecutor(1, thread_name_prefix="trace-flows") as side:
-                flows = side.submit(_flows_and_times, table, plan)
-                overview = TraceOverview(table, plan)
-                run.partials[key] = (overview, time.monotonic())
-                if kept is not None and preview is None:
-                    save_preview(kept, TracePreview.of(overview))
-                by_start, overview.by_start = overview.by_start, None
-                events = TrackTable(table, plan, by_start, overview.key, flows.result)
-                del by_start, flows
+            overview = TraceOverview(table)
+            run.partials[key] = (overview, time.monotonic())
+            if kept is not None and preview is None:
+                save_preview(kept, TracePreview.of(overview))
+            by_start, overview.by_start = overview.by_start, None
+            plan = overview.plan
+            events = TrackTable(table, plan, by_start, overview.key)
+            del by_start
             # The table answers every view exactly from now: the overview is let go.
             run.partials[table_key] = (events, time.monotonic())
             run.partials.pop(key, None)
@@ -126,12 +113,6 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
-
-
-def _flows_and_times(table: EventTable, plan: TrackPlan) -> FlowsAndTimes:
-    """A host's flows (``plan_flows``) and their ``flow_times``."""
-    found = plan_flows(table, plan)
-    return found, flow_times(table, plan.origin, found[0], found[1])
 
 
 def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,

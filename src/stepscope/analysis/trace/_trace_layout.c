@@ -11,6 +11,9 @@
  * order and a track is one line or a few, so the composite keys in table order are a few
  * ascending runs: they are found in one pass and merged (a heap of runs, each run's stretch
  * below every other run's next key copied at once), O(n log runs) instead of a general sort.
+ *
+ * And the producer → consumer flows of trace_index._flows: each consumer to the first producer
+ * of its type and id, by a hash join (O(n)) instead of a sort and a search per type.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -436,6 +439,103 @@ done:
     return result;
 }
 
+
+/* ---- producer → consumer flows: a hash join ----------------------------------------------- */
+
+static inline uint64_t
+mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static PyObject *
+match_flows(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7])) {
+        return NULL;
+    }
+    static const char *names[8] = {"p_rows", "p_ids", "p_types", "c_rows", "c_ids",
+                                   "c_types", "src", "dst"};
+    Column col[8];
+    memset(col, 0, sizeof(col));
+    PyObject *result = NULL;
+    int64_t *slot = NULL;
+    int got = 0;
+    for (; got < 8; got++) {
+        if (get_column(o[got], &col[got], got >= 6, names[got]) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t np_ = col[0].n, nc = col[3].n;
+    if (col[1].n != np_ || col[2].n != np_ || col[4].n != nc || col[5].n != nc
+        || col[6].n != nc || col[7].n != nc) {
+        PyErr_SetString(PyExc_ValueError,
+                        "producers' and consumers' columns (and src, dst) must be as long");
+        goto done;
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)np_) {
+        cap <<= 1;
+    }
+    slot = malloc(sizeof(int64_t) * cap);
+    if (!slot) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *prow = col[0].view.buf, *pid = col[1].view.buf, *pty = col[2].view.buf;
+    const int64_t *crow = col[3].view.buf, *cid = col[4].view.buf, *cty = col[5].view.buf;
+    int64_t *src = col[6].view.buf, *dst = col[7].view.buf;
+    Py_ssize_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(slot, 0xff, sizeof(int64_t) * cap);  /* -1: empty */
+    size_t m = cap - 1;
+    /* Each (type, id) keeps its first producer (in the order given: table order). */
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        size_t h = mix64((uint64_t)pid[i] ^ mix64((uint64_t)pty[i])) & m;
+        for (;; h = (h + 1) & m) {
+            int64_t j = slot[h];
+            if (j < 0) {
+                slot[h] = i;
+                break;
+            }
+            if (pid[j] == pid[i] && pty[j] == pty[i]) {
+                break;
+            }
+        }
+    }
+    /* Each consumer, in order, to that first producer (not to itself). */
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        size_t h = mix64((uint64_t)cid[i] ^ mix64((uint64_t)cty[i])) & m;
+        for (;; h = (h + 1) & m) {
+            int64_t j = slot[h];
+            if (j < 0) {
+                break;
+            }
+            if (pid[j] == cid[i] && pty[j] == cty[i]) {
+                if (prow[j] != crow[i]) {
+                    src[found] = prow[j];
+                    dst[found++] = crow[i];
+                }
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(found);
+done:
+    free(slot);
+    for (int k = 0; k < got; k++) {
+        PyBuffer_Release(&col[k].view);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
@@ -445,6 +545,10 @@ static PyMethodDef methods[] = {
      "(equal keys: the later end first, then by row) into order, the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs."},
+    {"match_flows", match_flows, METH_VARARGS,
+     "match_flows(p_rows, p_ids, p_types, c_rows, c_ids, c_types, src, dst): each consumer "
+     "(in order) to the first producer of its type and id, unless that is itself: the pairs "
+     "written into src and dst (int64, as long as the consumers); returns how many."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -664,8 +664,13 @@ class TraceIndex:
         if not len(self.flow_src):
             return [], 0
         if self._flow_times is None:
-            self._flow_times = flow_times(self.table, self.origin_ns, self.flow_src,
-                                          self.flow_dst)
+            # Once: each flow's earlier and later end, by the earlier (a query then looks
+            # only at the flows starting before the window's end, not at every flow's times).
+            src_t = self.table.start_ns[self.flow_src] - self.origin_ns
+            dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
+            lo = np.minimum(src_t, dst_t)
+            by_lo = np.argsort(lo, kind="stable")
+            self._flow_times = (lo[by_lo], np.maximum(src_t, dst_t)[by_lo], by_lo)
         lo, hi, by_lo = self._flow_times
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
         j = min(int(np.searchsorted(lo, start_ns, side="left")), k)  # ... and lo < start_ns
@@ -780,23 +785,6 @@ def names_holding(lower_names: list[str], text: str) -> NDArray[np.int64]:
 # -- building ---------------------------------------------------------------------------------
 
 
-def plan_flows(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
-    """(source rows, destination rows, kinds) of the flows between the events ``plan`` puts
-    on tracks: what ``build`` and the per-track table find, made apart where given them."""
-    return _flows(table, plan.included & ~plan.counter_line[table.line], plan.device_plane)
-
-
-def flow_times(table: EventTable, origin: int, src: I64, dst: I64) -> tuple[I64, I64, I64]:
-    """Each flow's earlier end (relative to ``origin``), ascending; its later end; and the
-    flows in that order: a window query then looks only at the flows starting before the
-    window's end, not at every flow's times."""
-    src_t = np.asarray(table.start_ns[src], np.int64) - origin
-    dst_t = np.asarray(table.start_ns[dst], np.int64) - origin
-    lo = np.minimum(src_t, dst_t)
-    by_lo = np.argsort(lo, kind="stable")
-    return lo[by_lo], np.maximum(src_t, dst_t)[by_lo], np.asarray(by_lo, np.int64)
-
-
 def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
     """(source rows, destination rows, kinds) of the flows between included events."""
     srcs, dsts, kinds = [], [], []
@@ -834,31 +822,52 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
         p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
         keep = included[c_rows]
         c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
-        # A consumer's producer: the first (in table order) with its type and id. Matched
-        # per type (a few), by id: a sort of the producers' ids, a search of the consumers'.
-        found_src, found_dst = [], []
-        for flow_type in np.unique(pt).tolist():
-            mine = pt == flow_type
-            rows, ids = p_rows[mine], p_ids[mine]
-            order = np.argsort(ids, kind="stable")
-            pk, pr = ids[order], rows[order]
-            theirs = np.flatnonzero(ct == flow_type)
-            at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
-            ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
-            found_src.append(pr[at[ok]])
-            found_dst.append(theirs[ok])
-        if found_dst:
-            # In the consumers' (table) order, as one search over every type would give them.
-            dst_at = np.concatenate(found_dst)
-            order = np.argsort(dst_at, kind="stable")
-            srcs.append(np.concatenate(found_src)[order])
-            dsts.append(c_rows[dst_at[order]])
-            kinds.append(np.full(len(dst_at), FLOW_PRODUCER, np.int64))
+        src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
+        srcs.append(src)
+        dsts.append(dst)
+        kinds.append(np.full(len(src), FLOW_PRODUCER, np.int64))
     if not srcs:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
     return (np.concatenate(srcs).astype(np.int64), np.concatenate(dsts).astype(np.int64),
             np.concatenate(kinds))
+
+
+def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, ct: I64
+                    ) -> tuple[I64, I64]:
+    """(producer rows, consumer rows) of the producer → consumer flows, in the consumers'
+    order: a consumer's producer is the first (in the producers' order: table order) with its
+    type and id, unless that is the consumer itself. The compiled twin (``_trace_layout``) by
+    one hash join; this one per type (a few), by id: a sort of the producers' ids, a search
+    of the consumers'."""
+    native = compiled_layout()
+    if native is not None:
+        src, dst = np.empty(len(c_rows), np.int64), np.empty(len(c_rows), np.int64)
+        found = native.match_flows(*(np.ascontiguousarray(a, np.int64) for a in (
+            p_rows, p_ids, pt, c_rows, c_ids, ct)), src, dst)
+        if found < len(src):  # not the whole buffers held for a few
+            src, dst = src[:found].copy(), dst[:found].copy()
+        return src, dst
+    found_src, found_dst = [], []
+    for flow_type in np.unique(pt).tolist():
+        mine = pt == flow_type
+        rows, ids = p_rows[mine], p_ids[mine]
+        order = np.argsort(ids, kind="stable")
+        pk, pr = ids[order], rows[order]
+        theirs = np.flatnonzero(ct == flow_type)
+        if not len(theirs):
+            continue
+        at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
+        ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
+        found_src.append(pr[at[ok]])
+        found_dst.append(theirs[ok])
+    if not found_dst:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # In the consumers' (table) order, as one search over every type would give them.
+    dst_at = np.concatenate(found_dst)
+    order = np.argsort(dst_at, kind="stable")
+    return (np.asarray(np.concatenate(found_src)[order], np.int64),
+            np.asarray(c_rows[dst_at[order]], np.int64))
 
 
 def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:

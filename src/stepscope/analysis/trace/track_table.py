@@ -17,7 +17,6 @@ event is on a track) and the rows (4 bytes): 12 to 20 bytes an event, no Python 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -49,8 +48,6 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.model.events import EventTable
 
 I64 = NDArray[np.int64]
-# The flows (sources, destinations, kinds) and their ``flow_times``.
-FlowsAndTimes = tuple[tuple[I64, I64, I64], tuple[I64, I64, I64]]
 BLOCK = 256  # events per block of latest ends
 
 
@@ -59,12 +56,9 @@ class TrackTable(TraceIndex):
     answers every view as the full index does."""
 
     def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
-                 key: I64 | None = None, flows: Callable[[], FlowsAndTimes] | None = None
-                 ) -> None:
+                 key: I64 | None = None) -> None:
         """``by_start`` and ``key``: the events' order by (track, start) and the composite
-        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made;
-        ``flows``: where the flows (``plan_flows``) and their ``flow_times`` are being found
-        apart, what gives them (called once the rows are laid out)."""
+        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made."""
         self.table = table
         self.plan = plan
         self.origin_ns, self.span_ns, self.bits = plan.origin, plan.span, plan.bits
@@ -114,9 +108,7 @@ class TrackTable(TraceIndex):
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
-        found, times = flows() if flows is not None else (
-            _flows(table, self._on_track, plan.device_plane), None)
-        self.flow_src, self.flow_dst, kind = found
+        self.flow_src, self.flow_dst, kind = _flows(table, self._on_track, plan.device_plane)
         self.flow_kind = kind.astype(np.int8)
         rows = np.zeros(n_tracks, np.int64)
         count = np.diff(self.offsets)
@@ -134,8 +126,7 @@ class TrackTable(TraceIndex):
                        "tracks": [asdict(t) for t in self.tracks], "sections": self.sections}
         self._stat_order = None
         self._lower_names = None
-        self._flow_times = times
-        del found, times
+        self._flow_times = None
         #: Set once a window has been answered from this table (a server builds the full
         #: index after that, so that the first window does not share the CPU with it).
         self.answered = threading.Event()
