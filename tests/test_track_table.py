@@ -229,3 +229,37 @@ def test_producer_flows_matched_by_both_twins_alike(seed: int,
                                                    ct.tolist(), strict=True)
              if (t, i) in first and first[(t, i)] != r]
     assert [tuple(p) for p in zip(*(x.tolist() for x in twin), strict=True)] == pairs
+
+
+def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled pass over the stat table gives each integer stat's (event rows, values)
+    as the masks do, on real profiles (stats absent, string stats of a wanted name, one stat
+    asked twice); columns of other lengths or item sizes are one clear error."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    from stepscope.analysis.trace import _trace_layout
+
+    wanted = ("_p", "_c", "_pt", "_ct", "correlation_id", "step_num", "name", "_p", "nope")
+    rows = 0
+    for table in _profiles(stepscope_profile):
+        compiled = ti._int_stats(table, wanted)
+        rows += sum(len(e) for e, _ in compiled)
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+        twin = ti._int_stats(table, wanted)
+        monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+        for (ce, cv), (te, tv) in zip(compiled, twin, strict=True):
+            assert np.array_equal(ce, te) and np.array_equal(cv, tv)
+    assert rows  # some were there to find
+    n = np.zeros(4, np.int32)
+    off = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="as long"):
+        _trace_layout.int_stats(n, np.zeros(3, np.int8), n, np.zeros(4, np.int64),
+                                np.zeros(2, np.int8), off, None, 3, 2)
+    with pytest.raises(TypeError, match="4-byte"):
+        _trace_layout.int_stats(np.zeros(4, np.int64), np.zeros(4, np.int8), n,
+                                np.zeros(4, np.int64), np.zeros(2, np.int8), off, None, 3, 2)
+    with pytest.raises(ValueError, match="every row"):
+        _trace_layout.int_stats(n, np.full(4, 3, np.int8), n, np.zeros(4, np.int64),
+                                np.zeros(2, np.int8), np.array([0, 4], np.int64),
+                                (np.zeros(1, np.int64), np.zeros(1, np.int64)), 3, 2)

@@ -536,6 +536,144 @@ done:
     return result;
 }
 
+
+/* ---- integer side stats, by stat ----------------------------------------------------------- */
+
+/* A contiguous column of `size`-byte items. */
+static int
+get_sized(PyObject *obj, Column *col, Py_ssize_t size, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &col->view, flags) < 0) {
+        return -1;
+    }
+    if (col->view.itemsize != size) {
+        PyErr_Format(PyExc_TypeError, "%s must hold %zd-byte items", what, size);
+        PyBuffer_Release(&col->view);
+        col->view.obj = NULL;
+        return -1;
+    }
+    col->n = col->view.len / size;
+    return 0;
+}
+
+/* The slot (-1: none) of stat row i: its name's, where its value is an integer. */
+static inline int
+int_slot(const int32_t *name, const int8_t *kind, const int8_t *slot, Py_ssize_t n_slot,
+         Py_ssize_t i, int k_int64, int k_uint64)
+{
+    int32_t c = name[i];
+    if (c < 0 || c >= n_slot || (kind[i] != k_int64 && kind[i] != k_uint64)) {
+        return -1;
+    }
+    return slot[c];
+}
+
+static PyObject *
+int_stats(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    int k_int64, k_uint64;
+    if (!PyArg_ParseTuple(args, "OOOOOOOii", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &k_int64, &k_uint64)) {
+        return NULL;
+    }
+    /* name (int32), kind (int8), event (int32), value (int64), slot (int8, per name code),
+     * offsets (int64, one more than slots), then out events and values (int64) or None. */
+    static const Py_ssize_t sizes[5] = {4, 1, 4, 8, 1};
+    static const char *names[5] = {"name", "kind", "event", "value", "slot"};
+    Column col[8];
+    memset(col, 0, sizeof(col));
+    PyObject *result = NULL;
+    int got = 0;
+    for (; got < 5; got++) {
+        if (get_sized(o[got], &col[got], sizes[got], 0, names[got]) < 0) {
+            goto done;
+        }
+    }
+    int fill = o[6] != Py_None;
+    if (get_column(o[5], &col[5], !fill, "offsets") < 0) {
+        goto done;
+    }
+    got = 6;
+    Py_ssize_t n = col[0].n, k = col[5].n - 1;
+    if (col[1].n != n || col[2].n != n || col[3].n != n || k < 0 || k > 127) {
+        PyErr_SetString(PyExc_ValueError, "name, kind, event and value must be as long");
+        goto done;
+    }
+    const int32_t *name = col[0].view.buf, *event = col[2].view.buf;
+    const int8_t *kind = col[1].view.buf, *slot = col[4].view.buf;
+    const int64_t *value = col[3].view.buf;
+    int64_t *off = col[5].view.buf;
+    Py_ssize_t n_slot = col[4].n;
+    if (!fill) {  /* count: offsets[1 + s] = rows of slot s */
+        for (Py_ssize_t s = 0; s <= k; s++) {
+            off[s] = 0;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+            if (s >= 0 && s < k) {
+                off[s + 1]++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *pair = o[6];
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "out must be (events, values)");
+        goto done;
+    }
+    if (get_column(PyTuple_GET_ITEM(pair, 0), &col[6], 1, "events") < 0) {
+        goto done;
+    }
+    got = 7;
+    if (get_column(PyTuple_GET_ITEM(pair, 1), &col[7], 1, "values") < 0) {
+        goto done;
+    }
+    got = 8;
+    if (col[6].n != off[k] || col[7].n != off[k] || off[0] != 0) {
+        PyErr_SetString(PyExc_ValueError, "events and values must hold every row counted");
+        goto done;
+    }
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(k ? k : 1));
+    if (!at) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < k; s++) {
+        at[s] = off[s];
+    }
+    int ok = 1;
+    int64_t *out_e = col[6].view.buf, *out_v = col[7].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+        if (s >= 0 && s < k) {
+            if (at[s] >= off[s + 1]) {
+                ok = 0;  /* more rows than counted: the columns changed */
+                break;
+            }
+            out_e[at[s]] = event[i];
+            out_v[at[s]++] = value[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(at);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "more stat rows than counted");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int j = 0; j < got; j++) {
+        if (col[j].view.obj) PyBuffer_Release(&col[j].view);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
@@ -549,6 +687,10 @@ static PyMethodDef methods[] = {
      "match_flows(p_rows, p_ids, p_types, c_rows, c_ids, c_types, src, dst): each consumer "
      "(in order) to the first producer of its type and id, unless that is itself: the pairs "
      "written into src and dst (int64, as long as the consumers); returns how many."},
+    {"int_stats", int_stats, METH_VARARGS,
+     "int_stats(name, kind, event, value, slot, offsets, out, k_int64, k_uint64): the integer "
+     "stat rows whose name's slot is s >= 0, by slot in row order. out None: offsets[1 + s] "
+     "gets how many (offsets[0] 0); out (events, values): written at offsets[s] on."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -845,9 +845,8 @@ def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, c
         src, dst = np.empty(len(c_rows), np.int64), np.empty(len(c_rows), np.int64)
         found = native.match_flows(*(np.ascontiguousarray(a, np.int64) for a in (
             p_rows, p_ids, pt, c_rows, c_ids, ct)), src, dst)
-        if found < len(src):  # not the whole buffers held for a few
-            src, dst = src[:found].copy(), dst[:found].copy()
-        return src, dst
+        # Views: the consumers left without a producer are few (a copy costs more).
+        return src[:found], dst[:found]
     found_src, found_dst = [], []
     for flow_type in np.unique(pt).tolist():
         mine = pt == flow_type
@@ -872,12 +871,26 @@ def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, c
 
 def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:
     """Integer side stats as (event rows, values) each, as ``EventTable.int_stat`` gives them,
-    found in one pass over the stat table (it holds several stats per event)."""
+    found in one pass over the stat table (it holds several stats per event); compiled
+    (``_trace_layout.int_stats``) where built."""
     st = table.stats
     slot = np.full(len(st.stat_names) + 1, -1, np.int8)
     for i, stat in enumerate(stats):
         if stat in st.stat_names:
             slot[st.stat_names.index(stat)] = i
+    native = compiled_layout()
+    if native is not None:  # one pass to count, one to copy: no mask over every stat row
+        cols = (np.ascontiguousarray(st.name, np.int32), np.ascontiguousarray(st.kind, np.int8),
+                np.ascontiguousarray(st.event, np.int32),
+                np.ascontiguousarray(st.value, np.int64), slot)
+        off = np.zeros(len(stats) + 1, np.int64)
+        native.int_stats(*cols, off, None, sk.KIND_INT64, sk.KIND_UINT64)
+        np.cumsum(off, out=off)
+        events, values = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
+        native.int_stats(*cols, off, (events, values), sk.KIND_INT64, sk.KIND_UINT64)
+        bounds = off.tolist()
+        return [(events[bounds[i]:bounds[i + 1]], values[bounds[i]:bounds[i + 1]])
+                for i in range(len(stats))]
     which = slot[st.name]
     sel = np.flatnonzero(which >= 0)
     which = which[sel]
