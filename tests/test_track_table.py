@@ -263,3 +263,26 @@ def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
         _trace_layout.int_stats(n, np.full(4, 3, np.int8), n, np.zeros(4, np.int64),
                                 np.zeros(2, np.int8), np.array([0, 4], np.int64),
                                 (np.zeros(1, np.int64), np.zeros(1, np.int64)), 3, 2)
+
+
+def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window over the whole trace counts its flows without sorting them by time: the
+    count the time-sorted search gives (a window a nanosecond inside), and every flow."""
+    counted = 0
+    for table in _profiles(stepscope_profile):
+        index = build(table)
+        if len(index.flow_src) < 2:
+            continue
+        monkeypatch.setattr(ti, "MAX_FLOWS", 1)
+        span = index.span_ns
+        for a, b in ((0, span + 1), (-5, span * 2), (-(1 << 62), 1 << 62)):
+            assert index.query(a, b, 100)["flows_in_window"] == len(index.flow_src)
+            assert index._flow_times is None  # not sorted for it
+        # The sorted search over the same window less its first nanosecond's flows' ends.
+        inside = index.query(1, span + 1, 100)["flows_in_window"]
+        times = index.table.start_ns[np.r_[index.flow_src, index.flow_dst]] - index.origin_ns
+        hi = np.maximum(times[:len(index.flow_src)], times[len(index.flow_src):])
+        assert inside == int((hi >= 1).sum())
+        counted += 1
+    assert counted

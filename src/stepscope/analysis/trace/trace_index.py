@@ -663,6 +663,10 @@ class TraceIndex:
         """Flows with an end in the window (none, only their count, when too many)."""
         if not len(self.flow_src):
             return [], 0
+        if start_ns <= 0 and end_ns > self.span_ns and len(self.flow_src) > MAX_FLOWS:
+            # A window over the whole trace (the page's first) holds every flow's ends: too
+            # many to draw, counted without sorting the flows by time.
+            return [], len(self.flow_src)
         if self._flow_times is None:
             # Once: each flow's earlier and later end, by the earlier (a query then looks
             # only at the flows starting before the window's end, not at every flow's times).
@@ -829,8 +833,11 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
     if not srcs:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
-    return (np.concatenate(srcs).astype(np.int64), np.concatenate(dsts).astype(np.int64),
-            np.concatenate(kinds))
+    if len(srcs) == 1:  # one kind of flow (the usual case): no copies
+        return (np.asarray(srcs[0], np.int64), np.asarray(dsts[0], np.int64),
+                np.asarray(kinds[0], np.int64))
+    return (np.concatenate(srcs).astype(np.int64, copy=False),
+            np.concatenate(dsts).astype(np.int64, copy=False), np.concatenate(kinds))
 
 
 def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, ct: I64
