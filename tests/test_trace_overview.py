@@ -218,8 +218,14 @@ def test_the_merge_hands_many_runs_to_the_sort_and_refuses_bad_columns() -> None
     order, out = np.zeros(5000, np.int64), np.zeros(5000, np.int64)
     assert _trace_layout.order_by_key(key, key + 1, order, out, 10) == -1
     assert not order.any()
+    assert _trace_layout.order_by_key(key, key + 1, order, None, 5000) == -2
+    assert not order.any()
     assert _trace_layout.order_by_key(key, key + 1, order, out, 5000) > 10
     assert np.array_equal(out, np.sort(key))
+    # Keys in order already (ties among them): one run, the keys their own sorted copy.
+    ordered = np.sort(key)
+    assert _trace_layout.order_by_key(ordered, -ordered, order, None, 5000) == 1
+    assert np.array_equal(order, np.lexsort((np.arange(5000), ordered, ordered)))
     got = ti.sorted_by_track_and_start(np.zeros(5000, np.int64), key, key + 1, 11)
     assert np.array_equal(got[1], np.sort(key))
     empty = np.zeros(0, np.int64)

@@ -281,6 +281,56 @@ tied_cmp(const void *a, const void *b)
     return x->row < y->row ? -1 : (x->row > y->row);
 }
 
+/* Events of one key (sorted: the keys in order's order) put longer first (later end), then
+ * by row. 0 when out of memory. */
+static int
+order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *order)
+{
+    /* Events starting together: the longer first, then by row (a few at a time, usually). */
+    Tied *tied = NULL;
+    Py_ssize_t cap = 0;
+    for (Py_ssize_t a = 0; a < n;) {
+        Py_ssize_t b = a + 1;
+        while (b < n && sorted[b] == sorted[a]) {
+            b++;
+        }
+        if (b - a > 1) {
+            Py_ssize_t g = b - a;
+            if (g > cap) {
+                free(tied);
+                cap = g > 64 ? g : 64;
+                tied = malloc(sizeof(Tied) * (size_t)cap);
+                if (!tied) {
+                    return 0;
+                }
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                tied[k].neg_end = -end[order[a + k]];
+                tied[k].row = order[a + k];
+            }
+            if (g <= 16) {
+                for (Py_ssize_t k = 1; k < g; k++) {
+                    Tied t = tied[k];
+                    Py_ssize_t j = k;
+                    while (j > 0 && tied_cmp(&t, &tied[j - 1]) < 0) {
+                        tied[j] = tied[j - 1];
+                        j--;
+                    }
+                    tied[j] = t;
+                }
+            } else {
+                qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                order[a + k] = tied[k].row;
+            }
+        }
+        a = b;
+    }
+    free(tied);
+    return 1;
+}
+
 /* The runs [starts[i], starts[i + 1]) merged into order (table rows) and sorted (keys); then
  * the events of one key put longer first (later end), then by row. 0 when out of memory. */
 static int
@@ -327,49 +377,7 @@ merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_s
         }
     }
     free(heap);
-    /* Events starting together: the longer first, then by row (a few at a time, usually). */
-    Tied *tied = NULL;
-    Py_ssize_t cap = 0;
-    for (Py_ssize_t a = 0; a < n;) {
-        Py_ssize_t b = a + 1;
-        while (b < n && sorted[b] == sorted[a]) {
-            b++;
-        }
-        if (b - a > 1) {
-            Py_ssize_t g = b - a;
-            if (g > cap) {
-                free(tied);
-                cap = g > 64 ? g : 64;
-                tied = malloc(sizeof(Tied) * (size_t)cap);
-                if (!tied) {
-                    return 0;
-                }
-            }
-            for (Py_ssize_t k = 0; k < g; k++) {
-                tied[k].neg_end = -end[order[a + k]];
-                tied[k].row = order[a + k];
-            }
-            if (g <= 16) {
-                for (Py_ssize_t k = 1; k < g; k++) {
-                    Tied t = tied[k];
-                    Py_ssize_t j = k;
-                    while (j > 0 && tied_cmp(&t, &tied[j - 1]) < 0) {
-                        tied[j] = tied[j - 1];
-                        j--;
-                    }
-                    tied[j] = t;
-                }
-            } else {
-                qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
-            }
-            for (Py_ssize_t k = 0; k < g; k++) {
-                order[a + k] = tied[k].row;
-            }
-        }
-        a = b;
-    }
-    free(tied);
-    return 1;
+    return order_ties(sorted, end, n, order);
 }
 
 static PyObject *
@@ -383,14 +391,15 @@ order_by_key(PyObject *self, PyObject *args)
     Column key = {0}, end = {0}, order = {0}, sorted = {0};
     PyObject *result = NULL;
     Run *runs = NULL;
+    int have_sorted = sorted_o != Py_None;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
         || get_column(order_o, &order, 1, "order") < 0
-        || get_column(sorted_o, &sorted, 1, "sorted") < 0) {
+        || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
         goto done;
     }
     Py_ssize_t n = key.n;
     const int64_t *k = key.view.buf;
-    if (end.n != n || order.n != n || sorted.n != n) {
+    if (end.n != n || order.n != n || (have_sorted && sorted.n != n)) {
         PyErr_SetString(PyExc_ValueError, "key, end, order and sorted must be as long");
         goto done;
     }
@@ -400,6 +409,26 @@ order_by_key(PyObject *self, PyObject *args)
     }
     if (n_runs > max_runs) {
         result = PyLong_FromSsize_t(-1);  /* too many runs: the caller sorts */
+        goto done;
+    }
+    if (n_runs <= 1) {  /* in order already: the keys are their own sorted copy */
+        int64_t *out = order.view.buf;
+        int ok;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = i;
+        }
+        ok = order_ties(k, end.view.buf, n, out);
+        Py_END_ALLOW_THREADS
+        if (!ok) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        result = PyLong_FromSsize_t(n_runs);
+        goto done;
+    }
+    if (!have_sorted) {
+        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted */
         goto done;
     }
     runs = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
@@ -682,7 +711,8 @@ static PyMethodDef methods[] = {
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
      "(equal keys: the later end first, then by row) into order, the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
-     "where there are more than max_runs."},
+     "where there are more than max_runs. sorted None: where key is one run (in order "
+     "already: its own sorted copy) order is written, else -2 (nothing written)."},
     {"match_flows", match_flows, METH_VARARGS,
      "match_flows(p_rows, p_ids, p_types, c_rows, c_ids, c_types, src, dst): each consumer "
      "(in order) to the first producer of its type and id, unless that is itself: the pairs "

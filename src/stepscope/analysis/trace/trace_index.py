@@ -196,11 +196,17 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
         # order, a track is a line or a few): merged, not sorted. Where they are not (runs
         # shorter than RUN_EVENTS on average), the general sort below.
         order = np.empty(len(key), np.int64)
-        sorted_key = np.empty(len(key), np.int64)
-        if native.order_by_key(key, np.ascontiguousarray(lay_end, np.int64), order,
-                               sorted_key, len(key) // RUN_EVENTS + 1) >= 0:
-            return order, sorted_key
-        del order, sorted_key
+        end = np.ascontiguousarray(lay_end, np.int64)
+        runs = native.order_by_key(key, end, order, None, len(key) // RUN_EVENTS + 1)
+        if runs >= 0:  # in order already (a profile's lines in track order): no copy
+            return order, key
+        if runs == -2:
+            sorted_key = np.empty(len(key), np.int64)
+            if native.order_by_key(key, end, order, sorted_key,
+                                   len(key) // RUN_EVENTS + 1) >= 0:
+                return order, sorted_key
+            del sorted_key
+        del order
     # One int64 key sorts far faster than a multi-key lexsort, and an unstable sort (SIMD
     # quicksort) faster than a stable one where events do not arrive sorted; the few events
     # with equal keys are then put in a fixed order: the longer first, then by table row, as
