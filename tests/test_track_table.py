@@ -286,3 +286,32 @@ def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
         assert inside == int((hi >= 1).sum())
         counted += 1
     assert counted
+
+
+def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
+        stepscope_profile: Path) -> None:
+    """What a one-host run's model waits for: the index building and no per-track table yet;
+    or a table that has answered no window for less than FIRST_WINDOW_WAIT_S (a fake clock);
+    not once it answered, nor once the index is built."""
+    from concurrent.futures import Future
+
+    from stepscope.model.run_tables import RunTables
+    from stepscope.web import trace
+    from stepscope.web.loaded_run import LoadedRun
+
+    table = _profiles(stepscope_profile)[2]
+    run = LoadedRun(RunTables("r", stepscope_profile, {"h": table}, {}), use_cache=False)
+    name = "h"
+    assert not trace.first_window_pending(run, None)  # nothing started
+    future: Future[Any] = Future()
+    run._background[("trace_index", name)] = future
+    assert trace.first_window_pending(run, None)  # building, no table yet
+    events = TrackTable(table, plan_tracks(table))
+    run.partials[("trace_table", name)] = (events, 100.0)
+    assert trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S / 2)
+    assert not trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S)
+    events.query(0, 1000, 10)
+    assert not trace.first_window_pending(run, None, now=100.0)  # answered
+    future.set_result(None)
+    run.partials.clear()
+    assert not trace.first_window_pending(run, None)  # built
