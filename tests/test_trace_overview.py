@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build, window_bounds
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles
 from waiting import final_api, until
 
+from twins import built
 from workloads import make_stepscope_run
 
 
@@ -128,7 +130,6 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
     trace's at once); the event view waits (202); then everything comes from the index."""
     import threading
 
-    from stepscope.analysis.trace import trace_index as ti
     from stepscope.model.logdir import list_runs
     from stepscope.run import storage
     from stepscope.web import trace
@@ -166,3 +167,70 @@ def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
     code, window = final_api(lambda: api.trace("window", query), "the indexed window")
     assert "coarse" not in window and window["events"]["id"]
     assert "coarse" not in api.data(run, None, "trace_viewer", {})[1]
+
+
+def _keyed_events(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(track, start, end as laid out) of events as a profile gives them: lines of events in
+    time order (some out of order, some starting together, longer and shorter), a track one
+    line or a few, the lines in file order not in track order."""
+    rng = np.random.default_rng(seed)
+    lines = int(rng.integers(1, 14))
+    per_line = rng.integers(0, 400, lines)
+    track_of_line = rng.integers(0, max(lines // 2, 1), lines)
+    parts = []
+    for li in range(lines):
+        start = np.sort(rng.integers(0, 300, per_line[li]))
+        if per_line[li] > 4 and rng.random() < 0.4:  # a few out of order
+            hit = rng.integers(0, per_line[li], 3)
+            start[hit] = rng.integers(0, 300, 3)
+        parts.append((np.full(per_line[li], track_of_line[li]), start))
+    track = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    start = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    end = start + np.maximum(rng.integers(-1, 6, len(start)), 1)
+    return track, start, end
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_merged_runs_order_is_the_sorted_order(seed: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled merge of the keys' ascending runs gives the general sort's order: by
+    (track, start), the longer first of events starting together, then by table row."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    track, start, end = _keyed_events(seed)
+    merged = ti.sorted_by_track_and_start(track, start, end, 9)
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    sorted_ = ti.sorted_by_track_and_start(track, start, end, 9)
+    expected = np.lexsort((np.arange(len(track)), -end, start, track))
+    for got in (merged, sorted_):
+        assert np.array_equal(got[0], expected)
+        assert np.array_equal(got[1], (track[expected] << 9) | start[expected])
+
+
+def test_the_merge_hands_many_runs_to_the_sort_and_refuses_bad_columns() -> None:
+    """Keys in no order (more runs than the merge takes) are sorted instead (-1: nothing
+    written); columns of other lengths or item sizes are one clear error."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    from stepscope.analysis.trace import _trace_layout
+
+    key = np.random.default_rng(3).integers(0, 1000, 5000).astype(np.int64)
+    order, out = np.zeros(5000, np.int64), np.zeros(5000, np.int64)
+    assert _trace_layout.order_by_key(key, key + 1, order, out, 10) == -1
+    assert not order.any()
+    assert _trace_layout.order_by_key(key, key + 1, order, None, 5000) == -2
+    assert not order.any()
+    assert _trace_layout.order_by_key(key, key + 1, order, out, 5000) > 10
+    assert np.array_equal(out, np.sort(key))
+    # Keys in order already (ties among them): one run, the keys their own sorted copy.
+    ordered = np.sort(key)
+    assert _trace_layout.order_by_key(ordered, -ordered, order, None, 5000) == 1
+    assert np.array_equal(order, np.lexsort((np.arange(5000), ordered, ordered)))
+    got = ti.sorted_by_track_and_start(np.zeros(5000, np.int64), key, key + 1, 11)
+    assert np.array_equal(got[1], np.sort(key))
+    empty = np.zeros(0, np.int64)
+    assert _trace_layout.order_by_key(empty, empty, empty, empty, 1) == 0
+    with pytest.raises(ValueError, match="as long"):
+        _trace_layout.order_by_key(key, key[:10], order, out, 5000)
+    with pytest.raises(TypeError, match="8-byte"):
+        _trace_layout.order_by_key(key.astype(np.int32), key, order, out, 5000)

@@ -204,3 +204,125 @@ def test_the_server_answers_exactly_before_the_index_is_built(
     code, late = final_api(lambda: api.trace("window", query), "the indexed window")
     assert late == early
     assert api.data(run, None, "trace_viewer", {})[1] == meta
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_producer_flows_matched_by_both_twins_alike(seed: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled hash join pairs each consumer with the first producer of its type and id
+    (not itself), in the consumers' order, as the sorted search does: with ids repeated,
+    types missing (-1), consumers that are their own first producer, and none at all."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    rng = np.random.default_rng(seed)
+    n_p, n_c = int(rng.integers(0, 300)), int(rng.integers(0, 300))
+    ids = int(rng.integers(1, 60))
+    p_rows = np.sort(rng.integers(0, 500, n_p)).astype(np.int64)
+    c_rows = np.sort(rng.integers(0, 500, n_c)).astype(np.int64)
+    if n_p and n_c and seed % 3 == 0:
+        c_rows[: min(n_p, n_c) // 2] = p_rows[: min(n_p, n_c) // 2]  # some their own
+    p_ids, c_ids = rng.integers(0, ids, n_p), rng.integers(0, ids, n_c)
+    if seed % 4 == 1:
+        p_ids, c_ids = p_ids << 40, c_ids << 40  # ids as large as real ones
+    pt, ct = rng.integers(-1, 3, n_p), rng.integers(-1, 3, n_c)
+    args = [np.asarray(a, np.int64) for a in (p_rows, p_ids, pt, c_rows, c_ids, ct)]
+    compiled = ti._producer_flows(*args)
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    twin = ti._producer_flows(*args)
+    for a, b in zip(compiled, twin, strict=True):
+        assert a.dtype == b.dtype == np.int64
+        assert np.array_equal(a, b)
+    # And the rule itself, by hand.
+    first: dict[tuple[int, int], int] = {}
+    for r, i, t in zip(p_rows.tolist(), p_ids.tolist(), pt.tolist(), strict=True):
+        first.setdefault((t, i), r)
+    pairs = [(first[(t, i)], r) for r, i, t in zip(c_rows.tolist(), c_ids.tolist(),
+                                                   ct.tolist(), strict=True)
+             if (t, i) in first and first[(t, i)] != r]
+    assert [tuple(p) for p in zip(*(x.tolist() for x in twin), strict=True)] == pairs
+
+
+def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled pass over the stat table gives each integer stat's (event rows, values)
+    as the masks do, on real profiles (stats absent, string stats of a wanted name, one stat
+    asked twice); columns of other lengths or item sizes are one clear error."""
+    if not built("_trace_layout"):
+        pytest.skip("_trace_layout is not built")
+    from stepscope.analysis.trace import _trace_layout
+
+    wanted = ("_p", "_c", "_pt", "_ct", "correlation_id", "step_num", "name", "_p", "nope")
+    rows = 0
+    for table in _profiles(stepscope_profile):
+        compiled = ti._int_stats(table, wanted)
+        rows += sum(len(e) for e, _ in compiled)
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+        twin = ti._int_stats(table, wanted)
+        monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+        for (ce, cv), (te, tv) in zip(compiled, twin, strict=True):
+            assert np.array_equal(ce, te) and np.array_equal(cv, tv)
+    assert rows  # some were there to find
+    n = np.zeros(4, np.int32)
+    off = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="as long"):
+        _trace_layout.int_stats(n, np.zeros(3, np.int8), n, np.zeros(4, np.int64),
+                                np.zeros(2, np.int8), off, None, 3, 2)
+    with pytest.raises(TypeError, match="4-byte"):
+        _trace_layout.int_stats(np.zeros(4, np.int64), np.zeros(4, np.int8), n,
+                                np.zeros(4, np.int64), np.zeros(2, np.int8), off, None, 3, 2)
+    with pytest.raises(ValueError, match="every row"):
+        _trace_layout.int_stats(n, np.full(4, 3, np.int8), n, np.zeros(4, np.int64),
+                                np.zeros(2, np.int8), np.array([0, 4], np.int64),
+                                (np.zeros(1, np.int64), np.zeros(1, np.int64)), 3, 2)
+
+
+def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window over the whole trace counts its flows without sorting them by time: the
+    count the time-sorted search gives (a window a nanosecond inside), and every flow."""
+    counted = 0
+    for table in _profiles(stepscope_profile):
+        index = build(table)
+        if len(index.flow_src) < 2:
+            continue
+        monkeypatch.setattr(ti, "MAX_FLOWS", 1)
+        span = index.span_ns
+        for a, b in ((0, span + 1), (-5, span * 2), (-(1 << 62), 1 << 62)):
+            assert index.query(a, b, 100)["flows_in_window"] == len(index.flow_src)
+            assert index._flow_times is None  # not sorted for it
+        # The sorted search over the same window less its first nanosecond's flows' ends.
+        inside = index.query(1, span + 1, 100)["flows_in_window"]
+        times = index.table.start_ns[np.r_[index.flow_src, index.flow_dst]] - index.origin_ns
+        hi = np.maximum(times[:len(index.flow_src)], times[len(index.flow_src):])
+        assert inside == int((hi >= 1).sum())
+        counted += 1
+    assert counted
+
+
+def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
+        stepscope_profile: Path) -> None:
+    """What a one-host run's model waits for: the index building and no per-track table yet;
+    or a table that has answered no window for less than FIRST_WINDOW_WAIT_S (a fake clock);
+    not once it answered, nor once the index is built."""
+    from concurrent.futures import Future
+
+    from stepscope.model.run_tables import RunTables
+    from stepscope.web import trace
+    from stepscope.web.loaded_run import LoadedRun
+
+    table = _profiles(stepscope_profile)[2]
+    run = LoadedRun(RunTables("r", stepscope_profile, {"h": table}, {}), use_cache=False)
+    name = "h"
+    assert not trace.first_window_pending(run, None)  # nothing started
+    future: Future[Any] = Future()
+    run._background[("trace_index", name)] = future
+    assert trace.first_window_pending(run, None)  # building, no table yet
+    events = TrackTable(table, plan_tracks(table))
+    run.partials[("trace_table", name)] = (events, 100.0)
+    assert trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S / 2)
+    assert not trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S)
+    events.query(0, 1000, 10)
+    assert not trace.first_window_pending(run, None, now=100.0)  # answered
+    future.set_result(None)
+    run.partials.clear()
+    assert not trace.first_window_pending(run, None)  # built

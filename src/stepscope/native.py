@@ -6,7 +6,9 @@ recorder's records; twin: ``capture.trace.PyTrace``, ``capture.recorder``), ``ca
 (the Python tracer's hook; twin: ``capture.python_tracer``), ``formats._xspace_decode``
 (XSpace → columns; twin: ``formats.xspace_columns``), ``formats._xplane_encode`` (columns →
 XEvent bytes; twin: ``formats.xplane_encoder``) and ``analysis.trace._trace_layout`` (the trace
-viewer's row layout; twin: ``analysis.trace.trace_index.layout_depth``). ``compiled`` gives
+viewer's row layout, its (track, start) order, its flows and their stats; twins:
+``analysis.trace.trace_index.layout_depth``, the sort in ``sorted_by_track_and_start``,
+``_producer_flows``, ``_int_stats``). ``compiled`` gives
 the compiled module, or None where it is not built or ``STEPSCOPE_PURE_PYTHON`` is set (the
 tests run both twins so).
 """

@@ -48,6 +48,11 @@ class LoadedRun(Run):
                                  daemon=True, name=f"stepscope-{key[0]}").start()
         return future
 
+    def started(self, key: tuple[Any, ...]) -> Future[Any] | None:
+        """The background computation of ``key``, where one was started."""
+        with self._background_lock:
+            return self._background.get(key)
+
     def share(self, key: tuple[Any, ...]) -> float:
         """How far the background computation of ``key`` has got (0 to 1)."""
         return self._shares.get(key, 0.0)

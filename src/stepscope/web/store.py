@@ -11,8 +11,9 @@ viewer's coarse overview and index start from it at once (``RunState.early``: th
 viewer answers from it before the run model is built); the run model is then built from the
 same table in memory, not read again (or read from the cache). It is built once something
 needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
-first exact window), or after ``MODEL_WAIT_S``: until then the first trace window has the
-CPU (2 cores, one GIL) to itself.
+first exact window), or after ``MODEL_WAIT_S`` once that window is no longer being made
+(``trace.first_window_pending``): until then the first trace window has the CPU (2 cores,
+one GIL) to itself.
 
 ``stepscope serve`` starts loading the newest run (the page's first) before it imports its
 web stack (``Api.preload``), so the two overlap.
@@ -42,7 +43,9 @@ if TYPE_CHECKING:  # the run model's modules are imported when one is built, not
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
-MODEL_WAIT_S = 2.0  # the longest a one-host run's model waits for the trace viewer's first window
+# How long a one-host run's model waits for the trace viewer's first window; longer while
+# that window is still being made (``trace.first_window_pending``: a large trace's).
+MODEL_WAIT_S = 2.0
 
 
 @dataclass
@@ -161,7 +164,14 @@ class RunStore:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
             if state is not None:
+                from stepscope.web.trace import first_window_pending
+
                 state.wanted.wait(MODEL_WAIT_S)
+                # A large trace's first exact window still being made: the model waits for
+                # it (or for anything else to need the model), not beside it on 2 cores.
+                while (not state.wanted.is_set() and state.early is not None
+                       and first_window_pending(state.early, None)):
+                    state.wanted.wait(0.05)
             model = cached_model([file]) if self._use_cache else None
             if model is None:
                 # Waits for the table the index thread reads.

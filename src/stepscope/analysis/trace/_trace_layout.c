@@ -5,6 +5,15 @@
  * that contains it, so nested events get their nesting depth and overlapping ones the lowest
  * free row. Per row the end of its last event is kept in two segment trees over the rows (one
  * of minima, one of maxima); O(n log rows). The GIL is released while it runs.
+ *
+ * And the order it starts from, by (track, start): the compiled twin of the sort in
+ * trace_index.sorted_by_track_and_start. An XLine's events come from the file (nearly) in time
+ * order and a track is one line or a few, so the composite keys in table order are a few
+ * ascending runs: they are found in one pass and merged (a heap of runs, each run's stretch
+ * below every other run's next key copied at once), O(n log runs) instead of a general sort.
+ *
+ * And the producer → consumer flows of trace_index._flows: each consumer to the first producer
+ * of its type and id, by a hash join (O(n)) instead of a sort and a search per type.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -198,10 +207,520 @@ done:
     return result;
 }
 
+
+/* ---- the order by key: runs merged ------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t pos, end;  /* the run's next event and its end (table rows) */
+} Run;
+
+/* (key, row) of a before (key, row) of b: equal keys in table order, as a stable sort. */
+static inline int
+run_before(const int64_t *key, Py_ssize_t a, Py_ssize_t b)
+{
+    return key[a] < key[b] || (key[a] == key[b] && a < b);
+}
+
+static void
+heap_down(const int64_t *key, Run *heap, Py_ssize_t size, Py_ssize_t i)
+{
+    Run r = heap[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= size) {
+            break;
+        }
+        if (c + 1 < size && run_before(key, heap[c + 1].pos, heap[c].pos)) {
+            c++;
+        }
+        if (!run_before(key, heap[c].pos, r.pos)) {
+            break;
+        }
+        heap[i] = heap[c];
+        i = c;
+    }
+    heap[i] = r;
+}
+
+static void
+heap_up(const int64_t *key, Run *heap, Py_ssize_t i)
+{
+    Run r = heap[i];
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (!run_before(key, r.pos, heap[p].pos)) {
+            break;
+        }
+        heap[i] = heap[p];
+        i = p;
+    }
+    heap[i] = r;
+}
+
+static const int64_t *sort_key;  /* qsort's context (set with the GIL held: one at a time) */
+
+static int
+run_cmp(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Run *)a)->pos, y = ((const Run *)b)->pos;
+    return run_before(sort_key, x, y) ? -1 : (x == y ? 0 : 1);
+}
+
+typedef struct {
+    int64_t neg_end;
+    int64_t row;
+} Tied;
+
+static int
+tied_cmp(const void *a, const void *b)
+{
+    const Tied *x = a, *y = b;
+    if (x->neg_end != y->neg_end) {
+        return x->neg_end < y->neg_end ? -1 : 1;
+    }
+    return x->row < y->row ? -1 : (x->row > y->row);
+}
+
+/* Events of one key (sorted: the keys in order's order) put longer first (later end), then
+ * by row. 0 when out of memory. */
+static int
+order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *order)
+{
+    /* Events starting together: the longer first, then by row (a few at a time, usually). */
+    Tied *tied = NULL;
+    Py_ssize_t cap = 0;
+    for (Py_ssize_t a = 0; a < n;) {
+        Py_ssize_t b = a + 1;
+        while (b < n && sorted[b] == sorted[a]) {
+            b++;
+        }
+        if (b - a > 1) {
+            Py_ssize_t g = b - a;
+            if (g > cap) {
+                free(tied);
+                cap = g > 64 ? g : 64;
+                tied = malloc(sizeof(Tied) * (size_t)cap);
+                if (!tied) {
+                    return 0;
+                }
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                tied[k].neg_end = -end[order[a + k]];
+                tied[k].row = order[a + k];
+            }
+            if (g <= 16) {
+                for (Py_ssize_t k = 1; k < g; k++) {
+                    Tied t = tied[k];
+                    Py_ssize_t j = k;
+                    while (j > 0 && tied_cmp(&t, &tied[j - 1]) < 0) {
+                        tied[j] = tied[j - 1];
+                        j--;
+                    }
+                    tied[j] = t;
+                }
+            } else {
+                qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
+            }
+            for (Py_ssize_t k = 0; k < g; k++) {
+                order[a + k] = tied[k].row;
+            }
+        }
+        a = b;
+    }
+    free(tied);
+    return 1;
+}
+
+/* The runs [starts[i], starts[i + 1]) merged into order (table rows) and sorted (keys); then
+ * the events of one key put longer first (later end), then by row. 0 when out of memory. */
+static int
+merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_ssize_t n_runs,
+           int64_t *order, int64_t *sorted)
+{
+    Run *heap = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
+    if (!heap) {
+        return 0;
+    }
+    Py_ssize_t size = 0, next = 0, o = 0;
+    for (;;) {
+        /* Every run starting before the heap's least next event joins the heap first. */
+        while (next < n_runs && (size == 0 || run_before(key, runs[next].pos, heap[0].pos))) {
+            heap[size] = runs[next++];
+            heap_up(key, heap, size++);
+        }
+        if (size == 0) {
+            break;
+        }
+        /* The least run's events before every other run's next (and the next run's first). */
+        Py_ssize_t bound = -1;
+        if (size > 1) {
+            bound = heap[1].pos;
+            if (size > 2 && run_before(key, heap[2].pos, bound)) {
+                bound = heap[2].pos;
+            }
+        }
+        if (next < n_runs && (bound < 0 || run_before(key, runs[next].pos, bound))) {
+            bound = runs[next].pos;
+        }
+        Run *top = &heap[0];
+        Py_ssize_t i = top->pos;
+        do {
+            order[o] = i;
+            sorted[o++] = key[i++];
+        } while (i < top->end && (bound < 0 || run_before(key, i, bound)));
+        top->pos = i;
+        if (i == top->end) {
+            heap[0] = heap[--size];
+        }
+        if (size > 1) {
+            heap_down(key, heap, size, 0);
+        }
+    }
+    free(heap);
+    return order_ties(sorted, end, n, order);
+}
+
+static PyObject *
+order_by_key(PyObject *self, PyObject *args)
+{
+    PyObject *key_o, *end_o, *order_o, *sorted_o;
+    Py_ssize_t max_runs;
+    if (!PyArg_ParseTuple(args, "OOOOn", &key_o, &end_o, &order_o, &sorted_o, &max_runs)) {
+        return NULL;
+    }
+    Column key = {0}, end = {0}, order = {0}, sorted = {0};
+    PyObject *result = NULL;
+    Run *runs = NULL;
+    int have_sorted = sorted_o != Py_None;
+    if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
+        || get_column(order_o, &order, 1, "order") < 0
+        || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
+        goto done;
+    }
+    Py_ssize_t n = key.n;
+    const int64_t *k = key.view.buf;
+    if (end.n != n || order.n != n || (have_sorted && sorted.n != n)) {
+        PyErr_SetString(PyExc_ValueError, "key, end, order and sorted must be as long");
+        goto done;
+    }
+    Py_ssize_t n_runs = n > 0;
+    for (Py_ssize_t i = 1; i < n && n_runs <= max_runs; i++) {
+        n_runs += k[i] < k[i - 1];
+    }
+    if (n_runs > max_runs) {
+        result = PyLong_FromSsize_t(-1);  /* too many runs: the caller sorts */
+        goto done;
+    }
+    if (n_runs <= 1) {  /* in order already: the keys are their own sorted copy */
+        int64_t *out = order.view.buf;
+        int ok;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = i;
+        }
+        ok = order_ties(k, end.view.buf, n, out);
+        Py_END_ALLOW_THREADS
+        if (!ok) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        result = PyLong_FromSsize_t(n_runs);
+        goto done;
+    }
+    if (!have_sorted) {
+        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted */
+        goto done;
+    }
+    runs = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
+    if (!runs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t r = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || k[i] < k[i - 1]) {
+            if (r) {
+                runs[r - 1].end = i;
+            }
+            runs[r++].pos = i;
+        }
+    }
+    if (r) {
+        runs[r - 1].end = n;
+    }
+    sort_key = k;
+    qsort(runs, (size_t)n_runs, sizeof(Run), run_cmp);
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = merge_runs(k, end.view.buf, n, runs, n_runs, order.view.buf, sorted.view.buf);
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyLong_FromSsize_t(n_runs);
+done:
+    free(runs);
+    if (key.view.obj) PyBuffer_Release(&key.view);
+    if (end.view.obj) PyBuffer_Release(&end.view);
+    if (order.view.obj) PyBuffer_Release(&order.view);
+    if (sorted.view.obj) PyBuffer_Release(&sorted.view);
+    return result;
+}
+
+
+/* ---- producer → consumer flows: a hash join ----------------------------------------------- */
+
+static inline uint64_t
+mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static PyObject *
+match_flows(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7])) {
+        return NULL;
+    }
+    static const char *names[8] = {"p_rows", "p_ids", "p_types", "c_rows", "c_ids",
+                                   "c_types", "src", "dst"};
+    Column col[8];
+    memset(col, 0, sizeof(col));
+    PyObject *result = NULL;
+    int64_t *slot = NULL;
+    int got = 0;
+    for (; got < 8; got++) {
+        if (get_column(o[got], &col[got], got >= 6, names[got]) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t np_ = col[0].n, nc = col[3].n;
+    if (col[1].n != np_ || col[2].n != np_ || col[4].n != nc || col[5].n != nc
+        || col[6].n != nc || col[7].n != nc) {
+        PyErr_SetString(PyExc_ValueError,
+                        "producers' and consumers' columns (and src, dst) must be as long");
+        goto done;
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)np_) {
+        cap <<= 1;
+    }
+    slot = malloc(sizeof(int64_t) * cap);
+    if (!slot) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *prow = col[0].view.buf, *pid = col[1].view.buf, *pty = col[2].view.buf;
+    const int64_t *crow = col[3].view.buf, *cid = col[4].view.buf, *cty = col[5].view.buf;
+    int64_t *src = col[6].view.buf, *dst = col[7].view.buf;
+    Py_ssize_t found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(slot, 0xff, sizeof(int64_t) * cap);  /* -1: empty */
+    size_t m = cap - 1;
+    /* Each (type, id) keeps its first producer (in the order given: table order). */
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        size_t h = mix64((uint64_t)pid[i] ^ mix64((uint64_t)pty[i])) & m;
+        for (;; h = (h + 1) & m) {
+            int64_t j = slot[h];
+            if (j < 0) {
+                slot[h] = i;
+                break;
+            }
+            if (pid[j] == pid[i] && pty[j] == pty[i]) {
+                break;
+            }
+        }
+    }
+    /* Each consumer, in order, to that first producer (not to itself). */
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        size_t h = mix64((uint64_t)cid[i] ^ mix64((uint64_t)cty[i])) & m;
+        for (;; h = (h + 1) & m) {
+            int64_t j = slot[h];
+            if (j < 0) {
+                break;
+            }
+            if (pid[j] == cid[i] && pty[j] == cty[i]) {
+                if (prow[j] != crow[i]) {
+                    src[found] = prow[j];
+                    dst[found++] = crow[i];
+                }
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(found);
+done:
+    free(slot);
+    for (int k = 0; k < got; k++) {
+        PyBuffer_Release(&col[k].view);
+    }
+    return result;
+}
+
+
+/* ---- integer side stats, by stat ----------------------------------------------------------- */
+
+/* A contiguous column of `size`-byte items. */
+static int
+get_sized(PyObject *obj, Column *col, Py_ssize_t size, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &col->view, flags) < 0) {
+        return -1;
+    }
+    if (col->view.itemsize != size) {
+        PyErr_Format(PyExc_TypeError, "%s must hold %zd-byte items", what, size);
+        PyBuffer_Release(&col->view);
+        col->view.obj = NULL;
+        return -1;
+    }
+    col->n = col->view.len / size;
+    return 0;
+}
+
+/* The slot (-1: none) of stat row i: its name's, where its value is an integer. */
+static inline int
+int_slot(const int32_t *name, const int8_t *kind, const int8_t *slot, Py_ssize_t n_slot,
+         Py_ssize_t i, int k_int64, int k_uint64)
+{
+    int32_t c = name[i];
+    if (c < 0 || c >= n_slot || (kind[i] != k_int64 && kind[i] != k_uint64)) {
+        return -1;
+    }
+    return slot[c];
+}
+
+static PyObject *
+int_stats(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    int k_int64, k_uint64;
+    if (!PyArg_ParseTuple(args, "OOOOOOOii", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &k_int64, &k_uint64)) {
+        return NULL;
+    }
+    /* name (int32), kind (int8), event (int32), value (int64), slot (int8, per name code),
+     * offsets (int64, one more than slots), then out events and values (int64) or None. */
+    static const Py_ssize_t sizes[5] = {4, 1, 4, 8, 1};
+    static const char *names[5] = {"name", "kind", "event", "value", "slot"};
+    Column col[8];
+    memset(col, 0, sizeof(col));
+    PyObject *result = NULL;
+    int got = 0;
+    for (; got < 5; got++) {
+        if (get_sized(o[got], &col[got], sizes[got], 0, names[got]) < 0) {
+            goto done;
+        }
+    }
+    int fill = o[6] != Py_None;
+    if (get_column(o[5], &col[5], !fill, "offsets") < 0) {
+        goto done;
+    }
+    got = 6;
+    Py_ssize_t n = col[0].n, k = col[5].n - 1;
+    if (col[1].n != n || col[2].n != n || col[3].n != n || k < 0 || k > 127) {
+        PyErr_SetString(PyExc_ValueError, "name, kind, event and value must be as long");
+        goto done;
+    }
+    const int32_t *name = col[0].view.buf, *event = col[2].view.buf;
+    const int8_t *kind = col[1].view.buf, *slot = col[4].view.buf;
+    const int64_t *value = col[3].view.buf;
+    int64_t *off = col[5].view.buf;
+    Py_ssize_t n_slot = col[4].n;
+    if (!fill) {  /* count: offsets[1 + s] = rows of slot s */
+        for (Py_ssize_t s = 0; s <= k; s++) {
+            off[s] = 0;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+            if (s >= 0 && s < k) {
+                off[s + 1]++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *pair = o[6];
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "out must be (events, values)");
+        goto done;
+    }
+    if (get_column(PyTuple_GET_ITEM(pair, 0), &col[6], 1, "events") < 0) {
+        goto done;
+    }
+    got = 7;
+    if (get_column(PyTuple_GET_ITEM(pair, 1), &col[7], 1, "values") < 0) {
+        goto done;
+    }
+    got = 8;
+    if (col[6].n != off[k] || col[7].n != off[k] || off[0] != 0) {
+        PyErr_SetString(PyExc_ValueError, "events and values must hold every row counted");
+        goto done;
+    }
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)(k ? k : 1));
+    if (!at) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < k; s++) {
+        at[s] = off[s];
+    }
+    int ok = 1;
+    int64_t *out_e = col[6].view.buf, *out_v = col[7].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+        if (s >= 0 && s < k) {
+            if (at[s] >= off[s + 1]) {
+                ok = 0;  /* more rows than counted: the columns changed */
+                break;
+            }
+            out_e[at[s]] = event[i];
+            out_v[at[s]++] = value[i];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(at);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "more stat rows than counted");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int j = 0; j < got; j++) {
+        if (col[j].view.obj) PyBuffer_Release(&col[j].view);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
      "offsets[t+1], in start order), written into out (int64)."},
+    {"order_by_key", order_by_key, METH_VARARGS,
+     "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
+     "(equal keys: the later end first, then by row) into order, the keys so into sorted; "
+     "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
+     "where there are more than max_runs. sorted None: where key is one run (in order "
+     "already: its own sorted copy) order is written, else -2 (nothing written)."},
+    {"match_flows", match_flows, METH_VARARGS,
+     "match_flows(p_rows, p_ids, p_types, c_rows, c_ids, c_types, src, dst): each consumer "
+     "(in order) to the first producer of its type and id, unless that is itself: the pairs "
+     "written into src and dst (int64, as long as the consumers); returns how many."},
+    {"int_stats", int_stats, METH_VARARGS,
+     "int_stats(name, kind, event, value, slot, offsets, out, k_int64, k_uint64): the integer "
+     "stat rows whose name's slot is s >= 0, by slot in row order. out None: offsets[1 + s] "
+     "gets how many (offsets[0] 0); out (events, values): written at offsets[s] on."},
     {NULL, NULL, 0, NULL},
 };
 

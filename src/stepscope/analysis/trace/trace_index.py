@@ -50,6 +50,9 @@ MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
+# The (track, start) order merges the keys' ascending runs where they average this many
+# events or more (``sorted_by_track_and_start``), else sorts them.
+RUN_EVENTS = 64
 
 HOST_THREADS = "Host Threads"
 PYTHON_SECTION = "Python Tracer"
@@ -186,6 +189,23 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
     """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
     order."""
     key = (track << np.int64(bits)) | start
+    native = compiled_layout()
+    if native is not None and len(key):
+        # The keys in table order are a few ascending runs (an XLine's events come in time
+        # order, a track is a line or a few): merged, not sorted. Where they are not (runs
+        # shorter than RUN_EVENTS on average), the general sort below.
+        order = np.empty(len(key), np.int64)
+        end = np.ascontiguousarray(lay_end, np.int64)
+        runs = native.order_by_key(key, end, order, None, len(key) // RUN_EVENTS + 1)
+        if runs >= 0:  # in order already (a profile's lines in track order): no copy
+            return order, key
+        if runs == -2:
+            sorted_key = np.empty(len(key), np.int64)
+            if native.order_by_key(key, end, order, sorted_key,
+                                   len(key) // RUN_EVENTS + 1) >= 0:
+                return order, sorted_key
+            del sorted_key
+        del order
     # One int64 key sorts far faster than a multi-key lexsort, and an unstable sort (SIMD
     # quicksort) faster than a stable one where events do not arrive sorted; the few events
     # with equal keys are then put in a fixed order: the longer first, then by table row, as
@@ -648,6 +668,10 @@ class TraceIndex:
         """Flows with an end in the window (none, only their count, when too many)."""
         if not len(self.flow_src):
             return [], 0
+        if start_ns <= 0 and end_ns > self.span_ns and len(self.flow_src) > MAX_FLOWS:
+            # A window over the whole trace (the page's first) holds every flow's ends: too
+            # many to draw, counted without sorting the flows by time.
+            return [], len(self.flow_src)
         if self._flow_times is None:
             # Once: each flow's earlier and later end, by the earlier (a query then looks
             # only at the flows starting before the window's end, not at every flow's times).
@@ -807,41 +831,78 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
         p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
         keep = included[c_rows]
         c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
-        # A consumer's producer: the first (in table order) with its type and id. Matched
-        # per type (a few), by id: a sort of the producers' ids, a search of the consumers'.
-        found_src, found_dst = [], []
-        for flow_type in np.unique(pt).tolist():
-            mine = pt == flow_type
-            rows, ids = p_rows[mine], p_ids[mine]
-            order = np.argsort(ids, kind="stable")
-            pk, pr = ids[order], rows[order]
-            theirs = np.flatnonzero(ct == flow_type)
-            at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
-            ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
-            found_src.append(pr[at[ok]])
-            found_dst.append(theirs[ok])
-        if found_dst:
-            # In the consumers' (table) order, as one search over every type would give them.
-            dst_at = np.concatenate(found_dst)
-            order = np.argsort(dst_at, kind="stable")
-            srcs.append(np.concatenate(found_src)[order])
-            dsts.append(c_rows[dst_at[order]])
-            kinds.append(np.full(len(dst_at), FLOW_PRODUCER, np.int64))
+        src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
+        srcs.append(src)
+        dsts.append(dst)
+        kinds.append(np.full(len(src), FLOW_PRODUCER, np.int64))
     if not srcs:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
-    return (np.concatenate(srcs).astype(np.int64), np.concatenate(dsts).astype(np.int64),
-            np.concatenate(kinds))
+    if len(srcs) == 1:  # one kind of flow (the usual case): no copies
+        return (np.asarray(srcs[0], np.int64), np.asarray(dsts[0], np.int64),
+                np.asarray(kinds[0], np.int64))
+    return (np.concatenate(srcs).astype(np.int64, copy=False),
+            np.concatenate(dsts).astype(np.int64, copy=False), np.concatenate(kinds))
+
+
+def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, ct: I64
+                    ) -> tuple[I64, I64]:
+    """(producer rows, consumer rows) of the producer → consumer flows, in the consumers'
+    order: a consumer's producer is the first (in the producers' order: table order) with its
+    type and id, unless that is the consumer itself. The compiled twin (``_trace_layout``) by
+    one hash join; this one per type (a few), by id: a sort of the producers' ids, a search
+    of the consumers'."""
+    native = compiled_layout()
+    if native is not None:
+        src, dst = np.empty(len(c_rows), np.int64), np.empty(len(c_rows), np.int64)
+        found = native.match_flows(*(np.ascontiguousarray(a, np.int64) for a in (
+            p_rows, p_ids, pt, c_rows, c_ids, ct)), src, dst)
+        # Views: the consumers left without a producer are few (a copy costs more).
+        return src[:found], dst[:found]
+    found_src, found_dst = [], []
+    for flow_type in np.unique(pt).tolist():
+        mine = pt == flow_type
+        rows, ids = p_rows[mine], p_ids[mine]
+        order = np.argsort(ids, kind="stable")
+        pk, pr = ids[order], rows[order]
+        theirs = np.flatnonzero(ct == flow_type)
+        if not len(theirs):
+            continue
+        at = np.clip(np.searchsorted(pk, c_ids[theirs]), 0, len(pk) - 1)
+        ok = (pk[at] == c_ids[theirs]) & (pr[at] != c_rows[theirs])
+        found_src.append(pr[at[ok]])
+        found_dst.append(theirs[ok])
+    if not found_dst:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # In the consumers' (table) order, as one search over every type would give them.
+    dst_at = np.concatenate(found_dst)
+    order = np.argsort(dst_at, kind="stable")
+    return (np.asarray(np.concatenate(found_src)[order], np.int64),
+            np.asarray(c_rows[dst_at[order]], np.int64))
 
 
 def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:
     """Integer side stats as (event rows, values) each, as ``EventTable.int_stat`` gives them,
-    found in one pass over the stat table (it holds several stats per event)."""
+    found in one pass over the stat table (it holds several stats per event); compiled
+    (``_trace_layout.int_stats``) where built."""
     st = table.stats
     slot = np.full(len(st.stat_names) + 1, -1, np.int8)
     for i, stat in enumerate(stats):
         if stat in st.stat_names:
             slot[st.stat_names.index(stat)] = i
+    native = compiled_layout()
+    if native is not None:  # one pass to count, one to copy: no mask over every stat row
+        cols = (np.ascontiguousarray(st.name, np.int32), np.ascontiguousarray(st.kind, np.int8),
+                np.ascontiguousarray(st.event, np.int32),
+                np.ascontiguousarray(st.value, np.int64), slot)
+        off = np.zeros(len(stats) + 1, np.int64)
+        native.int_stats(*cols, off, None, sk.KIND_INT64, sk.KIND_UINT64)
+        np.cumsum(off, out=off)
+        events, values = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
+        native.int_stats(*cols, off, (events, values), sk.KIND_INT64, sk.KIND_UINT64)
+        bounds = off.tolist()
+        return [(events[bounds[i]:bounds[i + 1]], values[bounds[i]:bounds[i + 1]])
+                for i in range(len(stats))]
     which = slot[st.name]
     sel = np.flatnonzero(which >= 0)
     which = which[sel]
@@ -856,6 +917,10 @@ def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64
 def _lookup(s_rows: I64, values: I64, rows: I64) -> I64:
     """An integer side stat's value (``s_rows``, ``values``: as ``_int_stats`` gives it) for
     each of ``rows`` (-1 where absent)."""
+    if len(s_rows) == len(rows) and np.array_equal(s_rows, rows) \
+            and bool(np.all(s_rows[1:] > s_rows[:-1])):
+        # The same events carry both, each once (the usual case): no search.
+        return np.asarray(values, np.int64)
     out = np.full(len(rows), -1, np.int64)
     if len(s_rows):
         # The stats come by event: usually in order already (no sort then).
