@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import grpc
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 import stepscope
 from stepscope.capture import session

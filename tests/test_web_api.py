@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.run_model.framework_op_stats import ops_csv
@@ -210,10 +210,11 @@ def test_client_errors(client: TestClient, route: str, params: dict[str, str],
     ("POST", "capture", {}, b"not json"),
     ("POST", "capture", {}, b'{"service_addr": ""}'),
 ])
-def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str, route: str,
-                                                 params: dict[str, str], body: bytes) -> None:
+def test_tensorboard_dispatch_answers_as_the_server(client: TestClient, method: str,
+                                                    route: str, params: dict[str, str],
+                                                    body: bytes) -> None:
     """One route table: TensorBoard's host (``routes.dispatch``) answers every request with the
-    status and JSON body that FastAPI's does."""
+    status and JSON body that the server's app does."""
     from stepscope.web.routes import ApiRequest, dispatch
 
     run = _single_run(client)
@@ -221,13 +222,13 @@ def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str
     if route.startswith("trace/"):
         _data(client, run=run, tool="trace_viewer")  # the index is built: no 202 below
     headers = {"content-type": "application/json"}
-    fastapi = client.request(method, f"/api/{route}", params=params, content=body or None,
-                             headers=headers)
+    served = client.request(method, f"/api/{route}", params=params, content=body or None,
+                            headers=headers)
     reply = dispatch(client.app.state.api, method, route,  # type: ignore[attr-defined]
                      ApiRequest(query=params, body=body, content_type=headers["content-type"],
                                 host="127.0.0.1"))
-    assert reply.status == fastapi.status_code >= 200, fastapi.text
-    assert json.loads(reply.body) == fastapi.json()
+    assert reply.status == served.status_code >= 200, served.text
+    assert json.loads(reply.body) == served.json()
 
 
 def test_new_runs_appear_without_restart(client: TestClient, logdir: Path) -> None:
@@ -498,7 +499,7 @@ def test_capture_takes_a_tpu_name_validated_like_the_cli(client: TestClient) -> 
 
 def test_a_one_host_run_model_waits_for_the_first_trace_window(
         logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server starts reading the newest run before anything asks (``preload``); the trace
+    """A server starts reading the newest run before anything asks (``RunStore.preload``); the trace
     viewer of a one-host run answers before its run model, which is built only once the
     first exact window is out (here nothing else could start it: no time limit)."""
     from stepscope.model.logdir import list_runs
@@ -509,7 +510,7 @@ def test_a_one_host_run_model_waits_for_the_first_trace_window(
     one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
     shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
     api = Api(tmp_path, use_cache=False)
-    api.preload()
+    api.store.preload(tmp_path)
     state = api.store.get(list_runs(tmp_path)["copy"])  # the one preload started
     code, meta = final_api(lambda: api.data("copy", None, "trace_viewer", {}), "tool data")
     assert code == 200 and "coarse" not in meta

@@ -1,38 +1,42 @@
-"""The web app: the API's routes (``routes``) and the bundled front end, served by FastAPI.
+"""The web app: the API's routes (``routes``) and the bundled front end, as an ASGI app made
+with Starlette (no FastAPI: ``routes`` checks every parameter itself, and pydantic's import
+alone took longer than a small profile's first trace window).
 
 Every page and asset comes from this origin; the Content-Security-Policy header makes the
 browser refuse anything else, so the UI works behind a firewall. Requests naming a host the
-server was not started for are refused before anything else (``host_check``). The OpenAPI
-schema is at ``/api/openapi.json`` (the interactive docs pages are off: they load scripts
-from a CDN).
+server was not started for are refused before anything else (``host_check``). Every request
+under ``/api/`` is answered by ``routes.dispatch``, the one route table the TensorBoard plugin
+answers from too; its OpenAPI schema is at ``/api/openapi.json`` (no interactive docs pages:
+they load scripts from a CDN).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from fastapi import FastAPI, Query, Request
-from fastapi import Path as PathParam
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from stepscope.version import __version__
 from stepscope.web.api import Api, Reply
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 from stepscope.web.host_check import HostCheck
-from stepscope.web.routes import ROUTES, ApiRequest, Param, Route, answer, unknown_route
+from stepscope.web.routes import ApiRequest, dispatch
 
 # The API's bodies are small JSON requests (a capture's service addresses and options).
 MAX_BODY_BYTES = 64 * 1024
+# The methods passed on to the route table, which refuses those a route does not take (405).
+_API_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
                hosts: HostCheck | None = None, engine: str = "auto",
-               allow_link_local_capture: bool = False, api: Api | None = None) -> FastAPI:
+               allow_link_local_capture: bool = False, api: Api | None = None) -> Starlette:
     """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
     machine's loopback names only); run models are built on ``engine``. Captures asked for
     over HTTP may reach link-local and metadata targets only with
@@ -41,73 +45,65 @@ def create_app(logdir: str | Path, *, use_cache: bool = True,
     are then its own."""
     api = api or Api(logdir, use_cache=use_cache, engine=engine,
                      allow_link_local_capture=allow_link_local_capture)
-    hosts = hosts or HostCheck()
-    app = FastAPI(title="stepscope", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url="/api/openapi.json",
-                  description="Profiles of ML programs: runs, hosts, tools and their data.")
-    app.state.api = api
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next: Any) -> Response:
-        refused = hosts.refusal(request.headers.get("host"))
-        response: Response = (JSONResponse({"error": refused[1]}, status_code=refused[0])
-                              if refused else await call_next(request))
-        response.headers.update(SECURITY_HEADERS)
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, err: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ())[1:])}: "
-                             f"{e.get('msg', 'invalid')}" for e in err.errors())
-        return JSONResponse({"error": f"Bad request ({problems})."}, status_code=400)
-
-    for route in ROUTES:
-        is_json = route.media_type == "application/json"
-        app.add_api_route(f"/api/{route.path}", _endpoint(api, route), methods=[route.method],
-                          name=route.name, summary=route.summary, status_code=route.status,
-                          response_class=JSONResponse if is_json else Response,
-                          response_model=dict[str, Any] if is_json else None)
-
-    @app.get("/api/{rest:path}", include_in_schema=False)
-    def unknown(rest: str) -> Response:
-        return _response(unknown_route(rest))
-
-    @app.get("/", include_in_schema=False)
-    def index() -> Response:
-        code, kind, body = static_reply("index.html")
-        return Response(body, status_code=code, media_type=kind)
-
-    @app.get("/static/{name:path}", include_in_schema=False)
-    def static(name: str) -> Response:
-        code, kind, body = static_reply(name)
-        return Response(body, status_code=code, media_type=kind,
-                        headers={"Cache-Control": "no-cache"})
-
-    return app
-
-
-def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
-    """A FastAPI endpoint for ``route``: its parameters declared (FastAPI checks them and lists
-    them in the schema), its answer from the route table."""
-
-    async def endpoint(request: Request, **_: Any) -> Response:
-        body = await _bounded_body(request) if route.method == "POST" else b""
+    async def api_route(request: Request) -> Response:
+        # Any method: the route table answers 405 for one it does not take (HEAD as GET).
+        method = "GET" if request.method == "HEAD" else request.method
+        body = await _bounded_body(request) if method == "POST" else b""
         if body is None:
             return JSONResponse({"error": f"The request body is over {MAX_BODY_BYTES:,} "
                                           "bytes."}, status_code=413)
-        call = ApiRequest(query=dict(request.query_params), path_params=request.path_params,
-                          body=body,
+        call = ApiRequest(query=dict(request.query_params), body=body,
                           content_type=request.headers.get("content-type", ""),
                           origin=request.headers.get("origin"),
                           host=request.headers.get("host"))
-        return _response(await run_in_threadpool(answer, api, route, call))
+        reply = await run_in_threadpool(dispatch, api, method, request.path_params["path"],
+                                        call)
+        return _response(reply)
 
-    endpoint.__name__ = route.name
-    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                           annotation=Request),
-         *(_parameter(p) for p in route.params)])
-    return endpoint
+    def index(request: Request) -> Response:
+        code, kind, body = static_reply("index.html")
+        return Response(body, status_code=code, media_type=kind)
+
+    def static(request: Request) -> Response:
+        code, kind, body = static_reply(request.path_params["name"])
+        return Response(body, status_code=code, media_type=kind,
+                        headers={"Cache-Control": "no-cache"})
+
+    app = Starlette(routes=[Route("/api/{path:path}", api_route, methods=_API_METHODS),
+                            Route("/", index), Route("/static/{name:path}", static)],
+                    middleware=[Middleware(Guard, hosts=hosts or HostCheck())])
+    app.state.api = api
+    return app
+
+
+class Guard:
+    """ASGI middleware: refuses a request whose Host header names a host the server was not
+    started for (before the app sees it), and adds the security headers to every answer."""
+
+    def __init__(self, app: ASGIApp, hosts: HostCheck) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(SECURITY_HEADERS)
+            await send(message)
+
+        refused = self.hosts.refusal(Headers(scope=scope).get("host"))
+        if refused is not None:
+            if scope["type"] == "http":
+                await JSONResponse({"error": refused[1]}, status_code=refused[0])(
+                    scope, receive, send_secured)
+            else:  # a WebSocket (which no route takes): closed unanswered
+                await send({"type": "websocket.close", "code": 1008})
+            return
+        await self.app(scope, receive, send_secured)
 
 
 async def _bounded_body(request: Request) -> bytes | None:
@@ -119,22 +115,6 @@ async def _bounded_body(request: Request) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _parameter(param: Param) -> inspect.Parameter:
-    """A route parameter as FastAPI reads it from an endpoint's signature."""
-    kind = inspect.Parameter.KEYWORD_ONLY
-    if param.in_path:
-        return inspect.Parameter(param.name, kind, annotation=str,
-                                 default=PathParam(description=param.description))
-    if param.boolean:
-        return inspect.Parameter(param.name, kind, annotation=bool,
-                                 default=Query(False, description=param.description))
-    if param.required:
-        return inspect.Parameter(param.name, kind, annotation=str,
-                                 default=Query(description=param.description))
-    return inspect.Parameter(param.name, kind, annotation=str | None,
-                             default=Query(None, description=param.description))
 
 
 def _response(reply: Reply) -> Response:

@@ -14,8 +14,8 @@ needs it (``RunState.wanted``: another page, a status or CSV request, the trace 
 first exact window), or after ``MODEL_WAIT_S``: until then the first trace window has the
 CPU (2 cores, one GIL) to itself.
 
-``stepscope serve`` starts loading the newest run (the page's first) before it imports its
-web stack (``Api.preload``), so the two overlap.
+``stepscope serve`` starts loading the newest run (the page's first) before it imports the
+rest of its web stack (``RunStore.preload``), so the two overlap.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
-from stepscope.model.logdir import resolve
+from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
@@ -118,6 +118,16 @@ class RunStore:
                          name=f"stepscope-load-{path.name}").start()
         return state
 
+    def preload(self, logdir: Path) -> None:
+        """Start loading the newest run of ``logdir``, the one the page opens first (a server
+        calls this before it imports the rest of its web stack, so that the two overlap)."""
+        try:
+            runs = list_runs(logdir)
+        except (OSError, StepscopeError):
+            return  # the page's own requests say what is wrong
+        if runs:
+            self.get(next(reversed(runs.values())))
+
     def wait(self, path: Path, timeout: float | None = None) -> RunState:
         """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""
         state = self.get(path)
@@ -143,6 +153,11 @@ class RunStore:
         # trace viewer's first answer.
         tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
                                                             saved=state.saves.append))
+        # The table is read from now, in a thread of its own: the decoder releases the GIL,
+        # so the file is read while this thread imports the trace viewer's modules (and the
+        # server its web stack); the index thread below takes the table once it is read.
+        threading.Thread(target=_read_ahead, args=(tables, next(iter(sources))), daemon=True,
+                         name=f"stepscope-read-{path.name}").start()
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache)
@@ -214,6 +229,15 @@ def build_run_model(profile: RunTables) -> RunModel:
     from stepscope.analysis.run_model import build_run_model as build
 
     return build(profile)
+
+
+def _read_ahead(tables: LazyTables, name: str) -> None:
+    """Read one host's table ahead of its first use; a failure is left for that use to meet
+    and report (it reads the file again)."""
+    try:
+        tables[name]
+    except Exception:  # noqa: BLE001 - reported by the reader that needs the table
+        log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)
 
 
 def state_total(file: Path) -> int:
