@@ -67,3 +67,33 @@ def test_report_imports_no_framework_and_nothing_it_does_not_need(tiny_profile: 
     cached = _report_modules(tiny_profile, cache)
     assert "stepscope.run.run" in cached and "numpy" in cached
     assert _imported(cached, NEVER + CACHED_NEVER) == []
+
+
+# `stepscope serve` up to listening, uvicorn's run replaced by printing the modules imported.
+_SERVE = """
+import json, sys
+import uvicorn
+def listen(app, **options):
+    print("@@modules@@" + json.dumps(sorted(sys.modules)))
+uvicorn.run = listen
+from stepscope.web.http_server import serve
+serve(sys.argv[1], port=int(sys.argv[2]), quiet=True)
+"""
+
+
+def test_serve_imports_no_fastapi_or_pydantic(tiny_profile: Path, tmp_path: Path) -> None:
+    """The server's app is Starlette's: FastAPI and pydantic (most of the old start-up) are
+    never imported, so a fresh server answers sooner."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _SERVE, str(tiny_profile.parent), str(port)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("@@modules@@"))
+    modules = set(json.loads(line[len("@@modules@@"):]))
+    assert {"starlette.applications", "stepscope.web.app"} <= modules  # it did make the app
+    assert _imported(modules, ("fastapi", "pydantic")) == []

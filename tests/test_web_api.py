@@ -251,9 +251,33 @@ def test_headers_openapi_and_static(client: TestClient) -> None:
     assert "default-src 'self'" in csp and "connect-src 'self'" in csp
     schema = client.get("/api/openapi.json").json()
     assert {"/api/runs", "/api/hosts", "/api/tools", "/api/data", "/api/csv",
-            "/api/status"} <= set(schema["paths"])
+            "/api/status", "/api/trace/{view}"} <= set(schema["paths"])
+    assert set(schema["paths"]["/api/capture"]) == {"get", "post"}
+    data = {p["name"]: p for p in schema["paths"]["/api/data"]["get"]["parameters"]}
+    assert data["run"]["required"] and not data["host"]["required"]
+    assert data["include_idle"]["schema"] == {"type": "boolean"}
+    view = schema["paths"]["/api/trace/{view}"]["get"]["parameters"][0]
+    assert view["in"] == "path" and view["required"]
     assert client.get("/docs").status_code == 404  # Swagger UI would load from a CDN
     assert client.get("/static/no-such-file.js").status_code == 404
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_are_405_with_the_security_headers(client: TestClient,
+                                                          method: str) -> None:
+    for route in ("/api/runs", "/api/capture", "/api/no_such_route"):
+        reply = client.request(method, route)
+        assert reply.status_code == 405, (method, route, reply.text)
+        assert isinstance(reply.json()["error"], str)
+        assert "default-src 'self'" in reply.headers["content-security-policy"]
+    assert client.post("/api/runs").status_code == 405
+
+
+def test_head_answers_as_get_without_a_body(client: TestClient) -> None:
+    reply = client.head("/api/runs")
+    assert reply.status_code == 200 and reply.content == b""
+    assert reply.headers["content-type"] == "application/json"
+    assert "default-src 'self'" in reply.headers["content-security-policy"]
 
 
 def _free_port() -> int:
