@@ -117,7 +117,7 @@ def test_the_web_ui_answers_from_the_model_and_reads_tables_only_when_asked(
             time.sleep(0.05)
         assert reply.status_code == 200, reply.text
         assert set(reply.json()["failed_hosts"]) == {"broken"}
-        state = app.state.api.store.wait(logdir / "run1")
+        state = app.api.store.wait(logdir / "run1")
         assert state.run is not None
         tables = state.run.profile.hosts
         assert isinstance(tables, LazyTables) and len(tables) == 4

@@ -224,7 +224,7 @@ def test_tensorboard_dispatch_answers_as_the_server(client: TestClient, method: 
     headers = {"content-type": "application/json"}
     served = client.request(method, f"/api/{route}", params=params, content=body or None,
                             headers=headers)
-    reply = dispatch(client.app.state.api, method, route,  # type: ignore[attr-defined]
+    reply = dispatch(client.app.api, method, route,  # type: ignore[attr-defined]
                      ApiRequest(query=params, body=body, content_type=headers["content-type"],
                                 host="127.0.0.1"))
     assert reply.status == served.status_code >= 200, served.text

@@ -1,42 +1,52 @@
-"""The web app: the API's routes (``routes``) and the bundled front end, as an ASGI app made
-with Starlette (no FastAPI: ``routes`` checks every parameter itself, and pydantic's import
-alone took longer than a small profile's first trace window).
+"""The web app: the API's routes (``routes``) and the bundled front end, as a plain ASGI app
+that uvicorn runs (``http_server``).
+
+No web framework: every request under ``/api/`` is answered by ``routes.dispatch`` (the one
+route table, which the TensorBoard plugin answers from too, and which checks every parameter
+itself), and the rest are the bundle's files. A framework would add nothing here but its
+import, which a fresh server's first trace window waited for (FastAPI with pydantic about
+0.2 s; Starlette with AnyIO about 0.05 s).
 
 Every page and asset comes from this origin; the Content-Security-Policy header makes the
 browser refuse anything else, so the UI works behind a firewall. Requests naming a host the
-server was not started for are refused before anything else (``host_check``). Every request
-under ``/api/`` is answered by ``routes.dispatch``, the one route table the TensorBoard plugin
-answers from too; its OpenAPI schema is at ``/api/openapi.json`` (no interactive docs pages:
-they load scripts from a CDN).
+server was not started for are refused before anything else (``host_check``). The OpenAPI
+schema is at ``/api/openapi.json`` (no interactive docs pages: they load scripts from a CDN).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
 
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers, MutableHeaders
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from stepscope.web.api import Api, Reply
+from stepscope.web.api import Api, Reply, json_reply
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 from stepscope.web.host_check import HostCheck
 from stepscope.web.routes import ApiRequest, dispatch
 
+log = logging.getLogger("stepscope.web")
+
 # The API's bodies are small JSON requests (a capture's service addresses and options).
 MAX_BODY_BYTES = 64 * 1024
-# The methods passed on to the route table, which refuses those a route does not take (405).
-_API_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+# Requests answered at once; more wait for a thread. (An answer may wait on a run being read
+# or an index being built, so the event loop's default of a few threads is too few.)
+MAX_THREADS = 40
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_SECURITY = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
                hosts: HostCheck | None = None, engine: str = "auto",
-               allow_link_local_capture: bool = False, api: Api | None = None) -> Starlette:
+               allow_link_local_capture: bool = False, api: Api | None = None) -> App:
     """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
     machine's loopback names only); run models are built on ``engine``. Captures asked for
     over HTTP may reach link-local and metadata targets only with
@@ -45,78 +55,103 @@ def create_app(logdir: str | Path, *, use_cache: bool = True,
     are then its own."""
     api = api or Api(logdir, use_cache=use_cache, engine=engine,
                      allow_link_local_capture=allow_link_local_capture)
-
-    async def api_route(request: Request) -> Response:
-        # Any method: the route table answers 405 for one it does not take (HEAD as GET).
-        method = "GET" if request.method == "HEAD" else request.method
-        body = await _bounded_body(request) if method == "POST" else b""
-        if body is None:
-            return JSONResponse({"error": f"The request body is over {MAX_BODY_BYTES:,} "
-                                          "bytes."}, status_code=413)
-        call = ApiRequest(query=dict(request.query_params), body=body,
-                          content_type=request.headers.get("content-type", ""),
-                          origin=request.headers.get("origin"),
-                          host=request.headers.get("host"))
-        reply = await run_in_threadpool(dispatch, api, method, request.path_params["path"],
-                                        call)
-        return _response(reply)
-
-    def index(request: Request) -> Response:
-        code, kind, body = static_reply("index.html")
-        return Response(body, status_code=code, media_type=kind)
-
-    def static(request: Request) -> Response:
-        code, kind, body = static_reply(request.path_params["name"])
-        return Response(body, status_code=code, media_type=kind,
-                        headers={"Cache-Control": "no-cache"})
-
-    app = Starlette(routes=[Route("/api/{path:path}", api_route, methods=_API_METHODS),
-                            Route("/", index), Route("/static/{name:path}", static)],
-                    middleware=[Middleware(Guard, hosts=hosts or HostCheck())])
-    app.state.api = api
-    return app
+    return App(api, hosts or HostCheck())
 
 
-class Guard:
-    """ASGI middleware: refuses a request whose Host header names a host the server was not
-    started for (before the app sees it), and adds the security headers to every answer."""
+class App:
+    """The ASGI app: ``/api/…`` from the route table, ``/`` and ``/static/…`` from the
+    bundle, every answer with the security headers."""
 
-    def __init__(self, app: ASGIApp, hosts: HostCheck) -> None:
-        self.app = app
+    def __init__(self, api: Api, hosts: HostCheck) -> None:
+        self.api = api
         self.hosts = hosts
+        self._threads = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="stepscope-request")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, receive, send)
+            await _lifespan(receive, send)
             return
-
-        async def send_secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message).update(SECURITY_HEADERS)
-            await send(message)
-
-        refused = self.hosts.refusal(Headers(scope=scope).get("host"))
-        if refused is not None:
-            if scope["type"] == "http":
-                await JSONResponse({"error": refused[1]}, status_code=refused[0])(
-                    scope, receive, send_secured)
-            else:  # a WebSocket (which no route takes): closed unanswered
-                await send({"type": "websocket.close", "code": 1008})
+        if scope["type"] != "http":  # a WebSocket: none is served
+            await send({"type": "websocket.close", "code": 1008})
             return
-        await self.app(scope, receive, send_secured)
+        headers = _headers(scope)
+        refused = self.hosts.refusal(headers.get("host"))
+        try:
+            reply = (json_reply(refused[0], {"error": refused[1]}) if refused is not None
+                     else await self._answer(scope, receive, headers))
+        except Exception:  # a bug: logged with its traceback, answered in one line
+            log.exception("stepscope serve: %s %s failed", scope["method"], scope["path"])
+            reply = json_reply(500, {"error": "The server failed to answer; its log says "
+                                              "why."})
+        await _send(send, reply, head=scope["method"] == "HEAD")
+
+    async def _answer(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> Reply:
+        path: str = scope["path"]  # percent-decoded by the server
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        if path.startswith("/api/"):
+            body = await _bounded_body(receive) if method == "POST" else b""
+            if body is None:
+                return json_reply(413, {"error": f"The request body is over "
+                                                 f"{MAX_BODY_BYTES:,} bytes."})
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                                   keep_blank_values=True))
+            call = ApiRequest(query=query, body=body,
+                              content_type=headers.get("content-type", ""),
+                              origin=headers.get("origin"), host=headers.get("host"))
+            # The answers read files and compute: off the event loop, in threads.
+            return await asyncio.get_running_loop().run_in_executor(
+                self._threads, dispatch, self.api, method, path[len("/api/"):], call)
+        if method != "GET":
+            return json_reply(405, {"error": f"{method} is not allowed here."})
+        if path == "/":
+            return Reply(*static_reply("index.html"))
+        if path.startswith("/static/"):
+            return Reply(*static_reply(path[len("/static/"):]), {"Cache-Control": "no-cache"})
+        return json_reply(404, {"error": f"Nothing at {path[:200]!r}."})
 
 
-async def _bounded_body(request: Request) -> bytes | None:
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name (the first of a repeated one)."""
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        out.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
+
+
+async def _bounded_body(receive: Receive) -> bytes | None:
     """The request's body, or None once it grows past ``MAX_BODY_BYTES`` (read no further)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             return None
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
-def _response(reply: Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, media_type=reply.content_type,
-                    headers=reply.headers)
+async def _send(send: Send, reply: Reply, head: bool) -> None:
+    """``reply`` with the security headers (no body for a HEAD request)."""
+    headers = [(b"content-type", reply.content_type.encode("latin-1")),
+               (b"content-length", str(len(reply.body)).encode()),
+               *((k.lower().encode("latin-1"), v.encode("latin-1"))
+                 for k, v in reply.headers.items()),
+               *_SECURITY]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else reply.body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """The server's start and stop: nothing to set up or tear down."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

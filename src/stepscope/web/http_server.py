@@ -69,7 +69,7 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     from stepscope.web.store import RunStore
 
     # The newest run (the page's first) is read while the rest of the web stack (the API,
-    # uvicorn, Starlette) is imported: the first trace window is then answered about as soon
+    # uvicorn) is imported: the first trace window is then answered about as soon
     # as the server listens.
     store = RunStore(use_cache=use_cache, engine=engine)
     store.preload(as_path(logdir))
@@ -86,4 +86,5 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
               flush=True)
     # h11 and no WebSockets named outright: uvicorn would otherwise try to import httptools,
     # websockets and wsproto at start-up (the UI uses none of them).
-    uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", ws="none")
+    uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", ws="none",
+                interface="asgi3")
