@@ -273,6 +273,26 @@ def test_other_methods_are_405_with_the_security_headers(client: TestClient,
     assert client.post("/api/runs").status_code == 405
 
 
+def test_a_failing_answer_is_a_500_in_one_json_line(client: TestClient,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in an answer is logged with its traceback and answered in one JSON line with
+    the security headers (never a traceback to the client); the server goes on."""
+    from stepscope.web import app
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(app, "dispatch", broken)
+    reply = client.get("/api/runs")
+    assert reply.status_code == 500 and "secret" not in reply.text
+    assert isinstance(reply.json()["error"], str)
+    assert "default-src 'self'" in reply.headers["content-security-policy"]
+    assert "secret detail" in caplog.text  # the log has it
+    monkeypatch.undo()
+    assert client.get("/api/runs").status_code == 200
+
+
 def test_head_answers_as_get_without_a_body(client: TestClient) -> None:
     reply = client.head("/api/runs")
     assert reply.status_code == 200 and reply.content == b""
