@@ -290,7 +290,7 @@ def check_post(content_type: str, origin: str | None, host: str | None) -> None:
 
 
 def json_reply(status: int, body: dict[str, Any]) -> Reply:
-    """A JSON answer, encoded as Starlette's JSONResponse encodes it."""
+    """A JSON answer: compact UTF-8 JSON (non-ASCII text kept as is; NaN refused)."""
     return Reply(status, "application/json",
                  json.dumps(body, ensure_ascii=False, allow_nan=False,
                             separators=(",", ":")).encode())

@@ -236,7 +236,7 @@ def _read_ahead(tables: LazyTables, name: str) -> None:
     and report (it reads the file again)."""
     try:
         tables[name]
-    except Exception:  # noqa: BLE001 - reported by the reader that needs the table
+    except Exception:  # reported by the reader that needs the table
         log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)
 
 
