@@ -564,3 +564,36 @@ def test_a_one_host_run_model_waits_for_the_first_trace_window(
     assert code == 200 and window["events"]["id"] and state.wanted.is_set()
     until(lambda: state.state == "ready" or None, "the run model")
     assert api.data("copy", None, "overview_page", {})[0] == 200
+
+
+def test_a_one_host_run_model_waits_until_the_trace_viewer_can_answer(
+        logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the trace viewer's table may take longer than ``MODEL_WAIT_S``: the
+    time limit counts from when the trace viewer can answer exactly, so the run model's build
+    never runs beside the table's (here the table is slowed down and the limit is 0)."""
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import store, trace
+    from stepscope.web.api import Api
+
+    slow_table = trace.TrackTable
+
+    def slowed(*args: Any) -> Any:
+        time.sleep(0.5)
+        return slow_table(*args)
+
+    built_after: list[bool] = []
+    build = store.build_run_model
+
+    def recorded(profile: Any) -> Any:
+        built_after.append(state.early is not None and state.early.trace_ready.is_set())
+        return build(profile)
+
+    monkeypatch.setattr(store, "MODEL_WAIT_S", 0.0)
+    monkeypatch.setattr(trace, "TrackTable", slowed)
+    monkeypatch.setattr(store, "build_run_model", recorded)
+    one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
+    shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
+    api = Api(tmp_path, use_cache=False)
+    state = api.store.get(list_runs(tmp_path)["copy"])
+    until(lambda: state.state == "ready" or None, "the run model")
+    assert built_after == [True]

@@ -11,8 +11,8 @@ viewer's coarse overview and index start from it at once (``RunState.early``: th
 viewer answers from it before the run model is built); the run model is then built from the
 same table in memory, not read again (or read from the cache). It is built once something
 needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
-first exact window), or after ``MODEL_WAIT_S``: until then the first trace window has the
-CPU (2 cores, one GIL) to itself.
+first exact window), or ``MODEL_WAIT_S`` after the trace viewer can answer exactly: until then
+the first trace window has the CPU (2 cores, one GIL) to itself.
 
 ``stepscope serve`` starts loading the newest run (the page's first) before it imports the
 rest of its web stack (``RunStore.preload``), so the two overlap.
@@ -42,7 +42,9 @@ if TYPE_CHECKING:  # the run model's modules are imported when one is built, not
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
-MODEL_WAIT_S = 2.0  # the longest a one-host run's model waits for the trace viewer's first window
+# The longest a one-host run's model waits for the trace viewer's first window, once the
+# trace viewer can answer exactly.
+MODEL_WAIT_S = 2.0
 
 
 @dataclass
@@ -176,7 +178,7 @@ class RunStore:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
             if state is not None:
-                state.wanted.wait(MODEL_WAIT_S)
+                _wait_for_first_window(state)
             model = cached_model([file]) if self._use_cache else None
             if model is None:
                 # Waits for the table the index thread reads.
@@ -229,6 +231,16 @@ def build_run_model(profile: RunTables) -> RunModel:
     from stepscope.analysis.run_model import build_run_model as build
 
     return build(profile)
+
+
+def _wait_for_first_window(state: RunState) -> None:
+    """Until something needs the run model, or the trace viewer's first exact window has had
+    ``MODEL_WAIT_S`` to go out once the trace viewer can answer exactly (counted from then:
+    on a busy machine its table alone may take longer, and the model's build would slow it)."""
+    early = state.early
+    while early is not None and not early.trace_ready.is_set() and not state.wanted.is_set():
+        early.trace_ready.wait(0.02)
+    state.wanted.wait(MODEL_WAIT_S)
 
 
 def _read_ahead(tables: LazyTables, name: str) -> None:
