@@ -97,3 +97,33 @@ def test_a_command_line_builds_the_parser_of_its_command_only() -> None:
         one = cli.build_parser(name)
         chosen = next(a for a in one._actions if isinstance(a, argparse._SubParsersAction))
         assert chosen.choices[name].format_help() == commands.choices[name].format_help()
+
+
+# `stepscope serve` up to listening, uvicorn's run replaced by printing the modules imported.
+_SERVE = """
+import json, sys
+import uvicorn
+def listen(app, **options):
+    print("@@modules@@" + json.dumps(sorted(sys.modules)))
+uvicorn.run = listen
+from stepscope.web.http_server import serve
+serve(sys.argv[1], port=int(sys.argv[2]), quiet=True)
+"""
+
+
+def test_serve_imports_no_web_framework(tiny_profile: Path, tmp_path: Path) -> None:
+    """The server's app is a plain ASGI app: FastAPI and pydantic (most of the old start-up),
+    Starlette and AnyIO are never imported, so a fresh server answers sooner."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _SERVE, str(tiny_profile.parent), str(port)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("@@modules@@"))
+    modules = set(json.loads(line[len("@@modules@@"):]))
+    assert {"uvicorn", "stepscope.web.app"} <= modules  # it did make the app
+    assert _imported(modules, ("fastapi", "pydantic", "starlette", "anyio")) == []

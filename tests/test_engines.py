@@ -101,7 +101,7 @@ def test_the_web_ui_answers_from_the_model_and_reads_tables_only_when_asked(
         run_with_a_bad_host: Path, tmp_path: Path) -> None:
     import time
 
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.model.run_tables import LazyTables
     from stepscope.web.app import create_app
@@ -117,7 +117,7 @@ def test_the_web_ui_answers_from_the_model_and_reads_tables_only_when_asked(
             time.sleep(0.05)
         assert reply.status_code == 200, reply.text
         assert set(reply.json()["failed_hosts"]) == {"broken"}
-        state = app.state.api.store.wait(logdir / "run1")
+        state = app.api.store.wait(logdir / "run1")
         assert state.run is not None
         tables = state.run.profile.hosts
         assert isinstance(tables, LazyTables) and len(tables) == 4

@@ -389,7 +389,7 @@ def test_snapshot_of_a_process_without_a_flight_recorder_says_so(tmp_path: Path)
 
 
 def test_web_run_list_and_overview_show_the_trigger(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 

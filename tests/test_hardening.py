@@ -137,7 +137,7 @@ def test_names_that_are_not_utf8_are_read_with_replacement(tmp_path: Path, capsy
 
 
 def test_names_that_are_not_utf8_over_http(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 
@@ -663,7 +663,7 @@ def test_stats_pointing_nowhere_are_named_so(tmp_path: Path, pure: bool,
 
 
 def test_stats_pointing_nowhere_over_http(tmp_path: Path) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 
@@ -708,7 +708,7 @@ def test_refs_beyond_range_and_bytes_in_hlo_names(tmp_path: Path, capsys: Any) -
     assert code == 0, err
     assert "\ufffd" in json.dumps(json.loads(out), ensure_ascii=False)
 
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 
@@ -758,7 +758,7 @@ def test_step_stats_allocation_times_that_are_unset_or_absurd(tmp_path: Path, ca
 @pytest.mark.parametrize("layout", ["plugins", "subfolders"])
 def test_a_config_json_beside_the_runs_is_skipped_and_named(tmp_path: Path, capsys: Any,
                                                             layout: str) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 
@@ -789,7 +789,7 @@ def test_a_config_json_beside_the_runs_is_skipped_and_named(tmp_path: Path, caps
 
 def test_dropped_events_are_shown_with_the_steps_they_cost(tmp_path: Path,
                                                            capsys: Any) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import grpc
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 import stepscope
 from stepscope.capture import session
@@ -88,7 +88,7 @@ def test_other_host_names_are_refused(client: TestClient, host: str) -> None:
                                                    "content-type": "application/json"},
                           content=json.dumps({"service_addr": "grpc://127.0.0.1:1"}))
     _refused(capture, 403)
-    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+    assert not client.app.api.captures._jobs  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("host", ["a b", "evil.example:port", "[::1", "[evil]:6006", ":6006",
@@ -191,7 +191,7 @@ def test_hostile_capture_bodies_are_refused(client: TestClient, body: bytes,
                         headers={"content-type": "application/json"})
     message = _refused(reply, status)
     assert len(message) < 300
-    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+    assert not client.app.api.captures._jobs  # type: ignore[attr-defined]
 
 
 # -- item 10: a run whose only file is bad ----------------------------------------------------
@@ -516,7 +516,7 @@ def test_capture_targets_that_are_link_local_or_metadata_are_refused(client: Tes
     message = _refused(reply, 400)
     assert "--allow-link-local-capture" in message
     assert "link-local" in message or "metadata" in message
-    assert not client.app.state.api.captures._jobs  # type: ignore[attr-defined]
+    assert not client.app.api.captures._jobs  # type: ignore[attr-defined]
 
 
 def test_the_serve_flag_allows_link_local_capture_targets(plain_logdir: Path,
@@ -527,7 +527,7 @@ def test_the_serve_flag_allows_link_local_capture_targets(plain_logdir: Path,
 
     check_targets(parse("169.254.169.254:80,[fe80::1]:1"), allow_link_local=True)
     app = create_app(plain_logdir, allow_link_local_capture=True)
-    assert app.state.api.captures._allow_link_local  # type: ignore[attr-defined]
+    assert app.api.captures._allow_link_local  # type: ignore[attr-defined]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])
     assert "--allow-link-local-capture" in capsys.readouterr().out

@@ -133,7 +133,7 @@ def test_a_changed_object_is_read_again(s3_endpoint: str, capsys: Any) -> None:
 
 
 def test_runs_in_s3_are_listed_and_served(s3_endpoint: str) -> None:
-    from fastapi.testclient import TestClient
+    from starlette.testclient import TestClient
 
     from stepscope.web.app import create_app
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 from stepscope.analysis import op_stats, overview
 from stepscope.analysis.run_model.framework_op_stats import ops_csv
@@ -210,10 +210,11 @@ def test_client_errors(client: TestClient, route: str, params: dict[str, str],
     ("POST", "capture", {}, b"not json"),
     ("POST", "capture", {}, b'{"service_addr": ""}'),
 ])
-def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str, route: str,
-                                                 params: dict[str, str], body: bytes) -> None:
+def test_tensorboard_dispatch_answers_as_the_server(client: TestClient, method: str,
+                                                    route: str, params: dict[str, str],
+                                                    body: bytes) -> None:
     """One route table: TensorBoard's host (``routes.dispatch``) answers every request with the
-    status and JSON body that FastAPI's does."""
+    status and JSON body that the server's app does."""
     from stepscope.web.routes import ApiRequest, dispatch
 
     run = _single_run(client)
@@ -221,13 +222,13 @@ def test_tensorboard_dispatch_answers_as_fastapi(client: TestClient, method: str
     if route.startswith("trace/"):
         _data(client, run=run, tool="trace_viewer")  # the index is built: no 202 below
     headers = {"content-type": "application/json"}
-    fastapi = client.request(method, f"/api/{route}", params=params, content=body or None,
-                             headers=headers)
-    reply = dispatch(client.app.state.api, method, route,  # type: ignore[attr-defined]
+    served = client.request(method, f"/api/{route}", params=params, content=body or None,
+                            headers=headers)
+    reply = dispatch(client.app.api, method, route,  # type: ignore[attr-defined]
                      ApiRequest(query=params, body=body, content_type=headers["content-type"],
                                 host="127.0.0.1"))
-    assert reply.status == fastapi.status_code >= 200, fastapi.text
-    assert json.loads(reply.body) == fastapi.json()
+    assert reply.status == served.status_code >= 200, served.text
+    assert json.loads(reply.body) == served.json()
 
 
 def test_new_runs_appear_without_restart(client: TestClient, logdir: Path) -> None:
@@ -250,9 +251,53 @@ def test_headers_openapi_and_static(client: TestClient) -> None:
     assert "default-src 'self'" in csp and "connect-src 'self'" in csp
     schema = client.get("/api/openapi.json").json()
     assert {"/api/runs", "/api/hosts", "/api/tools", "/api/data", "/api/csv",
-            "/api/status"} <= set(schema["paths"])
+            "/api/status", "/api/trace/{view}"} <= set(schema["paths"])
+    assert set(schema["paths"]["/api/capture"]) == {"get", "post"}
+    data = {p["name"]: p for p in schema["paths"]["/api/data"]["get"]["parameters"]}
+    assert data["run"]["required"] and not data["host"]["required"]
+    assert data["include_idle"]["schema"] == {"type": "boolean"}
+    view = schema["paths"]["/api/trace/{view}"]["get"]["parameters"][0]
+    assert view["in"] == "path" and view["required"]
     assert client.get("/docs").status_code == 404  # Swagger UI would load from a CDN
     assert client.get("/static/no-such-file.js").status_code == 404
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_are_405_with_the_security_headers(client: TestClient,
+                                                          method: str) -> None:
+    for route in ("/api/runs", "/api/capture", "/api/no_such_route"):
+        reply = client.request(method, route)
+        assert reply.status_code == 405, (method, route, reply.text)
+        assert isinstance(reply.json()["error"], str)
+        assert "default-src 'self'" in reply.headers["content-security-policy"]
+    assert client.post("/api/runs").status_code == 405
+
+
+def test_a_failing_answer_is_a_500_in_one_json_line(client: TestClient,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in an answer is logged with its traceback and answered in one JSON line with
+    the security headers (never a traceback to the client); the server goes on."""
+    from stepscope.web import app
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(app, "dispatch", broken)
+    reply = client.get("/api/runs")
+    assert reply.status_code == 500 and "secret" not in reply.text
+    assert isinstance(reply.json()["error"], str)
+    assert "default-src 'self'" in reply.headers["content-security-policy"]
+    assert "secret detail" in caplog.text  # the log has it
+    monkeypatch.undo()
+    assert client.get("/api/runs").status_code == 200
+
+
+def test_head_answers_as_get_without_a_body(client: TestClient) -> None:
+    reply = client.head("/api/runs")
+    assert reply.status_code == 200 and reply.content == b""
+    assert reply.headers["content-type"] == "application/json"
+    assert "default-src 'self'" in reply.headers["content-security-policy"]
 
 
 def _free_port() -> int:
@@ -498,7 +543,7 @@ def test_capture_takes_a_tpu_name_validated_like_the_cli(client: TestClient) -> 
 
 def test_a_one_host_run_model_waits_for_the_first_trace_window(
         logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A server starts reading the newest run before anything asks (``preload``); the trace
+    """A server starts reading the newest run before anything asks (``RunStore.preload``); the trace
     viewer of a one-host run answers before its run model, which is built only once the
     first exact window is out (here nothing else could start it: no time limit)."""
     from stepscope.model.logdir import list_runs
@@ -509,7 +554,7 @@ def test_a_one_host_run_model_waits_for_the_first_trace_window(
     one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
     shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
     api = Api(tmp_path, use_cache=False)
-    api.preload()
+    api.store.preload(tmp_path)
     state = api.store.get(list_runs(tmp_path)["copy"])  # the one preload started
     code, meta = final_api(lambda: api.data("copy", None, "trace_viewer", {}), "tool data")
     assert code == 200 and "coarse" not in meta
@@ -519,3 +564,36 @@ def test_a_one_host_run_model_waits_for_the_first_trace_window(
     assert code == 200 and window["events"]["id"] and state.wanted.is_set()
     until(lambda: state.state == "ready" or None, "the run model")
     assert api.data("copy", None, "overview_page", {})[0] == 200
+
+
+def test_a_one_host_run_model_waits_until_the_trace_viewer_can_answer(
+        logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the trace viewer's table may take longer than ``MODEL_WAIT_S``: the
+    time limit counts from when the trace viewer can answer exactly, so the run model's build
+    never runs beside the table's (here the table is slowed down and the limit is 0)."""
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import store, trace
+    from stepscope.web.api import Api
+
+    slow_table = trace.TrackTable
+
+    def slowed(*args: Any) -> Any:
+        time.sleep(0.5)
+        return slow_table(*args)
+
+    built_after: list[bool] = []
+    build = store.build_run_model
+
+    def recorded(profile: Any) -> Any:
+        built_after.append(state.early is not None and state.early.trace_ready.is_set())
+        return build(profile)
+
+    monkeypatch.setattr(store, "MODEL_WAIT_S", 0.0)
+    monkeypatch.setattr(trace, "TrackTable", slowed)
+    monkeypatch.setattr(store, "build_run_model", recorded)
+    one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
+    shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
+    api = Api(tmp_path, use_cache=False)
+    state = api.store.get(list_runs(tmp_path)["copy"])
+    until(lambda: state.state == "ready" or None, "the run model")
+    assert built_after == [True]

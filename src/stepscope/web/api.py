@@ -62,9 +62,12 @@ class Api:
     """The API over one logdir."""
 
     def __init__(self, logdir: str | Path, *, use_cache: bool = True,
-                 engine: str = "auto", allow_link_local_capture: bool = False) -> None:
+                 engine: str = "auto", allow_link_local_capture: bool = False,
+                 store: RunStore | None = None) -> None:
+        """``store``: the runs loaded already (by a server that started reading the newest
+        run before it imported this module); ``use_cache`` and ``engine`` are then its own."""
         self.logdir = as_path(logdir)
-        self.store = RunStore(use_cache=use_cache, engine=engine)
+        self.store = store or RunStore(use_cache=use_cache, engine=engine)
         self.captures = CaptureJobs(self.logdir, allow_link_local=allow_link_local_capture)
 
     # -- names -----------------------------------------------------------------------------
@@ -103,16 +106,6 @@ class Api:
                 raise NotFoundError(f"Host {host!r} could not be read: {failed[host]}")
             raise NotFoundError(f"No host {host!r} in this run.")
         return host
-
-    def preload(self) -> None:
-        """Start loading the newest run, the one the page opens first (a server calls this
-        before it imports its web stack, so that the two overlap)."""
-        try:
-            runs = list_runs(self.logdir)
-        except (OSError, StepscopeError):
-            return  # the page's own requests say what is wrong
-        if runs:
-            self.store.get(next(reversed(runs.values())))
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -297,7 +290,7 @@ def check_post(content_type: str, origin: str | None, host: str | None) -> None:
 
 
 def json_reply(status: int, body: dict[str, Any]) -> Reply:
-    """A JSON answer, encoded as FastAPI's JSONResponse encodes it."""
+    """A JSON answer: compact UTF-8 JSON (non-ASCII text kept as is; NaN refused)."""
     return Reply(status, "application/json",
                  json.dumps(body, ensure_ascii=False, allow_nan=False,
                             separators=(",", ":")).encode())

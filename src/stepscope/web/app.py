@@ -1,38 +1,52 @@
-"""The web app: the API's routes (``routes``) and the bundled front end, served by FastAPI.
+"""The web app: the API's routes (``routes``) and the bundled front end, as a plain ASGI app
+that uvicorn runs (``http_server``).
+
+No web framework: every request under ``/api/`` is answered by ``routes.dispatch`` (the one
+route table, which the TensorBoard plugin answers from too, and which checks every parameter
+itself), and the rest are the bundle's files. A framework would add nothing here but its
+import, which a fresh server's first trace window waited for (FastAPI with pydantic about
+0.2 s; Starlette with AnyIO about 0.05 s).
 
 Every page and asset comes from this origin; the Content-Security-Policy header makes the
 browser refuse anything else, so the UI works behind a firewall. Requests naming a host the
 server was not started for are refused before anything else (``host_check``). The OpenAPI
-schema is at ``/api/openapi.json`` (the interactive docs pages are off: they load scripts
-from a CDN).
+schema is at ``/api/openapi.json`` (no interactive docs pages: they load scripts from a CDN).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
-from fastapi import FastAPI, Query, Request
-from fastapi import Path as PathParam
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
-
-from stepscope.version import __version__
-from stepscope.web.api import Api, Reply
+from stepscope.web.api import Api, Reply, json_reply
 from stepscope.web.assets import SECURITY_HEADERS, static_reply
 from stepscope.web.host_check import HostCheck
-from stepscope.web.routes import ROUTES, ApiRequest, Param, Route, answer, unknown_route
+from stepscope.web.routes import ApiRequest, dispatch
+
+log = logging.getLogger("stepscope.web")
 
 # The API's bodies are small JSON requests (a capture's service addresses and options).
 MAX_BODY_BYTES = 64 * 1024
+# Requests answered at once; more wait for a thread. (An answer may wait on a run being read
+# or an index being built, so the event loop's default of a few threads is too few.)
+MAX_THREADS = 40
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_SECURITY = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
 
 def create_app(logdir: str | Path, *, use_cache: bool = True,
                hosts: HostCheck | None = None, engine: str = "auto",
-               allow_link_local_capture: bool = False, api: Api | None = None) -> FastAPI:
+               allow_link_local_capture: bool = False, api: Api | None = None) -> App:
     """The web app serving the runs of ``logdir`` to requests for ``hosts`` (default: this
     machine's loopback names only); run models are built on ``engine``. Captures asked for
     over HTTP may reach link-local and metadata targets only with
@@ -41,102 +55,103 @@ def create_app(logdir: str | Path, *, use_cache: bool = True,
     are then its own."""
     api = api or Api(logdir, use_cache=use_cache, engine=engine,
                      allow_link_local_capture=allow_link_local_capture)
-    hosts = hosts or HostCheck()
-    app = FastAPI(title="stepscope", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url="/api/openapi.json",
-                  description="Profiles of ML programs: runs, hosts, tools and their data.")
-    app.state.api = api
-
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next: Any) -> Response:
-        refused = hosts.refusal(request.headers.get("host"))
-        response: Response = (JSONResponse({"error": refused[1]}, status_code=refused[0])
-                              if refused else await call_next(request))
-        response.headers.update(SECURITY_HEADERS)
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, err: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ())[1:])}: "
-                             f"{e.get('msg', 'invalid')}" for e in err.errors())
-        return JSONResponse({"error": f"Bad request ({problems})."}, status_code=400)
-
-    for route in ROUTES:
-        is_json = route.media_type == "application/json"
-        app.add_api_route(f"/api/{route.path}", _endpoint(api, route), methods=[route.method],
-                          name=route.name, summary=route.summary, status_code=route.status,
-                          response_class=JSONResponse if is_json else Response,
-                          response_model=dict[str, Any] if is_json else None)
-
-    @app.get("/api/{rest:path}", include_in_schema=False)
-    def unknown(rest: str) -> Response:
-        return _response(unknown_route(rest))
-
-    @app.get("/", include_in_schema=False)
-    def index() -> Response:
-        code, kind, body = static_reply("index.html")
-        return Response(body, status_code=code, media_type=kind)
-
-    @app.get("/static/{name:path}", include_in_schema=False)
-    def static(name: str) -> Response:
-        code, kind, body = static_reply(name)
-        return Response(body, status_code=code, media_type=kind,
-                        headers={"Cache-Control": "no-cache"})
-
-    return app
+    return App(api, hosts or HostCheck())
 
 
-def _endpoint(api: Api, route: Route) -> Callable[..., Awaitable[Response]]:
-    """A FastAPI endpoint for ``route``: its parameters declared (FastAPI checks them and lists
-    them in the schema), its answer from the route table."""
+class App:
+    """The ASGI app: ``/api/…`` from the route table, ``/`` and ``/static/…`` from the
+    bundle, every answer with the security headers."""
 
-    async def endpoint(request: Request, **_: Any) -> Response:
-        body = await _bounded_body(request) if route.method == "POST" else b""
-        if body is None:
-            return JSONResponse({"error": f"The request body is over {MAX_BODY_BYTES:,} "
-                                          "bytes."}, status_code=413)
-        call = ApiRequest(query=dict(request.query_params), path_params=request.path_params,
-                          body=body,
-                          content_type=request.headers.get("content-type", ""),
-                          origin=request.headers.get("origin"),
-                          host=request.headers.get("host"))
-        return _response(await run_in_threadpool(answer, api, route, call))
+    def __init__(self, api: Api, hosts: HostCheck) -> None:
+        self.api = api
+        self.hosts = hosts
+        self._threads = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="stepscope-request")
 
-    endpoint.__name__ = route.name
-    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                           annotation=Request),
-         *(_parameter(p) for p in route.params)])
-    return endpoint
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # a WebSocket: none is served
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        headers = _headers(scope)
+        refused = self.hosts.refusal(headers.get("host"))
+        try:
+            reply = (json_reply(refused[0], {"error": refused[1]}) if refused is not None
+                     else await self._answer(scope, receive, headers))
+        except Exception:  # a bug: logged with its traceback, answered in one line
+            log.exception("stepscope serve: %s %s failed", scope["method"], scope["path"])
+            reply = json_reply(500, {"error": "The server failed to answer; its log says "
+                                              "why."})
+        await _send(send, reply, head=scope["method"] == "HEAD")
+
+    async def _answer(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> Reply:
+        path: str = scope["path"]  # percent-decoded by the server
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        if path.startswith("/api/"):
+            body = await _bounded_body(receive) if method == "POST" else b""
+            if body is None:
+                return json_reply(413, {"error": f"The request body is over "
+                                                 f"{MAX_BODY_BYTES:,} bytes."})
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                                   keep_blank_values=True))
+            call = ApiRequest(query=query, body=body,
+                              content_type=headers.get("content-type", ""),
+                              origin=headers.get("origin"), host=headers.get("host"))
+            # The answers read files and compute: off the event loop, in threads.
+            return await asyncio.get_running_loop().run_in_executor(
+                self._threads, dispatch, self.api, method, path[len("/api/"):], call)
+        if method != "GET":
+            return json_reply(405, {"error": f"{method} is not allowed here."})
+        if path == "/":
+            return Reply(*static_reply("index.html"))
+        if path.startswith("/static/"):
+            return Reply(*static_reply(path[len("/static/"):]), {"Cache-Control": "no-cache"})
+        return json_reply(404, {"error": f"Nothing at {path[:200]!r}."})
 
 
-async def _bounded_body(request: Request) -> bytes | None:
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name (the first of a repeated one)."""
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        out.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
+
+
+async def _bounded_body(receive: Receive) -> bytes | None:
     """The request's body, or None once it grows past ``MAX_BODY_BYTES`` (read no further)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             return None
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
-def _parameter(param: Param) -> inspect.Parameter:
-    """A route parameter as FastAPI reads it from an endpoint's signature."""
-    kind = inspect.Parameter.KEYWORD_ONLY
-    if param.in_path:
-        return inspect.Parameter(param.name, kind, annotation=str,
-                                 default=PathParam(description=param.description))
-    if param.boolean:
-        return inspect.Parameter(param.name, kind, annotation=bool,
-                                 default=Query(False, description=param.description))
-    if param.required:
-        return inspect.Parameter(param.name, kind, annotation=str,
-                                 default=Query(description=param.description))
-    return inspect.Parameter(param.name, kind, annotation=str | None,
-                             default=Query(None, description=param.description))
+async def _send(send: Send, reply: Reply, head: bool) -> None:
+    """``reply`` with the security headers (no body for a HEAD request)."""
+    headers = [(b"content-type", reply.content_type.encode("latin-1")),
+               (b"content-length", str(len(reply.body)).encode()),
+               *((k.lower().encode("latin-1"), v.encode("latin-1"))
+                 for k, v in reply.headers.items()),
+               *_SECURITY]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else reply.body})
 
 
-def _response(reply: Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, media_type=reply.content_type,
-                    headers=reply.headers)
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """The server's start and stop: nothing to set up or tear down."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

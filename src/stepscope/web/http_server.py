@@ -65,20 +65,26 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
         log.warning("stepscope serve: listening on %s makes every profile in %s readable "
                     "by anyone who can reach this machine.", host, logdir)
     check_port(host, port)
-    from stepscope.web.api import Api
+    from stepscope.model.locations import as_path
+    from stepscope.web.store import RunStore
 
-    api = Api(logdir, use_cache=use_cache, engine=engine,
-              allow_link_local_capture=allow_link_local_capture)
-    # The newest run (the page's first) is read while the web stack is imported: the first
-    # trace window is then answered about as soon as the server listens.
-    api.preload()
+    # The newest run (the page's first) is read while the rest of the web stack (the API,
+    # uvicorn) is imported: the first trace window is then answered about as soon
+    # as the server listens.
+    store = RunStore(use_cache=use_cache, engine=engine)
+    store.preload(as_path(logdir))
     import uvicorn
 
+    from stepscope.web.api import Api
     from stepscope.web.app import create_app
 
+    api = Api(logdir, allow_link_local_capture=allow_link_local_capture, store=store)
     app = create_app(logdir, hosts=hosts, api=api)
     shown = f"[{host}]" if ":" in host else host
     if not quiet:
         print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",
               flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # h11 and no WebSockets named outright: uvicorn would otherwise try to import httptools,
+    # websockets and wsproto at start-up (the UI uses none of them).
+    uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", ws="none",
+                interface="asgi3")

@@ -23,6 +23,10 @@ class LoadedRun(Run):
         # What a background computation offers before it is done (the trace viewer's coarse
         # overview while its index builds); written by that computation's thread only.
         self.partials: dict[tuple[Any, ...], Any] = {}
+        # Set once the trace viewer of the first host can answer exactly (its per-track table
+        # or index is there) or its build has ended: a one-host run's model is built only
+        # after that (``store``), not beside it.
+        self.trace_ready = threading.Event()
 
     @property
     def profile(self) -> RunTables:

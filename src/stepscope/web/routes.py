@@ -1,9 +1,9 @@
 """The HTTP API's one route table: each URL under ``/api/`` with its handler, summary and
-parameters.
+parameters, and the OpenAPI schema made from it (``/api/openapi.json``).
 
-``app`` registers these routes with FastAPI (which checks their parameters and lists them in
-the OpenAPI schema); ``tensorboard_plugin`` answers them through ``dispatch``. Both reply
-through ``answer``, so the two hosts cannot disagree.
+Both hosts answer every request under ``/api/`` through ``dispatch``: ``app`` (the ASGI app
+that ``stepscope serve`` runs) and ``tensorboard_plugin`` (WSGI), so the two cannot disagree.
+Each handler checks its own parameters (a missing or malformed one is a 400).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
+from typing import Any
 
 from stepscope.errors import InvalidParameterError, NotFoundError
+from stepscope.version import __version__
 from stepscope.web.api import Api, ApiError, Reply, check_post, json_reply
 
 
@@ -115,6 +117,10 @@ def _trace(api: Api, request: ApiRequest) -> Reply:
     return json_reply(*api.trace(request.path_params["view"], request.query))
 
 
+def _openapi(api: Api, request: ApiRequest) -> Reply:
+    return json_reply(200, openapi_schema())
+
+
 _RUN = Param("run", "a run name from /api/runs", required=True)
 _HOST = Param("host", "a host of the run; omitted or empty: all hosts")
 _TOOL = Param("tool", "a tool name from /api/tools", required=True)
@@ -154,7 +160,43 @@ ROUTES: tuple[Route, ...] = (
           "end_ns, width, tracks), one event (event: id), a search (search: q), a selection "
           "summed by name (selection: start_ns, end_ns, tracks)",
           (Param("view", "window, event, search or selection", in_path=True), _RUN, _HOST)),
+    Route("GET", "openapi.json", _openapi, "openapi", "This API's OpenAPI schema"),
 )
+
+
+@cache
+def openapi_schema() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of ``ROUTES``: each route's parameters and the status of
+    its success; every refusal is JSON ``{"error": "<one sentence>"}``."""
+    error = {"description": "Refused: a bad (400) or unknown (404) name or parameter",
+             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    paths: dict[str, Any] = {}
+    for route in ROUTES:
+        params = [{"name": p.name, "in": "path" if p.in_path else "query",
+                   "required": p.required or p.in_path, "description": p.description,
+                   "schema": {"type": "boolean" if p.boolean else "string"}}
+                  for p in route.params]
+        operation: dict[str, Any] = {
+            "operationId": route.name, "summary": route.summary,
+            "responses": {str(route.status): {"description": "Success", "content": {
+                route.media_type: {"schema": {"type": "object"} if
+                                   route.media_type == "application/json" else
+                                   {"type": "string"}}}},
+                          "4XX": error}}
+        if params:
+            operation["parameters"] = params
+        if route.method == "POST":
+            operation["requestBody"] = {"required": True, "content": {
+                "application/json": {"schema": {"type": "object"}}}}
+        paths.setdefault(f"/api/{route.path}", {})[route.method.lower()] = operation
+    return {"openapi": "3.1.0",
+            "info": {"title": "stepscope", "version": __version__,
+                     "description": "Profiles of ML programs: runs, hosts, tools and their "
+                                    "data."},
+            "paths": paths,
+            "components": {"schemas": {"Error": {
+                "type": "object", "required": ["error"],
+                "properties": {"error": {"type": "string"}}}}}}
 
 
 def answer(api: Api, route: Route, request: ApiRequest) -> Reply:
@@ -175,7 +217,8 @@ def unknown_route(path: str) -> Reply:
 
 
 def dispatch(api: Api, method: str, path: str, request: ApiRequest) -> Reply:
-    """Answer ``<method> /api/<path>`` by the table (for hosts without FastAPI)."""
+    """Answer ``<method> /api/<path>`` by the table (a path no route has: 404 for a GET, else
+    405)."""
     for route in ROUTES:
         params = route.match(path) if route.method == method else None
         if params is not None:

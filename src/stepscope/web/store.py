@@ -11,12 +11,12 @@ viewer's coarse overview and index start from it at once (``RunState.early``: th
 viewer answers from it before the run model is built); the run model is then built from the
 same table in memory, not read again (or read from the cache). It is built once something
 needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
-first exact window), or after ``MODEL_WAIT_S`` once that window is no longer being made
-(``trace.first_window_pending``): until then the first trace window has the CPU (2 cores,
-one GIL) to itself.
+first exact window), or once that window has gone out (``trace.first_window_pending``; at
+most ``MODEL_WAIT_S`` after the trace viewer can answer exactly): until then the first trace
+window has the CPU (2 cores, one GIL) to itself.
 
-``stepscope serve`` starts loading the newest run (the page's first) before it imports its
-web stack (``Api.preload``), so the two overlap.
+``stepscope serve`` starts loading the newest run (the page's first) before it imports the
+rest of its web stack (``RunStore.preload``), so the two overlap.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
-from stepscope.model.logdir import resolve
+from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.web.loaded_run import LoadedRun
@@ -43,8 +43,8 @@ if TYPE_CHECKING:  # the run model's modules are imported when one is built, not
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
-# How long a one-host run's model waits for the trace viewer's first window; longer while
-# that window is still being made (``trace.first_window_pending``: a large trace's).
+# The longest a one-host run's model waits for the trace viewer's first window, once the
+# trace viewer can answer exactly.
 MODEL_WAIT_S = 2.0
 
 
@@ -121,6 +121,16 @@ class RunStore:
                          name=f"stepscope-load-{path.name}").start()
         return state
 
+    def preload(self, logdir: Path) -> None:
+        """Start loading the newest run of ``logdir``, the one the page opens first (a server
+        calls this before it imports the rest of its web stack, so that the two overlap)."""
+        try:
+            runs = list_runs(logdir)
+        except (OSError, StepscopeError):
+            return  # the page's own requests say what is wrong
+        if runs:
+            self.get(next(reversed(runs.values())))
+
     def wait(self, path: Path, timeout: float | None = None) -> RunState:
         """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""
         state = self.get(path)
@@ -146,6 +156,11 @@ class RunStore:
         # trace viewer's first answer.
         tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
                                                             saved=state.saves.append))
+        # The table is read from now, in a thread of its own: the decoder releases the GIL,
+        # so the file is read while this thread imports the trace viewer's modules (and the
+        # server its web stack); the index thread below takes the table once it is read.
+        threading.Thread(target=_read_ahead, args=(tables, next(iter(sources))), daemon=True,
+                         name=f"stepscope-read-{path.name}").start()
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache)
@@ -164,14 +179,7 @@ class RunStore:
             name, file = next(iter(early.sources.items()))
             progress(0, state_total(file), name)
             if state is not None:
-                from stepscope.web.trace import first_window_pending
-
-                state.wanted.wait(MODEL_WAIT_S)
-                # A large trace's first exact window still being made: the model waits for
-                # it (or for anything else to need the model), not beside it on 2 cores.
-                while (not state.wanted.is_set() and state.early is not None
-                       and first_window_pending(state.early, None)):
-                    state.wanted.wait(0.05)
+                _wait_for_first_window(state)
             model = cached_model([file]) if self._use_cache else None
             if model is None:
                 # Waits for the table the index thread reads.
@@ -224,6 +232,31 @@ def build_run_model(profile: RunTables) -> RunModel:
     from stepscope.analysis.run_model import build_run_model as build
 
     return build(profile)
+
+
+def _wait_for_first_window(state: RunState) -> None:
+    """Until something needs the run model, or the trace viewer's first exact window has gone
+    out or had ``MODEL_WAIT_S`` to go out once the trace viewer can answer exactly (counted
+    from then: on a busy machine its table alone may take longer, and the model's build would
+    slow it)."""
+    from stepscope.web.trace import first_window_pending
+
+    early = state.early
+    while early is not None and not early.trace_ready.is_set() and not state.wanted.is_set():
+        early.trace_ready.wait(0.02)
+    until = time.monotonic() + MODEL_WAIT_S
+    while (early is not None and not state.wanted.is_set() and time.monotonic() < until
+           and first_window_pending(early, None)):
+        state.wanted.wait(0.02)
+
+
+def _read_ahead(tables: LazyTables, name: str) -> None:
+    """Read one host's table ahead of its first use; a failure is left for that use to meet
+    and report (it reads the file again)."""
+    try:
+        tables[name]
+    except Exception:  # reported by the reader that needs the table
+        log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)
 
 
 def state_total(file: Path) -> int:

@@ -96,6 +96,7 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             # The table answers every view exactly from now: the overview is let go.
             run.partials[table_key] = (events, time.monotonic())
             run.partials.pop(key, None)
+            run.trace_ready.set()
             del overview
             # The first exact window goes out before the full index takes the CPU (and the
             # GIL, in NumPy's longer steps); the page asks for it as soon as it is there.
@@ -110,6 +111,7 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
         finally:
             run.partials.pop(key, None)  # the index answers from now
             run.partials.pop(table_key, None)
+            run.trace_ready.set()
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
