@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from tf_profile import BENCH_DIR, ROOT, capture, trainer
 
 SIZES = ("tiny", "10mb", "200mb", "1gb")

@@ -27,6 +27,8 @@ import statistics
 import subprocess
 import sys
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 # One framework's three modes; argv: framework, steps per mode, rounds. Prints JSON

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's "profiling is late" chatter
 
 # One process of the workload; argv: kind ("stepscope" | "tf"), port. Each step is a little

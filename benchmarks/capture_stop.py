@@ -32,6 +32,8 @@ import subprocess
 import sys
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 GOAL_STOP_RATIO = 0.25  # issue 32, trace workload at 1M events
 GOAL_TRACE_BYTES_PER_EVENT = 24  # issue 32
 GOAL_PYTHON_STOP_S_PER_M = 1.0  # issue 19

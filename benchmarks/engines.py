@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / ".bench-profiles" / "engines"
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 import stepscope
 from stepscope.capture import flight
 

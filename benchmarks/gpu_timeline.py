@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from stepscope.analysis.tools.gpu_ops import gpu_ops
 from stepscope.analysis.tools.gpu_timeline import gpu_timeline
 from stepscope.formats.run_reader import load

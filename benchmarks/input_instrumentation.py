@@ -33,6 +33,8 @@ from pathlib import Path
 from time import perf_counter, perf_counter_ns
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import stepscope  # noqa: E402

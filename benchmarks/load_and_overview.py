@@ -75,6 +75,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 # Profile sizes (MB) made by default, and by --quick.
 DEFAULT_SIZES_MB = (1.0, 10.0, 100.0)
 QUICK_SIZES_MB = (1.0, 10.0)

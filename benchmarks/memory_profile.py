@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from stepscope.analysis.run_model.memory_events import memory_events
 from stepscope.analysis.run_model.memory_profile import host_memory, timeline
 from stepscope.formats import xplane_builder as xb

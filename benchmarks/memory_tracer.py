@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 import stepscope
 
 

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gpu"
 TPU = FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb"
 MI300 = FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb"

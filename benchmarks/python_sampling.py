@@ -45,6 +45,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from stepscope.analysis.run_model.python_views import split_frame
 
 SRC = Path(__file__).resolve().parents[1] / "src"

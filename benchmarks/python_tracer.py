@@ -37,6 +37,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 GOAL_RATIO = 0.5
 CONFIGS = ("none", "stepscope-1", "stepscope-2", "viztracer", "viztracer-noc", "cprofile")

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gpu"
 DLRM = FIXTURES / "param/et_replay/tests/inputs/dlrm_kineto"
 TF_V100 = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"

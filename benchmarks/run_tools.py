@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from harness import Bench
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gpu"

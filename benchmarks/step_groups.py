@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from workloads import TF_CUSTOM_LOOP  # noqa: E402 (after the path)

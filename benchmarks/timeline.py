@@ -33,6 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
 from stepscope.analysis.trace.trace_index import _by_row, _layout, by_track_and_start
 
 I64 = NDArray[np.int64]

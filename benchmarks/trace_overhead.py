@@ -39,6 +39,8 @@ from time import perf_counter_ns
 from types import FunctionType
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 import stepscope  # noqa: E402

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+import checkout  # noqa: F401  (this checkout's sources first, for every process started)
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / ".bench-profiles"
 REAL_DIR = PROFILES / "trace_viewer_python"
