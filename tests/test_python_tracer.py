@@ -820,3 +820,17 @@ def test_without_source_a_310_name_is_the_bare_function_name() -> None:
     expected = "K.f" if sys.version_info >= (3, 11) else "f"
     assert PythonTracer.event_name(code, {}) == f"$<made>:2 {expected}"
     assert python_tracer._qualname_310(code) == "f"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 11), reason="3.11+ code objects have co_qualname")
+def test_310_qualified_names_past_256_constants(tmp_path: Any) -> None:
+    """A function defined after its enclosing function's 256th constant: its code object and
+    qualified name are loaded through EXTENDED_ARG, which the 3.10 name finder must read as
+    part of the same instruction."""
+    path = tmp_path / "many_constants.py"
+    path.write_text("def outer():\n" + "".join(f"    c{i} = {i}.5\n" for i in range(300))
+                    + "    def inner():\n        pass\n    return inner\n")
+    scope: dict[str, Any] = {}
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    inner = scope["outer"]()
+    assert python_tracer._qualname_310(inner.__code__) == "outer.<locals>.inner"

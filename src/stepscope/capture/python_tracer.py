@@ -315,6 +315,7 @@ def _qualnames_in(filename: str) -> dict[tuple[int, str], set[str]]:
     import dis
     import linecache
 
+    load_const, extended_arg = dis.opmap["LOAD_CONST"], dis.opmap["EXTENDED_ARG"]
     names: dict[tuple[int, str], set[str]] = {}
     source = "".join(linecache.getlines(filename))
     try:
@@ -323,14 +324,21 @@ def _qualnames_in(filename: str) -> dict[tuple[int, str], set[str]]:
         todo = []
     while todo:
         code = todo.pop()
+        consts, raw = code.co_consts, code.co_code
+        # 3.10's instructions: two bytes each, opcode and argument (EXTENDED_ARG widening it);
+        # read directly, as dis.get_instructions is ten times slower.
         loaded: Any = None
-        for ins in dis.get_instructions(code):
-            if ins.opname == "LOAD_CONST" and isinstance(loaded, CodeType) \
-                    and isinstance(ins.argval, str):
-                key = (loaded.co_firstlineno, loaded.co_name)
-                names.setdefault(key, set()).add(ins.argval)
-            loaded = ins.argval if ins.opname == "LOAD_CONST" else None
-        todo.extend(c for c in code.co_consts if isinstance(c, CodeType))
+        arg = 0
+        for i in range(0, len(raw) - 1, 2):
+            op = raw[i]
+            arg = arg << 8 | raw[i + 1]
+            if op == extended_arg:
+                continue
+            value = consts[arg] if op == load_const else None
+            if isinstance(loaded, CodeType) and isinstance(value, str):
+                names.setdefault((loaded.co_firstlineno, loaded.co_name), set()).add(value)
+            loaded, arg = value, 0
+        todo.extend(c for c in consts if isinstance(c, CodeType))
     return names
 
 
