@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest test-under-load
+.PHONY: setup demo test lint typecheck unit docs bench clean browser screenshots test-newest test-python test-under-load
 
 setup: .make-setup .make-frontend
 
@@ -114,6 +114,23 @@ test-newest:
 	# process where TensorFlow is loaded (both carry LLVM).
 	for t in $(NEWEST_TESTS); do STEPSCOPE_REQUIRE_FRAMEWORKS=1 $(NEWEST)/bin/pytest -q $$t \
 	  || exit 1; done
+
+# The capture tests (the Python tracer's hooks differ by version: PEP 523 on 3.10-3.11,
+# sys.monitoring on 3.12+) under another interpreter, e.g.
+# `make test-python PY=~/.pyenv/versions/3.10.13/bin/python`. Not part of `make test`. Its venv
+# and a copy of the tracked files (built there, so this checkout's .so files stay as they are)
+# go under $(PY_DIR); no frameworks are installed.
+PY ?= python3
+PY_DIR ?= /tmp/stepscope-$(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PY_TESTS := tests/test_python_tracer.py tests/test_capture_records.py tests/test_capture.py
+test-python:
+	test -x $(PY_DIR)/venv/bin/python || $(PY) -m venv $(PY_DIR)/venv
+	$(PY_DIR)/venv/bin/python -m pip install -q 'setuptools>=77' 'numpy>=1.24' \
+	  'protobuf>=4.21' 'psutil>=5.9' 'grpcio>=1.59' 'pytest>=8'
+	rm -rf $(PY_DIR)/src && mkdir -p $(PY_DIR)/src
+	git ls-files -z | xargs -0 cp --parents -t $(PY_DIR)/src
+	cd $(PY_DIR)/src && ../venv/bin/python setup.py -q build_ext --inplace \
+	  && PYTHONPATH=src ../venv/bin/python -m pytest -q -p no:cacheprovider $(PY_TESTS)
 
 clean:
 	rm -rf $(VENV) .venv-hta .make-hta $(DEMO_VENV) $(NEWEST) .make-setup .make-demo .make-frontend build dist site \

@@ -348,6 +348,12 @@ def test_csv_cells_a_spreadsheet_would_run_are_quoted() -> None:
     assert csv_text(["a"], [["=x"], [-1]]) == "a\n'=x\n-1\n"
 
 
+def test_csv_cells_with_nul_are_written_on_every_python() -> None:
+    """Python 3.10's csv writer refuses a NUL (3.11+ quotes it): one replacement everywhere."""
+    assert safe_cell("a\0b") == "a\ufffdb" and safe_cell("=\0") == "'=\ufffd"
+    assert csv_text(["name"], [["f\0"], ["g"]]) == "name\nf\ufffd\ng\n"
+
+
 @pytest.fixture(scope="module")
 def hostile_names(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logdir = tmp_path_factory.mktemp("hostile") / "logs"

@@ -3,7 +3,9 @@
 A cell that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read as a
 formula by spreadsheet programs, so an op named ``=HYPERLINK(...)`` in a profile could run in
 the reader's spreadsheet. Such text gets a leading apostrophe, as OWASP's guidance on CSV
-injection advises; numbers (``-1.5``) are left as they are.
+injection advises; numbers (``-1.5``) are left as they are. A NUL character, which Python
+3.10's csv writer refuses to write (3.11+ quotes it), becomes U+FFFD on every version, so that a
+name with one gives the same CSV everywhere rather than an error on 3.10.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def safe_cell(value: object) -> object:
-    """``value``, or, for text a spreadsheet would take for a formula, that text quoted."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and \
-            not _NUMBER.fullmatch(value):
+    """``value``, or, for text a spreadsheet would take for a formula, that text quoted; NUL
+    characters in text as U+FFFD."""
+    if not isinstance(value, str):
+        return value
+    if "\0" in value:
+        value = value.replace("\0", "\ufffd")
+    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
 

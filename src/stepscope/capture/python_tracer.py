@@ -285,10 +285,61 @@ class PythonTracer:
             return what
         name = cache.get(what)
         if name is None:
-            qualname = getattr(what, "co_qualname", what.co_name)
+            qualname = getattr(what, "co_qualname", None) or _qualname_310(what)
             name = f"${os.path.basename(what.co_filename)}:{what.co_firstlineno} {qualname}"
             cache[what] = name
         return name
+
+
+# Python 3.10's code objects have no co_qualname. There the compiler put each function's
+# qualified name in the enclosing code's constants, loaded just before MAKE_FUNCTION; recompiling
+# the file gives them back. Per file: (co_firstlineno, co_name) -> the qualified names there.
+_qualnames_310: dict[str, dict[tuple[int, str], set[str]]] = {}
+
+
+def _qualname_310(code: CodeType) -> str:
+    """``code``'s qualified name on Python 3.10 (``f.<locals>.g``), found by recompiling its
+    source file; its bare ``co_name`` where the source is gone, changed, or leaves it open
+    (two functions of the same name on one line, under different qualified names)."""
+    if code.co_name == "<module>":
+        return code.co_name
+    names = _qualnames_310.get(code.co_filename)
+    if names is None:
+        names = _qualnames_310[code.co_filename] = _qualnames_in(code.co_filename)
+    found = names.get((code.co_firstlineno, code.co_name), ())
+    return next(iter(found)) if len(found) == 1 else code.co_name
+
+
+def _qualnames_in(filename: str) -> dict[tuple[int, str], set[str]]:
+    """Every function's and class body's qualified name in the Python file ``filename``."""
+    import dis
+    import linecache
+
+    load_const, extended_arg = dis.opmap["LOAD_CONST"], dis.opmap["EXTENDED_ARG"]
+    names: dict[tuple[int, str], set[str]] = {}
+    source = "".join(linecache.getlines(filename))
+    try:
+        todo = [compile(source, filename, "exec", dont_inherit=True)] if source else []
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        todo = []
+    while todo:
+        code = todo.pop()
+        consts, raw = code.co_consts, code.co_code
+        # 3.10's instructions: two bytes each, opcode and argument (EXTENDED_ARG widening it);
+        # read directly, as dis.get_instructions is ten times slower.
+        loaded: Any = None
+        arg = 0
+        for i in range(0, len(raw) - 1, 2):
+            op = raw[i]
+            arg = arg << 8 | raw[i + 1]
+            if op == extended_arg:
+                continue
+            value = consts[arg] if op == load_const else None
+            if isinstance(loaded, CodeType) and isinstance(value, str):
+                names.setdefault((loaded.co_firstlineno, loaded.co_name), set()).add(value)
+            loaded, arg = value, 0
+        todo.extend(c for c in consts if isinstance(c, CodeType))
+    return names
 
 
 def _nothing_to_flush() -> None:
