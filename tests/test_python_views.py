@@ -274,8 +274,9 @@ def test_tracer_finds_the_known_costs(known: Any) -> None:
     at = {name: i for i, name in enumerate(f["function"])}
     for name in FUNCTIONS:
         # Inclusive time: what the program timed around its calls (recursion counted once:
-        # recurse's outer calls, not the sum over its five levels).
-        assert f["total_ns"][at[name]] == pytest.approx(clock[name], rel=0.03, abs=2e6), name
+        # recurse's outer calls, not the sum over its five levels). 5 %: on a loaded machine
+        # the hooks' own time around recurse's nested calls moved it 3.5 % (seen on 3.13).
+        assert f["total_ns"][at[name]] == pytest.approx(clock[name], rel=0.05, abs=2e6), name
         # Self time: nearly all of it (the work is the function's own loop; its callees are
         # range() and, for recurse, itself, whose self time counts too).
         assert f["self_ns"][at[name]] == pytest.approx(clock[name], rel=0.06, abs=2e6), name
