@@ -244,6 +244,9 @@ def _wait_for_first_window(state: RunState) -> None:
     early = state.early
     while early is not None and not early.trace_ready.is_set() and not state.wanted.is_set():
         early.trace_ready.wait(0.02)
+    if MODEL_WAIT_S is None:  # no time limit (tests): only a need starts the model
+        state.wanted.wait()
+        return
     until = time.monotonic() + MODEL_WAIT_S
     while (early is not None and not state.wanted.is_set() and time.monotonic() < until
            and first_window_pending(early, None)):
