@@ -56,7 +56,6 @@ ever visible; a failed write warns once per directory and is otherwise ignored. 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import mmap
@@ -86,8 +85,7 @@ from stepscope.model.cache_format import read_fully as read_fully
 from stepscope.model.cache_format import source_key as source_key
 from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 
-_MAGIC, _PREFIX, _ALIGN, _MAX_HEADER = _format.MAGIC, _format.PREFIX, _format.ALIGN, \
-    _format.MAX_HEADER
+_MAGIC, _PREFIX, _ALIGN = _format.MAGIC, _format.PREFIX, _format.ALIGN
 _aligned, _check_name, _remove = _format.aligned, _format.check_name, _format.remove
 
 TABLE_NAME = "table"
@@ -444,47 +442,14 @@ def _save(paths: Sequence[Path], name: str, meta: dict[str, Any], arrays: Arrays
 
 def _load(paths: Sequence[Path], name: str) -> tuple[dict[str, Any], Arrays, Path] | None:
     """The meta and arrays of entry ``name`` of ``paths``, checked in full; None on a miss."""
-    if not enabled():
-        return None
-    try:
-        key = source_key(paths)
-    except OSError:
-        return None
-    path = cache_dir() / f"{key}.{name}.cache"
-    try:
-        meta, arrays = _read_entry(path, key, name)
-    except FileNotFoundError:
-        return None
-    except Exception:  # any damage at all is a miss, never an error for the caller
-        _remove(path)
-        return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # recently used: the last to go when the cache is trimmed
-    return meta, arrays, path
+    return _format.find_entry(paths, name,
+                              lambda path, key: (*_read_entry(path, key, name), path))
 
 
 def _read_entry(path: Path, key: str, name: str) -> tuple[dict[str, Any], Arrays]:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags)
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        size = st.st_size
-        prefix = f.read(_PREFIX.size)
-        magic, header_length, data_length, _, header_crc = _PREFIX.unpack(prefix)
-        if magic != _MAGIC or header_length > _MAX_HEADER:
-            raise ValueError("not a stepscope cache entry")
-        data_start = _aligned(_PREFIX.size + header_length)
-        if size != data_start + data_length:
-            raise ValueError("truncated or padded")
-        blob = _read_exactly(f, header_length)
-        if zlib.crc32(blob) != header_crc:
-            raise ValueError("header checksum")
-        header = json.loads(blob)
-        if (header["format"], header["stepscope"], header["key"], header["name"]) != (
-                FORMAT_VERSION, version.__version__, key, name):
-            raise ValueError("stale")
+    with _format.open_entry(path) as f:
+        fd = f.fileno()
+        header, data_start, data_length = _format.read_header(f, key, name)
         columns = _spans(header, data_length)
         if data_length and data_length >= MAP_FROM:
             data = _checked_copy(fd, data_start, data_length, columns, path.parent)
@@ -589,13 +554,6 @@ def _nameless_file(directory: Path) -> int:
     fd, name = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX)
     os.unlink(name)
     return fd
-
-
-def _read_exactly(f: Any, n: int) -> bytes:
-    data = f.read(n)
-    if len(data) != n:
-        raise ValueError("truncated")
-    return bytes(data)
 
 
 def _little_endian(array: NDArray[Any]) -> NDArray[Any]:

@@ -18,9 +18,9 @@ import re
 import stat
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 from stepscope import version
 from stepscope.model import locations
@@ -39,6 +39,7 @@ MAX_HEADER = 1 << 31
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 # A JSON result entry holds one array of bytes, by this name.
 JSON_ARRAY = "json"
+_T = TypeVar("_T")
 
 
 def cache_dir() -> Path:
@@ -100,6 +101,14 @@ def load_json(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
     None on a miss: no entry, the sources changed, another stepscope or format, or damage
     (then the entry is deleted)."""
     check_name(name)
+    return find_entry(paths, name, lambda path, key: _read_json_entry(path, key, name))
+
+
+def find_entry(paths: Sequence[Path], name: str,
+               read: Callable[[Path, str], _T]) -> _T | None:
+    """What ``read(path, key)`` makes of entry ``name`` of ``paths``, or None on a miss: the
+    cache off, no entry, or any exception from ``read`` (damage, another stepscope or
+    format, changed sources: then the entry is deleted). The one lookup of every entry."""
     if not enabled():
         return None
     try:
@@ -108,7 +117,7 @@ def load_json(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
         return None
     path = cache_dir() / f"{key}.{name}.cache"
     try:
-        result = _read_json_entry(path, key, name)
+        result = read(path, key)
     except FileNotFoundError:
         return None
     except Exception:  # any damage at all is a miss, never an error for the caller
@@ -119,27 +128,41 @@ def load_json(paths: Sequence[Path], name: str) -> dict[str, Any] | None:
     return result
 
 
+def open_entry(path: Path) -> BinaryIO:
+    """The entry file at ``path``, opened unbuffered for reading (never through a link, never
+    waiting on a FIFO); ValueError if it is not a regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    f = os.fdopen(os.open(path, flags), "rb", buffering=0)
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise ValueError("not a regular file")
+    return f
+
+
+def read_header(f: BinaryIO, key: str, name: str) -> tuple[dict[str, Any], int, int]:
+    """The checked header of the entry open as ``f`` (``open_entry``), written for ``key`` and
+    ``name`` by this stepscope in this format, with where its data section starts and its
+    length; ValueError if not (then the file is damage, or stale)."""
+    magic, header_length, data_length, _, header_crc = PREFIX.unpack(f.read(PREFIX.size))
+    if magic != MAGIC or header_length > MAX_HEADER:
+        raise ValueError("not a stepscope cache entry")
+    data_start = aligned(PREFIX.size + header_length)
+    if os.fstat(f.fileno()).st_size != data_start + data_length:
+        raise ValueError("truncated or padded")
+    blob = f.read(header_length)
+    if len(blob) != header_length or zlib.crc32(blob) != header_crc:
+        raise ValueError("header checksum")
+    header = json.loads(blob)
+    if (header["format"], header["stepscope"], header["key"], header["name"]) != (
+            FORMAT_VERSION, version.__version__, key, name):
+        raise ValueError("stale")
+    return header, data_start, data_length
+
+
 def _read_json_entry(path: Path, key: str, name: str) -> dict[str, Any]:
     """The JSON object of a result entry, checked in full; ValueError (or OSError) if not."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags)
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        magic, header_length, data_length, _, header_crc = PREFIX.unpack(f.read(PREFIX.size))
-        if magic != MAGIC or header_length > MAX_HEADER:
-            raise ValueError("not a stepscope cache entry")
-        data_start = aligned(PREFIX.size + header_length)
-        if st.st_size != data_start + data_length:
-            raise ValueError("truncated or padded")
-        blob = f.read(header_length)
-        if len(blob) != header_length or zlib.crc32(blob) != header_crc:
-            raise ValueError("header checksum")
-        header = json.loads(blob)
-        if (header["format"], header["stepscope"], header["key"], header["name"]) != (
-                FORMAT_VERSION, version.__version__, key, name):
-            raise ValueError("stale")
+    with open_entry(path) as f:
+        header, data_start, data_length = read_header(f, key, name)
         columns = header["arrays"]
         if not isinstance(header["meta"], dict) or not isinstance(columns, list) or [
                 c.get("name") for c in columns] != [JSON_ARRAY]:
