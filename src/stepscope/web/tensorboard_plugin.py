@@ -2,8 +2,8 @@
 
 TensorBoard finds it through the ``tensorboard_plugins`` entry point. It serves the same
 pages and the same JSON API as ``stepscope serve``, under ``/data/plugin/stepscope/``;
-TensorBoard is WSGI, so requests go through ``routes.dispatch`` (the same route table) rather
-than FastAPI.
+TensorBoard is WSGI: requests go through ``routes.dispatch``, the route table ``stepscope
+serve``'s ASGI app answers from too.
 """
 
 from __future__ import annotations
