@@ -247,7 +247,9 @@ def test_run_directory_report_and_web_api(recorded: Path, tmp_path: Path) -> Non
     code, overview = api.data("legacy", None, "overview_page", {})
     assert code == 200 and overview["steps"]["count"] == 1
     code, ops = api.data("legacy", None, "framework_op_stats", {})
-    assert code == 200 and {"AddN", "Mean", "_MklMatMul"} <= {o["type"] for o in ops["ops"]}
+    types = {o["type"] for o in ops["ops"]}
+    # TensorFlow rewrites MatMul to oneDNN's _MklMatMul on some CPUs only (not on every x86).
+    assert code == 200 and {"AddN", "Mean"} <= types and types & {"MatMul", "_MklMatMul"}
     # The final answer, not the coarse overview's (no flows in its windows).
     code, viewer = final_api(lambda: api.data("legacy", None, "trace_viewer", {}),
                              "the legacy run's trace index")

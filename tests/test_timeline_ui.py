@@ -74,4 +74,6 @@ def test_trace_viewer_draws_ops_lanes_and_flows(watched: Watched, server: Server
             names.append(json.loads(body)["name"])
         ends.add(tuple(names))
     # AddN reads left (another lane or device) and is read by the mean.
-    assert ("left:_MklMatMul", "both:AddN") in ends and ("both:AddN", "total:Mean") in ends
+    # (TensorFlow rewrites MatMul to oneDNN's _MklMatMul on some CPUs only.)
+    assert ends & {("left:_MklMatMul", "both:AddN"), ("left:MatMul", "both:AddN")}
+    assert ("both:AddN", "total:Mean") in ends
