@@ -26,22 +26,29 @@ typedef struct {
     Py_ssize_t n;
 } Column;
 
-/* A contiguous column of int64 (writable when asked). */
+/* A contiguous column of `size`-byte items. */
 static int
-get_column(PyObject *obj, Column *col, int writable, const char *what)
+get_sized(PyObject *obj, Column *col, Py_ssize_t size, int writable, const char *what)
 {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &col->view, flags) < 0) {
         return -1;
     }
-    if (col->view.itemsize != 8) {
-        PyErr_Format(PyExc_TypeError, "%s must hold 8-byte integers", what);
+    if (col->view.itemsize != size) {
+        PyErr_Format(PyExc_TypeError, "%s must hold %zd-byte items", what, size);
         PyBuffer_Release(&col->view);
         col->view.obj = NULL;
         return -1;
     }
-    col->n = col->view.len / 8;
+    col->n = col->view.len / size;
     return 0;
+}
+
+/* A contiguous column of int64 (writable when asked). */
+static int
+get_column(PyObject *obj, Column *col, int writable, const char *what)
+{
+    return get_sized(obj, col, 8, writable, what);
 }
 
 typedef struct {
@@ -567,24 +574,6 @@ done:
 
 
 /* ---- integer side stats, by stat ----------------------------------------------------------- */
-
-/* A contiguous column of `size`-byte items. */
-static int
-get_sized(PyObject *obj, Column *col, Py_ssize_t size, int writable, const char *what)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &col->view, flags) < 0) {
-        return -1;
-    }
-    if (col->view.itemsize != size) {
-        PyErr_Format(PyExc_TypeError, "%s must hold %zd-byte items", what, size);
-        PyBuffer_Release(&col->view);
-        col->view.obj = NULL;
-        return -1;
-    }
-    col->n = col->view.len / size;
-    return 0;
-}
 
 /* The slot (-1: none) of stat row i: its name's, where its value is an integer. */
 static inline int
