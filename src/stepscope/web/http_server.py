@@ -176,9 +176,10 @@ async def _connection(app: App, peer: _Peer, server: tuple[str, int]) -> None:
             if peer.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 status = err.error_status_hint
                 body = f'{{"error": "Bad request ({status})."}}'.encode()
-                await peer.write(h11.Response(status_code=status, headers=[
-                    ("content-type", "application/json"),
-                    ("content-length", str(len(body))), ("connection", "close")]),
+                headers = [("content-type", "application/json"),
+                           ("content-length", str(len(body))), ("connection", "close")]
+                await peer.write(
+                    h11.Response(status_code=status, reason=_reason(status), headers=headers),
                     h11.Data(data=body), h11.EndOfMessage())
             return
         if not isinstance(request, h11.Request):
@@ -227,8 +228,11 @@ async def _exchange(app: App, peer: _Peer, request: Any, server: tuple[str, int]
 
     async def send(message: Any) -> None:
         if message["type"] == "http.response.start":
-            await peer.write(h11.Response(status_code=message["status"],
-                                          headers=list(message.get("headers", ()))))
+            status = int(message["status"])
+            # Written with the body's first part (one segment for a small answer).
+            peer.writer.write(peer.conn.send(h11.Response(
+                status_code=status, headers=list(message.get("headers", ())),
+                reason=_reason(status))))
         elif message["type"] == "http.response.body":
             body = message.get("body", b"")
             events: list[Any] = []
@@ -239,3 +243,13 @@ async def _exchange(app: App, peer: _Peer, request: Any, server: tuple[str, int]
             await peer.write(*events)
 
     await app(scope, receive, send)
+
+
+def _reason(status: int) -> bytes:
+    """The status line's reason phrase (browsers show it in their console)."""
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
