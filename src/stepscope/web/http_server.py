@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope.errors import StepscopeError
+from stepscope.web.host_check import ANY_HOST, HostCheck, host_name_of
+
 if TYPE_CHECKING:
     import asyncio
 
     from stepscope.web.app import App
-
-from stepscope.errors import StepscopeError
-from stepscope.web.host_check import ANY_HOST, HostCheck, host_name_of
 
 log = logging.getLogger("stepscope.web")
 
