@@ -352,6 +352,73 @@ def test_serve_binds_loopback_and_refuses_raw_traversal(logdir: Path, tmp_path: 
         proc.wait(timeout=20)
 
 
+def _raw_exchange(port: int, data: bytes) -> bytes:
+    """Send ``data`` as written on a new connection; everything the server sends back until
+    it closes the connection (or 5 s pass)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        out = b""
+        try:
+            while chunk := sock.recv(65536):
+                out += chunk
+        except TimeoutError:
+            pass
+    return out
+
+
+def test_serve_speaks_http_1_1(logdir: Path, tmp_path: Path) -> None:
+    """`stepscope serve`'s own HTTP server: keep-alive, HEAD, the Host check, bodies sent in
+    pieces and over the limit, and malformed requests answered in one line."""
+    port = _free_port()
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
+                             str(logdir), "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_http(port, "/api/runs", proc)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        runs = []
+        for _ in range(3):  # one connection, kept alive
+            conn.request("GET", "/api/runs")
+            reply = conn.getresponse()
+            assert reply.status == 200
+            assert reply.getheader("X-Content-Type-Options") == "nosniff"
+            assert "default-src 'self'" in (reply.getheader("Content-Security-Policy") or "")
+            runs.append(json.loads(reply.read()))
+        assert runs[0] == runs[1] == runs[2] and runs[0]["runs"]
+        conn.request("HEAD", "/")
+        reply = conn.getresponse()
+        assert reply.status == 200 and int(reply.getheader("Content-Length") or 0) > 0
+        assert reply.read() == b""
+        conn.request("GET", "/api/runs", headers={"Host": "rebound.example"})
+        reply = conn.getresponse()
+        assert reply.status == 403 and "error" in json.loads(reply.read())
+        # A body in chunks over the limit: 413 without reading it all.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/api/capture", body=iter([b"x" * 40_000] * 3),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        reply = conn.getresponse()
+        assert reply.status == 413 and "error" in json.loads(reply.read())
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/api/capture", body=iter([b'{"service_addr"', b": 5}"]),
+                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+        reply = conn.getresponse()
+        assert reply.status == 400 and "error" in json.loads(reply.read())
+        for bad in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nX: " + b"a" * 100_000 + b"\r\n\r\n",
+                    b"GET / HTTP/1.1\r\n\r\n"):  # (HTTP/1.1 without a Host header)
+            out = _raw_exchange(port, bad)
+            assert out.startswith(b"HTTP/1.1 4"), out[:80]
+            assert out.count(b"HTTP/1.1") == 1 and b"Traceback" not in out
+        assert proc.poll() is None  # still serving
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/runs")
+        assert conn.getresponse().status == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert b"Traceback" not in err, err.decode(errors="replace")
+
+
 def test_serve_port_in_use_is_one_line(logdir: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -28,7 +29,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# OpenBLAS starts a thread per core when NumPy is imported, and a fresh server's first trace
+# window waited for them (~50 ms of CPU on 2 cores); the server multiplies no matrices. A
+# value the user set is kept.
+_BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    for name, value in _BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
     from stepscope.model.locations import as_path
     from stepscope.web.http_server import serve
 

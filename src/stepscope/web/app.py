@@ -1,5 +1,5 @@
 """The web app: the API's routes (``routes``) and the bundled front end, as a plain ASGI app
-that uvicorn runs (``http_server``).
+that ``http_server`` serves (any ASGI server can: the tests use Starlette's TestClient).
 
 No web framework: every request under ``/api/`` is answered by ``routes.dispatch`` (the one
 route table, which the TensorBoard plugin answers from too, and which checks every parameter
