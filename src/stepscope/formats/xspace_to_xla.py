@@ -97,20 +97,22 @@ def _names_any(path: str | Path, markers: tuple[bytes, ...]) -> bool:
         # Never blocks: a FIFO or device named like a profile is no XLA data.
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb", buffering=0) as f:
-            if not stat_mode.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat_mode.S_ISREG(st.st_mode):
                 return False
-            return _holds_any(f, markers)
+            return _holds_any(f, markers, max(1, min(_PROBE_WINDOW, st.st_size)))
     except (OSError, ValueError, StepscopeError):  # unreadable
         return False
 
 
-def _holds_any(f: io.RawIOBase, markers: tuple[bytes, ...]) -> bool:
+def _holds_any(f: io.RawIOBase, markers: tuple[bytes, ...], window: int) -> bool:
     """Whether the rest of ``f`` holds any of ``markers``, read a window at a time. Not one
     mapping of the whole file: every page it touches counts in the process's resident memory
     until unmapped, and the probe runs while the run's tables are held (it was the peak of a
-    ``report``: the file's size on top of the tables)."""
+    ``report``: the file's size on top of the tables). ``window``: bytes read at a time (a
+    file that grows meanwhile is read on, a window at a time)."""
     keep = max(map(len, markers), default=1) - 1  # a marker may straddle two windows
-    buffer = bytearray(_PROBE_WINDOW + keep)
+    buffer = bytearray(window + keep)
     view = memoryview(buffer)
     held = 0  # bytes at the start of ``buffer`` carried over from the last window
     while True:
