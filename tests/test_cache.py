@@ -634,6 +634,43 @@ def test_the_xla_byte_probe_is_kept_in_the_cache(tmp_path: Path) -> None:
     assert has_xla_data([with_xla])
 
 
+def test_the_xla_byte_probe_reads_a_window_at_a_time(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The probe once mapped the whole file: every page it touched counted in the report's
+    # peak memory (the file's size on top of the tables). It now reads windows; a marker that
+    # straddles two windows is still found, anywhere in the file.
+    from stepscope.formats import xspace_to_xla as x2x
+
+    monkeypatch.setattr(x2x, "_PROBE_WINDOW", 16)
+    marker = x2x.XLA_OPS_LINE.encode()
+    for at in range(0, 40):
+        path = tmp_path / f"p{at}.xplane.pb"
+        path.write_bytes(b"\x00" * at + marker + b"\x00" * 7)
+        assert x2x.may_hold_xla(path), at
+        path.write_bytes(b"\x00" * at + marker[:-1] + b"\x00" + marker[1:])
+        assert not x2x.may_hold_xla(path), at
+    empty = tmp_path / "empty.xplane.pb"
+    empty.write_bytes(b"")
+    assert not x2x.may_hold_xla(empty) and not x2x.may_hold_xla(tmp_path / "missing.pb")
+
+
+def test_code_columns_are_int16_where_every_code_fits(cache_home: Path) -> None:
+    # Lines, event names and stat names: a few hundred codes over millions of rows.
+    from stepscope.model.events import narrow_codes
+
+    table = x2t.load_xspace(BIG_FIXTURE)
+    assert {table.line.dtype, table.name.dtype, table.stats.name.dtype,
+            table.plane.dtype} == {np.dtype(np.int16)}
+    cache.save_table(BIG_FIXTURE, table)
+    loaded = cache.load_table(BIG_FIXTURE)
+    assert loaded is not None and loaded.stats.name.dtype == np.int16
+    assert_same_table(table, loaded)
+    many = np.arange(40_000, dtype=np.int64)
+    assert narrow_codes(many[:32_767], 32_767).dtype == np.int16
+    wide = narrow_codes(many, len(many))
+    assert wide.dtype == np.int32 and np.array_equal(wide, many)
+
+
 def test_an_entry_is_read_in_full_across_short_reads() -> None:
     """One read returns at most about 2 GiB on Linux, and less from a pipe: the reader goes on
     until the buffer is full (an entry of a 1 GB profile's table was a miss every time)."""

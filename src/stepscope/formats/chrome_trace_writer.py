@@ -124,8 +124,8 @@ def _write_flows(out: IO[str], base_pid: int, table: EventTable, src: NDArray[np
     """Flow pairs whose ends may lie on different planes (so different pids)."""
     s_ts = _us(np.asarray(table.start_ns[src], np.int64))
     d_ts = _us(np.asarray(table.start_ns[dst], np.int64))
-    s_pid = (table.plane[src] + base_pid).tolist()
-    d_pid = (table.plane[dst] + base_pid).tolist()
+    s_pid = (table.plane[src].astype(np.int64) + base_pid).tolist()  # int16: cast first
+    d_pid = (table.plane[dst].astype(np.int64) + base_pid).tolist()
     s_line, d_line = table.line[src].tolist(), table.line[dst].tolist()
     ids = src.tolist()
     out.write("".join(

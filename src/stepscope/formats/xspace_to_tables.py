@@ -21,6 +21,7 @@ from stepscope.model.events import (
     Plane,
     StatTable,
     TypedStats,
+    narrow_codes,
 )
 from stepscope.model.locations import as_path, is_remote, read_bytes
 from stepscope.model.schema import NEGATIVE_DURATIONS, XLA_OP_METADATA
@@ -254,7 +255,9 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         stat_event, stat_name = _compact(stat_event, keep), _compact(stat_name, keep)
         stat_value, kind, length = _compact(stat_value, keep), kind[keep], length[keep]
     texts, offsets = _texts(kind, stat_value, length, st.blob)
-    side = StatTable(stat_event, stat_name, kind, stat_value, texts, offsets, dicts.stat_names)
+    side = StatTable(stat_event, narrow_codes(stat_name, len(dicts.stat_names)), kind,
+                     stat_value, texts, offsets, dicts.stat_names)
+    del stat_name
 
     start_ns = cols.event_start_ns()
     duration_ns = xc.ps_to_ns(ev.duration_ps)
@@ -277,7 +280,8 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
         line_plane=line_plane, line_id=cols.lines.id,
         line_name=[text(d or n) for n, d in zip(cols.lines.name, cols.lines.display_name,
                                                 strict=True)],
-        line=ev.line, name=name, start_ns=start_ns,
+        line=narrow_codes(ev.line, len(line_plane)), name=narrow_codes(name, len(dicts.names)),
+        start_ns=start_ns,
         duration_ns=duration_ns, typed=TypedStats(len(ev), typed), names=dicts.names,
         stats=side, hostnames=[text(h) for h in cols.hostnames],
     )
@@ -433,6 +437,16 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     st_name, st_kind, st_value = col("st_name", np.int32), col("st_kind", np.int8), \
         col("st_value", np.int64)
     _name_unknown_stats(dicts, st_name, st_kind, st_value)
+
+    def codes(key: str, column: Any, count: int) -> Any:
+        """``column`` (of ``raw[key]``) narrowed where its codes fit, the decoder's int32
+        buffer let go at once: the two are held together only for one column."""
+        narrow = narrow_codes(column, count)
+        if narrow is not column:
+            del raw[key]
+        return narrow
+
+    st_name = codes("st_name", st_name, len(dicts.stat_names))
     stats = StatTable(col("st_event", np.int32), st_name, st_kind, st_value,
                       memoryview(raw["blob"]).cast("B"),
                       np.r_[np.int64(0), col("st_text_end", np.int64)], dicts.stat_names)
@@ -440,7 +454,8 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         planes=planes, line_plane=line_plane, line_id=col("ln_id", np.int64),
         line_name=[d or n for n, d in zip(raw["line_name"], raw["line_display_name"],
                                           strict=True)],
-        line=col("ev_line", np.int32), name=name_col, start_ns=col("ev_start", np.int64),
+        line=codes("ev_line", col("ev_line", np.int32), len(line_plane)),
+        name=codes("ev_name", name_col, len(dicts.names)), start_ns=col("ev_start", np.int64),
         duration_ns=col("ev_dur", np.int64), typed=TypedStats(n_events, typed),
         names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],
     )

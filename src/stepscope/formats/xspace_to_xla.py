@@ -15,8 +15,8 @@ HLO cannot be decoded is listed in ``bad_modules`` and its ops keep their times.
 
 from __future__ import annotations
 
+import io
 import math
-import mmap
 import os
 import re
 import stat as stat_mode
@@ -66,6 +66,7 @@ _DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
 # Bytes whose presence in a file means it may hold XLA data (a cheap probe before decoding).
 _MARKERS = (HLO_PROTO_STAT.encode(), XLA_OPS_LINE.encode(), HLO_OP_STAT.encode())
+_PROBE_WINDOW = 4 << 20  # bytes the probe reads at a time
 
 
 def load_xla(path: str | Path) -> XlaHostOps:
@@ -95,13 +96,34 @@ def _names_any(path: str | Path, markers: tuple[bytes, ...]) -> bool:
             return any(marker in data for marker in markers)
         # Never blocks: a FIFO or device named like a profile is no XLA data.
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not stat_mode.S_ISREG(os.fstat(fd).st_mode):
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            st = os.fstat(fd)
+            if not stat_mode.S_ISREG(st.st_mode):
                 return False
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                return any(m.find(marker) >= 0 for marker in markers)
-    except (OSError, ValueError, StepscopeError):  # unreadable, or empty (mmap of 0 bytes)
+            return _holds_any(f, markers, max(1, min(_PROBE_WINDOW, st.st_size)))
+    except (OSError, ValueError, StepscopeError):  # unreadable
         return False
+
+
+def _holds_any(f: io.RawIOBase, markers: tuple[bytes, ...], window: int) -> bool:
+    """Whether the rest of ``f`` holds any of ``markers``, read a window at a time. Not one
+    mapping of the whole file: every page it touches counts in the process's resident memory
+    until unmapped, and the probe runs while the run's tables are held (it was the peak of a
+    ``report``: the file's size on top of the tables). ``window``: bytes read at a time (a
+    file that grows meanwhile is read on, a window at a time)."""
+    keep = max(map(len, markers), default=1) - 1  # a marker may straddle two windows
+    buffer = bytearray(window + keep)
+    view = memoryview(buffer)
+    held = 0  # bytes at the start of ``buffer`` carried over from the last window
+    while True:
+        got = f.readinto(view[held:])
+        if not got:
+            return False
+        end = held + got
+        if any(buffer.find(marker, 0, end) >= 0 for marker in markers):
+            return True
+        held = min(keep, end)
+        buffer[:held] = buffer[end - held:end]  # a copy first: never overlapping
 
 
 def _stat_value(plane: Any, stat: Any) -> Any:

@@ -238,12 +238,19 @@ def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
     ]
 
 
+# Dictionary-code columns (lines, event and stat names) are int16 where every code fits
+# (``events.narrow_codes``), else int32.
+_CODES = (np.int16, np.int32)
+
+
 def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
     """The EventTable that a table entry's header and arrays describe; ValueError if none."""
 
-    def take(name: str, dtype: type[np.generic], length: int | None) -> NDArray[Any]:
+    def take(name: str, dtype: type[np.generic] | tuple[type[np.generic], ...],
+             length: int | None) -> NDArray[Any]:
         array = cols[name]
-        if array.dtype != dtype or array.ndim != 1 or (
+        if array.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)) \
+                or array.ndim != 1 or (
                 length is not None and len(array) != length):
             raise ValueError(f"bad column {name}")
         return array
@@ -256,7 +263,7 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
         raise ValueError("bad text offsets")
     stats = StatTable(
         event=take("stats.event", np.int32, n_stats),
-        name=take("stats.name", np.int32, n_stats),
+        name=take("stats.name", _CODES, n_stats),
         kind=take("stats.kind", np.int8, n_stats),
         value=take("stats.value", np.int64, n_stats),
         text=text.data,  # a view: the text blob is not copied
@@ -272,8 +279,8 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
         line_plane=take("line_plane", np.int32, n_lines),
         line_id=take("line_id", np.int64, n_lines),
         line_name=line_name,
-        line=take("line", np.int32, n_events),
-        name=take("name", np.int32, n_events),
+        line=take("line", _CODES, n_events),
+        name=take("name", _CODES, n_events),
         start_ns=take("start_ns", np.int64, n_events),
         duration_ns=take("duration_ns", np.int64, n_events),
         typed=TypedStats(n_events, {str(k): _typed(cols, str(k), n_events)

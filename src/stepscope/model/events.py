@@ -84,6 +84,19 @@ class TypedStats(Mapping[str, "I64"]):
         return sum(r.nbytes + v.nbytes for r, v in self.sparse.values())
 
 
+Codes = NDArray[np.int16] | NDArray[np.int32]  # dictionary codes: int16 where every one fits
+
+
+def narrow_codes(codes: NDArray[np.integer[Any]], count: int) -> Codes:
+    """Dictionary codes below ``count`` as int16 where ``count`` allows (a table's lines,
+    event names and stat names: a few hundred distinct values over millions of rows), else
+    int32. Readers index with them and compare them; arithmetic on them casts first (an
+    int16 sum or product overflows)."""
+    if count <= np.iinfo(np.int16).max:
+        return np.asarray(codes, dtype=np.int16)
+    return np.asarray(codes, dtype=np.int32)
+
+
 def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
     """``np.isin(codes, wanted)`` for a column of small non-negative codes (names, lines,
     planes): one lookup into a table of flags, where np.isin sorts or builds temporaries of
@@ -147,7 +160,7 @@ class StatTable:
     """Event stats other than the typed ones: one row per (event, stat)."""
 
     event: I32  # row in the EventTable
-    name: I32  # index into stat_names
+    name: Codes  # index into stat_names (int16 where every name's fits: narrow_codes)
     kind: NDArray[np.int8]  # stat_kinds.KIND_*
     value: I64  # ints as they are, doubles as their bits, refs as indices into stat_names
     # (the interned string a ref stat stands for), str/bytes as the index i of their text,
@@ -192,8 +205,8 @@ class EventTable:
     line_plane: I32  # per line: index into planes
     line_id: I64
     line_name: list[str]
-    line: I32  # per event: index into the line_* columns
-    name: I32  # per event: index into names
+    line: Codes  # per event: index into the line_* columns (int16 where they fit)
+    name: Codes  # per event: index into names (int16 where they fit)
     start_ns: I64
     duration_ns: I64
     typed: Mapping[str, I64]  # TYPED_STATS → column (MISSING where absent); TypedStats
@@ -206,10 +219,10 @@ class EventTable:
         return len(self.name)
 
     @cached_property
-    def plane(self) -> I32:
+    def plane(self) -> Codes:
         """Per event: index into planes (its line's), made from ``line`` on first use: a load
-        does not hold a column that the lines give."""
-        return np.asarray(self.line_plane[self.line], np.int32)
+        does not hold a column that the lines give. Int16 where the planes allow."""
+        return narrow_codes(self.line_plane[self.line], len(self.planes))
 
     def text_stat(self, stat: str) -> tuple[I64, I32, list[str]]:
         """A string (or ref) stat as columns: (event rows, value codes, distinct values)."""

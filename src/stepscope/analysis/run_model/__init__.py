@@ -323,10 +323,12 @@ def build_host(name: str, table: EventTable,
     rows, step = rows[step >= 0], step[step >= 0]
     if len(rows):
         np.maximum.at(collective_end, step, table.start_ns[rows] + table.duration_ns[rows])
+    # The per-event columns above (category masks, classification: tens of MB over millions
+    # of events) are dropped before the passes below, so that their peaks do not add up: the
+    # masks before the kernel groups (which read only the classification), then that.
+    del masks, pod_masks, host_work, rows, step
     groups = host_groups(table, events)
-    # The per-event columns above (classification, category masks: tens of MB over millions
-    # of events) are dropped before the passes below, so that their peaks do not add up.
-    del events, masks, pod_masks, host_work, rows, step
+    del events
     start = _profile_start(table)
     return HostModel(ov, groups, _host_input(name, table), pod_ns, devices, collective_end,
                      start, _host_memory(name, table, steps, start, keep_memory),

@@ -80,18 +80,15 @@ def _per_event(table: EventTable, pattern: re.Pattern[str]) -> np.ndarray:
 def framework_of(table: EventTable) -> RunFramework:
     """The framework and input library of one host's events (see the module docstring)."""
     counts = dict.fromkeys(FRAMEWORKS, 0)
-    bridged = np.full(len(table), "", dtype=object)
-    rows, codes, values = table.text_stat(schema.BRIDGE)
-    if len(rows):
-        bridged[rows] = np.array(values, dtype=object)[codes]
+    bridged = _bridges(table)
     kineto_rows, _, _ = table.text_stat(schema.KINETO_CATEGORY)
     torch_event = _per_event(table, _TORCH_NAME)
     torch_event[kineto_rows] = True
     counts["torch"] = int(torch_event.sum())
-    counts["jax"] = int(((bridged == "jax") | (_per_event(table, _JAX_NAME)
-                                               & (bridged != "tensorflow"))).sum())
-    counts["tensorflow"] = int(((bridged == "tensorflow") | (_per_event(table, _TF_NAME)
-                                                             & (bridged != "jax"))).sum())
+    counts["jax"] = int(((bridged == _JAX) | (_per_event(table, _JAX_NAME)
+                                              & (bridged != _TF))).sum())
+    counts["tensorflow"] = int(((bridged == _TF) | (_per_event(table, _TF_NAME)
+                                                    & (bridged != _JAX))).sum())
     ours = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                if p.name == schema.TASK_ENV_PLANE)
     framework = max(("torch", "jax", "tensorflow"), key=lambda f: counts[f])
@@ -106,13 +103,26 @@ def framework_of(table: EventTable) -> RunFramework:
 
 def input_library_of(table: EventTable) -> str:
     """The input library of one host's events (see the module docstring)."""
-    bridged = np.full(len(table), "", dtype=object)
-    rows, codes, values = table.text_stat(schema.BRIDGE)
-    if len(rows):
-        bridged[rows] = np.array(values, dtype=object)[codes]
+    bridged = _bridges(table)
     ours = any(schema.ENV_PRODUCER in p.stats for p in table.planes
                if p.name == schema.TASK_ENV_PLANE)
     return _input_library(table, bridged, ours)
+
+
+# Per event, the framework bridge that recorded it (the BRIDGE stat) as a code: one int8 an
+# event, where an object array of the bridge's name was 8 bytes an event (tens of MB).
+_NO_BRIDGE, _JAX, _TF, _OTHER_BRIDGE = 0, 1, 2, 3
+
+
+def _bridges(table: EventTable) -> np.ndarray:
+    """Per event: its bridge's code (``_NO_BRIDGE`` … ``_OTHER_BRIDGE``)."""
+    bridged = np.zeros(len(table), dtype=np.int8)
+    rows, codes, values = table.text_stat(schema.BRIDGE)
+    if len(rows):
+        code_of = np.array([_JAX if v == "jax" else _TF if v == "tensorflow" else _OTHER_BRIDGE
+                            for v in values], dtype=np.int8)
+        bridged[rows] = code_of[codes]
+    return bridged
 
 
 def _input_library(table: EventTable, bridged: np.ndarray, ours: bool) -> str:
@@ -128,7 +138,7 @@ def _input_library(table: EventTable, bridged: np.ndarray, ours: bool) -> str:
     # Iterator events stepscope recorded itself are stepscope.data's (they carry the stage's
     # id), or the user's own Trace named like them (no id: no library to advise on);
     # TensorFlow's own profiles and its bridge's events are tf.data's.
-    if not ours or (bridged[others] == "tensorflow").any():
+    if not ours or (bridged[others] == _TF).any():
         return "tf.data"
     ids, _ = table.int_stat("id")
     return "stepscope.data" if np.isin(others, ids).any() else ""

@@ -116,18 +116,22 @@ def iterator_events(table: EventTable) -> IteratorEvents:
     index = {n: i for i, n in enumerate(nodes)}
     code = np.array([index[n] if n is not None else -1 for n in normalized] + [-1],
                     dtype=np.int64)
-    node = code[table.name] if len(table) else np.zeros(0, np.int64)
+    # A flag per event, then codes for the iterator events alone: not an int64 code per
+    # event (tens of MB over millions of events, the report's peak).
+    wanted = (code >= 0)[table.name] if len(table) else np.zeros(0, bool)
     if len(table.planes):
         off = device_planes(table) | np.array(
             [p.name in (schema.PYTHON_TRACER_PLANE, schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE)
              for p in table.planes], dtype=bool)
-        node = np.where(off[table.plane], -1, node)
-    rows = np.flatnonzero(node >= 0).astype(np.int64)
+        wanted &= ~off[table.line_plane][table.line]
+    rows = np.flatnonzero(wanted).astype(np.int64)
+    del wanted
+    node = code[table.name[rows]]
     start = table.start_ns[rows]
     end = start + table.duration_ns[rows]
     line = table.line[rows].astype(np.int64)
-    pipeline, pipelines = _pipelines_of(table, nodes, rows, node[rows], start)
-    return IteratorEvents(nodes, rows, node[rows], line, start, end,
+    pipeline, pipelines = _pipelines_of(table, nodes, rows, node, start)
+    return IteratorEvents(nodes, rows, node, line, start, end,
                           intervals.self_times(line, start, end), pipeline, pipelines)
 
 

@@ -22,7 +22,7 @@ negative or beyond ``MAX_BYTES`` count as 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -106,7 +106,7 @@ class _Texts:
         self.values: list[str] = [""]
         self.code: dict[str, int] = {"": 0}
 
-    def encode(self, codes: I32, values: list[str]) -> I32:
+    def encode(self, codes: NDArray[np.integer[Any]], values: list[str]) -> I32:
         """Codes into ``values`` (-1: none, "") as codes into these texts."""
         lut = np.array([self.code.setdefault(v, len(self.code)) for v in values] + [0],
                        dtype=np.int32)

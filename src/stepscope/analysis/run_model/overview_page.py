@@ -351,8 +351,8 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
     if linked:
         # TensorFlow/JAX: the step's host events are those grouped into it (and into the
         # step their start falls in), less what XProf does not count as work.
-        seed = np.where(on_step_thread, steps.event_step, -1).astype(np.int32)
-        group = grouped_step(table, seed)
+        seed = np.where(on_step_thread, steps.event_step, np.int32(-1))
+        group = grouped_step(table, seed)  # fills ``seed`` in: one int32 column, not two
         del seed
         host &= (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
         del group

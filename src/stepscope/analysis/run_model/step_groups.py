@@ -114,8 +114,9 @@ def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
 
 def grouped_step(table: EventTable, seed_step: I32) -> I32:
     """Per event: the step it is grouped into (-1: none), starting from ``seed_step`` (the
-    step of the events on the steps' own threads) and following context links and nesting."""
-    out = np.asarray(seed_step, dtype=np.int32).copy()
+    step of the events on the steps' own threads) and following context links and nesting.
+    An int32 ``seed_step`` is filled in and returned (no second column of every event)."""
+    out = np.asarray(seed_step, dtype=np.int32)
     if not has_links(table) or not (out >= 0).any():
         return out
     (ep_rows, ep_type, ep_id), (ec_rows, ec_type, ec_id) = _executor_keys(table)
@@ -134,7 +135,7 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     code = np.empty(len(kinds), dtype=np.int64)
     code[order_pairs] = np.cumsum(fresh) - 1
     p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
-    order = np.lexsort((table.start_ns, table.line)).astype(np.int64)
+    order = np.asarray(np.lexsort((table.start_ns, table.line)), np.int64)  # no copy
     line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
     line_start = line_start.astype(np.int64)
     ends = table.start_ns + table.duration_ns
