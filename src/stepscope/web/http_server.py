@@ -86,5 +86,8 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
               flush=True)
     # h11 and no WebSockets named outright: uvicorn would otherwise try to import httptools,
     # websockets and wsproto at start-up (the UI uses none of them).
-    uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", ws="none",
-                interface="asgi3")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", http="h11", ws="none",
+                    interface="asgi3")
+    finally:
+        store.close()  # a load or index build still running saves nothing half-done
