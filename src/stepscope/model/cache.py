@@ -644,15 +644,30 @@ class Writes:
     otherwise land in whatever cache directory the environment names by then)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._under_way = 0  # writes begun and not ended (they run side by side)
         self.closed = False
         _open_writes.add(self)
 
     def close(self) -> None:
         """Stop this owner's writes; returns once none is under way."""
-        with self._lock:
+        with self._changed:
             self.closed = True
+            self._changed.wait_for(lambda: self._under_way == 0)
         _open_writes.discard(self)
+
+    def write(self, filename: str, write: Callable[[Any], Any]) -> bool:
+        """``_write_file``, unless this owner is closed (then False, nothing written)."""
+        with self._changed:
+            if self.closed:
+                return False
+            self._under_way += 1
+        try:
+            return _write_file(filename, write)
+        finally:
+            with self._changed:
+                self._under_way -= 1
+                self._changed.notify_all()
 
 
 _open_writes: weakref.WeakSet[Writes] = weakref.WeakSet()
@@ -687,10 +702,7 @@ def _write_atomic(filename: str, write: Callable[[Any], Any]) -> bool:
     """Write ``filename`` in the cache directory through a temporary file; False on failure
     or when the owner of this thread's writes has closed them."""
     owner: Writes | None = getattr(_thread_writes, "owner", None)
-    if owner is None:
-        return _write_file(filename, write)
-    with owner._lock:
-        return not owner.closed and _write_file(filename, write)
+    return _write_file(filename, write) if owner is None else owner.write(filename, write)
 
 
 def _write_file(filename: str, write: Callable[[Any], Any]) -> bool:
