@@ -23,7 +23,10 @@ class LoadedRun(Run):
     def __init__(self, profile: RunTables, *, use_cache: bool = True,
                  writes: Writes | None = None) -> None:
         super().__init__(profile, use_cache=use_cache)
+        # A store's runs write as the store (its ``close`` stops them all, those of runs it
+        # creates later too); a run of its own owns its writes.
         self.writes = writes if writes is not None else Writes()
+        self._owns_writes = writes is None
         self._background: dict[tuple[Any, ...], Future[Any]] = {}
         self._background_lock = threading.Lock()
         self._shares: dict[tuple[Any, ...], float] = {}
@@ -62,8 +65,10 @@ class LoadedRun(Run):
 
     def release(self) -> None:
         """Stop the background work's cache writes: none is written after this returns (a
-        computation still running answers its waiters, but saves nothing)."""
-        self.writes.close()
+        computation still running answers its waiters, but saves nothing). A store's run
+        leaves this to the store (``RunStore.close``)."""
+        if self._owns_writes:
+            self.writes.close()
 
     def started(self, key: tuple[Any, ...]) -> Future[Any] | None:
         """The background computation of ``key``, where one was started."""
