@@ -12,6 +12,7 @@ import pytest
 
 import stepscope
 from stepscope.capture import session
+from stepscope.model import cache
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -29,6 +30,23 @@ def _no_session_leaks() -> Iterator[None]:
     if session.is_running():
         stepscope.stop(save=False)
         pytest.fail("the test left a profiling session running")
+
+
+@pytest.fixture(autouse=True)
+def _no_background_writes_after_the_test() -> Iterator[None]:
+    """Background cache writes (a store's load, a run's index build) that a test started and
+    left running are closed at its end: they never write into a later test's cache
+    directory. Those of module fixtures (set up before this) are closed with the module."""
+    before = cache.open_writes()
+    yield
+    for owner in cache.open_writes() - before:
+        owner.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_background_writes_after_the_module() -> Iterator[None]:
+    yield
+    cache.close_all_writes()
 
 
 @pytest.fixture

@@ -845,3 +845,42 @@ def test_map_table_does_nothing_with_the_cache_off(source: Path,
     table = x2t.load_xspace(source)
     cache.map_table(source, table)
     assert not cache._is_mapped(table.start_ns)
+
+
+def test_closed_writes_write_nothing_and_close_waits_for_one_under_way(
+        cache_home: Path) -> None:
+    """An owner's ``close`` returns only once its write under way has ended whole; after it,
+    the owner's threads write nothing (no entry, no temporary file)."""
+    import threading
+
+    from stepscope.model import cache as cache_module
+
+    owner = cache_module.Writes()
+    started, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(f: Any) -> None:
+        started.set()
+        assert release.wait(30)
+        f.write(b"whole")
+
+    def save(name: str, write: Any) -> None:
+        with cache_module.writes_for(owner):
+            cache_module._write_atomic(name, write)
+
+    writer = threading.Thread(target=save, args=("first.cache", slow))
+    writer.start()
+    assert started.wait(30)
+    closer = threading.Thread(target=lambda: (owner.close(), closed.set()))
+    closer.start()
+    assert not closed.wait(0.2)  # the write under way holds close up
+    release.set()
+    assert closed.wait(30)
+    writer.join(30)
+    closer.join(30)
+    assert (cache_home / "first.cache").read_bytes() == b"whole"
+    save("second.cache", lambda f: f.write(b"late"))
+    assert sorted(p.name for p in cache_home.iterdir()) == ["first.cache"]
+    assert owner not in cache_module.open_writes()
+    # A thread outside any owner's block writes as before.
+    cache_module._write_atomic("third.cache", lambda f: f.write(b"free"))
+    assert (cache_home / "third.cache").exists()

@@ -507,6 +507,119 @@ def test_every_pipeline_has_its_slowest_run_and_bottleneck(
     assert f"slowest run of pipeline {slow['name']}" in out
 
 
+# Pipelines whose stages TensorFlow runs on threads of its own (parallel interleave, parallel
+# map, prefetch) beside synchronous ones, over TFRecord and text files, a cache and a range:
+# every case of XProf's file-read rule, whichever threads a run's calls happen to fall on.
+READERS = """
+import os, sys, tensorflow as tf
+
+logdir = sys.argv[1]
+os.makedirs(logdir, exist_ok=True)
+files = [os.path.join(logdir, f"data{k}.tfrecord") for k in range(2)]
+for f in files:
+    with tf.io.TFRecordWriter(f) as w:
+        for i in range(300):
+            w.write(tf.io.serialize_tensor(tf.fill([256], float(i))).numpy())
+lines = os.path.join(logdir, "lines.txt")
+with open(lines, "w") as f:
+    f.writelines(f"{i},{i * 2}\\n" for i in range(2000))
+opts = tf.data.Options()
+opts.autotune.enabled = False
+opts.experimental_optimization.map_parallelization = False
+opts.experimental_optimization.inject_prefetch = False
+parse = lambda s: tf.io.parse_tensor(s, tf.float32)
+names = tf.data.Dataset.from_tensor_slices(files)
+pipes = [
+    # interleave over files in parallel, a parallel map, prefetch: all reads in advance
+    names.interleave(tf.data.TFRecordDataset, cycle_length=2, num_parallel_calls=2)
+    .map(parse, num_parallel_calls=2).batch(5).prefetch(2),
+    # a parallel interleave alone (XProf: on demand) and a plain interleave (in advance)
+    names.interleave(tf.data.TFRecordDataset, cycle_length=2, num_parallel_calls=2)
+    .map(parse).batch(5),
+    names.interleave(tf.data.TFRecordDataset, cycle_length=2).map(parse).batch(5),
+    # a parallel map over a reader (in advance); a plain one (on demand); a cache's writer
+    tf.data.TFRecordDataset(files[0]).map(parse, num_parallel_calls=2).batch(5),
+    tf.data.TextLineDataset(lines).map(lambda s: tf.strings.split(s, ",")).batch(20),
+    tf.data.TFRecordDataset(files[1]).cache().map(parse).batch(5),
+    tf.data.Dataset.range(10_000).map(lambda x: x * 2).batch(5),
+]
+unfused = tf.data.Options()
+unfused.experimental_optimization.map_and_batch_fusion = False
+pipes[3] = pipes[3].with_options(unfused)  # keeps its ParallelMap stage
+its = [iter(p.with_options(opts)) for p in pipes]
+for it in its:
+    next(it)
+tf.profiler.experimental.start(logdir)
+for i in range(5):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        for it in its:
+            next(it)
+del its
+tf.profiler.experimental.stop()
+"""
+
+XPROF_CATEGORIES = {"Demanded file read": "read_on_demand",
+                    "Advanced file read": "read_in_advance",
+                    "Preprocessing": "preprocessing", "Enqueue": "enqueue"}
+
+
+@pytest.fixture(scope="module")
+def readers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    logdir = tmp_path_factory.mktemp("readers")
+    run_script(READERS, str(logdir))
+    return next(logdir.glob("plugins/profile/*/*.xplane.pb"))
+
+
+def xprof_op_categories(path: Path) -> dict[str, str]:
+    """XProf's category of each input op (our stage names, our category names)."""
+    for table in xprof_tool(path, "input_pipeline_analyzer"):
+        if "enqueue_us" in table.get("p", {}):
+            out: dict[str, str] = {}
+            for row in table["rows"]:
+                name, category = row["c"][0]["v"], row["c"][6]["v"]
+                stage = normalize(name)
+                if stage is None or stage == "Iterator":  # the Root wrapper: no stage
+                    continue
+                # Stages TF numbers apart ([0], [1]) are one stage here: one category.
+                assert out.setdefault(stage, XPROF_CATEGORIES[category]) == \
+                    XPROF_CATEGORIES[category], (name, category)
+            return out
+    raise AssertionError("XProf gave no host-side input analysis")
+
+
+@pytest.mark.parametrize("recording", ["two_pipelines", "readers"])
+def test_every_input_op_has_xprofs_category(recording: str, request: pytest.FixtureRequest,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The category of a stage depends on its name alone, as XProf's: never on which threads
+    a run's calls fell on (a TFRecord under a MapAndBatch was once "in advance" in one run)."""
+    path: Path = request.getfixturevalue(recording)
+    result = _cli_json(capsys, str(path.parent))
+    ours = {r["name"]: r["category"] for r in result["ops"]}
+    theirs = xprof_op_categories(path)
+    assert set(ours) == set(theirs)
+    assert ours == theirs
+    breakdown, _ = xprof_input(path)
+    total = sum(breakdown.values())
+    # File reads are sources: their self time is XProf's to the rounding (preprocessing is
+    # not: an asynchronous stage's work here leaves out the producers it waits for).
+    for cat in ("read_on_demand", "read_in_advance"):
+        assert result["host_breakdown"][cat] == pytest.approx(
+            breakdown[cat], abs=0.001 * total + 1e-3), (cat, result["host_breakdown"], breakdown)
+    if recording == "readers":
+        assert set(theirs.values()) == {"read_on_demand", "read_in_advance", "preprocessing"}
+        # Each rule of XProf's is exercised: a reader under a plain and a parallel
+        # interleave, a parallel map, prefetch, a cache, and a range source.
+        assert theirs["Iterator::MapAndBatch::Interleave::FlatMap::TFRecord"] == "read_in_advance"
+        assert theirs["Iterator::MapAndBatch::ParallelInterleave::FlatMap::TFRecord"] == \
+            "read_on_demand"
+        assert theirs["Iterator::Batch::ParallelMap::FlatMap::TFRecord"] == "read_in_advance"
+        assert theirs["Iterator::Prefetch::MapAndBatch::ParallelInterleave::FlatMap::TFRecord"] \
+            == "read_in_advance"
+        assert theirs["Iterator::MapAndBatch::FlatMap::TextLine"] == "read_on_demand"
+        assert theirs["Iterator::MapAndBatch::Range"] == "preprocessing"
+        assert any("MemoryCache" in n and n.endswith("::TFRecord") for n in theirs)
+
+
 def test_host_side_categories_match_xprof(two_pipelines: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     result = _cli_json(capsys, str(two_pipelines.parent))

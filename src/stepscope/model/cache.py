@@ -56,6 +56,7 @@ ever visible; a failed write warns once per directory and is otherwise ignored. 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import mmap
@@ -64,7 +65,9 @@ import re
 import stat
 import struct
 import tempfile
+import threading
 import warnings
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -640,8 +643,76 @@ def _prune(keep: str, lineage: bytes) -> None:
         total -= size * _remove(path)
 
 
+class Writes:
+    """The cache writes of one owner's background work (a server's store, a loaded run):
+    threads that run ``with writes_for(owner)`` write only until the owner ``close``s it.
+    ``close`` waits for a write under way to end (an entry is written whole or not at all)
+    and returns only then: nothing of the owner's is written after it (a late save would
+    otherwise land in whatever cache directory the environment names by then)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._under_way = 0  # writes begun and not ended (they run side by side)
+        self.closed = False
+        _open_writes.add(self)
+
+    def close(self) -> None:
+        """Stop this owner's writes; returns once none is under way."""
+        with self._changed:
+            self.closed = True
+            self._changed.wait_for(lambda: self._under_way == 0)
+        _open_writes.discard(self)
+
+    def write(self, filename: str, write: Callable[[Any], Any]) -> bool:
+        """``_write_file``, unless this owner is closed (then False, nothing written)."""
+        with self._changed:
+            if self.closed:
+                return False
+            self._under_way += 1
+        try:
+            return _write_file(filename, write)
+        finally:
+            with self._changed:
+                self._under_way -= 1
+                self._changed.notify_all()
+
+
+_open_writes: weakref.WeakSet[Writes] = weakref.WeakSet()
+_thread_writes = threading.local()
+
+
+@contextlib.contextmanager
+def writes_for(owner: Writes | None) -> Iterator[None]:
+    """Cache writes of this thread, inside the block, belong to ``owner`` (None: to nobody,
+    as outside any block)."""
+    before = getattr(_thread_writes, "owner", None)
+    _thread_writes.owner = owner
+    try:
+        yield
+    finally:
+        _thread_writes.owner = before
+
+
+def open_writes() -> set[Writes]:
+    """The owners whose writes are not closed."""
+    return set(_open_writes)
+
+
+def close_all_writes() -> None:
+    """Close every owner's writes (a test's teardown: nothing left running from one test
+    writes into the next one's cache directory)."""
+    for owner in list(_open_writes):
+        owner.close()
+
+
 def _write_atomic(filename: str, write: Callable[[Any], Any]) -> bool:
-    """Write ``filename`` in the cache directory through a temporary file; False on failure."""
+    """Write ``filename`` in the cache directory through a temporary file; False on failure
+    or when the owner of this thread's writes has closed them."""
+    owner: Writes | None = getattr(_thread_writes, "owner", None)
+    return _write_file(filename, write) if owner is None else owner.write(filename, write)
+
+
+def _write_file(filename: str, write: Callable[[Any], Any]) -> bool:
     directory = cache_dir()
     temp: str | None = None
     try:

@@ -98,7 +98,10 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     if not quiet:
         print(f"stepscope: serving {logdir} at http://{shown}:{port}/ (Ctrl-C to stop)",
               flush=True)
-    run_app(app, host, port)
+    try:
+        run_app(app, host, port)
+    finally:
+        store.close()  # a load or index build still running saves nothing half-done
 
 
 # Header block of a request (h11's limit on an incomplete event): the UI's requests are short.

@@ -1,5 +1,9 @@
 """A run loaded for the web UI: a ``Run``, with the long computations it runs in the
-background (the trace viewer's index) and what they offer before they are done."""
+background (the trace viewer's index) and what they offer before they are done.
+
+The background work writes to the cache as its owner's (``writes``: the run's own, or its
+store's): once the owner is closed (``release``, a store's ``close``) it writes nothing more,
+and a save under way ends whole before ``release`` returns."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from stepscope.model.cache import Writes, writes_for
 from stepscope.model.run_tables import RunTables
 from stepscope.run import Run
 
@@ -15,8 +20,13 @@ from stepscope.run import Run
 class LoadedRun(Run):
     """A run held by the web server's store, and its background computations."""
 
-    def __init__(self, profile: RunTables, *, use_cache: bool = True) -> None:
+    def __init__(self, profile: RunTables, *, use_cache: bool = True,
+                 writes: Writes | None = None) -> None:
         super().__init__(profile, use_cache=use_cache)
+        # A store's runs write as the store (its ``close`` stops them all, those of runs it
+        # creates later too); a run of its own owns its writes.
+        self.writes = writes if writes is not None else Writes()
+        self._owns_writes = writes is None
         self._background: dict[tuple[Any, ...], Future[Any]] = {}
         self._background_lock = threading.Lock()
         self._shares: dict[tuple[Any, ...], float] = {}
@@ -48,9 +58,17 @@ class LoadedRun(Run):
                 def report(share: float) -> None:
                     self._shares[key] = share
 
-                threading.Thread(target=_fill, args=(future, lambda: compute(report)),
+                threading.Thread(target=_fill,
+                                 args=(future, lambda: compute(report), self.writes),
                                  daemon=True, name=f"stepscope-{key[0]}").start()
         return future
+
+    def release(self) -> None:
+        """Stop the background work's cache writes: none is written after this returns (a
+        computation still running answers its waiters, but saves nothing). A store's run
+        leaves this to the store (``RunStore.close``)."""
+        if self._owns_writes:
+            self.writes.close()
 
     def started(self, key: tuple[Any, ...]) -> Future[Any] | None:
         """The background computation of ``key``, where one was started."""
@@ -62,8 +80,10 @@ class LoadedRun(Run):
         return self._shares.get(key, 0.0)
 
 
-def _fill(future: Future[Any], compute: Callable[[], Any]) -> None:
+def _fill(future: Future[Any], compute: Callable[[], Any], writes: Writes) -> None:
     try:
-        future.set_result(compute())
+        with writes_for(writes):
+            result = compute()
+        future.set_result(result)
     except BaseException as err:  # handed to whoever asks for the result
         future.set_exception(err)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file
+from stepscope.model.cache import Writes, writes_for
 from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
@@ -101,6 +102,13 @@ class RunStore:
         self._keep = keep
         self._lock = threading.Lock()
         self._runs: OrderedDict[Path, RunState] = OrderedDict()
+        # The cache writes of every thread the store starts (its runs' too): ``close``
+        # stops them, so a closed store writes nothing more.
+        self.writes = Writes()
+
+    def close(self) -> None:
+        """Stop the store's background cache writes; returns once none is under way."""
+        self.writes.close()
 
     def get(self, path: Path) -> RunState:
         """The state of the run at ``path``; starts loading it when needed."""
@@ -117,7 +125,8 @@ class RunStore:
             self._runs.move_to_end(path)
             while len(self._runs) > self._keep:
                 self._runs.popitem(last=False)
-        threading.Thread(target=self._load, args=(path, state), daemon=True,
+        threading.Thread(target=_as_owner, args=(self.writes, self._load, path, state),
+                         daemon=True,
                          name=f"stepscope-load-{path.name}").start()
         return state
 
@@ -159,11 +168,13 @@ class RunStore:
         # The table is read from now, in a thread of its own: the decoder releases the GIL,
         # so the file is read while this thread imports the trace viewer's modules (and the
         # server its web stack); the index thread below takes the table once it is read.
-        threading.Thread(target=_read_ahead, args=(tables, next(iter(sources))), daemon=True,
+        threading.Thread(target=_as_owner,
+                         args=(self.writes, _read_ahead, tables, next(iter(sources))),
+                         daemon=True,
                          name=f"stepscope-read-{path.name}").start()
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
-        state.early = LoadedRun(profile, use_cache=self._use_cache)
+        state.early = LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
         from stepscope.web.trace import start_index
 
         start_index(state.early, None)
@@ -214,7 +225,7 @@ class RunStore:
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
-        run = state.early or LoadedRun(profile, use_cache=self._use_cache)
+        run = state.early or LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
         run.attach_model(model)
         state.run = run
         state.state = "ready"
@@ -224,6 +235,12 @@ class RunStore:
             from stepscope.web.trace import start_index
 
             start_index(state.run, None)
+
+
+def _as_owner(writes: Writes, fn: Callable[..., None], *args: Any) -> None:
+    """``fn(*args)``, its cache writes the store's (see ``RunStore.close``)."""
+    with writes_for(writes):
+        fn(*args)
 
 
 def build_run_model(profile: RunTables) -> RunModel:

@@ -26,7 +26,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.framework_op_stats import OpStats, merge
-from stepscope.analysis.run_model.frameworks import RunFramework, combined_framework, framework_of
+from stepscope.analysis.run_model.frameworks import (
+    RunFramework,
+    combined_framework,
+    framework_of,
+    input_library_of,
+)
 from stepscope.analysis.run_model.input_bottleneck import (
     Bottleneck,
     Pipeline,
@@ -373,9 +378,10 @@ def _host_input(name: str, table: EventTable) -> HostInput:
     work = work_ns(ev.nodes, totals, asynchronous)
     kids = children_of(ev.nodes)
     pipelines = find_pipelines(name, table, ev)
+    tf_data = input_library_of(table) == "tf.data"
     return HostInput(list(ev.nodes), [int(x) for x in totals.calls],
                      [int(x) for x in totals.total_ns], [int(x) for x in work],
-                     [category_of(n, kids[n], asynchronous) for n in ev.nodes],
+                     [category_of(n, kids[n], asynchronous, tf_data) for n in ev.nodes],
                      find_bottleneck(name, table, ev, pipelines), pipelines,
                      sorted(asynchronous))
 

@@ -46,6 +46,11 @@ SLOW_CALL_NS = 50_000  # a call slower than 50 µs counts as slow
 ASYNC_KINDS = frozenset({"Prefetch", "ParallelMap", "ParallelInterleave", "ParallelBatch",
                          "MapAndBatch", "ParallelFilter", "DataService", "PrefetchToDevice",
                          "LegacyParallelInterleave"})
+# tf.data's stages that read files, and the stages whose presence in a reader's chain makes
+# its reads advance ones (a cache's reader and writer, prefetch, interleave, parallel map):
+# XProf's input-op categories, by name (a parallel interleave counts only under one of these).
+FILE_READERS = frozenset({"TFRecord", "TextLine", "FixedLengthRecord", "SSTable", "RecordIO"})
+ADVANCE_STAGES = ("MemoryReader", "MemoryWriter", "Interleave", "Prefetch", "ParallelMap")
 ENQUEUE_KIND = re.compile(r"Enqueue|ToDevice|PinMemory|Transfer|Infeed|Send")
 CATEGORIES = ("read_on_demand", "read_in_advance", "preprocessing", "enqueue", "other")
 CATEGORY_LABELS = {"read_on_demand": "Reading data on demand",
@@ -312,9 +317,25 @@ def work_ns(nodes: list[str], totals: NodeTotals, asynchronous: set[str]) -> I64
     return work
 
 
-def category_of(node: str, kids: list[str], asynchronous: set[str]) -> str:
-    """The host-side input category of a stage (see CATEGORIES)."""
+def category_of(node: str, kids: list[str], asynchronous: set[str],
+                tf_data: bool = False) -> str:
+    """The host-side input category of a stage (see CATEGORIES).
+
+    tf.data's stages (``tf_data``) take XProf's rule, by name alone: a stage that reads a
+    file (FILE_READERS) reads in advance when its chain holds a caching, prefetching,
+    interleaving or parallel-map stage (ADVANCE_STAGES) and on demand otherwise; every
+    other stage, other sources (``Range``, ``TensorSlice``) included, is preprocessing.
+    Other libraries' sources (stepscope.data's, the DataLoader's) are what the program
+    reads: in advance under an asynchronous stage (by kind, or a DataLoader's workers,
+    which run in other processes by construction)."""
     kind = kind_of(node)
+    if tf_data:
+        if kind not in FILE_READERS:
+            return "preprocessing"
+        stages = node.split(SEP)[1:-1]
+        if any(s.startswith(ADVANCE_STAGES) for s in stages):
+            return "read_in_advance"
+        return "read_on_demand"
     if ENQUEUE_KIND.search(kind):
         return "enqueue"
     if kind == "Cache":
@@ -614,7 +635,8 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None,
             + (" (.cache())." if ours else "."))
 
 
-__all__ = ["ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "Bottleneck", "GraphNode",
+__all__ = ["ADVANCE_STAGES", "ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "FILE_READERS",
+           "Bottleneck", "GraphNode",
            "IteratorEvents", "NodeTotals", "Pipeline", "SLOW_CALL_NS", "async_nodes",
            "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events",
            "kind_of", "node_totals", "normalize", "parent_of", "recommend", "work_ns"]
