@@ -23,15 +23,16 @@ preview (``analysis.trace_preview``), until the table and index are read.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, wait
 from typing import Any
 
-from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex
+from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex, plan_tracks
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
-from stepscope.analysis.trace.track_table import TrackTable
+from stepscope.analysis.trace.track_table import TrackTable, flows_of
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
@@ -85,13 +86,18 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 hit = cached_index(table, kept)
                 if hit is not None:
                     return hit
-            overview = TraceOverview(table)
+            plan = plan_tracks(table)
+            # The flows (a hash join of millions of ids, without the GIL) are found beside the
+            # overview and the order (NumPy's and compiled steps, mostly without it too).
+            flows: Future[Any] = Future()
+            threading.Thread(target=_fill, args=(flows, flows_of, table, plan), daemon=True,
+                             name="stepscope-flows").start()
+            overview = TraceOverview(table, plan)
             run.partials[key] = (overview, time.monotonic())
             if kept is not None and preview is None:
                 save_preview(kept, TracePreview.of(overview))
             by_start, overview.by_start = overview.by_start, None
-            plan = overview.plan
-            events = TrackTable(table, plan, by_start, overview.key)
+            events = TrackTable(table, plan, by_start, overview.key, flows.result())
             del by_start
             # The table answers every view exactly from now: the overview is let go.
             run.partials[table_key] = (events, time.monotonic())
@@ -115,6 +121,14 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
+
+
+def _fill(future: Future[Any], work: Callable[..., Any], *args: Any) -> None:
+    """``future``'s result (or exception) made by ``work(*args)`` (in a thread)."""
+    try:
+        future.set_result(work(*args))
+    except BaseException as err:  # handed to whoever waits for the result
+        future.set_exception(err)
 
 
 def first_window_pending(run: LoadedRun, host: str | None, now: float | None = None) -> bool:

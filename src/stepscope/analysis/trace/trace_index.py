@@ -188,7 +188,12 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
                               ) -> tuple[I64, I64]:
     """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
     order."""
-    key = (track << np.int64(bits)) | start
+    return sorted_by_key((track << np.int64(bits)) | start, lay_end)
+
+
+def sorted_by_key(key: I64, lay_end: I64) -> tuple[I64, I64]:
+    """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
+    table order) and the ends as laid out: (the order, the keys in it)."""
     native = compiled_layout()
     if native is not None and len(key):
         # The keys in table order are a few ascending runs (an XLine's events come in time

@@ -29,6 +29,8 @@ from stepscope.analysis.trace.trace_index import (
     event_columns,
     plan_tracks,
     sections_of,
+    shown_rows,
+    sorted_by_key,
     sorted_by_track_and_start,
     window_bounds,
     window_counters,
@@ -51,34 +53,38 @@ class TraceOverview:
         self.span_ns = plan.span
         self.bits = plan.bits
         n_tracks = len(plan.track_line)
-        _, track, rel, edur, lay_end = event_columns(table, plan)
         if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
             raise TraceQueryError("This profile has too many tracks or too long a time span "
                                   "for the trace viewer's index.")
         #: The events' order by (track, start): the full index's layout starts from it.
         self.by_start: I64 | None
-        self.by_start, self.key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
+        self.by_start, self.key, edur = _order(table, plan)
         order = self.by_start
-        # The running sum made in place (one array as long as the events, not four: each
-        # fresh one costs its page faults, a second at 1 GB on a busy machine).
+        # The running sum made in place: one array as long as the events (each fresh one
+        # costs its page faults, a second a GB where memory is lent lazily, as in a VM).
         self.cumdur = np.empty(len(order) + 1, np.int64)
         self.cumdur[0] = 0
         np.take(edur, order, out=self.cumdur[1:])
-        np.cumsum(self.cumdur[1:], out=self.cumdur[1:])
-        # The longest event of each track: how far back an event may start and still reach
-        # into a window (a track's events, sorted or not, are the same events).
+        del edur
+        np.maximum(self.cumdur[1:], 0, out=self.cumdur[1:])  # as drawn: none negative
+        # Per track: its events and the longest of them as laid out (at least 1 ns): how far
+        # back an event may start and still reach into a window.
+        offsets = np.searchsorted(self.key, np.arange(n_tracks + 1, dtype=np.int64)
+                                  << np.int64(self.bits))
+        per_track = np.diff(offsets)
         self.longest = np.zeros(n_tracks, np.int64)
-        lay_end -= rel  # the lengths as laid out (at least 1 ns)
-        np.maximum.at(self.longest, track, lay_end)
-        del rel, lay_end
+        full = np.flatnonzero(per_track > 0)
+        if len(full):
+            self.longest[full] = np.maximum(
+                np.maximum.reduceat(self.cumdur[1:], offsets[full]), 1)
+        np.cumsum(self.cumdur[1:], out=self.cumdur[1:])
         self.counters = counter_arrays(table, plan)
-        per_track = np.bincount(track, minlength=n_tracks)
         per_track[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])
         self.tracks = [Track(i, plan.track_section[i], table.line_name[li],
                              "counter" if plan.counter_line[li] else "events",
                              0 if plan.counter_line[li] else 1, int(per_track[i]))
                        for i, li in enumerate(plan.track_line)]
-        self.events = len(track)
+        self.events = len(order)
         self.table = table
 
     def meta(self) -> dict[str, Any]:
@@ -132,3 +138,24 @@ class TraceOverview:
             "names": {}, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
+
+
+def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
+    """The events' order by (track, start) (``sorted_by_track_and_start``), the composite
+    keys in it, and the durations (in table order; negative ones drawn as 0). Where every
+    event is drawn (the usual case) the keys are made in place from the table's columns:
+    three columns an event at most at once, not ``event_columns``' six."""
+    if shown_rows(table, plan) is not None:
+        _, track, rel, edur, lay_end = event_columns(table, plan)
+        by_start, key = sorted_by_track_and_start(track, rel, lay_end, plan.bits)
+        return by_start, key, edur
+    duration = np.asarray(table.duration_ns, np.int64)
+    key = np.asarray(table.start_ns, np.int64) - plan.origin
+    lay_end = np.maximum(duration, 1)
+    lay_end += key
+    track = np.take(plan.track_of_line, table.line)
+    track <<= np.int64(plan.bits)
+    key |= track
+    del track
+    by_start, key = sorted_by_key(key, lay_end)
+    return by_start, key, duration

@@ -56,9 +56,11 @@ class TrackTable(TraceIndex):
     answers every view as the full index does."""
 
     def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
-                 key: I64 | None = None) -> None:
+                 key: I64 | None = None, flows: tuple[I64, I64, I64] | None = None) -> None:
         """``by_start`` and ``key``: the events' order by (track, start) and the composite
-        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made."""
+        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made;
+        ``flows``: ``flows_of(table, plan)``, when made (a server makes it in a thread of its
+        own while the order is made)."""
         self.table = table
         self.plan = plan
         self.origin_ns, self.span_ns, self.bits = plan.origin, plan.span, plan.bits
@@ -85,7 +87,8 @@ class TrackTable(TraceIndex):
         # from every event column in table order): the layout's input, and per block of
         # events the latest end (the only use of the ends: not kept).
         start = key & self.mask
-        lay_end = np.maximum(np.asarray(table.duration_ns, np.int64)[self.ev_row], 1)
+        lay_end = np.take(np.asarray(table.duration_ns, np.int64), self.ev_row)
+        np.maximum(lay_end, 1, out=lay_end)  # in place: each fresh column costs its faults
         lay_end += start
         if compiled_layout() is not None:
             depth = rows_in_start_order(start, lay_end, self.offsets)
@@ -108,7 +111,7 @@ class TrackTable(TraceIndex):
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
-        self.flow_src, self.flow_dst, kind = _flows(table, self._on_track, plan.device_plane)
+        self.flow_src, self.flow_dst, kind = flows or flows_of(table, plan)
         self.flow_kind = kind.astype(np.int8)
         rows = np.zeros(n_tracks, np.int64)
         count = np.diff(self.offsets)
@@ -323,6 +326,11 @@ class TrackTable(TraceIndex):
             "id": rows.tolist(), "track": track[order].tolist(),
             "row": depth[order].tolist(), "start": starts[order].tolist(),
             "dur": self.table.duration_ns[rows].tolist()}}
+
+
+def flows_of(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
+    """(sources, destinations, kinds) of the flows between a host's events on tracks."""
+    return _flows(table, plan.included & ~plan.counter_line[table.line], plan.device_plane)
 
 
 def _cells(cell: I64, dur: I64, wide: I64, space: int) -> tuple[I64, I64, I64]:
