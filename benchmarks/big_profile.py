@@ -84,13 +84,15 @@ def tiny_profile() -> Path:
     """A profile of one empty step, recorded by stepscope (made once, kept)."""
     where = BENCH_DIR / "tiny"
     with _locked(BENCH_DIR / ".tiny.lock"):
-        files = sorted(where.glob("plugins/profile/*/*.xplane.pb"))
+        # Any logdir layout under it (``load_and_overview.py`` keeps its own in ``logs/``).
+        files = sorted(where.glob("**/plugins/profile/*/*.xplane.pb"))
         if files:
             return files[-1]
         tmp = BENCH_DIR / f".tiny.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run([sys.executable, "-c", TINY, str(tmp)], check=True,
                        env={**os.environ, "PYTHONPATH": _pythonpath()})
+        shutil.rmtree(where, ignore_errors=True)  # a directory left without a profile
         os.replace(tmp, where)
         return sorted(where.glob("plugins/profile/*/*.xplane.pb"))[-1]
 
