@@ -41,6 +41,14 @@ def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
     return None
 
 
+def map_table(table: EventTable, source: Path) -> None:
+    """Put a host's parsed table's columns in its place mapped from the cache (``cache.
+    map_table``: written there first if not yet), so that what is made from it next (the
+    trace viewer's overview, per-track table and index) is not made beside the parse's
+    anonymous columns. Nothing changes where the cache is off or the table is mapped."""
+    cache.map_table(source, table)
+
+
 def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               progress: Callable[[float], None] | None = None,
               plan: TrackPlan | None = None, by_start: I64 | None = None,
@@ -60,7 +68,7 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
         return hit
     # The build holds a few columns an event over what it keeps: the table's own columns
     # are mapped from the cache first (written there now if not yet), not held beside it.
-    cache.map_table(source, table)
+    map_table(table, source)
     try:
         columns: cache.ColumnFile | None = cache.ColumnFile() if cache.enabled() else None
     except OSError:

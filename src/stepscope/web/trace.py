@@ -34,7 +34,7 @@ from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePrevie
 from stepscope.analysis.trace.track_table import TrackTable
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
-from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
+from stepscope.run.storage import cached_index, cached_preview, index_for, map_table, save_preview
 from stepscope.run.tools import clock_of, trace_host
 from stepscope.web.loaded_run import LoadedRun
 
@@ -85,6 +85,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 hit = cached_index(table, kept)
                 if hit is not None:
                     return hit
+                # Mapped before the overview: its columns, the per-track table's and the
+                # index's are not made beside the parse's anonymous ones.
+                map_table(table, kept)
             overview = TraceOverview(table)
             run.partials[key] = (overview, time.monotonic())
             if kept is not None and preview is None:
