@@ -343,13 +343,19 @@ def test_index_is_cached_on_disk(mapped: bool, tmp_path: Path,
     built = build(table)
     assert built.skey.flags.writeable
     window = built.query(0, built.span_ns, 800)
-    # Written to the cache and read back at once: what is held is the entry's.
+    # Built into a private file in the cache directory, column by column, and held mapped
+    # from there (whatever MAP_FROM says: that is about reading entries), then written.
     first = index_for(table, GPU_FIXTURE)
     assert not first.skey.flags.writeable
-    assert cache._is_mapped(first.skey) == mapped
+    assert cache._is_mapped(first.skey) and cache._is_mapped(first.lpos)
     assert first.query(0, first.span_ns, 800) == window
     assert first.meta() == built.meta()
+    for name, array in built.arrays.items():
+        assert array.dtype == first.arrays[name].dtype, name
+        assert np.array_equal(array, first.arrays[name]), name
+    # Read from its entry: what is held is the entry's, mapped from a large one.
     again = index_for(table, GPU_FIXTURE)
+    assert cache._is_mapped(again.skey) == mapped
     assert again.query(0, again.span_ns, 800) == window
     # A damaged file is a miss, rebuilt (and written again).
     (entry,) = (tmp_path / "cache").glob("*.trace_index.*.cache")

@@ -41,6 +41,14 @@ def cached_index(table: EventTable, source: Path) -> TraceIndex | None:
     return None
 
 
+def map_table(table: EventTable, source: Path) -> None:
+    """Put a host's parsed table's columns in its place mapped from the cache (``cache.
+    map_table``: written there first if not yet), so that what is made from it next (the
+    trace viewer's overview, per-track table and index) is not made beside the parse's
+    anonymous columns. Nothing changes where the cache is off or the table is mapped."""
+    cache.map_table(source, table)
+
+
 def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               progress: Callable[[float], None] | None = None,
               plan: TrackPlan | None = None, by_start: I64 | None = None,
@@ -48,24 +56,33 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               flows: tuple[I64, I64, I64] | None = None) -> TraceIndex:
     """The index of a host's table, from the on-disk cache when ``source`` is unchanged, else
     built (``progress``, ``plan``, ``by_start``, ``depth`` and ``flows`` as for
-    ``trace_index.build``) and kept: the index built is written to the cache and read back
-    from it at once, so that what the caller holds is the entry's mapped pages (a large
-    index: ``cache.MAP_FROM``), not the build's anonymous memory, which goes with it."""
-    if use_cache and source is not None:
-        hit = cached_index(table, source)
-        if hit is not None:
-            return hit
-        # The build holds a few columns an event over what it keeps: the table's own columns
-        # are mapped from the cache first (written there now if not yet), not held beside it.
-        cache.map_table(source, table)
-    index = build(table, progress, plan, by_start, depth, flows)
-    if use_cache and source is not None and cache.save_arrays(
-            [source], _INDEX, {**index.header, "events": len(table)}, index.arrays):
-        kept = cached_index(table, source)
-        if kept is not None:
-            del index
-            give_back_freed_memory()
-            return kept
+    ``trace_index.build``) and kept. With the cache on, each array the index keeps goes to
+    a private file in the cache directory as soon as the build has made it
+    (``cache.ColumnFile``) and is mapped from there: what the build and then the caller hold
+    is pages of a file, not anonymous memory; the cache entry is then written from those
+    pages, which this process lets go of once written."""
+    if not (use_cache and source is not None):
+        return build(table, progress, plan, by_start, depth, flows)
+    hit = cached_index(table, source)
+    if hit is not None:
+        return hit
+    # The build holds a few columns an event over what it keeps: the table's own columns
+    # are mapped from the cache first (written there now if not yet), not held beside it.
+    map_table(table, source)
+    try:
+        columns: cache.ColumnFile | None = cache.ColumnFile() if cache.enabled() else None
+    except OSError:
+        columns = None  # no room in the cache directory: built in memory
+    try:
+        index = build(table, progress, plan, by_start, depth, flows,
+                      keep=columns.put if columns is not None else None)
+    finally:
+        if columns is not None:
+            columns.close()
+    cache.save_arrays([source], _INDEX, {**index.header, "events": len(table)}, index.arrays)
+    for array in index.arrays.values():
+        cache.release(array)  # written: read again from the page cache when asked
+    give_back_freed_memory()
     return index
 
 

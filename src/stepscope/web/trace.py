@@ -35,7 +35,13 @@ from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePrevie
 from stepscope.analysis.trace.track_table import TrackTable, flows_of
 from stepscope.errors import NotFoundError
 from stepscope.model.run_tables import LazyTables
-from stepscope.run.storage import cached_index, cached_preview, index_for, save_preview
+from stepscope.run.storage import (
+    cached_index,
+    cached_preview,
+    index_for,
+    map_table,
+    save_preview,
+)
 from stepscope.run.tools import clock_of, trace_host
 from stepscope.web.loaded_run import LoadedRun
 
@@ -86,6 +92,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 hit = cached_index(table, kept)
                 if hit is not None:
                     return hit
+                # Mapped before the overview: its columns, the per-track table's and the
+                # index's are not made beside the parse's anonymous ones.
+                map_table(table, kept)
             plan = plan_tracks(table)
             # The flows (a hash join of millions of ids, without the GIL) are found beside the
             # overview and the order (NumPy's and compiled steps, mostly without it too).

@@ -50,6 +50,7 @@ MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
+_LEVEL_BLOCK = 1 << 18  # events whose levels are made at a time
 # The (track, start) order merges the keys' ascending runs where they average this many
 # events or more (``sorted_by_track_and_start``), else sorts them.
 RUN_EVENTS = 64
@@ -95,8 +96,12 @@ class Track:
 
 def _level(dur: I64) -> NDArray[np.int8]:
     """floor(log2(duration)) per event, 0 for durations under 2 ns."""
-    _, exp = np.frexp(np.maximum(dur, 1).astype(np.float64))
-    return (exp - 1).astype(np.int8)
+    out = np.empty(len(dur), np.int8)
+    for lo in range(0, len(dur), _LEVEL_BLOCK):  # a block at a time: small temporaries
+        _, exp = np.frexp(np.maximum(dur[lo:lo + _LEVEL_BLOCK], 1).astype(np.float64))
+        exp -= 1
+        out[lo:lo + _LEVEL_BLOCK] = exp
+    return out
 
 
 def _ranges(lo: I64, hi: I64) -> I64:
@@ -1091,14 +1096,23 @@ def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_st
     return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
 
 
+def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
+    return array
+
+
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
           plan: TrackPlan | None = None, by_start: I64 | None = None,
-          depth: I64 | None = None, flows: tuple[I64, I64, I64] | None = None) -> TraceIndex:
+          depth: I64 | None = None, flows: tuple[I64, I64, I64] | None = None,
+          keep: Callable[[NDArray[Any]], NDArray[Any]] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
-    events' ``by_track_and_start`` order, ``depth``: their rows (``layout_depth``), and
-    ``flows``: (sources, destinations, kinds) of its flows, when already made)."""
+    events' ``by_track_and_start`` order, ``depth``: their rows (``layout_depth``, any
+    integer type), and ``flows``: (sources, destinations, kinds) of its flows, when already
+    made). Each array the index keeps is handed to ``keep`` as soon as it is made, and
+    what that returns is used from then on (``cache.ColumnFile.put``: a mapped copy, so the
+    kept columns are not anonymous memory beside the build's temporaries)."""
     report = progress or (lambda share: None)
+    put = keep or _kept_as_is
     n = len(table)
     plan = plan or plan_tracks(table)
     counter_line, device_plane, origin = plan.counter_line, plan.device_plane, plan.origin
@@ -1114,7 +1128,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         order = _by_row_given(table, plan, ev_rows, by_start, depth)
         del by_start
         report(0.6)
-        ev_row = order if ev_rows is None else ev_rows[order]
+        ev_row = put(order if ev_rows is None else ev_rows[order])
         del ev_rows
         depth = depth[order]
         del order
@@ -1128,14 +1142,14 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         # Each column put in (track, row, start) order one at a time, and each let go as
         # soon as the arrays kept are made from it: the build's peak is a few columns over
         # what it keeps.
-        ev_row = ev_rows[order]
+        ev_row = put(ev_rows[order])
         del ev_rows
         track = track[order]
         depth = depth[order]
     new_seg = np.ones(len(ev_row), bool)
     new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
     first = np.flatnonzero(new_seg)
-    seg_track, seg_depth = track[first], depth[first]
+    seg_track, seg_depth = track[first].astype(np.int64), depth[first].astype(np.int64)
     rows_per_track = np.zeros(n_tracks, np.int64)
     np.maximum.at(rows_per_track, seg_track, seg_depth + 1)
     count_per_track = np.bincount(track, minlength=n_tracks)
@@ -1153,35 +1167,40 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     if laid_out:
         rel = np.asarray(table.start_ns[ev_row], np.int64)
         rel -= origin
-        edur = np.maximum(np.asarray(table.duration_ns[ev_row], np.int64), 0)
-        ekey = np.maximum(edur, 1)
-        ekey += rel
+        ekey = np.asarray(table.duration_ns[ev_row], np.int64)
+        np.maximum(ekey, 0, out=ekey)
     else:
-        ekey = lay_end[order]
-        del lay_end
+        del lay_end  # made again below from the start and duration, in place
+        ekey = edur[order]
+        del edur
         rel = rel[order]
-        edur = edur[order]
         del order
-    ekey |= seg
-    skey = rel | seg
-    cumdur = np.empty(len(edur) + 1, np.int64)
+    # ``ekey`` holds each duration (at least 0) until the sums and levels are made from it.
+    cumdur = np.empty(len(ekey) + 1, np.int64)
     cumdur[0] = 0
-    np.cumsum(edur, out=cumdur[1:])
-    level = _level(edur)
-    del edur
+    np.cumsum(ekey, out=cumdur[1:])
+    cumdur = put(cumdur)
+    level = _level(ekey)
+    np.maximum(ekey, 1, out=ekey)
+    ekey += rel
+    ekey |= seg
+    ekey = put(ekey)
     max_level = int(level.max()) if len(level) else 0
     lkey_unsorted = seg
     del seg
+    skey = lkey_unsorted | rel
+    skey = put(skey)
     lkey_unsorted <<= np.int64(_LEVEL_BITS)
-    lkey_unsorted |= level.astype(np.int64) << shift
-    del level
     lkey_unsorted |= rel
     del rel
-    lpos = np.argsort(lkey_unsorted, kind="stable")
-    lkey = lkey_unsorted[lpos]
+    lkey_unsorted |= level.astype(np.int64) << shift
+    del level
+    lpos = put(np.argsort(lkey_unsorted, kind="stable"))
+    lkey = put(lkey_unsorted[lpos])
     del lkey_unsorted
     pos_of_row = np.full(n, -1, np.int64)
     pos_of_row[ev_row] = np.arange(len(ev_row))
+    pos_of_row = put(pos_of_row)
     counters = counter_arrays(table, plan)
 
     report(0.85)
@@ -1198,8 +1217,9 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         "seg_track": seg_track, "seg_depth": seg_depth,
         "seg_off": np.r_[first, len(ev_row)].astype(np.int64), "ev_row": ev_row,
         "skey": skey, "ekey": ekey, "cumdur": cumdur,
-        "lkey": lkey, "lpos": np.asarray(lpos, np.int64), "pos_of_row": pos_of_row,
-        **counters,
-        "flow_src": src, "flow_dst": dst, "flow_kind": kind.astype(np.int8),
+        "lkey": lkey, "lpos": lpos, "pos_of_row": pos_of_row,
+        **{name: put(array) for name, array in counters.items()},
+        "flow_src": put(np.asarray(src, np.int64)), "flow_dst": put(np.asarray(dst, np.int64)),
+        "flow_kind": put(kind.astype(np.int8)),
     }
     return TraceIndex(table, header, arrays)
