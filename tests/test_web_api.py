@@ -320,15 +320,26 @@ def _wait_http(port: int, path: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("server did not come up")
 
 
-def test_serve_binds_loopback_and_refuses_raw_traversal(logdir: Path, tmp_path: Path) -> None:
-    """`stepscope serve` itself: listens on 127.0.0.1 only; raw `..` paths get nothing."""
+def _spawn_serve(logdir: Path, cache: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A fresh `stepscope serve` on ``logdir`` (its cache in ``cache``), once it answers."""
     port = _free_port()
-    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(cache)}
     proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
                              str(logdir), "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_http(port, "/api/runs", proc)
+    except BaseException:
+        proc.kill()
+        proc.wait(timeout=20)
+        raise
+    return proc, port
+
+
+def test_serve_binds_loopback_and_refuses_raw_traversal(logdir: Path, tmp_path: Path) -> None:
+    """`stepscope serve` itself: listens on 127.0.0.1 only; raw `..` paths get nothing."""
+    proc, port = _spawn_serve(logdir, tmp_path)
+    try:
         import psutil
 
         listening = [c.laddr for c in psutil.Process(proc.pid).net_connections("inet")
@@ -369,13 +380,8 @@ def _raw_exchange(port: int, data: bytes) -> bytes:
 def test_serve_speaks_http_1_1(logdir: Path, tmp_path: Path) -> None:
     """`stepscope serve`'s own HTTP server: keep-alive, HEAD, the Host check, bodies sent in
     pieces and over the limit, and malformed requests answered in one line."""
-    port = _free_port()
-    env = {**os.environ, "STEPSCOPE_CACHE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "serve", "--logdir",
-                             str(logdir), "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc, port = _spawn_serve(logdir, tmp_path)
     try:
-        _wait_http(port, "/api/runs", proc)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         runs = []
         for _ in range(3):  # one connection, kept alive
