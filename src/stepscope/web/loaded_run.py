@@ -58,7 +58,7 @@ class LoadedRun(Run):
                 def report(share: float) -> None:
                     self._shares[key] = share
 
-                threading.Thread(target=_fill,
+                threading.Thread(target=fill,
                                  args=(future, lambda: compute(report), self.writes),
                                  daemon=True, name=f"stepscope-{key[0]}").start()
         return future
@@ -80,7 +80,9 @@ class LoadedRun(Run):
         return self._shares.get(key, 0.0)
 
 
-def _fill(future: Future[Any], compute: Callable[[], Any], writes: Writes) -> None:
+def fill(future: Future[Any], compute: Callable[[], Any], writes: Writes | None) -> None:
+    """``future``'s result (or exception) made by ``compute()``, in the calling thread, its
+    cache writes ``writes``'s."""
     try:
         with writes_for(writes):
             result = compute()

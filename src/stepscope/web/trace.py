@@ -43,7 +43,7 @@ from stepscope.run.storage import (
     save_preview,
 )
 from stepscope.run.tools import clock_of, trace_host
-from stepscope.web.loaded_run import LoadedRun
+from stepscope.web.loaded_run import LoadedRun, fill
 
 VIEWS = ("window", "event", "search", "selection")
 _INT = re.compile(r"-?[0-9]{1,19}")
@@ -99,8 +99,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             # The flows (a hash join of millions of ids, without the GIL) are found beside the
             # overview and the order (NumPy's and compiled steps, mostly without it too).
             flows: Future[Any] = Future()
-            threading.Thread(target=_fill, args=(flows, flows_of, table, plan), daemon=True,
-                             name="stepscope-flows").start()
+            threading.Thread(target=fill, args=(flows, lambda: flows_of(table, plan),
+                                                run.writes),
+                             daemon=True, name="stepscope-flows").start()
             overview = TraceOverview(table, plan)
             run.partials[key] = (overview, time.monotonic())
             if kept is not None and preview is None:
@@ -130,14 +131,6 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
-
-
-def _fill(future: Future[Any], work: Callable[..., Any], *args: Any) -> None:
-    """``future``'s result (or exception) made by ``work(*args)`` (in a thread)."""
-    try:
-        future.set_result(work(*args))
-    except BaseException as err:  # handed to whoever waits for the result
-        future.set_exception(err)
 
 
 def first_window_pending(run: LoadedRun, host: str | None, now: float | None = None) -> bool:
