@@ -95,13 +95,20 @@ class HostInput:
     pipelines: list[Pipeline] = field(default_factory=list)
     asynchronous: list[str] = field(default_factory=list)  # stages whose producers run
     # apart from them (threads, worker processes): their children's time overlaps theirs
+    # Each stage's time as the input-op table and host breakdown count it: on tf.data XProf's
+    # self time (an asynchronous stage's wait for its producers is its own, as XProf counts
+    # it), elsewhere its own work.
+    counted_ns: list[int] = field(default_factory=list)
+    # tf.data's Root wrappers around the output stages: [calls, total ns, self ns]
+    root: list[int] = field(default_factory=lambda: [0, 0, 0])
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
                 "work_ns": self.work_ns, "categories": self.categories,
                 "bottleneck": self.bottleneck.to_dict(),
                 "pipelines": [p.to_dict() for p in self.pipelines],
-                "asynchronous": list(self.asynchronous)}
+                "asynchronous": list(self.asynchronous), "counted_ns": self.counted_ns,
+                "root": list(self.root)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostInput:
@@ -109,7 +116,8 @@ class HostInput:
                    [int(x) for x in d["total_ns"]], [int(x) for x in d["work_ns"]],
                    list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]),
                    [Pipeline.from_dict(p) for p in d.get("pipelines", [])],
-                   [str(n) for n in d.get("asynchronous", [])])
+                   [str(n) for n in d.get("asynchronous", [])],
+                   [int(x) for x in d["counted_ns"]], [int(x) for x in d["root"]])
 
 
 @dataclass
@@ -383,7 +391,9 @@ def _host_input(name: str, table: EventTable) -> HostInput:
                      [int(x) for x in totals.total_ns], [int(x) for x in work],
                      [category_of(n, kids[n], asynchronous, tf_data) for n in ev.nodes],
                      find_bottleneck(name, table, ev, pipelines), pipelines,
-                     sorted(asynchronous))
+                     sorted(asynchronous),
+                     [int(x) for x in (totals.self_ns if tf_data else work)],
+                     [ev.root_calls, ev.root_total_ns, ev.root_self_ns])
 
 
 def _profile_start(table: EventTable) -> int | None:

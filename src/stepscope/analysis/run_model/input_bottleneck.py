@@ -42,6 +42,7 @@ I64 = NDArray[np.int64]
 
 PREFIX = "Iterator"
 SEP = "::"
+ROOT = PREFIX + SEP + "Root"
 SLOW_CALL_NS = 50_000  # a call slower than 50 µs counts as slow
 ASYNC_KINDS = frozenset({"Prefetch", "ParallelMap", "ParallelInterleave", "ParallelBatch",
                          "MapAndBatch", "ParallelFilter", "DataService", "PrefetchToDevice",
@@ -103,6 +104,11 @@ class IteratorEvents:
     # per row: index into pipelines (keys: "<root stage>" or "<root stage>#<root id>")
     pipeline: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     pipelines: list[str] = field(default_factory=list)
+    # tf.data's Root wrappers (``Iterator::Root``) around the output stages: no stage of
+    # their own, but XProf counts their self time (the iterator's overhead) as preprocessing.
+    root_calls: int = 0
+    root_total_ns: int = 0
+    root_self_ns: int = 0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -111,7 +117,7 @@ class IteratorEvents:
         """The events where ``keep`` is true (the stage names stay the same)."""
         return IteratorEvents(self.nodes, self.rows[keep], self.node[keep], self.line[keep],
                               self.start_ns[keep], self.end_ns[keep], self.self_ns[keep],
-                              self.pipeline[keep], self.pipelines)
+                              self.pipeline[keep], self.pipelines)  # no Root wrappers' sums
 
 
 def iterator_events(table: EventTable) -> IteratorEvents:
@@ -119,7 +125,11 @@ def iterator_events(table: EventTable) -> IteratorEvents:
     normalized = [normalize(n) for n in table.names]
     nodes = sorted({n for n in normalized if n is not None})
     index = {n: i for i, n in enumerate(nodes)}
-    code = np.array([index[n] if n is not None else -1 for n in normalized] + [-1],
+    # The Root wrappers take the code one past the stages': among the events whose self times
+    # are found (their children's are the same with them or without), then set apart.
+    wrapper = len(nodes)
+    code = np.array([index[n] if n is not None else wrapper if _is_root(raw) else -1
+                     for raw, n in zip(table.names, normalized, strict=True)] + [-1],
                     dtype=np.int64)
     # A flag per event, then codes for the iterator events alone: not an int64 code per
     # event (tens of MB over millions of events, the report's peak).
@@ -135,9 +145,21 @@ def iterator_events(table: EventTable) -> IteratorEvents:
     start = table.start_ns[rows]
     end = start + table.duration_ns[rows]
     line = table.line[rows].astype(np.int64)
+    self_ns = intervals.self_times(line, start, end)
+    root = node == wrapper
+    root_sums = (int(root.sum()), int((end[root] - start[root]).sum()), int(self_ns[root].sum()))
+    if root_sums[0]:
+        stage = ~root
+        rows, node, line, start, end, self_ns = (
+            rows[stage], node[stage], line[stage], start[stage], end[stage], self_ns[stage])
     pipeline, pipelines = _pipelines_of(table, nodes, rows, node, start)
-    return IteratorEvents(nodes, rows, node, line, start, end,
-                          intervals.self_times(line, start, end), pipeline, pipelines)
+    return IteratorEvents(nodes, rows, node, line, start, end, self_ns, pipeline, pipelines,
+                          *root_sums)
+
+
+def _is_root(name: str) -> bool:
+    """Whether an event name is tf.data's Root wrapper (``Iterator::Root``)."""
+    return name == ROOT or _INDEX.sub("", name) == ROOT
 
 
 def _root_of(node: str) -> str:
@@ -635,7 +657,7 @@ def recommend(stage: str | None, run_ns: int, num_workers: int | None = None,
             + (" (.cache())." if ours else "."))
 
 
-__all__ = ["ADVANCE_STAGES", "ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "FILE_READERS",
+__all__ = ["ADVANCE_STAGES", "ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "FILE_READERS", "ROOT",
            "Bottleneck", "GraphNode",
            "IteratorEvents", "NodeTotals", "Pipeline", "SLOW_CALL_NS", "async_nodes",
            "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events",

@@ -30,6 +30,7 @@ from stepscope.analysis.run_model import RunModel, build_run_model
 from stepscope.analysis.run_model.input_bottleneck import (
     CATEGORIES,
     CATEGORY_LABELS,
+    ROOT,
     Bottleneck,
     Pipeline,
     parent_of,
@@ -121,7 +122,7 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
     per_host = {name: full["hosts"][name]["input"]["percent"] for name in model.hosts}
     names = [host] if host is not None else list(model.hosts)
 
-    stage_sums: dict[str, list[float]] = {}  # name → [count, total, self(work)]
+    stage_sums: dict[str, list[float]] = {}  # name → [count, total, self (as counted)]
     category: dict[str, str] = {}
     breakdown = dict.fromkeys(CATEGORIES, 0)
     apart: set[str] = set()
@@ -133,8 +134,16 @@ def input_pipeline_of(model: RunModel, host: str | None = None) -> InputPipeline
             sums = stage_sums.setdefault(node, [0, 0, 0])
             sums[0] += stages.calls[i]
             sums[1] += stages.total_ns[i]
-            sums[2] += stages.work_ns[i]
-            breakdown[cat] += stages.work_ns[i]
+            sums[2] += stages.counted_ns[i]
+            breakdown[cat] += stages.counted_ns[i]
+        if stages.root[0]:
+            # tf.data's Root wrapper: no stage, but an input op of XProf's, its self time
+            # (the iterator's own overhead) preprocessing.
+            category[ROOT] = "preprocessing"
+            sums = stage_sums.setdefault(ROOT, [0, 0, 0])
+            for k in range(3):
+                sums[k] += stages.root[k]
+            breakdown["preprocessing"] += stages.root[2]
 
     all_self = sum(s[2] for s in stage_sums.values())
     rows = [InputOpRow(name=n, count=int(c), total_ms=t / 1e6,
