@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,6 +83,51 @@ def test_a_window_smaller_than_the_file_reads_the_same(tmp_path: Path) -> None:
     # through malloc.
     assert table.stats.value.nbytes > 1 << 20
     assert_same_table(table, _twin(big.read_bytes()))
+
+
+def test_other_threads_run_while_a_profile_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoder's walk runs without the GIL: a server's requests are answered while a
+    profile loads in a thread beside them (with the GIL held, no other thread ran)."""
+    path = max(XPLANE_FIXTURES, key=lambda p: p.stat().st_size)
+    space = read_space(path)
+    while space.ByteSize() < 24 << 20:
+        space.planes.extend(list(space.planes))
+    # From bytes: a file's reads let other threads in between windows anyway.
+    data = space.SerializeToString()
+    del space
+    real = xc.compiled_decoder()
+    inside, done = threading.Event(), threading.Event()
+
+    class Watched:
+        """The compiled decoder, its walk's start and end told to this test."""
+
+        scan = staticmethod(real.scan)
+
+        @staticmethod
+        def decode_table(*args: Any) -> Any:
+            inside.set()
+            try:
+                return real.decode_table(*args)
+            finally:
+                done.set()
+
+    monkeypatch.setattr(xc, "compiled_decoder", lambda: Watched)
+    ran_beside = []
+    for _ in range(3):  # a machine too busy to run this thread in one whole decode
+        inside.clear()
+        done.clear()
+        loader = threading.Thread(target=x2t.from_source, args=(data,))
+        loader.start()
+        inside.wait()
+        turns = 0
+        while not done.is_set():
+            turns += 1
+            time.sleep(0)
+        loader.join()
+        ran_beside.append(turns)
+        if turns >= 10:
+            break
+    assert max(ran_beside) >= 10, ran_beside
 
 
 def test_odd_but_valid_data_matches_the_twin() -> None:

@@ -14,6 +14,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,6 +54,26 @@ buf_free(Buf *b)
     b->mapped = 0;
 }
 
+/* decode_table walks the file without the GIL (other threads run beside a long decode), so
+ * an error raised on the way takes the GIL for the moment of setting it. PyGILState_Ensure
+ * is also right where the GIL is held already (decode, scan): it only counts. */
+static void
+no_memory(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_NoMemory();
+    PyGILState_Release(gil);
+}
+
+static void
+os_error(int err)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    errno = err;
+    PyErr_SetFromErrno(PyExc_OSError);
+    PyGILState_Release(gil);
+}
+
 static int
 buf_reserve(Buf *b, size_t extra)
 {
@@ -75,7 +96,7 @@ buf_reserve(Buf *b, size_t extra)
             }
         }
         if (data == MAP_FAILED) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         if (!b->mapped) {
@@ -89,7 +110,7 @@ buf_reserve(Buf *b, size_t extra)
 #endif
     char *data = PyMem_RawRealloc(b->data, cap);
     if (data == NULL) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     b->data = data;
@@ -199,7 +220,9 @@ typedef struct {
 static int
 bad(const char *what)
 {
+    PyGILState_STATE gil = PyGILState_Ensure();
     PyErr_Format(PyExc_ValueError, "malformed XSpace data: %s", what);
+    PyGILState_Release(gil);
     return -1;
 }
 
@@ -623,7 +646,25 @@ typedef struct {
     size_t win_cap, win_len;
     int64_t win_off;     /* file offset of win[0] */
     int64_t size;
+    int nogil;           /* the caller released the GIL: reads need not */
 } Source;
+
+/* pread [off, off + want) into win until it is full or the file ends: the bytes read, or -1
+ * with the error in *err. */
+static size_t
+source_read(const Source *s, int64_t off, size_t want, int *err)
+{
+    size_t got = 0;
+    *err = 0;
+    while (got < want) {
+        ssize_t r = pread(s->fd, s->win + got, want - got, (off_t)(off + (int64_t)got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { *err = errno; break; }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
 
 /* Bytes [off, off + n) of the source (the caller checked that they lie inside it). */
 static const uint8_t *
@@ -642,26 +683,23 @@ source_need(Source *s, int64_t off, size_t n)
     if (want > s->win_cap) {
         uint8_t *win = PyMem_RawRealloc(s->win, want);
         if (win == NULL) {
-            PyErr_NoMemory();
+            no_memory();
             return NULL;
         }
         s->win = win;
         s->win_cap = want;
     }
-    size_t got = 0;
-    int err = 0;
-    Py_BEGIN_ALLOW_THREADS
-    while (got < want) {
-        ssize_t r = pread(s->fd, s->win + got, want - got, (off_t)(off + (int64_t)got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { err = errno; break; }
-        if (r == 0) break;
-        got += (size_t)r;
+    size_t got;
+    int err;
+    if (s->nogil) {
+        got = source_read(s, off, want, &err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        got = source_read(s, off, want, &err);
+        Py_END_ALLOW_THREADS
     }
-    Py_END_ALLOW_THREADS
     if (err) {
-        errno = err;
-        PyErr_SetFromErrno(PyExc_OSError);
+        os_error(err);
         return NULL;
     }
     s->win_off = off;
@@ -912,7 +950,10 @@ typedef struct {
     Buf st_text_end;  /* int64 per text: where it ends in blob */
     Buf blob;         /* the texts, one after another */
     int64_t n_texts;
-    PyObject *line_names, *line_display_names, *negative;
+    /* Made into Python objects once the walk (without the GIL) is done: */
+    Buf ln_text;      /* each line's name then display name, one after another */
+    Buf ln_text_end;  /* int64 per text: where it ends in ln_text */
+    Buf pl_negative;  /* int64 per plane: its events of negative duration */
     const int8_t *slot;  /* per stat code: typed slot or -1 */
     int64_t nslot;
     int64_t n_events, unknown;
@@ -1001,20 +1042,12 @@ fail:
     return -1;
 }
 
-static PyObject *
-src_str(Source *s, int64_t a, int64_t b)
-{
-    const uint8_t *p = source_need(s, a, (size_t)(b - a));
-    if (p == NULL) return NULL;
-    return PyUnicode_DecodeUTF8((const char *)p, b - a, "replace");
-}
-
 static int
 table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative)
 {
     uint32_t field, wire;
     int64_t id = 0, timestamp = 0;
-    PyObject *name = NULL, *display_name = NULL;
+    int64_t name[2] = {0, 0}, display_name[2] = {0, 0};  /* [start, end) in the file */
     int32_t line_index = (int32_t)(t->ln_plane.len / sizeof(int32_t));
     int64_t first = t->n_events;
     int more;
@@ -1025,12 +1058,8 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
             if (field == 1) id = (int64_t)v;
             else timestamp = (int64_t)v;
         } else if (wire == 2 && (field == 2 || field == 11)) {
-            int64_t a, b;
-            if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
-            PyObject *str = src_str(&t->src, a, b);
-            if (str == NULL) goto fail;
-            PyObject **slot = field == 2 ? &name : &display_name;
-            Py_XSETREF(*slot, str);
+            int64_t *text = field == 2 ? name : display_name;
+            if (src_len(&t->src, &off, end, &text[0], &text[1]) < 0) goto fail;
         } else if (wire == 2 && field == 4) {
             int64_t a, b;
             if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
@@ -1050,17 +1079,57 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
     }
     PUT(&t->ln_plane, int32_t, plane_index);
     PUT(&t->ln_id, int64_t, id);
-    if (name == NULL && (name = PyUnicode_FromString("")) == NULL) goto fail;
-    if (display_name == NULL && (display_name = PyUnicode_FromString("")) == NULL) goto fail;
-    if (PyList_Append(t->line_names, name) < 0 ||
-        PyList_Append(t->line_display_names, display_name) < 0) goto fail;
-    Py_DECREF(name);
-    Py_DECREF(display_name);
+    /* The texts the line ends with (a repeated field's last value, as protobuf's). */
+    int64_t *texts[2] = {name, display_name};
+    for (int i = 0; i < 2; i++) {
+        size_t n = (size_t)(texts[i][1] - texts[i][0]);
+        const uint8_t *p = n ? source_need(&t->src, texts[i][0], n) : NULL;
+        if (n && (p == NULL || buf_put(&t->ln_text, p, n) < 0)) goto fail;
+        PUT(&t->ln_text_end, int64_t, (int64_t)t->ln_text.len);
+    }
     return 0;
 fail:
-    Py_XDECREF(name);
-    Py_XDECREF(display_name);
     return -1;
+}
+
+/* The lines' names or display names (which = 0 or 1) as a list of str. */
+static PyObject *
+line_texts(const Table *t, int which)
+{
+    const int64_t *ends = (const int64_t *)t->ln_text_end.data;
+    Py_ssize_t n = (Py_ssize_t)(t->ln_text_end.len / sizeof(int64_t) / 2);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a = 2 * i + which > 0 ? ends[2 * i + which - 1] : 0, b = ends[2 * i + which];
+        const char *text = t->ln_text.data ? t->ln_text.data + a : "";
+        PyObject *str = PyUnicode_DecodeUTF8(text, b - a, "replace");
+        if (str == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, str);
+    }
+    return out;
+}
+
+/* The planes' counts of negative durations as a list of int. */
+static PyObject *
+plane_negatives(const Table *t)
+{
+    const int64_t *counts = (const int64_t *)t->pl_negative.data;
+    Py_ssize_t n = (Py_ssize_t)(t->pl_negative.len / sizeof(int64_t));
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *count = PyLong_FromLongLong(counts[i]);
+        if (count == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, count);
+    }
+    return out;
 }
 
 static void
@@ -1068,7 +1137,8 @@ table_free(Table *t)
 {
     Buf *bufs[] = {&t->ev_line, &t->ev_name, &t->ev_start, &t->ev_dur, &t->ln_plane,
                    &t->ln_id, &t->st_event, &t->st_name, &t->st_kind, &t->st_value,
-                   &t->st_text_end, &t->blob};
+                   &t->st_text_end, &t->blob, &t->ln_text, &t->ln_text_end,
+                   &t->pl_negative};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         buf_free(bufs[i]);
     }
@@ -1076,9 +1146,46 @@ table_free(Table *t)
         buf_free(&t->ty_rows[i]);
         buf_free(&t->ty_values[i]);
     }
-    Py_XDECREF(t->line_names);
-    Py_XDECREF(t->line_display_names);
-    Py_XDECREF(t->negative);
+}
+
+/* The walk over the planes' lines, events and stats, filling t's columns: 0, or -1 with an
+ * exception set. It calls nothing of Python's but to raise, so it runs without the GIL. */
+static int
+table_walk(Table *t, Map *maps, Py_ssize_t n_maps)
+{
+    int64_t off = 0, end = t->src.size;
+    uint32_t field, wire;
+    int more;
+    int32_t plane_index = 0;
+    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
+        if (field == 1 && wire == 2) {
+            int64_t p, pend, negative = 0;
+            if (src_len(&t->src, &off, end, &p, &pend) < 0) return -1;
+            if (plane_index >= n_maps) return bad("the file changed while it was read");
+            t->ev_map = &maps[2 * plane_index];
+            t->st_map = &maps[2 * plane_index + 1];
+            int more2;
+            while ((more2 = src_key(&t->src, &p, pend, &field, &wire)) == 1) {
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
+                        table_line(t, a, b, plane_index, &negative) < 0) return -1;
+                } else if (src_skip(&t->src, &p, pend, wire) < 0) {
+                    return -1;
+                }
+            }
+            if (more2 < 0) return -1;
+            PUT(&t->pl_negative, int64_t, negative);
+            plane_index++;
+        } else if (src_skip(&t->src, &off, end, wire) < 0) {
+            return -1;
+        }
+    }
+    if (more < 0) return -1;
+    if (plane_index != n_maps) return bad("the file changed while it was read");
+    return 0;
+fail:
+    return -1;
 }
 
 /* decode_table(source, maps, slots) -> dict of columns (see xspace_to_tables.py).
@@ -1125,61 +1232,28 @@ decode_table(PyObject *module, PyObject *args)
     t.slot = slots_view.buf;
     t.nslot = slots_view.len;
     if (source_open(&t.src, source, &view) < 0) goto done;
-    t.line_names = PyList_New(0);
-    t.line_display_names = PyList_New(0);
-    t.negative = PyList_New(0);
-    if (t.line_names == NULL || t.line_display_names == NULL || t.negative == NULL) goto done;
-
-    int64_t off = 0, end = t.src.size;
-    uint32_t field, wire;
-    int more;
-    int32_t plane_index = 0;
-    while ((more = src_key(&t.src, &off, end, &field, &wire)) == 1) {
-        if (field == 1 && wire == 2) {
-            int64_t p, pend, negative = 0;
-            if (src_len(&t.src, &off, end, &p, &pend) < 0) goto done;
-            if (plane_index >= n_maps) {
-                bad("the file changed while it was read");
-                goto done;
-            }
-            t.ev_map = &maps[2 * plane_index];
-            t.st_map = &maps[2 * plane_index + 1];
-            int more2;
-            while ((more2 = src_key(&t.src, &p, pend, &field, &wire)) == 1) {
-                if (field == 3 && wire == 2) {
-                    int64_t a, b;
-                    if (src_len(&t.src, &p, pend, &a, &b) < 0 ||
-                        table_line(&t, a, b, plane_index, &negative) < 0) goto done;
-                } else if (src_skip(&t.src, &p, pend, wire) < 0) {
-                    goto done;
-                }
-            }
-            if (more2 < 0) goto done;
-            PyObject *count = PyLong_FromLongLong(negative);
-            if (count == NULL) goto done;
-            int rc = PyList_Append(t.negative, count);
-            Py_DECREF(count);
-            if (rc < 0) goto done;
-            plane_index++;
-        } else if (src_skip(&t.src, &off, end, wire) < 0) {
-            goto done;
-        }
-    }
-    if (more < 0) goto done;
-    if (plane_index != n_maps) {
-        bad("the file changed while it was read");
-        goto done;
-    }
+    /* The maps', slots' and source's buffers are held by their views until `done`. */
+    int rc;
+    t.src.nogil = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = table_walk(&t, maps, n_maps);
+    Py_END_ALLOW_THREADS
+    t.src.nogil = 0;
+    if (rc < 0) goto done;
     /* Hand the columns over; from here on nothing is freed twice. */
     PyObject *out = PyDict_New();
     if (out == NULL) goto done;
     PyObject *counts = Py_BuildValue("(LL)", (long long)t.n_events, (long long)t.unknown);
     int failed = counts == NULL || PyDict_SetItemString(out, "counts", counts) < 0;
     Py_XDECREF(counts);
+    PyObject *lists[3] = {line_texts(&t, 0), line_texts(&t, 1), plane_negatives(&t)};
+    const char *list_names[3] = {"line_name", "line_display_name", "negative"};
+    for (int i = 0; i < 3; i++) {
+        failed = failed || lists[i] == NULL ||
+            PyDict_SetItemString(out, list_names[i], lists[i]) < 0;
+        Py_XDECREF(lists[i]);
+    }
     failed = failed ||
-        PyDict_SetItemString(out, "line_name", t.line_names) < 0 ||
-        PyDict_SetItemString(out, "line_display_name", t.line_display_names) < 0 ||
-        PyDict_SetItemString(out, "negative", t.negative) < 0 ||
         add_column(out, "ev_line", &t.ev_line) < 0 ||
         add_column(out, "ev_name", &t.ev_name) < 0 ||
         add_column(out, "ev_start", &t.ev_start) < 0 ||
