@@ -649,8 +649,8 @@ typedef struct {
     int nogil;           /* the caller released the GIL: reads need not */
 } Source;
 
-/* pread [off, off + want) into win until it is full or the file ends: the bytes read, or -1
- * with the error in *err. */
+/* pread [off, off + want) into win until it is full or the file ends: the bytes read (an
+ * error stops it, its errno in *err, else 0). */
 static size_t
 source_read(const Source *s, int64_t off, size_t want, int *err)
 {
