@@ -127,3 +127,43 @@ def test_context_keys_match_the_column_join(path: Path) -> None:
         want = _keys_through_a_column(table, type_stat, id_stat)
         for a, b in zip(got, want, strict=True):
             assert np.array_equal(a, b)
+
+
+def _stack_parents(group: Any, start: Any, end: Any) -> list[int]:
+    """Direct parents of properly nested intervals (none of zero length), one group at a
+    time with a stack."""
+    out = [-1] * len(start)
+    for g in set(group.tolist()):
+        rows = [i for i in range(len(start)) if group[i] == g]
+        rows.sort(key=lambda i: (int(start[i]), -int(end[i]), i))
+        stack: list[int] = []
+        for i in rows:
+            while stack and int(end[stack[-1]]) <= int(start[i]):  # closed before i opens
+                stack.pop()
+            out[i] = stack[-1] if stack else -1
+            stack.append(i)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parents_of_nested_intervals_match_a_stack(seed: int) -> None:
+    rng = np.random.default_rng(10 + seed)
+    starts: list[int] = []
+    ends: list[int] = []
+    groups: list[int] = []
+
+    def nest(lo: int, hi: int, depth: int, g: int) -> None:
+        at = lo
+        while at < hi and depth < 6:
+            a = int(rng.integers(at, hi))
+            b = int(rng.integers(a + 1, hi + 1))
+            starts.append(a)
+            ends.append(b)
+            groups.append(g)
+            nest(a, b, depth + 1, g)
+            at = b
+    for g in range(3):
+        nest(0, 10_000, 0, g)
+    group = np.array(groups, np.int16)
+    start, end = np.array(starts, np.int64), np.array(ends, np.int64)
+    assert intervals.parents(group, start, end).tolist() == _stack_parents(group, start, end)
