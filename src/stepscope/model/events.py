@@ -114,6 +114,25 @@ def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
     return out
 
 
+_ROW_CHUNK = 1 << 20
+
+
+def rows_where(mask: NDArray[np.bool_]) -> NDArray[np.int32] | I64:
+    """``np.flatnonzero(mask)``, int32 where every row fits: found a chunk of rows at a time,
+    so that no int64 index of every set row is held on the way (8 B a row: tens of MB where
+    most of millions of events are set)."""
+    if len(mask) >= 1 << 31:
+        return np.flatnonzero(mask)
+    out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32)
+    at = 0
+    for i in range(0, len(mask), _ROW_CHUNK):
+        chunk = np.flatnonzero(mask[i:i + _ROW_CHUNK])
+        chunk += i
+        out[at:at + len(chunk)] = chunk
+        at += len(chunk)
+    return out
+
+
 def typed_rows(table: EventTable, stat: str) -> tuple[I64, I64]:
     """The events of ``table`` that carry typed stat ``stat`` (ascending) and its values,
     from the sparse rows where the table keeps them so (no dense column is made)."""
@@ -219,10 +238,15 @@ class EventTable:
         return len(self.name)
 
     @cached_property
-    def plane(self) -> Codes:
+    def plane(self) -> NDArray[np.int8] | Codes:
         """Per event: index into planes (its line's), made from ``line`` on first use: a load
-        does not hold a column that the lines give. Int16 where the planes allow."""
-        return narrow_codes(self.line_plane[self.line], len(self.planes))
+        does not hold a column that the lines give. Int8 where the planes allow (a few
+        planes: a byte an event), else as ``narrow_codes``; arithmetic on it casts first."""
+        if len(self.planes) <= np.iinfo(np.int8).max:
+            small: NDArray[np.int8] = np.asarray(self.line_plane, np.int8)[self.line]
+            return small
+        # The lines' planes narrowed first: indexing gives the narrow column at once.
+        return narrow_codes(self.line_plane, len(self.planes))[self.line]
 
     def text_stat(self, stat: str) -> tuple[I64, I32, list[str]]:
         """A string (or ref) stat as columns: (event rows, value codes, distinct values)."""

@@ -323,13 +323,13 @@ def build_host(name: str, table: EventTable,
     ``keep_memory`` (the caller keeps them for the memory profile's timeline)."""
     ov, events, masks = host_facts(name, table)
     steps = ov.steps
-    host_work = masks["output"] | masks["compilation"] | masks["kernel_launch"] \
-        | masks["host_compute"]
-    pod_masks = {**masks, "copy": masks["device_copies"] | masks["device_to_device"],
-                 "host_work": host_work}
-    pod_ns = partition(table, steps, pod_masks, _HOST_ORDER)
+    # The pod viewer's two categories kept beside the others (a bit an event each).
+    masks.add("host_work", masks["output"] | masks["compilation"] | masks["kernel_launch"]
+              | masks["host_compute"])
+    masks.add("copy", masks["device_copies"] | masks["device_to_device"])
+    pod_ns = partition(table, steps, masks, _HOST_ORDER)
 
-    devices = _device_partitions(table, steps, masks, pod_masks["copy"])
+    devices = _device_partitions(table, steps, masks)
     collective_end = np.full(len(steps), -1, dtype=np.int64)
     rows = np.flatnonzero(masks["device_collectives"])
     step = steps.event_step[rows] if len(steps) else np.zeros(0, np.int32)
@@ -339,7 +339,7 @@ def build_host(name: str, table: EventTable,
     # The per-event columns above (category masks, classification: tens of MB over millions
     # of events) are dropped before the passes below, so that their peaks do not add up: the
     # masks before the kernel groups (which read only the classification), then that.
-    del masks, pod_masks, host_work, rows, step
+    del masks, rows, step
     groups = host_groups(table, events)
     del events
     start = _profile_start(table)
@@ -349,8 +349,8 @@ def build_host(name: str, table: EventTable,
                      pytorch_model_flops(table, steps))
 
 
-def _device_partitions(table: EventTable, steps: Steps, masks: dict[str, NDArray[np.bool_]],
-                       copy: NDArray[np.bool_]) -> dict[str, I64]:
+def _device_partitions(table: EventTable, steps: Steps,
+                       masks: Mapping[str, NDArray[np.bool_]]) -> dict[str, I64]:
     """Per device plane with work: its step time by category (``partition``)."""
     devices: dict[str, I64] = {}
     device_plane = device_planes(table)
@@ -361,7 +361,7 @@ def _device_partitions(table: EventTable, steps: Steps, masks: dict[str, NDArray
         mine = table.plane == index
         dev_masks = {"device_compute": masks["device_compute"] & mine,
                      "device_collectives": masks["device_collectives"] & mine,
-                     "copy": copy & mine, "input": host_input}
+                     "copy": masks["copy"] & mine, "input": host_input}
         label = table.planes[int(index)].name.removeprefix("/device:")
         devices[label] = partition(table, steps, dev_masks, _DEVICE_ORDER)
     return devices

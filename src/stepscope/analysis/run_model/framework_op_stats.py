@@ -46,7 +46,14 @@ from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.steps import PROFILER_STEP, device_planes
 from stepscope.analysis.run_model.tf_op_names import hlo_provenance, parse_op_fullname
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable, typed_equals
+from stepscope.model.events import (
+    MISSING,
+    Codes,
+    EventTable,
+    narrow_codes,
+    rows_where,
+    typed_equals,
+)
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -180,7 +187,7 @@ class OpStats:
 class OpEvents:
     """Per event of a table: what op it is (-1: none) and the op's name, type and side."""
 
-    op: I32  # index into names/types/sides
+    op: Codes  # index into names/types/sides (int16 where every op's fits: narrow_codes)
     names: list[str]
     types: list[str]
     sides: list[str]
@@ -263,14 +270,17 @@ def classify(table: EventTable) -> OpEvents:
         not_op = np.array([n in _NOT_OP_NAMES for n in table.names] + [False], dtype=bool)
         worker = np.array([n.startswith(schema.DATALOADER_WORKER_LINE_PREFIX)
                            for n in table.line_name] + [False], dtype=bool)
-        host_rows = np.flatnonzero(on_host & ~step_marker & ~not_op[table.name]
-                                   & ~worker[table.line])
-        if len(table) < 1 << 31:  # int32 rows: half the memory, held through what follows
-            host_rows = host_rows.astype(np.int32)
+        # int32 rows where they fit (rows_where): half the memory, held through what follows.
+        on_host &= ~step_marker
+        on_host &= ~not_op[table.name]
+        on_host &= ~worker[table.line]
+        host_rows = rows_where(on_host)
         del on_host
         # Events merged from PyTorch's profiler keep their Kineto category: those are ops
         # only when it says so (not the CUDA runtime calls, not the memory records).
-        categorised = category[host_rows] >= 0
+        # (No categories, as in XSpace files: none is; no copy of -1 for every host row.)
+        categorised = category[host_rows] >= 0 if categories \
+            else np.zeros(len(host_rows), dtype=bool)
         # Events merged from TensorFlow's or JAX's profiler are ops by their rules: TensorFlow
         # ops and tf.data stages, and XLA ops run on the host (those with an hlo_op stat,
         # as the XLA tools count them), not the runtime around them (PjRt calls, waits).
@@ -304,8 +314,9 @@ def classify(table: EventTable) -> OpEvents:
     sides = [""] * len(ops)
     for (side, op_type, name), code in ops.items():
         names[code], types[code], sides[code] = name, op_type, side
-    return OpEvents(op, names, types, sides, category, categories, *xla,
-                    xprof_idle=not categories and not stepscope_made)
+    # Int16 where every op's code fits: the column is held through the run model's passes.
+    return OpEvents(narrow_codes(op, len(ops)), names, types, sides, category, categories,
+                    *xla, xprof_idle=not categories and not stepscope_made)
 
 
 def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: NDArray[np.integer[Any]],
@@ -351,6 +362,9 @@ def _derived_line(table: EventTable) -> NDArray[np.bool_]:
         else np.zeros(0, dtype=bool)
 
 
+_FILL_CHUNK = 1 << 20
+
+
 def _fill(op: I32, rows: NDArray[np.integer[Any]], table: EventTable, code_for: Any) -> None:
     """Set ``op`` for ``rows`` by name code, calling ``code_for(name)`` once per name."""
     if len(rows) == 0:
@@ -358,13 +372,16 @@ def _fill(op: I32, rows: NDArray[np.integer[Any]], table: EventTable, code_for: 
     # A lookup table by name code, not a sort of the rows (np.unique): names are few, rows
     # millions, and a sort holds several copies of them. Names ascending, as np.unique gave:
     # ``code_for`` numbers new ops in the order it is called.
-    name = table.name[rows]
+    # A chunk of rows at a time: no name and code column of every row at once.
     present = np.zeros(len(table.names), dtype=bool)
-    present[name] = True
+    for i in range(0, len(rows), _FILL_CHUNK):
+        present[table.name[rows[i:i + _FILL_CHUNK]]] = True
     lookup = np.full(len(present), -1, dtype=np.int32)
     for c in np.flatnonzero(present).tolist():
         lookup[c] = code_for(table.names[c])
-    op[rows] = lookup[name]
+    for i in range(0, len(rows), _FILL_CHUNK):
+        part = rows[i:i + _FILL_CHUNK]
+        op[part] = lookup[table.name[part]]
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],
@@ -599,9 +616,7 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
              events: OpEvents | None = None) -> OpStats:
     """Framework op stats of one host's events."""
     events = events or classify(table)
-    rows = np.flatnonzero(events.op >= 0)
-    if len(table) < 1 << 31:  # int32 rows: half the memory, held through what follows
-        rows = rows.astype(np.int32)
+    rows = rows_where(events.op >= 0)  # int32 where they fit: held through what follows
     unit = 1  # the times' unit in ns
     if events.device_clock is not None:
         start = events.device_clock[0][rows]
@@ -647,7 +662,8 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     return OpStats(ranked(out), kernel_rows(table, events), include_idle)
 
 
-def _idle_rows(table: EventTable, rows: I64, line: NDArray[np.integer[Any]], start: I64, end: I64,
+def _idle_rows(table: EventTable, rows: NDArray[np.integer[Any]],
+               line: NDArray[np.integer[Any]], start: I64, end: I64,
                events: OpEvents) -> list[OpRow]:
     """Per side: time on lines that run ops when none runs, over the profile's span."""
     if len(table) == 0:
@@ -664,7 +680,8 @@ def _idle_rows(table: EventTable, rows: I64, line: NDArray[np.integer[Any]], sta
     return out
 
 
-def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns: Any,
+def _xprof_idle_rows(table: EventTable, rows: NDArray[np.integer[Any]], start: I64, end: I64,
+                     self_ns: Any,
                      events: OpEvents, unit: int) -> list[OpRow]:
     """IDLE rows as XProf makes them (times in ``unit`` ns): on the host, per thread, the
     span of its ops less their self time; on a device, per device, the span of its events
@@ -678,7 +695,11 @@ def _xprof_idle_rows(table: EventTable, rows: I64, start: I64, end: I64, self_ns
     out = []
     host = sides == 0
     if host.any() or any(p.name == _HOST_THREADS_PLANE for p in table.planes):
-        idle = _span_less_work(table.line[rows][host], start[host], end[host], self_ns[host])
+        if host.all():  # every op on the host (a CPU capture): no copies of the columns
+            idle = _span_less_work(table.line[rows], start, end, self_ns)
+        else:
+            idle = _span_less_work(table.line[rows][host], start[host], end[host],
+                                   self_ns[host])
         out.append(OpRow(HOST, IDLE, IDLE, 0, round(idle / unit), round(idle / unit)))
     device = sides == 1
     del sides, host

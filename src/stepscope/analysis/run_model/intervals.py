@@ -13,6 +13,8 @@ from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
 
+_CHUNK = 1 << 20  # intervals a search handles at a time (its int64 answers: 8 MB)
+
 
 def _on_one_axis(group: NDArray[np.integer[Any]], start: I64, end: I64
                  ) -> tuple[I64, I64, I64 | None]:
@@ -62,6 +64,8 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     np.negative(e, out=e)
     s.sort()  # what s[order] is (order sorts by s first), in place: no second column
     e = e[order]
+    if n < 1 << 31:  # int32 positions: held through the levels below
+        order = order.astype(np.int32)
     # Depth of each interval = intervals opened before it and not yet closed at its start.
     # Closed = end <= start; the running maximum of ends makes partial overlaps behave
     # as nesting rather than producing negative depths. (Computed in place, each
@@ -70,20 +74,25 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     # memory of int64 columns of every interval.
     small = np.int32 if n < 1 << 31 else np.int64
     depth: NDArray[np.signedinteger[Any]] = np.arange(n, dtype=small)
-    depth -= np.searchsorted(np.sort(e), s, side="right").astype(small)
+    # The searches a chunk of intervals at a time: their int64 answers for every interval
+    # were the largest temporaries here.
+    ends = np.sort(e)
+    for i in range(0, n, _CHUNK):
+        depth[i:i + _CHUNK] -= np.searchsorted(ends, s[i:i + _CHUNK], side="right").astype(small)
+    del ends
     # Zero-length intervals sharing this start sort after it and count as "closed" above
     # although they come later: take them back out.
     is_zero = e == s
     if is_zero.any():
         zeros_before = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(is_zero, out=zeros_before[1:])
-        later_zero = np.searchsorted(s, s, side="right")
-        # In place (every index is in range: "clip" changes none, and is not buffered).
-        np.take(zeros_before, later_zero, out=later_zero, mode="clip")
-        later_zero -= zeros_before[:-1]
-        del zeros_before
-        depth += later_zero
-        del later_zero
+        for i in range(0, n, _CHUNK):
+            later_zero = np.searchsorted(s, s[i:i + _CHUNK], side="right")
+            # In place (every index is in range: "clip" changes none, and is not buffered).
+            np.take(zeros_before, later_zero, out=later_zero, mode="clip")
+            later_zero -= zeros_before[i:i + len(later_zero)]
+            depth[i:i + len(later_zero)] += later_zero.astype(small)
+        del zeros_before, later_zero
     del is_zero
     np.maximum(depth, 0, out=depth)
     # An interval's parent is the last interval before it, in this order, one level up.

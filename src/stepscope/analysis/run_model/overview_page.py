@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections import ChainMap
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,7 +64,13 @@ from stepscope.analysis.run_model.framework_op_stats import (
     op_stats,
 )
 from stepscope.analysis.run_model.step_groups import grouped_step, has_links
-from stepscope.analysis.run_model.steps import PROFILER_STEP, Steps, device_planes, find_steps
+from stepscope.analysis.run_model.steps import (
+    PROFILER_STEP,
+    StepCodes,
+    Steps,
+    device_planes,
+    find_steps,
+)
 from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.analysis.step_categories import CATEGORIES as CATEGORIES
 from stepscope.analysis.step_categories import CATEGORY_LABELS as CATEGORY_LABELS
@@ -162,6 +170,43 @@ class Overview:
         return out
 
 
+class CategoryMasks(Mapping[str, BoolArray]):
+    """Per category, which events count towards it: one bit an event per category, eight
+    categories to a uint8 column, not a bool column each (the 14 masks of a host were 14 B
+    an event, the largest part of the run model's peak on millions of events). A mask is made
+    when asked for: hold it only while it is used."""
+
+    def __init__(self, events: int) -> None:
+        self.events = events
+        self._bytes: list[NDArray[np.uint8]] = []
+        self._bit: dict[str, tuple[int, int]] = {}  # name -> (column, bit)
+
+    def add(self, name: str, mask: BoolArray) -> None:
+        """Keep ``mask`` (one bool an event) as category ``name``."""
+        if name in self._bit:
+            raise ValueError(f"category {name!r} is kept already")
+        column, bit = divmod(len(self._bit), 8)
+        if column == len(self._bytes):
+            self._bytes.append(np.zeros(self.events, dtype=np.uint8))
+        # In place where the mask is set: no temporary as long as the events.
+        np.bitwise_or(self._bytes[column], np.uint8(1 << bit), out=self._bytes[column],
+                      where=mask)
+        self._bit[name] = (column, bit)
+
+    def __getitem__(self, name: str) -> BoolArray:
+        column, bit = self._bit[name]
+        out = np.right_shift(self._bytes[column], bit)
+        np.bitwise_and(out, 1, out=out)
+        mask: BoolArray = out.view(np.bool_)  # every byte 0 or 1
+        return mask
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._bit)
+
+    def __len__(self) -> int:
+        return len(self._bit)
+
+
 def overview(profile: RunTables) -> Overview:
     """Compute the overview of every host of ``profile``."""
     hosts = [host_overview(name, table) for name, table in profile.hosts.items()]
@@ -174,7 +219,7 @@ def host_overview(name: str, table: EventTable) -> HostOverview:
 
 
 def host_facts(name: str, table: EventTable
-               ) -> tuple[HostOverview, OpEvents, dict[str, BoolArray]]:
+               ) -> tuple[HostOverview, OpEvents, CategoryMasks]:
     """The overview of one host, with the op classification and category masks it used
     (the run model derives its other per-host facts from them)."""
     steps = find_steps(table)
@@ -226,7 +271,7 @@ def flight_info(table: EventTable) -> dict[str, Any] | None:
     return None
 
 
-def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+def _xla_host_others(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
                      ends: I64 | None) -> int:
     """Step time (ns) that XLA's execution on the host covers and no category of the
     breakdown does ("all others" in XProf's figures): from the start of each program run
@@ -259,8 +304,11 @@ def _xla_host_others(table: EventTable, steps: Steps, masks: dict[str, BoolArray
         first = np.flatnonzero(np.r_[True, run_ids[1:] != run_ids[:-1]])
         last_end = np.maximum.reduceat(end[run_rows], first)
         end[run_rows[first]] = np.maximum(end[run_rows[first]], last_end)
-    with_xla = partition(table, steps, {**masks, "xla_host": xla}, (*PRIORITY, "xla_host"),
-                         end)
+    # Layered, not {**masks, ...}: that would make every kept mask at once.
+    # (ChainMap only reads the maps after its first: the cast is for its signature.)
+    with_xla = partition(table, steps,
+                         ChainMap({"xla_host": xla}, cast(MutableMapping[str, BoolArray], masks)),
+                         (*PRIORITY, "xla_host"), end)
     return int(with_xla[:, -2].sum())
 
 
@@ -289,7 +337,7 @@ def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
     return per_name[table.name]
 
 
-def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[str, BoolArray]:
+def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> CategoryMasks:
     """Per category: which events count towards it (before the priority partition)."""
     n = len(table)
     in_step = steps.event_step >= 0
@@ -345,53 +393,55 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> dict[s
             marker |= (table.name == code) & on_step_thread
     host = on_host & in_step & ~marker
     del marker
-    host_op = (events.op >= 0) & on_host
-    del on_host
     linked = has_links(table)
     if linked:
+        del on_host  # (the host's ops count only without links: not held through these)
         # TensorFlow/JAX: the step's host events are those grouped into it (and into the
         # step their start falls in), less what XProf does not count as work.
-        seed = np.where(on_step_thread, steps.event_step, np.int32(-1))
-        group = grouped_step(table, seed)  # fills ``seed`` in: one int32 column, not two
+        # As narrow as the steps' column (int16 where the steps allow).
+        seed = cast(StepCodes, np.where(on_step_thread, steps.event_step, -1).astype(
+            steps.event_step.dtype, copy=False))
+        group = grouped_step(table, seed)  # fills ``seed`` in: one column, not two
         del seed
         host &= (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
         del group
         step_work = host
         input_wait = host & _name_mask(table, XPROF_INPUT_WAIT)
     else:
-        step_work = host & (on_step_thread | host_op)
+        step_work = host & (on_step_thread | ((events.op >= 0) & on_host))
+        del on_host
         input_wait = host & _name_mask(table, INPUT_WAIT)
-    del host_op
     # The masks are made one at a time, each column above dropped after its last use: over
     # millions of events the intermediate masks held together were a large part of the peak.
     collective = _name_mask(table, COLLECTIVE_EVENT)
-    out = {"device_compute": device_work & ~is_copy & ~collective & in_step}
+    out = CategoryMasks(n)
+    out.add("device_compute", device_work & ~is_copy & ~collective & in_step)
     del is_copy
-    out["device_collectives"] = (device_work & collective & in_step) | (
-        host & _name_mask(table, HOST_COLLECTIVE_EVENT))
+    out.add("device_collectives", (device_work & collective & in_step) | (
+        host & _name_mask(table, HOST_COLLECTIVE_EVENT)))
     del collective
     to_device = matches(_TO_DEVICE)
-    out["device_to_device"] = device_copy & matches(_DEVICE_TO_DEVICE) & in_step
-    out["input"] = (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait \
-        | (device_copy & to_device & in_step)
+    out.add("device_to_device", device_copy & matches(_DEVICE_TO_DEVICE) & in_step)
+    out.add("input", (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
+            | (device_copy & to_device & in_step))
     del input_wait
-    out[INPUT_TRANSFER] = device_copy & to_device & in_step
+    out.add(INPUT_TRANSFER, device_copy & to_device & in_step)
     del to_device
-    out["output"] = (host & on_step_thread & _name_mask(table, OUTPUT_EVENT)) \
-        | (device_copy & matches(_TO_HOST) & in_step)
+    out.add("output", (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
+            | (device_copy & matches(_TO_HOST) & in_step))
     del on_step_thread
-    out["compilation"] = host & _name_mask(table, COMPILE_EVENT)
-    out["kernel_launch"] = host & _name_mask(table, LAUNCH_EVENT)
-    out["host_compute"] = step_work
+    out.add("compilation", host & _name_mask(table, COMPILE_EVENT))
+    out.add("kernel_launch", host & _name_mask(table, LAUNCH_EVENT))
+    out.add("host_compute", step_work)
     del host, step_work
     # Not overview categories: the device's own work, for per-device breakdowns.
-    out["device_work"] = device_work & in_step
-    out["device_copies"] = device_copy & in_step
-    out["device_events"] = on_device
+    out.add("device_work", device_work & in_step)
+    out.add("device_copies", device_copy & in_step)
+    out.add("device_events", on_device)
     return out
 
 
-def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
               order: tuple[str, ...] = CATEGORIES[:-1], ends: I64 | None = None) -> I64:
     """Per step, the time given to each category of ``order`` (ns), first come first served,
     and in a last column the rest of the step; rows add up to the step time. ``ends``
@@ -439,7 +489,7 @@ def partition(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
     return out
 
 
-def instant_ends(table: EventTable, steps: Steps, masks: dict[str, BoolArray],
+def instant_ends(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
                  order: tuple[str, ...]) -> I64 | None:
     """Per event: its end, where zero-length events of a step last as XProf's sweep has them.
 
@@ -700,4 +750,4 @@ def _recommendation(summary: dict[str, Any], has_steps: bool) -> dict[str, Any]:
 
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "DEVICE", "HOST", "IDLE", "VERDICTS", "Overview",
-           "HostOverview", "overview", "host_facts", "host_overview", "verdict"]
+           "CategoryMasks", "HostOverview", "overview", "host_facts", "host_overview", "verdict"]

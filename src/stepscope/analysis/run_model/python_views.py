@@ -319,9 +319,10 @@ def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64
     return rows, start, end
 
 
-def _depths(parent: I64) -> I64:
-    """Each item's depth below its root, by pointer doubling (log of the depth passes)."""
-    depth = (parent >= 0).astype(np.int64)
+def _depths(parent: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
+    """Each item's depth below its root, by pointer doubling (log of the depth passes), in
+    the parents' dtype (int32 where the items fit: a depth is below their count)."""
+    depth = (parent >= 0).astype(parent.dtype)
     anc = parent.copy()
     live = np.flatnonzero(anc >= 0)
     while len(live):
@@ -332,13 +333,16 @@ def _depths(parent: I64) -> I64:
     return depth
 
 
-def _paths(parent: I64, name: NDArray[np.integer[Any]]) -> tuple[I64, I64, I64]:
+def _paths(parent: NDArray[np.integer[Any]], name: NDArray[np.integer[Any]]
+           ) -> tuple[NDArray[np.integer[Any]], I64, I64]:
     """Items grouped by call path, a nesting level at a time: (each item's node, each node's
-    parent node, each node's name)."""
+    parent node, each node's name). Items' nodes and order int32 where they fit (columns of
+    every call, held through the levels)."""
     n = len(parent)
-    node = np.full(n, -1, dtype=np.int64)
+    small = np.int32 if n < 1 << 31 else np.int64
+    node: NDArray[np.integer[Any]] = np.full(n, -1, dtype=small)
     depth = _depths(parent)
-    order = np.argsort(depth, kind="stable")
+    order = np.argsort(depth, kind="stable").astype(small, copy=False)
     # Where each level starts in ``order``: counted, not searched in a sorted copy of depth.
     bounds = np.zeros(int(depth.max(initial=-1)) + 2, dtype=np.int64)
     np.cumsum(np.bincount(depth, minlength=len(bounds) - 1), out=bounds[1:])
@@ -351,8 +355,9 @@ def _paths(parent: I64, name: NDArray[np.integer[Any]]) -> tuple[I64, I64, I64]:
         items = order[bounds[level]:bounds[level + 1]]
         if not len(items):
             continue
-        up = node[parent[items]] if level else np.full(len(items), -1, dtype=np.int64)
-        key = (up + 1) * width + name[items]  # int64: up is
+        up = node[parent[items]].astype(np.int64) if level \
+            else np.full(len(items), -1, dtype=np.int64)
+        key = (up + 1) * width + name[items]  # int64: up is (a product of two counts)
         keys, inverse = np.unique(key, return_inverse=True)
         node[items] = made + inverse.reshape(-1)
         node_parent.append(keys // width - 1)
@@ -392,7 +397,12 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     rows, start, end = _clip(table, rows, t0, t1)
     n_rows = len(rows)
     line = table.line[rows]  # int32: it is held to the end
+    # The functions' codes before the nesting: 4 B a call held through it, not the rows' 8.
+    name, names = _compact(table.names, table.name[rows])
+    del rows
     parent = parents(line, start, end)
+    if len(parent) < 1 << 31:  # int32: held through the call paths
+        parent = parent.astype(np.int32)
     dur = end - start
     self_ns = dur.copy()
     kids = np.flatnonzero(parent >= 0)
@@ -403,8 +413,6 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     # (Before the call paths, so that the lines are not held through them.)
     threads = _threads(table, line, np.where(parent >= 0, 0, dur))
     del line
-    name, names = _compact(table.names, table.name[rows])
-    del rows
     node, node_parent, node_name = _paths(parent, name)
     del name, parent
     m = len(node_parent)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.analysis.run_model.steps import StepCodes
 from stepscope.model.events import EventTable
 
 I32 = NDArray[np.int32]
@@ -50,11 +51,15 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I6
     """Events carrying both stats: (rows, context type, context id)."""
     t_rows, t_val = table.int_stat(type_stat)
     i_rows, i_val = table.int_stat(id_stat)
-    by_type = np.full(len(table), np.iinfo(np.int64).min, dtype=np.int64)
-    by_type[t_rows] = t_val
-    both = by_type[i_rows] != np.iinfo(np.int64).min
-    rows = i_rows[both]
-    return rows, by_type[rows], i_val[both]
+    # Joined by a search over the type stat's rows (the last one where an event has two),
+    # not through a column of every event (8 B an event).
+    order = np.argsort(t_rows, kind="stable")
+    t_rows, t_val = t_rows[order], t_val[order]
+    del order
+    at = np.searchsorted(t_rows, i_rows, side="right") - 1
+    both = at >= 0
+    both[both] = t_rows[at[both]] == i_rows[both]
+    return i_rows[both], t_val[at[both]], i_val[both]
 
 
 def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, I64, I64]]:
@@ -79,8 +84,8 @@ def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, 
             (rows[~is_parent], kind[~is_parent], key[~is_parent]))
 
 
-def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64,
-                 ends: I64) -> tuple[I64, I64]:
+def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64
+                 ) -> tuple[I64, I64]:
     """Events nested under each of ``roots`` on the root's own line: (root index, row)."""
     if len(roots) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -90,7 +95,7 @@ def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64,
     # Within the line's stretch of ``order`` (sorted by start), the events starting inside
     # the root's span; events on one thread nest, so those are its descendants.
     lo = lo_line + _search(starts, lo_line, hi_line, table.start_ns[roots], "left")
-    end = ends[roots]
+    end = table.start_ns[roots] + table.duration_ns[roots]  # the roots' only: no column
     hi = lo_line + _search(starts, lo_line, hi_line, end, "left")
     count = np.maximum(hi - lo, 0)
     total = int(count.sum())
@@ -112,11 +117,13 @@ def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
     return out
 
 
-def grouped_step(table: EventTable, seed_step: I32) -> I32:
+def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
     """Per event: the step it is grouped into (-1: none), starting from ``seed_step`` (the
     step of the events on the steps' own threads) and following context links and nesting.
-    An int32 ``seed_step`` is filled in and returned (no second column of every event)."""
-    out = np.asarray(seed_step, dtype=np.int32)
+    ``seed_step`` (int16 or int32, as the steps' event column) is filled in and returned (no
+    second column of every event)."""
+    out = seed_step if seed_step.dtype in (np.int16, np.int32) \
+        else np.asarray(seed_step, dtype=np.int32)
     if not has_links(table) or not (out >= 0).any():
         return out
     (ep_rows, ep_type, ep_id), (ec_rows, ec_type, ec_id) = _executor_keys(table)
@@ -138,12 +145,11 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
     order = np.asarray(np.lexsort((table.start_ns, table.line)), np.int64)  # no copy
     line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
     line_start = line_start.astype(np.int64)
-    ends = table.start_ns + table.duration_ns
     for _ in range(_MAX_ROUNDS):
         linked = out[p_rows] >= 0
         if not linked.any():
             break
-        step_of_code = np.full(int(code.max()) + 1, -1, dtype=np.int32)
+        step_of_code = np.full(int(code.max()) + 1, -1, dtype=out.dtype)
         # A context used in several steps keeps the earliest (as a first-come grouping).
         codes, steps = p_code[linked], out[p_rows[linked]]
         first = np.lexsort((steps, codes))
@@ -156,7 +162,7 @@ def grouped_step(table: EventTable, seed_step: I32) -> I32:
             break
         roots = c_rows[new]
         out[roots] = got[new]
-        owner, rows = _descendants(table, order, line_start, roots, ends)
+        owner, rows = _descendants(table, order, line_start, roots)
         free = out[rows] < 0
         out[rows[free]] = out[roots[owner[free]]]
     return out

@@ -38,6 +38,7 @@ from stepscope.model.events import MISSING, EventTable, is_in, typed_equals, typ
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
+StepCodes = NDArray[np.int16] | NDArray[np.int32]  # per event: its step index (-1: none)
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|XPU|NPU):")
@@ -56,7 +57,7 @@ class Steps:
     start_ns: I64
     end_ns: I64
     lines: I64  # the lines (threads) whose events mark the steps
-    event_step: I32
+    event_step: StepCodes  # int16 where every step's index fits (see assign)
     trimmed: list[int] = field(default_factory=list)  # step numbers left out (see above)
 
     def __len__(self) -> int:
@@ -223,17 +224,16 @@ def _module_steps(table: EventTable, rows: I64) -> Steps | None:
     return _from_rows(table, runs, np.arange(len(runs), dtype=np.int64), "xla_module")
 
 
-def assign(table: EventTable, steps: Steps) -> I32:
-    """Each event's step index (-1 for none); see the module docstring."""
-    out = np.full(len(table), -1, dtype=np.int32)
+def assign(table: EventTable, steps: Steps) -> StepCodes:
+    """Each event's step index (-1 for none); see the module docstring. Int16 where every
+    step's index fits (a column as long as the events, held through the run model's passes;
+    arithmetic on it casts first)."""
+    out = _by_time(table.start_ns, steps)
     if len(steps) == 0 or len(table) == 0:
         return out
-    by_time = _by_time(table.start_ns, steps)
     device = on_device(table)
-    out[~device] = by_time[~device]
     if not device.any():
         return out
-    out[device] = by_time[device]
     # Device events follow their launch: the host event with the same correlation id.
     corr = table.typed[schema.CORRELATION_ID]
     launches = np.flatnonzero(~device & (corr != MISSING) & (out >= 0))
@@ -247,8 +247,20 @@ def assign(table: EventTable, steps: Steps) -> I32:
     return out
 
 
-def _by_time(start: I64, steps: Steps) -> I32:
-    """The step whose span holds each start time (-1 for none)."""
-    index = np.searchsorted(steps.start_ns, start, side="right") - 1
-    inside = (index >= 0) & (start < steps.end_ns[np.maximum(index, 0)])
-    return np.where(inside, index, -1).astype(np.int32)
+_CHUNK = 1 << 20  # events a time in _by_time: its int64 temporaries stay a few MB
+
+
+def _by_time(start: I64, steps: Steps) -> StepCodes:
+    """The step whose span holds each start time (-1 for none), a chunk of events at a time
+    (searchsorted's int64 index of every event was the largest temporary of the steps)."""
+    out: StepCodes = (np.full(len(start), -1, dtype=np.int16)
+                      if len(steps) < np.iinfo(np.int16).max
+                      else np.full(len(start), -1, dtype=np.int32))
+    if len(steps) == 0:
+        return out
+    for i in range(0, len(start), _CHUNK):
+        part = start[i:i + _CHUNK]
+        index = np.searchsorted(steps.start_ns, part, side="right") - 1
+        inside = (index >= 0) & (part < steps.end_ns[np.maximum(index, 0)])
+        out[i:i + _CHUNK] = np.where(inside, index, -1)
+    return out

@@ -1,0 +1,169 @@
+"""The run model's lean columns: chunked row searches, bit-packed category masks, narrow step
+codes and the context-link join give what the plain whole-column forms give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.run_model import intervals, step_groups
+from stepscope.analysis.run_model import steps as steps_mod
+from stepscope.analysis.run_model.overview_page import CategoryMasks
+from stepscope.formats import xspace_to_tables as x2t
+from stepscope.model import events as me
+
+from conftest import FIXTURES
+
+XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_rows_where_is_flatnonzero_in_int32(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(me, "_ROW_CHUNK", chunk)
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 6, 7, 8, 100):
+        mask = rng.random(n) < 0.4
+        rows = me.rows_where(mask)
+        assert rows.dtype == np.int32
+        assert np.array_equal(rows, np.flatnonzero(mask))
+    assert np.array_equal(me.rows_where(np.ones(50, bool)), np.arange(50))
+
+
+def test_category_masks_give_back_each_mask() -> None:
+    rng = np.random.default_rng(2)
+    n = 1001
+    kept = {f"c{i}": rng.random(n) < 0.3 for i in range(14)}  # two bytes' worth, and more
+    kept["none"] = np.zeros(n, bool)
+    kept["all"] = np.ones(n, bool)
+    masks = CategoryMasks(n)
+    for name, mask in kept.items():
+        masks.add(name, mask)
+    assert list(masks) == list(kept) and len(masks) == len(kept)
+    for name, mask in kept.items():
+        got = masks[name]
+        assert got.dtype == np.bool_ and np.array_equal(got, mask)
+        assert np.array_equal(~got, ~mask)  # every byte 0 or 1: negation is right
+        assert int(got.sum()) == int(mask.sum())
+    with pytest.raises(ValueError):
+        masks.add("c0", kept["c0"])
+    with pytest.raises(KeyError):
+        masks["absent"]
+
+
+def _nested(rng: np.random.Generator, n: int) -> tuple[Any, Any, Any]:
+    """Intervals on a few groups, nested and overlapping, zero-length ones included."""
+    group = rng.integers(0, 4, n).astype(np.int16)
+    start = rng.integers(0, 1000, n).astype(np.int64)
+    length = rng.integers(0, 200, n).astype(np.int64)
+    length[rng.random(n) < 0.15] = 0
+    return group, start, start + length
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_parents_by_chunks_match_one_pass(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    group, start, end = _nested(np.random.default_rng(seed), 3000)
+    whole, whole_self = intervals.parents(group, start, end), intervals.self_times(
+        group, start, end)
+    monkeypatch.setattr(intervals, "_CHUNK", 37)
+    assert np.array_equal(intervals.parents(group, start, end), whole)
+    assert np.array_equal(intervals.self_times(group, start, end), whole_self)
+
+
+def test_parents_of_a_known_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(intervals, "_CHUNK", 2)
+    group = np.zeros(6, np.int32)
+    start = np.array([0, 1, 2, 5, 5, 20], np.int64)
+    end = np.array([10, 4, 3, 5, 9, 30], np.int64)
+    # 1 in 0, 2 in 1, 4 in 0, the instant 3 at 4's start inside 4 (the longer opens
+    # first), 5 alone.
+    assert intervals.parents(group, start, end).tolist() == [-1, 0, 1, 4, 0, -1]
+
+
+class _Steps:
+    def __init__(self, start: Any, end: Any) -> None:
+        self.start_ns, self.end_ns = start, end
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+@pytest.mark.parametrize("n_steps", [0, 3, 40_000])
+def test_step_of_each_start_by_chunks(monkeypatch: pytest.MonkeyPatch, n_steps: int) -> None:
+    monkeypatch.setattr(steps_mod, "_CHUNK", 11)
+    rng = np.random.default_rng(3)
+    lo = np.sort(rng.choice(10 * max(n_steps, 1), n_steps, replace=False)).astype(np.int64) * 10
+    hi = lo + rng.integers(1, 15, n_steps)
+    starts = rng.integers(-5, int(hi.max(initial=10)) + 5, 500).astype(np.int64)
+    got = steps_mod._by_time(starts, _Steps(lo, hi))  # type: ignore[arg-type]
+    index = np.searchsorted(lo, starts, side="right") - 1
+    inside = (index >= 0) & (starts < hi[np.maximum(index, 0)]) if n_steps else index >= 0
+    assert got.dtype == (np.int16 if n_steps < 32_767 else np.int32)
+    assert got.tolist() == np.where(inside, index, -1).tolist()
+
+
+def _keys_through_a_column(table: Any, type_stat: str, id_stat: str) -> tuple[Any, Any, Any]:
+    """The join as it was: through a column of every event, the last type stat winning."""
+    t_rows, t_val = table.int_stat(type_stat)
+    i_rows, i_val = table.int_stat(id_stat)
+    by_type = np.full(len(table), np.iinfo(np.int64).min, dtype=np.int64)
+    by_type[t_rows] = t_val
+    both = by_type[i_rows] != np.iinfo(np.int64).min
+    rows = i_rows[both]
+    return rows, by_type[rows], i_val[both]
+
+
+@pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
+def test_context_keys_match_the_column_join(path: Path) -> None:
+    table = x2t.load_xspace(path)
+    if not step_groups.has_links(table):
+        pytest.skip("no producer/consumer stats")
+    for type_stat, id_stat in ((step_groups.PRODUCER_TYPE, step_groups.PRODUCER_ID),
+                               (step_groups.CONSUMER_TYPE, step_groups.CONSUMER_ID),
+                               (step_groups.ITER_NUM, step_groups.STEP_ID)):
+        got = step_groups._keys(table, type_stat, id_stat)
+        want = _keys_through_a_column(table, type_stat, id_stat)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b)
+
+
+def _stack_parents(group: Any, start: Any, end: Any) -> list[int]:
+    """Direct parents of properly nested intervals (none of zero length), one group at a
+    time with a stack."""
+    out = [-1] * len(start)
+    for g in set(group.tolist()):
+        rows = [i for i in range(len(start)) if group[i] == g]
+        rows.sort(key=lambda i: (int(start[i]), -int(end[i]), i))
+        stack: list[int] = []
+        for i in rows:
+            while stack and int(end[stack[-1]]) <= int(start[i]):  # closed before i opens
+                stack.pop()
+            out[i] = stack[-1] if stack else -1
+            stack.append(i)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parents_of_nested_intervals_match_a_stack(seed: int) -> None:
+    rng = np.random.default_rng(10 + seed)
+    starts: list[int] = []
+    ends: list[int] = []
+    groups: list[int] = []
+
+    def nest(lo: int, hi: int, depth: int, g: int) -> None:
+        at = lo
+        while at < hi and depth < 6:
+            a = int(rng.integers(at, hi))
+            b = int(rng.integers(a + 1, hi + 1))
+            starts.append(a)
+            ends.append(b)
+            groups.append(g)
+            nest(a, b, depth + 1, g)
+            at = b
+    for g in range(3):
+        nest(0, 10_000, 0, g)
+    group = np.array(groups, np.int16)
+    start, end = np.array(starts, np.int64), np.array(ends, np.int64)
+    assert intervals.parents(group, start, end).tolist() == _stack_parents(group, start, end)
