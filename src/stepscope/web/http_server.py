@@ -1,12 +1,14 @@
 """``stepscope serve``: run the web UI on a logdir, on loopback by default.
 
-The app (``web.app``) is plain ASGI; it is served here by a small HTTP/1.1 server on
-asyncio's streams, with h11 parsing and writing the messages (``_serve_asgi``). uvicorn did
-the same, and a fresh server spent ~0.1 s of CPU importing and starting it (its command line,
-logging configuration, process supervisors) while the first trace window was being made on
-the same two cores and one GIL. Every request still ends in the one route table
-(``routes.dispatch``, through the app); one request at a time per connection, keep-alive,
-no WebSockets (the UI uses none).
+The app (``web.app``) is served here by a small HTTP/1.1 server: a thread per connection
+(at most ``MAX_CONNECTIONS``) on blocking sockets, with h11 parsing and writing the messages,
+each request answered by ``App.respond`` in that thread. uvicorn, then our own server on
+asyncio's streams, did the same; a fresh server spent ~0.1 s of CPU importing and starting
+uvicorn, and ~0.03 s importing asyncio (with ssl and subprocess), while the first trace
+window was being made on the same two cores and one GIL. Every request still ends in the one
+route table (``routes.dispatch``, through the app; the app is ASGI too, for other servers and
+the tests); one request at a time per connection, keep-alive, no WebSockets (the UI uses
+none).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import contextlib
 import ipaddress
 import logging
 import socket
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +27,6 @@ from stepscope.errors import StepscopeError
 from stepscope.web.host_check import ANY_HOST, HostCheck, host_name_of
 
 if TYPE_CHECKING:
-    import asyncio
-
     from stepscope.web.app import App
 
 log = logging.getLogger("stepscope.web")
@@ -85,7 +87,7 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     from stepscope.web.store import RunStore
 
     # The newest run (the page's first) is read while the rest of the web stack (the API,
-    # asyncio, h11) is imported: the first trace window is then answered about as soon
+    # h11) is imported: the first trace window is then answered about as soon
     # as the server listens.
     store = RunStore(use_cache=use_cache, engine=engine)
     store.preload(as_path(logdir))
@@ -109,143 +111,137 @@ MAX_HEAD_BYTES = 64 * 1024
 # An idle keep-alive connection, or a request that stops arriving, is closed after this long.
 READ_TIMEOUT_S = 30.0
 READ_CHUNK = 64 * 1024
+# Connections served at once (a thread each); more wait to be accepted. A page keeps a few
+# open; an answer may wait on a run being read or an index being built.
+MAX_CONNECTIONS = 64
 
 
 def run_app(app: App, host: str, port: int) -> None:
-    """Serve the ASGI ``app`` on ``host:port`` until interrupted (Ctrl-C)."""
-    import asyncio
+    """Serve ``app`` on ``host:port`` until interrupted (Ctrl-C)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.create_server((host, port), family=family, backlog=128) as listener, \
+            contextlib.suppress(KeyboardInterrupt):
+        slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        while True:
+            slots.acquire()
+            try:
+                sock, peer = listener.accept()
+            except OSError:  # e.g. out of file descriptors: wait, then accept again
+                slots.release()
+                time.sleep(0.05)
+                continue
+            threading.Thread(target=_serve_connection,
+                             args=(app, sock, peer, (host, port), slots), daemon=True,
+                             name="stepscope-http").start()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_asgi(app, host, port))
 
-
-async def _serve_asgi(app: App, host: str, port: int) -> None:
-    import asyncio
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await _connection(app, _Peer(reader, writer), (host, port))
-        except (ConnectionError, asyncio.TimeoutError):
-            pass  # the client went away, or stopped sending: nothing to answer
-        except Exception:  # a bug: logged, and this connection closed; the server goes on
-            log.exception("stepscope serve: a connection failed")
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(connection, host, port, reuse_address=True)
-    async with server:
-        await server.serve_forever()
+def _serve_connection(app: App, sock: socket.socket, peer: Any, server: tuple[str, int],
+                      slots: threading.BoundedSemaphore) -> None:
+    """One client connection, until it closes (in a thread of its own)."""
+    try:
+        sock.settimeout(READ_TIMEOUT_S)
+        _connection(app, _Peer(sock, peer), server)
+    except OSError:
+        pass  # the client went away, or stopped sending (a timeout): nothing to answer
+    except Exception:  # a bug: logged, and this connection closed; the server goes on
+        log.exception("stepscope serve: a connection failed")
+    finally:
+        sock.close()
+        slots.release()
 
 
 class _Peer:
-    """One client connection: h11's state of it over asyncio's streams."""
+    """One client connection: h11's state of it over a blocking socket."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, sock: socket.socket, peer: Any) -> None:
         import h11
 
-        self.reader = reader
-        self.writer = writer
+        self.sock = sock
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        peer = writer.get_extra_info("peername")
         self.client = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
 
-    async def next_event(self) -> Any:
+    def next_event(self) -> Any:
         """The next h11 event, reading as needed (``READ_TIMEOUT_S`` at most per read)."""
-        import asyncio
-
         import h11
 
         while True:
             event = self.conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            data = await asyncio.wait_for(self.reader.read(READ_CHUNK), READ_TIMEOUT_S)
-            self.conn.receive_data(data)  # b"": the client closed its side
+            self.conn.receive_data(self.sock.recv(READ_CHUNK))  # b"": the client closed
 
-    async def write(self, *events: Any) -> None:
-        for event in events:
-            self.writer.write(self.conn.send(event))
-        await self.writer.drain()
+    def write(self, *events: Any) -> None:
+        self.sock.sendall(b"".join(self.conn.send(event) or b"" for event in events))
 
 
-async def _connection(app: App, peer: _Peer, server: tuple[str, int]) -> None:
+def _connection(app: App, peer: _Peer, server: tuple[str, int]) -> None:
     """One client connection's requests, one after another, each answered by ``app``."""
     import h11
 
     while True:
         try:
-            request = await peer.next_event()
+            request = peer.next_event()
         except h11.RemoteProtocolError as err:
             if peer.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 status = err.error_status_hint
                 body = f'{{"error": "Bad request ({status})."}}'.encode()
                 headers = [("content-type", "application/json"),
                            ("content-length", str(len(body))), ("connection", "close")]
-                await peer.write(
+                peer.write(
                     h11.Response(status_code=status, reason=_reason(status), headers=headers),
                     h11.Data(data=body), h11.EndOfMessage())
             return
         if not isinstance(request, h11.Request):
             return  # closed (or paused on a protocol switch the server never agrees to)
-        await _exchange(app, peer, request, server)
+        _exchange(app, peer, request)
         # The end of the request (h11 reports it apart, even without a body), and what the
         # app did not read of a small body; a larger one ends the connection instead.
         left = MAX_HEAD_BYTES
         while peer.conn.their_state is h11.SEND_BODY and left >= 0:
-            event = await peer.next_event()
+            event = peer.next_event()
             left -= len(event.data) if isinstance(event, h11.Data) else 0
         if peer.conn.our_state is not h11.DONE or peer.conn.their_state is not h11.DONE:
             return  # a body left unread, or an answer cut short: the connection ends
         peer.conn.start_next_cycle()
 
 
-async def _exchange(app: App, peer: _Peer, request: Any, server: tuple[str, int]) -> None:
-    """One request through the ASGI ``app``: its scope, its body as asked, its answer."""
+def _exchange(app: App, peer: _Peer, request: Any) -> None:
+    """One request answered by ``app``: its body read as the app asks, its reply written."""
     from urllib.parse import unquote
 
     import h11
 
+    from stepscope.web.app import reply_headers
+
     target = request.target.decode("latin-1")
     path, _, query = target.partition("?")
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
-             "http_version": request.http_version.decode("latin-1"),
-             "method": request.method.decode("latin-1"), "scheme": "http",
-             "path": unquote(path), "raw_path": path.encode("latin-1"),
-             "query_string": query.encode("latin-1"), "root_path": "",
-             "headers": list(request.headers), "server": server, "client": peer.client}
-    ended = False
+    headers: dict[str, str] = {}
+    for name, value in request.headers:  # h11 gives names in lower case
+        headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
 
-    async def receive() -> dict[str, Any]:
-        nonlocal ended
-        if peer.conn.their_state is h11.SEND_BODY:
-            event = await peer.next_event()
-            if isinstance(event, h11.Data):
-                return {"type": "http.request", "body": bytes(event.data), "more_body": True}
-            if isinstance(event, h11.EndOfMessage):
-                ended = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-        if peer.conn.their_state is h11.DONE and not ended:
-            ended = True  # a request without a body (or its end already read)
-            return {"type": "http.request", "body": b"", "more_body": False}
-        return {"type": "http.disconnect"}
+    def read_body(limit: int) -> bytes | None:
+        """The request's body, or None once it grows past ``limit`` bytes (read no
+        further)."""
+        chunks: list[bytes] = []
+        size = 0
+        while peer.conn.their_state is h11.SEND_BODY:
+            event = peer.next_event()
+            if not isinstance(event, h11.Data):
+                break  # its end
+            size += len(event.data)
+            if size > limit:
+                return None
+            chunks.append(bytes(event.data))
+        return b"".join(chunks)
 
-    async def send(message: Any) -> None:
-        if message["type"] == "http.response.start":
-            status = int(message["status"])
-            # Written with the body's first part (one segment for a small answer).
-            peer.writer.write(peer.conn.send(h11.Response(
-                status_code=status, headers=list(message.get("headers", ())),
-                reason=_reason(status))))
-        elif message["type"] == "http.response.body":
-            body = message.get("body", b"")
-            events: list[Any] = []
-            if body and request.method != b"HEAD":
-                events.append(h11.Data(data=body))
-            if not message.get("more_body", False):
-                events.append(h11.EndOfMessage())
-            await peer.write(*events)
-
-    await app(scope, receive, send)
+    method = request.method.decode("latin-1")
+    reply = app.respond(method, unquote(path), query, headers, read_body)
+    events: list[Any] = [h11.Response(status_code=reply.status, headers=reply_headers(reply),
+                                      reason=_reason(reply.status))]
+    if reply.body and method != "HEAD":
+        events.append(h11.Data(data=reply.body))
+    events.append(h11.EndOfMessage())
+    peer.write(*events)
 
 
 def _reason(status: int) -> bytes:
