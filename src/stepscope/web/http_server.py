@@ -118,6 +118,8 @@ MAX_CONNECTIONS = 64
 
 def run_app(app: App, host: str, port: int) -> None:
     """Serve ``app`` on ``host:port`` until interrupted (Ctrl-C)."""
+    import h11  # noqa: F401  (here, beside the newest run's decode: not by the first request)
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.create_server((host, port), family=family, backlog=128) as listener, \
             contextlib.suppress(KeyboardInterrupt):
