@@ -425,6 +425,64 @@ def test_serve_speaks_http_1_1(logdir: Path, tmp_path: Path) -> None:
     assert b"Traceback" not in err, err.decode(errors="replace")
 
 
+def test_serve_reads_http_1_1_framing_and_refuses_the_rest(logdir: Path, tmp_path: Path
+                                                           ) -> None:
+    """The server's own request parser: pipelined requests, bare LF line ends, bodies framed
+    by Content-Length or by chunks (with extensions and trailers) are read; a request framed
+    twice, an unknown transfer coding, HTTP/2, a folded header, two Host headers or two
+    lengths are refused in one line; a malformed chunk ends the connection after its
+    answer."""
+    proc, port = _spawn_serve(logdir, tmp_path)
+    host = b"Host: 127.0.0.1\r\n"
+    close = b"Connection: close\r\n"
+    post = b"POST /api/capture HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+
+    def statuses(data: bytes) -> list[bytes]:
+        out = _raw_exchange(port, data)
+        assert b"Traceback" not in out
+        return [part.split(b"\r\n", 1)[0] for part in out.split(b"HTTP/1.1 ")[1:]]
+
+    try:
+        runs = b"GET /api/runs HTTP/1.1\r\n" + host
+        assert statuses(runs + b"\r\n" + runs + close + b"\r\n") == [b"200 OK"] * 2
+        assert statuses(b"\r\nGET /api/runs HTTP/1.1\nHost: 127.0.0.1\nConnection: close\n\n"
+                        ) == [b"200 OK"]
+        # A body the app does not read is drained: the next request on the line is answered.
+        assert statuses(runs + b"Content-Length: 5\r\n\r\nhello" + runs + close + b"\r\n"
+                        ) == [b"200 OK"] * 2
+        bad_addr = b'{"service_addr": 5}'
+        for framed in (b"Content-Length: 19\r\n" + close + b"\r\n" + bad_addr,
+                       b"Transfer-Encoding: chunked\r\n" + close + b"\r\n5;x=1\r\n"
+                       + bad_addr[:5] + b"\r\ne\r\n" + bad_addr[5:] + b"\r\n0\r\nX-T: 1\r\n\r\n"):
+            out = _raw_exchange(port, post + framed)
+            assert out.startswith(b"HTTP/1.1 400") and b"service_addr must name" in out, out
+        refused = {
+            b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc": b"400",
+            b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd": b"400",
+            b"Content-Length: -3\r\n\r\n": b"400",
+            b"Transfer-Encoding: gzip\r\n\r\n": b"501",
+            b"X: a\r\n b\r\n\r\n": b"400",
+            host + b"\r\n": b"400",
+        }
+        for fields, status in refused.items():
+            assert statuses(post + fields) == [status + b" " + _phrase(status)], fields
+        assert statuses(b"GET / HTTP/2.0\r\n" + host + b"\r\n") == [
+            b"505 HTTP Version Not Supported"]
+        # A malformed chunk: answered (as an empty body), and the connection ends there.
+        out = statuses(post + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"
+                       + runs + b"\r\n")
+        assert len(out) == 1 and out[0].startswith(b"4"), out
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert b"Traceback" not in err, err.decode(errors="replace")
+
+
+def _phrase(status: bytes) -> bytes:
+    return http.HTTPStatus(int(status)).phrase.encode()
+
+
 def test_serve_port_in_use_is_one_line(logdir: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -19,7 +19,7 @@ from stepscope.model.events import EventTable
 from stepscope.model.logdir import host_name, host_names, is_step_stats_path, resolve
 from stepscope.model.run_tables import Progress, RunTables
 
-__all__ = ["host_names", "load", "load_file"]  # host_names lives in model.logdir
+__all__ = ["host_names", "load", "load_file", "reader_of"]  # host_names lives in model.logdir
 
 
 def load_file(path: Path, *, use_cache: bool = True,
@@ -32,30 +32,47 @@ def load_file(path: Path, *, use_cache: bool = True,
         cached = cache.load_table(path)
         if cached is not None:
             return cached
-    # Each format's reader is imported when a file of it is read (a server's first trace
-    # window waits for one reader only).
-    if path.name.endswith(schema.XPLANE_SUFFIX):
-        from stepscope.formats.xspace_to_tables import load_xspace
-
-        table = load_xspace(path)
-        _attach_hlo_op_names(table, path)
-    elif is_step_stats_path(path):
-        from stepscope.formats.step_stats_to_tables import load_step_stats
-
-        table = load_step_stats(path)
-        table.hostnames = table.hostnames or [host_name(path)]
-    else:
-        from stepscope.formats.kineto_to_tables import load_chrome_trace
-
-        table = load_chrome_trace(path)
-        if not table.hostnames:
-            table.hostnames = [host_name(path)]
+    table = reader_of(path)(path)
     if use_cache:
         if saved is None:
             cache.save_table(path, table)
         else:
             saved(lambda: cache.save_table(path, table, remap=True))
     return table
+
+
+def reader_of(path: Path) -> Callable[[Path], EventTable]:
+    """The parser of a file like ``path`` (an event table from the file; no cache). Each
+    format's reader is imported here, when a file of it is first read: a server's first
+    trace window waits for one reader only (``web.store.RunStore.preload`` imports it before
+    its reading thread starts)."""
+    if path.name.endswith(schema.XPLANE_SUFFIX):
+        from stepscope.formats.xspace_to_tables import load_xspace
+
+        def xspace(file: Path) -> EventTable:
+            table = load_xspace(file)
+            _attach_hlo_op_names(table, file)
+            return table
+
+        return xspace
+    if is_step_stats_path(path):
+        from stepscope.formats.step_stats_to_tables import load_step_stats
+
+        def step_stats(file: Path) -> EventTable:
+            table = load_step_stats(file)
+            table.hostnames = table.hostnames or [host_name(file)]
+            return table
+
+        return step_stats
+    from stepscope.formats.kineto_to_tables import load_chrome_trace
+
+    def chrome_trace(file: Path) -> EventTable:
+        table = load_chrome_trace(file)
+        if not table.hostnames:
+            table.hostnames = [host_name(file)]
+        return table
+
+    return chrome_trace
 
 
 def _attach_hlo_op_names(table: EventTable, path: Path) -> None:

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stepscope.capture.options import ProfilerOptions
 from stepscope.errors import InvalidParameterError, NotFoundError, StepscopeError
 from stepscope.model.locations import as_path
 from stepscope.model.logdir import check_name as logdir_check_name
 from stepscope.model.logdir import flight_trigger, host_name, list_runs, resolve
 from stepscope.version import __version__
-from stepscope.web.capture_jobs import CaptureBusyError, CaptureJobs
 from stepscope.web.store import RunState, RunStore
 from stepscope.web.tools import TOOLS, ToolSpec, listing, parse, tool_csv, tool_data
+
+if TYPE_CHECKING:  # the capture's modules are imported by the first capture request
+    from stepscope.web.capture_jobs import CaptureJobs
 
 _CAPTURE_LEVELS = ("host_tracer_level", "python_tracer_level", "device_tracer_level")
 
@@ -68,7 +70,22 @@ class Api:
         run before it imported this module); ``use_cache`` and ``engine`` are then its own."""
         self.logdir = as_path(logdir)
         self.store = store or RunStore(use_cache=use_cache, engine=engine)
-        self.captures = CaptureJobs(self.logdir, allow_link_local=allow_link_local_capture)
+        self._allow_link_local_capture = allow_link_local_capture
+        self._captures: CaptureJobs | None = None
+        self._captures_lock = threading.Lock()
+
+    @property
+    def captures(self) -> CaptureJobs:
+        """The captures started from this server; made (and the capture's modules imported:
+        options, targets, ``secrets``) on the first capture request, not by a fresh server
+        before its first pages."""
+        with self._captures_lock:
+            if self._captures is None:
+                from stepscope.web.capture_jobs import CaptureJobs
+
+                self._captures = CaptureJobs(self.logdir,
+                                             allow_link_local=self._allow_link_local_capture)
+            return self._captures
 
     # -- names -----------------------------------------------------------------------------
 
@@ -253,6 +270,9 @@ class Api:
         is_tpu = body.get("is_tpu_name", False)
         if not isinstance(is_tpu, bool):
             raise ApiError(400, "is_tpu_name must be true or false.")
+        from stepscope.capture.options import ProfilerOptions
+        from stepscope.web.capture_jobs import CaptureBusyError
+
         try:
             options = ProfilerOptions(**{k: body[k] for k in _CAPTURE_LEVELS if k in body})
             job = self.captures.start(addr.strip(), body.get("duration_ms", 2000), options,

@@ -1,5 +1,6 @@
-"""The web app: the API's routes (``routes``) and the bundled front end, as a plain ASGI app
-that ``http_server`` serves (any ASGI server can: the tests use Starlette's TestClient).
+"""The web app: the API's routes (``routes``) and the bundled front end. ``http_server``
+calls ``App.respond`` for each request; the app is a plain ASGI app too (any ASGI server can
+serve it: the tests use Starlette's TestClient; asyncio is imported only then).
 
 No web framework: every request under ``/api/`` is answered by ``routes.dispatch`` (the one
 route table, which the TensorBoard plugin answers from too, and which checks every parameter
@@ -15,9 +16,8 @@ schema is at ``/api/openapi.json`` (no interactive docs pages: they load scripts
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,9 @@ log = logging.getLogger("stepscope.web")
 
 # The API's bodies are small JSON requests (a capture's service addresses and options).
 MAX_BODY_BYTES = 64 * 1024
-# Requests answered at once; more wait for a thread. (An answer may wait on a run being read
-# or an index being built, so the event loop's default of a few threads is too few.)
+# Requests answered at once under an ASGI server; more wait for a thread. (An answer may wait
+# on a run being read or an index being built, so the event loop's default of a few threads
+# is too few.)
 MAX_THREADS = 40
 
 Scope = MutableMapping[str, Any]
@@ -59,48 +60,42 @@ def create_app(logdir: str | Path, *, use_cache: bool = True,
 
 
 class App:
-    """The ASGI app: ``/api/…`` from the route table, ``/`` and ``/static/…`` from the
-    bundle, every answer with the security headers."""
+    """The app: ``/api/…`` from the route table, ``/`` and ``/static/…`` from the bundle,
+    every answer with the security headers. ``respond`` answers one request (our server
+    calls it in the connection's thread); called with an ASGI scope, it is an ASGI app."""
 
     def __init__(self, api: Api, hosts: HostCheck) -> None:
         self.api = api
         self.hosts = hosts
         self._threads = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="stepscope-request")
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":  # a WebSocket: none is served
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        headers = _headers(scope)
+    def respond(self, method: str, path: str, query: str, headers: Mapping[str, str],
+                read_body: Callable[[int], bytes | None]) -> Reply:
+        """The reply to one request (its security headers added by ``reply_headers``):
+        ``path`` percent-decoded, ``query`` as sent, ``headers`` by lower-case name,
+        ``read_body(limit)`` its body (None once past ``limit`` bytes), called only when the
+        answer needs it. It may read files and compute: call it off an event loop."""
         refused = self.hosts.refusal(headers.get("host"))
+        if refused is not None:
+            return json_reply(refused[0], {"error": refused[1]})
         try:
-            reply = (json_reply(refused[0], {"error": refused[1]}) if refused is not None
-                     else await self._answer(scope, receive, headers))
+            return self._answer(method, path, query, headers, read_body)
         except Exception:  # a bug: logged with its traceback, answered in one line
-            log.exception("stepscope serve: %s %s failed", scope["method"], scope["path"])
-            reply = json_reply(500, {"error": "The server failed to answer; its log says "
-                                              "why."})
-        await _send(send, reply, head=scope["method"] == "HEAD")
+            log.exception("stepscope serve: %s %s failed", method, path)
+            return json_reply(500, {"error": "The server failed to answer; its log says why."})
 
-    async def _answer(self, scope: Scope, receive: Receive, headers: dict[str, str]) -> Reply:
-        path: str = scope["path"]  # percent-decoded by the server
-        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+    def _answer(self, method: str, path: str, query: str, headers: Mapping[str, str],
+                read_body: Callable[[int], bytes | None]) -> Reply:
+        method = "GET" if method == "HEAD" else method
         if path.startswith("/api/"):
-            body = await _bounded_body(receive) if method == "POST" else b""
+            body = read_body(MAX_BODY_BYTES) if method == "POST" else b""
             if body is None:
                 return json_reply(413, {"error": f"The request body is over "
                                                  f"{MAX_BODY_BYTES:,} bytes."})
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"),
-                                   keep_blank_values=True))
-            call = ApiRequest(query=query, body=body,
-                              content_type=headers.get("content-type", ""),
+            call = ApiRequest(query=dict(parse_qsl(query, keep_blank_values=True)),
+                              body=body, content_type=headers.get("content-type", ""),
                               origin=headers.get("origin"), host=headers.get("host"))
-            # The answers read files and compute: off the event loop, in threads.
-            return await asyncio.get_running_loop().run_in_executor(
-                self._threads, dispatch, self.api, method, path[len("/api/"):], call)
+            return dispatch(self.api, method, path[len("/api/"):], call)
         if method != "GET":
             return json_reply(405, {"error": f"{method} is not allowed here."})
         if path == "/":
@@ -108,6 +103,37 @@ class App:
         if path.startswith("/static/"):
             return Reply(*static_reply(path[len("/static/"):]), {"Cache-Control": "no-cache"})
         return json_reply(404, {"error": f"Nothing at {path[:200]!r}."})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI app (any ASGI server, Starlette's TestClient): ``respond`` in a thread."""
+        import asyncio
+
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # a WebSocket: none is served
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        method, path = scope["method"], scope["path"]  # the path percent-decoded
+        body = (await _bounded_body(receive) if method == "POST" and path.startswith("/api/")
+                else b"")
+        reply = await asyncio.get_running_loop().run_in_executor(
+            self._threads, self.respond, method, path,
+            scope.get("query_string", b"").decode("latin-1"), _headers(scope),
+            lambda limit: body)
+        await send({"type": "http.response.start", "status": reply.status,
+                    "headers": reply_headers(reply)})
+        await send({"type": "http.response.body",
+                    "body": b"" if method == "HEAD" else reply.body})
+
+
+def reply_headers(reply: Reply) -> list[tuple[bytes, bytes]]:
+    """``reply``'s response headers, the security headers among them."""
+    return [(b"content-type", reply.content_type.encode("latin-1")),
+            (b"content-length", str(len(reply.body)).encode()),
+            *((k.lower().encode("latin-1"), v.encode("latin-1"))
+              for k, v in reply.headers.items()),
+            *_SECURITY]
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -133,17 +159,6 @@ async def _bounded_body(receive: Receive) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-async def _send(send: Send, reply: Reply, head: bool) -> None:
-    """``reply`` with the security headers (no body for a HEAD request)."""
-    headers = [(b"content-type", reply.content_type.encode("latin-1")),
-               (b"content-length", str(len(reply.body)).encode()),
-               *((k.lower().encode("latin-1"), v.encode("latin-1"))
-                 for k, v in reply.headers.items()),
-               *_SECURITY]
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else reply.body})
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -16,11 +16,13 @@ most ``MODEL_WAIT_S`` after the trace viewer can answer exactly): until then the
 window has the CPU (2 cores, one GIL) to itself.
 
 ``stepscope serve`` starts loading the newest run (the page's first) before it imports the
-rest of its web stack (``RunStore.preload``), so the two overlap.
+rest of its web stack (``RunStore.preload``), so the two overlap: the file's decode runs
+without the GIL while the server imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.errors import StepscopeError
-from stepscope.formats.run_reader import host_names, load_file
+from stepscope.formats.run_reader import host_names, load_file, reader_of
 from stepscope.model.cache import Writes, writes_for
 from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
@@ -137,8 +139,17 @@ class RunStore:
             runs = list_runs(logdir)
         except (OSError, StepscopeError):
             return  # the page's own requests say what is wrong
-        if runs:
-            self.get(next(reversed(runs.values())))
+        if not runs:
+            return
+        path = next(reversed(runs.values()))
+        # Its files' reader is imported here, not in the thread that reads them: that thread
+        # then goes straight into the decoder, which runs without the GIL while the caller
+        # imports its web stack (on two cores the two overlap; imported there, they took
+        # turns and the decode started after both).
+        with contextlib.suppress(OSError, StepscopeError):
+            for file in resolve(path)[2]:
+                reader_of(file)
+        self.get(path)
 
     def wait(self, path: Path, timeout: float | None = None) -> RunState:
         """The state of the run at ``path`` once it is loaded or failed (or ``timeout``)."""

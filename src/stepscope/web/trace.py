@@ -179,7 +179,10 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
             raise IndexPending({"status": "indexing", "done_bytes": 0, "total_bytes": 0,
                                 "file": "", "events": events,
                                 "share": run.share(("trace_index", name))})
-        wait([future], timeout=min(0.02, deadline - now))
+        if run.trace_ready.is_set():
+            wait([future], timeout=min(0.02, deadline - now))
+        else:  # woken once the per-track table is out, not at the next poll (a fresh
+            run.trace_ready.wait(min(0.02, deadline - now))  # server's first answer waited)
     return future.result()
 
 

@@ -273,7 +273,9 @@ class TrackTable(TraceIndex):
                                              if wide_parts else np.zeros(0, np.int64)
                                              for k in range(5))
         names = self.table.name[wrows]
-        out_names = {int(c): self.table.names[c] for c in np.unique(names).tolist()}
+        # A set, not np.unique: that imports numpy.ma on its first call (~20 ms of a fresh
+        # server's first window).
+        out_names = {c: self.table.names[c] for c in sorted(set(names.tolist()))}
         result: dict[str, Any] = {
             "start_ns": start_ns, "end_ns": end_ns, "width": w,
             "events": {"track": track.tolist(), "row": depth.tolist(),
