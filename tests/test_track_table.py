@@ -299,11 +299,9 @@ def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
     assert counted
 
 
-def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
-        stepscope_profile: Path) -> None:
-    """What a one-host run's model waits for: the index building and no per-track table yet;
-    or a table that has answered no window for less than FIRST_WINDOW_WAIT_S (a fake clock);
-    not once it answered, nor once the index is built."""
+def test_the_index_is_pending_while_it_builds(stepscope_profile: Path) -> None:
+    """What a one-host run's model waits for: the host's index building (its per-track table
+    there and answering or not), not once it is built or when none was started."""
     from concurrent.futures import Future
 
     from stepscope.model.run_tables import RunTables
@@ -313,16 +311,14 @@ def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
     table = _profiles(stepscope_profile)[2]
     run = LoadedRun(RunTables("r", stepscope_profile, {"h": table}, {}), use_cache=False)
     name = "h"
-    assert not trace.first_window_pending(run, None)  # nothing started
+    assert not trace.index_pending(run, None)  # nothing started
     future: Future[Any] = Future()
     run._background[("trace_index", name)] = future
-    assert trace.first_window_pending(run, None)  # building, no table yet
+    assert trace.index_pending(run, None)  # building, no table yet
     events = TrackTable(table, plan_tracks(table))
     run.partials[("trace_table", name)] = (events, 100.0)
-    assert trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S / 2)
-    assert not trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S)
     events.query(0, 1000, 10)
-    assert not trace.first_window_pending(run, None, now=100.0)  # answered
+    assert trace.index_pending(run, None)  # answered, the index still building
     future.set_result(None)
     run.partials.clear()
-    assert not trace.first_window_pending(run, None)  # built
+    assert not trace.index_pending(run, None)  # built

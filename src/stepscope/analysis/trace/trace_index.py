@@ -1081,19 +1081,30 @@ def shown_rows(table: EventTable, plan: TrackPlan) -> I64 | None:
     return np.flatnonzero(plan.included & ~plan.counter_line[table.line])
 
 
+def _group_dtype(top: int) -> type[np.integer[Any]]:
+    """The narrowest unsigned type holding 0..``top`` (16, 32 or 64 bits): a stable sort of
+    16-bit keys is a radix sort, and each byte less is a byte less an event."""
+    if top < 1 << 16:
+        return np.uint16
+    return np.uint32 if top < 1 << 32 else np.uint64
+
+
 def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_start: I64,
-                  depth: I64) -> I64:
-    """``_by_row``, with each event's track looked up in the order by (track, start) only
-    (``ev_rows``: ``shown_rows``; ``by_start`` and ``depth`` in ``event_columns`` order)."""
+                  depth: NDArray[np.integer[Any]]) -> tuple[I64, NDArray[Any], int]:
+    """The order by (track, row, start) as a permutation of ``by_start`` (the order by (track,
+    start); ``depth``: each event's row in that order; ``ev_rows``: ``shown_rows``), with the
+    (track × rows + row) groups in the new order and the rows per track. Each event's track is
+    looked up in that order only; the groups are made in the narrowest type that holds them
+    (no column of every event as int64 beside the per-track table's)."""
     rows = int(depth.max()) + 1
+    dtype = _group_dtype(max(len(plan.track_line), 1) * rows)
     in_order = by_start if ev_rows is None else ev_rows[by_start]
-    group = plan.track_of_line[table.line[in_order]]
+    group = plan.track_of_line.astype(dtype)[table.line[in_order]]
     del in_order
-    group *= rows
-    group += depth[by_start]
-    if int(group.max()) < 1 << 16:
-        group = group.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
-    return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
+    group *= dtype(rows)
+    np.add(group, depth, out=group, casting="unsafe")
+    perm = np.asarray(np.argsort(group, kind="stable"), np.int64)
+    return perm, group[perm], rows
 
 
 def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
@@ -1102,12 +1113,13 @@ def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
 
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
           plan: TrackPlan | None = None, by_start: I64 | None = None,
-          depth: I64 | None = None, flows: tuple[I64, I64, I64] | None = None,
+          depth: NDArray[np.integer[Any]] | None = None,
+          flows: tuple[I64, I64, I64] | None = None,
           keep: Callable[[NDArray[Any]], NDArray[Any]] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
-    events' ``by_track_and_start`` order, ``depth``: their rows (``layout_depth``, any
-    integer type), and ``flows``: (sources, destinations, kinds) of its flows, when already
+    events' ``by_track_and_start`` order, ``depth`` (with ``by_start`` only): each one's row
+    in that order (``TrackTable.layout``, any integer type), and ``flows``: (sources, destinations, kinds) of its flows, when already
     made). Each array the index keeps is handed to ``keep`` as soon as it is made, and
     what that returns is used from then on (``cache.ColumnFile.put``: a mapped copy, so the
     kept columns are not anonymous memory beside the build's temporaries)."""
@@ -1120,40 +1132,42 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
 
     laid_out = by_start is not None and depth is not None and len(by_start) > 0
     if by_start is not None and depth is not None and laid_out:
-        # The layout given (the per-track table's): the order by (track, row, start) made
-        # from it, and every column then taken from the table straight in that order, one
-        # at a time (no column of every event in table order is made).
+        # The layout given (the per-track table's: ``depth`` in ``by_start`` order, shared
+        # with it, not copied): the order by (track, row, start) made from it as one sort of
+        # narrow (track, row) groups, which then give each event's track and row in the new
+        # order; every other column is taken from the table straight in that order, one at a
+        # time (no column of every event in table order is made).
         ev_rows = shown_rows(table, plan)
         report(0.15)
-        order = _by_row_given(table, plan, ev_rows, by_start, depth)
-        del by_start
+        perm, group, rows = _by_row_given(table, plan, ev_rows, by_start, depth)
+        order = by_start[perm]
+        del by_start, perm
         report(0.6)
         ev_row = put(order if ev_rows is None else ev_rows[order])
-        del ev_rows
-        depth = depth[order]
-        del order
-        track = plan.track_of_line[table.line[ev_row]]
+        del ev_rows, order
     else:
         ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
+        del edur  # taken again below in the new order
         report(0.15)
-        depth, order = _layout(track, rel, lay_end, by_start, depth)
-        del by_start
+        depth, order = _layout(track, rel, lay_end, by_start)
+        del by_start, rel, lay_end
         report(0.6)
-        # Each column put in (track, row, start) order one at a time, and each let go as
-        # soon as the arrays kept are made from it: the build's peak is a few columns over
-        # what it keeps.
         ev_row = put(ev_rows[order])
         del ev_rows
-        track = track[order]
-        depth = depth[order]
+        rows = int(depth.max()) + 1 if len(depth) else 1
+        group = track[order] * rows + depth[order]
+        del track, depth, order
+    # Segments: runs of one (track, row) in this order.
     new_seg = np.ones(len(ev_row), bool)
-    new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
+    new_seg[1:] = group[1:] != group[:-1]
     first = np.flatnonzero(new_seg)
-    seg_track, seg_depth = track[first].astype(np.int64), depth[first].astype(np.int64)
+    seg_group = group[first].astype(np.int64)
+    del group
+    seg_track, seg_depth = seg_group // rows, seg_group % rows
     rows_per_track = np.zeros(n_tracks, np.int64)
     np.maximum.at(rows_per_track, seg_track, seg_depth + 1)
-    count_per_track = np.bincount(track, minlength=n_tracks)
-    del track, depth
+    count_per_track = np.bincount(seg_track, weights=np.diff(np.r_[first, len(ev_row)]),
+                                  minlength=n_tracks).astype(np.int64)
     seg = np.cumsum(new_seg, dtype=np.int64)
     seg -= 1
     del new_seg
@@ -1164,32 +1178,29 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         raise _too_wide()
     shift = np.int64(bits)
     seg <<= shift  # the segment part of every key
-    if laid_out:
-        rel = np.asarray(table.start_ns[ev_row], np.int64)
-        rel -= origin
-        ekey = np.asarray(table.duration_ns[ev_row], np.int64)
-        np.maximum(ekey, 0, out=ekey)
-    else:
-        del lay_end  # made again below from the start and duration, in place
-        ekey = edur[order]
-        del edur
-        rel = rel[order]
-        del order
-    # ``ekey`` holds each duration (at least 0) until the sums and levels are made from it.
-    cumdur = np.empty(len(ekey) + 1, np.int64)
+    # One column an event beside the segments at a time where it can be: the durations'
+    # running sum (kept) and levels first, then the starts, the start keys (kept), the end
+    # keys (kept), and the level keys made in the segments' place.
+    dur = np.asarray(table.duration_ns[ev_row], np.int64)
+    np.maximum(dur, 0, out=dur)
+    level = _level(dur)
+    cumdur = np.empty(len(dur) + 1, np.int64)
     cumdur[0] = 0
-    np.cumsum(ekey, out=cumdur[1:])
+    np.cumsum(dur, out=cumdur[1:])
+    del dur
     cumdur = put(cumdur)
-    level = _level(ekey)
+    max_level = int(level.max()) if len(level) else 0
+    rel = np.asarray(table.start_ns[ev_row], np.int64)
+    rel -= origin
+    skey = seg | rel
+    skey = put(skey)
+    ekey = np.asarray(table.duration_ns[ev_row], np.int64)
     np.maximum(ekey, 1, out=ekey)
     ekey += rel
     ekey |= seg
     ekey = put(ekey)
-    max_level = int(level.max()) if len(level) else 0
     lkey_unsorted = seg
     del seg
-    skey = lkey_unsorted | rel
-    skey = put(skey)
     lkey_unsorted <<= np.int64(_LEVEL_BITS)
     lkey_unsorted |= rel
     del rel
