@@ -39,6 +39,7 @@ from stepscope.run.storage import (
     cached_index,
     cached_preview,
     index_for,
+    map_large_blocks,
     map_table,
     save_preview,
 )
@@ -79,6 +80,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     name = host_of(run, host)
     key = ("trace_overview", name)
     table_key = ("trace_table", name)
+    # The builds' columns (and the run model's after them) are handed back to the system as
+    # each is freed, not kept in the heap for the next: the server's peak is lower.
+    map_large_blocks()
 
     def build(report: Callable[[float], None]) -> TraceIndex:
         source = run.profile.sources.get(name)
