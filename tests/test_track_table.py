@@ -262,6 +262,21 @@ def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
         for (ce, cv), (te, tv) in zip(compiled, twin, strict=True):
             assert np.array_equal(ce, te) and np.array_equal(cv, tv)
     assert rows  # some were there to find
+    # Names of 2 bytes (a narrowed table's, read as they are) and of 4 give the same rows.
+    name = np.array([0, 1, 2, 1, 0, 3], np.int16)
+    kind = np.full(6, 3, np.int8)
+    event = np.arange(6, dtype=np.int32)
+    value = np.arange(10, 16, dtype=np.int64)
+    slot = np.array([0, 1, -1, 0], np.int8)
+    found = []
+    for names in (name, name.astype(np.int32)):
+        off = np.zeros(3, np.int64)
+        _trace_layout.int_stats(names, kind, event, value, slot, off, None, 3, 2)
+        np.cumsum(off, out=off)
+        out = (np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64))
+        _trace_layout.int_stats(names, kind, event, value, slot, off, out, 3, 2)
+        found.append((off.tolist(), out[0].tolist(), out[1].tolist()))
+    assert found[0] == found[1] == ([0, 3, 5], [0, 4, 5, 1, 3], [10, 14, 15, 11, 13])
     n = np.zeros(4, np.int32)
     off = np.zeros(2, np.int64)
     with pytest.raises(ValueError, match="as long"):

@@ -902,7 +902,10 @@ def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64
             slot[st.stat_names.index(stat)] = i
     native = compiled_layout()
     if native is not None:  # one pass to count, one to copy: no mask over every stat row
-        cols = (np.ascontiguousarray(st.name, np.int32), np.ascontiguousarray(st.kind, np.int8),
+        # Names read as narrowed (int16 or int32), not copied wider: one column less as long
+        # as the stat table beside the overview.
+        names = st.name if st.name.dtype in (np.int16, np.int32) else st.name.astype(np.int32)
+        cols = (np.ascontiguousarray(names), np.ascontiguousarray(st.kind, np.int8),
                 np.ascontiguousarray(st.event, np.int32),
                 np.ascontiguousarray(st.value, np.int64), slot)
         off = np.zeros(len(stats) + 1, np.int64)
