@@ -42,6 +42,8 @@ from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
+# Table rows and positions in the index: int32 where every one fits (``_positions``), else int64.
+Rows = NDArray[np.signedinteger[Any]]
 F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
@@ -492,13 +494,13 @@ class TraceIndex:
         self.seg_track: I64 = a["seg_track"]
         self.seg_depth: I64 = a["seg_depth"]
         self.seg_off: I64 = a["seg_off"]
-        self.ev_row: I64 = a["ev_row"]
+        self.ev_row: Rows = a["ev_row"]
         self.skey: I64 = a["skey"]
         self.ekey: I64 = a["ekey"]
         self.cumdur: I64 = a["cumdur"]
         self.lkey: I64 = a["lkey"]
-        self.lpos: I64 = a["lpos"]
-        self.pos_of_row: I64 = a["pos_of_row"]
+        self.lpos: Rows = a["lpos"]
+        self.pos_of_row: Rows = a["pos_of_row"]
         self.counter_track: I64 = a["counter_track"]
         self.counter_off: I64 = a["counter_off"]
         self.counter_time: I64 = a["counter_time"]
@@ -1114,6 +1116,13 @@ def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
     return array
 
 
+def _positions(array: NDArray[np.integer[Any]], top: int) -> Rows:
+    """Table rows or index positions (each below ``top``, or -1) as kept: int32 where every
+    one fits (the usual case: 12 bytes an event less in the index's three such columns),
+    else int64."""
+    return np.asarray(array, np.int32 if top < 1 << 31 else np.int64)
+
+
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
           plan: TrackPlan | None = None, by_start: I64 | None = None,
           depth: NDArray[np.integer[Any]] | None = None,
@@ -1146,7 +1155,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         order = by_start[perm]
         del by_start, perm
         report(0.6)
-        ev_row = put(order if ev_rows is None else ev_rows[order])
+        ev_row = put(_positions(order if ev_rows is None else ev_rows[order], n))
         del ev_rows, order
     else:
         ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
@@ -1155,7 +1164,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         depth, order = _layout(track, rel, lay_end, by_start)
         del by_start, rel, lay_end
         report(0.6)
-        ev_row = put(ev_rows[order])
+        ev_row = put(_positions(ev_rows[order], n))
         del ev_rows
         rows = int(depth.max()) + 1 if len(depth) else 1
         group = track[order] * rows + depth[order]
@@ -1209,10 +1218,10 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     del rel
     lkey_unsorted |= level.astype(np.int64) << shift
     del level
-    lpos = put(np.argsort(lkey_unsorted, kind="stable"))
+    lpos = put(_positions(np.argsort(lkey_unsorted, kind="stable"), len(ev_row)))
     lkey = put(lkey_unsorted[lpos])
     del lkey_unsorted
-    pos_of_row = np.full(n, -1, np.int64)
+    pos_of_row = np.full(n, -1, _positions(np.zeros(0, np.int64), len(ev_row)).dtype)
     pos_of_row[ev_row] = np.arange(len(ev_row))
     pos_of_row = put(pos_of_row)
     counters = counter_arrays(table, plan)
