@@ -1131,10 +1131,11 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
     events' ``by_track_and_start`` order, ``depth`` (with ``by_start`` only): each one's row
-    in that order (``TrackTable.layout``, any integer type), and ``flows``: (sources, destinations, kinds) of its flows, when already
-    made). Each array the index keeps is handed to ``keep`` as soon as it is made, and
-    what that returns is used from then on (``cache.ColumnFile.put``: a mapped copy, so the
-    kept columns are not anonymous memory beside the build's temporaries)."""
+    in that order (``TrackTable.layout``, any integer type), and ``flows``: (sources,
+    destinations, kinds) of its flows, when already made). Each array the index keeps is
+    handed to ``keep`` as soon as it is made, and what that returns is used from then on
+    (``cache.ColumnFile.put``: a mapped copy, so the kept columns are not anonymous memory
+    beside the build's temporaries)."""
     report = progress or (lambda share: None)
     put = keep or _kept_as_is
     n = len(table)
