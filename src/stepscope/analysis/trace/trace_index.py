@@ -839,10 +839,15 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
     if len(p_rows) and len(c_rows):
         pt = _lookup(*pt_stat, p_rows)
         ct = _lookup(*ct_stat, c_rows)
+        # Copies only where some events are left out (where every one is included, the
+        # usual case, six columns as long as the flows are not made again).
         keep = included[p_rows]
-        p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
+        if not keep.all():
+            p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
         keep = included[c_rows]
-        c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        if not keep.all():
+            c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        del keep
         src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
         srcs.append(src)
         dsts.append(dst)
