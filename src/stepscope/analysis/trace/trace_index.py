@@ -53,6 +53,7 @@ MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
 _LEVEL_BLOCK = 1 << 18  # events whose levels are made at a time
+_KEY_BLOCK = 1 << 20  # events whose index keys are made at a time
 # The (track, start) order merges the keys' ascending runs where they average this many
 # events or more (``sorted_by_track_and_start``), else sorts them.
 RUN_EVENTS = 64
@@ -1196,39 +1197,63 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         raise _too_wide()
     shift = np.int64(bits)
     seg <<= shift  # the segment part of every key
-    # One column an event beside the segments at a time where it can be: the durations'
-    # running sum (kept) and levels first, then the starts, the start keys (kept), the end
-    # keys (kept), and the level keys made in the segments' place.
-    dur = np.asarray(table.duration_ns[ev_row], np.int64)
-    np.maximum(dur, 0, out=dur)
-    level = _level(dur)
-    cumdur = np.empty(len(dur) + 1, np.int64)
+    # Each kept column made a block of events at a time into its own array (the durations,
+    # starts and ends taken from the table per block, never a whole column of them): beside
+    # the segments, one column an event at a time. The durations' running sum (kept) and
+    # levels first, then the start keys (kept), the end keys (kept) and the level keys, made
+    # in the segments' place, both from the start keys' times.
+    m = len(ev_row)
+    level = np.empty(m, np.int8)
+    cumdur = np.empty(m + 1, np.int64)
     cumdur[0] = 0
-    np.cumsum(dur, out=cumdur[1:])
-    del dur
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        dur = np.asarray(table.duration_ns[ev_row[a:b]], np.int64)
+        np.maximum(dur, 0, out=dur)
+        level[a:b] = _level(dur)
+        np.cumsum(dur, out=cumdur[a + 1:b + 1])
+        cumdur[a + 1:b + 1] += cumdur[a]
     cumdur = put(cumdur)
     max_level = int(level.max()) if len(level) else 0
-    rel = np.asarray(table.start_ns[ev_row], np.int64)
-    rel -= origin
-    skey = seg | rel
+    skey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        rel = np.asarray(table.start_ns[ev_row[a:b]], np.int64)
+        rel -= origin
+        np.bitwise_or(seg[a:b], rel, out=skey[a:b])
     skey = put(skey)
-    ekey = np.asarray(table.duration_ns[ev_row], np.int64)
-    np.maximum(ekey, 1, out=ekey)
-    ekey += rel
-    ekey |= seg
+    time_bits = (np.int64(1) << shift) - np.int64(1)
+    ekey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        end = np.asarray(table.duration_ns[ev_row[a:b]], np.int64)
+        np.maximum(end, 1, out=end)
+        end += skey[a:b] & time_bits
+        end |= seg[a:b]
+        ekey[a:b] = end
     ekey = put(ekey)
     lkey_unsorted = seg
     del seg
-    lkey_unsorted <<= np.int64(_LEVEL_BITS)
-    lkey_unsorted |= rel
-    del rel
-    lkey_unsorted |= level.astype(np.int64) << shift
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        block = lkey_unsorted[a:b]
+        block <<= np.int64(_LEVEL_BITS)
+        block |= skey[a:b] & time_bits
+        block |= level[a:b].astype(np.int64) << shift
     del level
-    lpos = put(_positions(np.argsort(lkey_unsorted, kind="stable"), len(ev_row)))
-    lkey = put(lkey_unsorted[lpos])
+    lpos = put(_positions(np.argsort(lkey_unsorted, kind="stable"), m))
+    # Gathers a block at a time: an int32 index is widened for NumPy's take, a block of it
+    # at a time, not a column of every event.
+    lkey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        np.take(lkey_unsorted, lpos[a:b], out=lkey[a:b])
     del lkey_unsorted
-    pos_of_row = np.full(n, -1, _positions(np.zeros(0, np.int64), len(ev_row)).dtype)
-    pos_of_row[ev_row] = np.arange(len(ev_row))
+    lkey = put(lkey)
+    pos_of_row = np.full(n, -1, _positions(np.zeros(0, np.int64), m).dtype)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        pos_of_row[ev_row[a:b]] = np.arange(a, b)
     pos_of_row = put(pos_of_row)
     counters = counter_arrays(table, plan)
 
