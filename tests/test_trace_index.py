@@ -392,3 +392,23 @@ def test_section_pids_are_xprofs(path: Path | None, stepscope_profile: Path,
     pids = [s["pid"] for s in sections]
     assert len(set(pids)) == len(pids)
     assert all(pid > 701 for name, pid in ours.items() if name not in theirs)
+
+
+def test_keys_made_a_block_at_a_time_are_the_same(stepscope_profile: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's keys, running sums and positions, made a block of events at a time (here
+    blocks of 7 events: many, and a short last one), are those of one block; the rows and
+    positions are int32 where they fit."""
+    from stepscope.analysis.trace import trace_index as ti
+
+    for table in _profiles(stepscope_profile):
+        whole = build(table)
+        monkeypatch.setattr(ti, "_KEY_BLOCK", 7)
+        blocks = build(table)
+        monkeypatch.undo()
+        assert blocks.header == whole.header
+        for key, array in whole.arrays.items():
+            assert blocks.arrays[key].dtype == array.dtype, key
+            assert np.array_equal(blocks.arrays[key], array), key
+        for key in ("ev_row", "lpos", "pos_of_row"):
+            assert whole.arrays[key].dtype == np.int32, key

@@ -262,6 +262,21 @@ def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
         for (ce, cv), (te, tv) in zip(compiled, twin, strict=True):
             assert np.array_equal(ce, te) and np.array_equal(cv, tv)
     assert rows  # some were there to find
+    # Names of 2 bytes (a narrowed table's, read as they are) and of 4 give the same rows.
+    name = np.array([0, 1, 2, 1, 0, 3], np.int16)
+    kind = np.full(6, 3, np.int8)
+    event = np.arange(6, dtype=np.int32)
+    value = np.arange(10, 16, dtype=np.int64)
+    slot = np.array([0, 1, -1, 0], np.int8)
+    found = []
+    for names in (name, name.astype(np.int32)):
+        off = np.zeros(3, np.int64)
+        _trace_layout.int_stats(names, kind, event, value, slot, off, None, 3, 2)
+        np.cumsum(off, out=off)
+        out = (np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64))
+        _trace_layout.int_stats(names, kind, event, value, slot, off, out, 3, 2)
+        found.append((off.tolist(), out[0].tolist(), out[1].tolist()))
+    assert found[0] == found[1] == ([0, 3, 5], [0, 4, 5, 1, 3], [10, 14, 15, 11, 13])
     n = np.zeros(4, np.int32)
     off = np.zeros(2, np.int64)
     with pytest.raises(ValueError, match="as long"):
@@ -299,11 +314,9 @@ def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
     assert counted
 
 
-def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
-        stepscope_profile: Path) -> None:
-    """What a one-host run's model waits for: the index building and no per-track table yet;
-    or a table that has answered no window for less than FIRST_WINDOW_WAIT_S (a fake clock);
-    not once it answered, nor once the index is built."""
+def test_the_index_is_pending_while_it_builds(stepscope_profile: Path) -> None:
+    """What a one-host run's model waits for: the host's index building (its per-track table
+    there and answering or not), not once it is built or when none was started."""
     from concurrent.futures import Future
 
     from stepscope.model.run_tables import RunTables
@@ -313,16 +326,14 @@ def test_the_first_window_is_pending_until_the_table_answers_or_waits_long(
     table = _profiles(stepscope_profile)[2]
     run = LoadedRun(RunTables("r", stepscope_profile, {"h": table}, {}), use_cache=False)
     name = "h"
-    assert not trace.first_window_pending(run, None)  # nothing started
+    assert not trace.index_pending(run, None)  # nothing started
     future: Future[Any] = Future()
     run._background[("trace_index", name)] = future
-    assert trace.first_window_pending(run, None)  # building, no table yet
+    assert trace.index_pending(run, None)  # building, no table yet
     events = TrackTable(table, plan_tracks(table))
     run.partials[("trace_table", name)] = (events, 100.0)
-    assert trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S / 2)
-    assert not trace.first_window_pending(run, None, now=100.0 + trace.FIRST_WINDOW_WAIT_S)
     events.query(0, 1000, 10)
-    assert not trace.first_window_pending(run, None, now=100.0)  # answered
+    assert trace.index_pending(run, None)  # answered, the index still building
     future.set_result(None)
     run.partials.clear()
-    assert not trace.first_window_pending(run, None)  # built
+    assert not trace.index_pending(run, None)  # built

@@ -672,16 +672,38 @@ def test_capture_takes_a_tpu_name_validated_like_the_cli(client: TestClient) -> 
     assert odd.status_code == 400 and "is_tpu_name" in odd.json()["error"]
 
 
-def test_a_one_host_run_model_waits_for_the_first_trace_window(
+def test_a_one_host_run_model_waits_for_the_trace_index(
         logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server starts reading the newest run before anything asks (``RunStore.preload``); the trace
     viewer of a one-host run answers before its run model, which is built only once the
-    first exact window is out (here nothing else could start it: no time limit)."""
+    index is built, not beside it (the two builds' memory would add up), however many exact
+    windows go out meanwhile (here the index's build is held until the windows are out)."""
+    import threading
+
     from stepscope.model.logdir import list_runs
-    from stepscope.web import store
+    from stepscope.run import storage
+    from stepscope.web import store, trace
     from stepscope.web.api import Api
 
+    gate = threading.Event()
+    index_done: list[bool] = []
+
+    def held_index(table: Any, source: Any, **kwargs: Any) -> Any:
+        assert gate.wait(60)
+        index = storage.index_for(table, source, **kwargs)
+        index_done.append(True)
+        return index
+
+    built_after: list[bool] = []
+    build = store.build_run_model
+
+    def recorded(profile: Any) -> Any:
+        built_after.append(bool(index_done))
+        return build(profile)
+
     monkeypatch.setattr(store, "MODEL_WAIT_S", None)
+    monkeypatch.setattr(trace, "index_for", held_index)
+    monkeypatch.setattr(store, "build_run_model", recorded)
     one = next(p for p in (logdir / "plugins" / "profile").iterdir() if p.name != "two_hosts")
     shutil.copytree(one, tmp_path / "plugins" / "profile" / "copy")
     api = Api(tmp_path, use_cache=False)
@@ -689,11 +711,14 @@ def test_a_one_host_run_model_waits_for_the_first_trace_window(
     state = api.store.get(list_runs(tmp_path)["copy"])  # the one preload started
     code, meta = final_api(lambda: api.data("copy", None, "trace_viewer", {}), "tool data")
     assert code == 200 and "coarse" not in meta
-    assert state.state == "loading" and not state.wanted.is_set()  # no model yet
     query = {"run": "copy", "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "100"}
-    code, window = final_api(lambda: api.trace("window", query), "the first window")
-    assert code == 200 and window["events"]["id"] and state.wanted.is_set()
+    for _ in range(2):
+        code, window = final_api(lambda: api.trace("window", query), "an exact window")
+        assert code == 200 and window["events"]["id"]
+    assert state.state == "loading" and not state.wanted.is_set() and not built_after
+    gate.set()
     until(lambda: state.state == "ready" or None, "the run model")
+    assert built_after == [True]
     assert api.data("copy", None, "overview_page", {})[0] == 200
 
 

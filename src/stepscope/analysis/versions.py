@@ -16,4 +16,4 @@ RUN_MODEL_VERSION = 20  # 7: flight; 8: steps found in words; 9: framework; 10: 
 # in the input-op table and host breakdown (counted_ns)
 
 # Bump when the trace viewer's index layout changes: old cached indexes are then never read.
-INDEX_VERSION = 2
+INDEX_VERSION = 3  # 3: table rows and positions int32 where they fit

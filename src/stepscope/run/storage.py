@@ -102,6 +102,27 @@ def give_back_freed_memory() -> None:
         pass  # not glibc (musl, say): nothing to trim this way
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+LARGE_BLOCK = 1 << 20  # blocks of this many bytes or more are mapped on their own
+
+
+def map_large_blocks() -> None:
+    """Have the C heap map every block of ``LARGE_BLOCK`` bytes or more on its own, so that
+    freeing it hands its pages back at once (glibc's ``mallopt``; nothing elsewhere). Left
+    to itself glibc raises that threshold to the size of the largest mapped block freed (up
+    to 32 MiB), and the columns of a few MB to 32 MB that a server's trace viewer and run
+    model make and drop one after another then stay in the heap, held, between and after
+    the builds (at 75 MB, the index's build peaked 0.8x the file higher)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK)
+    except (OSError, AttributeError):
+        pass  # not glibc: its own policy stands
+
+
 # -- the trace viewer's preview ---------------------------------------------------------------
 
 def save_preview(source: Path, preview: TracePreview) -> None:

@@ -233,8 +233,7 @@ class Api:
             index = trace_index(run, host_name_, coarse=view == "window")
             with state.lock:
                 reply = answer(index, view, query)
-            if not reply.get("coarse"):  # the first exact answer is out: the model may start
-                state.wanted.set()
+            # (A one-host run's model waits for the index's build, not for this answer.)
             return 200, reply
         except IndexPending as pending:
             return 202, pending.progress

@@ -10,10 +10,10 @@ A run of one host is opened the other way round: its table is read first, and th
 viewer's coarse overview and index start from it at once (``RunState.early``: the trace
 viewer answers from it before the run model is built); the run model is then built from the
 same table in memory, not read again (or read from the cache). It is built once something
-needs it (``RunState.wanted``: another page, a status or CSV request, the trace viewer's
-first exact window), or once that window has gone out (``trace.first_window_pending``; at
-most ``MODEL_WAIT_S`` after the trace viewer can answer exactly): until then the first trace
-window has the CPU (2 cores, one GIL) to itself.
+needs it (``RunState.wanted``: another page, a status or CSV request), or once the trace
+viewer's index is built (``trace.index_pending``; with ``MODEL_WAIT_S`` set, at most that long
+after the trace viewer can answer exactly): until then the first trace window has the CPU (2
+cores, one GIL) to itself, and the model's build does not add its memory to the index's.
 
 ``stepscope serve`` starts loading the newest run (the page's first) before it imports the
 rest of its web stack (``RunStore.preload``), so the two overlap: the file's decode runs
@@ -46,9 +46,9 @@ if TYPE_CHECKING:  # the run model's modules are imported when one is built, not
 log = logging.getLogger("stepscope.web")
 
 Signature = tuple[tuple[str, int, int, int], ...]
-# The longest a one-host run's model waits for the trace viewer's first window, once the
-# trace viewer can answer exactly.
-MODEL_WAIT_S = 2.0
+# The longest a one-host run's model waits for the trace viewer's index, once the trace
+# viewer can answer exactly (None: until the index is built, or something needs the model).
+MODEL_WAIT_S: float | None = None
 
 
 @dataclass
@@ -65,8 +65,9 @@ class RunState:
     early: LoadedRun | None = None  # a one-host run before its run model (trace viewer only)
     saves: list[Callable[[], None]] = field(default_factory=list)  # cache writes put off
     # Set once something needs the run model: a page other than the trace viewer, a status or
-    # CSV request, or the trace viewer's first exact window answered. A one-host run's model
-    # is built after that (or MODEL_WAIT_S), so that it does not compete with the first window.
+    # CSV request. A one-host run's model is built after that or once the trace viewer's index
+    # is built (``_wait_for_first_window``), so that it does not compete with the first window
+    # nor add its memory to the index's build.
     wanted: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)  # one analysis at a time
 
@@ -236,6 +237,11 @@ class RunStore:
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
+        from stepscope.run.storage import give_back_freed_memory
+
+        # The model's build freed more than it keeps, inside the C heap: handed back, not held
+        # for as long as the server runs.
+        give_back_freed_memory()
         run = state.early or LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
         run.attach_model(model)
         state.run = run
@@ -263,21 +269,18 @@ def build_run_model(profile: RunTables) -> RunModel:
 
 
 def _wait_for_first_window(state: RunState) -> None:
-    """Until something needs the run model, or the trace viewer's first exact window has gone
-    out or had ``MODEL_WAIT_S`` to go out once the trace viewer can answer exactly (counted
-    from then: on a busy machine its table alone may take longer, and the model's build would
-    slow it)."""
-    from stepscope.web.trace import first_window_pending
+    """Until something needs the run model, or the trace viewer's index is built (at most
+    ``MODEL_WAIT_S`` once the trace viewer can answer exactly, where set: counted from then,
+    since on a busy machine its table alone may take longer, and the model's build would slow
+    it)."""
+    from stepscope.web.trace import index_pending
 
     early = state.early
     while early is not None and not early.trace_ready.is_set() and not state.wanted.is_set():
         early.trace_ready.wait(0.02)
-    if MODEL_WAIT_S is None:  # no time limit (tests): only a need starts the model
-        state.wanted.wait()
-        return
-    until = time.monotonic() + MODEL_WAIT_S
-    while (early is not None and not state.wanted.is_set() and time.monotonic() < until
-           and first_window_pending(early, None)):
+    until = None if MODEL_WAIT_S is None else time.monotonic() + MODEL_WAIT_S
+    while (early is not None and not state.wanted.is_set()
+           and (until is None or time.monotonic() < until) and index_pending(early, None)):
         state.wanted.wait(0.02)
 
 

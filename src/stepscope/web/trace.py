@@ -39,6 +39,7 @@ from stepscope.run.storage import (
     cached_index,
     cached_preview,
     index_for,
+    map_large_blocks,
     map_table,
     save_preview,
 )
@@ -79,6 +80,9 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     name = host_of(run, host)
     key = ("trace_overview", name)
     table_key = ("trace_table", name)
+    # The builds' columns (and the run model's after them) are handed back to the system as
+    # each is freed, not kept in the heap for the next: the server's peak is lower.
+    map_large_blocks()
 
     def build(report: Callable[[float], None]) -> TraceIndex:
         source = run.profile.sources.get(name)
@@ -133,21 +137,12 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     return future
 
 
-def first_window_pending(run: LoadedRun, host: str | None, now: float | None = None) -> bool:
-    """Whether a host's first exact window is still being made: its index is building and
-    the per-track table is not there yet, or came less than FIRST_WINDOW_WAIT_S ago and has
-    answered no window (the page asks for one as soon as it can). What else would start
-    meanwhile (a one-host run's model) waits for it rather than share 2 cores with it."""
-    name = host_of(run, host)
-    future = run.started(("trace_index", name))
-    if future is None or future.done():
-        return False
-    events = run.partials.get(("trace_table", name))
-    if events is None:
-        return True
-    table: TrackTable = events[0]
-    clock = time.monotonic() if now is None else now
-    return not table.answered.is_set() and clock < events[1] + FIRST_WINDOW_WAIT_S
+def index_pending(run: LoadedRun, host: str | None) -> bool:
+    """Whether a host's index is still being built (its first exact window included). What
+    else would start meanwhile (a one-host run's model) waits for it rather than share 2
+    cores with it, and so that the two builds' peaks of memory do not add up."""
+    future = run.started(("trace_index", host_of(run, host)))
+    return future is not None and not future.done()
 
 
 def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,

@@ -575,12 +575,14 @@ done:
 
 /* ---- integer side stats, by stat ----------------------------------------------------------- */
 
-/* The slot (-1: none) of stat row i: its name's, where its value is an integer. */
+/* The slot (-1: none) of stat row i: its name's, where its value is an integer (names of
+ * 2 or 4 bytes each: a table's narrowed codes are read as they are, not copied wider). */
 static inline int
-int_slot(const int32_t *name, const int8_t *kind, const int8_t *slot, Py_ssize_t n_slot,
-         Py_ssize_t i, int k_int64, int k_uint64)
+int_slot(const void *name, int name_size, const int8_t *kind, const int8_t *slot,
+         Py_ssize_t n_slot, Py_ssize_t i, int k_int64, int k_uint64)
 {
-    int32_t c = name[i];
+    int32_t c = name_size == 2 ? (int32_t)((const int16_t *)name)[i]
+                               : ((const int32_t *)name)[i];
     if (c < 0 || c >= n_slot || (kind[i] != k_int64 && kind[i] != k_uint64)) {
         return -1;
     }
@@ -596,14 +598,26 @@ int_stats(PyObject *self, PyObject *args)
                           &k_int64, &k_uint64)) {
         return NULL;
     }
-    /* name (int32), kind (int8), event (int32), value (int64), slot (int8, per name code),
-     * offsets (int64, one more than slots), then out events and values (int64) or None. */
+    /* name (int16 or int32), kind (int8), event (int32), value (int64), slot (int8, per
+     * name code), offsets (int64, one more than slots), then out events and values (int64)
+     * or None. */
     static const Py_ssize_t sizes[5] = {4, 1, 4, 8, 1};
     static const char *names[5] = {"name", "kind", "event", "value", "slot"};
     Column col[8];
     memset(col, 0, sizeof(col));
     PyObject *result = NULL;
     int got = 0;
+    int name_size = 4;
+    if (PyObject_GetBuffer(o[0], &col[0].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto done;
+    }
+    got = 1;
+    name_size = (int)col[0].view.itemsize;
+    if (name_size != 2 && name_size != 4) {
+        PyErr_SetString(PyExc_TypeError, "name must hold 2- or 4-byte items");
+        goto done;
+    }
+    col[0].n = col[0].view.len / name_size;
     for (; got < 5; got++) {
         if (get_sized(o[got], &col[got], sizes[got], 0, names[got]) < 0) {
             goto done;
@@ -619,7 +633,8 @@ int_stats(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "name, kind, event and value must be as long");
         goto done;
     }
-    const int32_t *name = col[0].view.buf, *event = col[2].view.buf;
+    const void *name = col[0].view.buf;
+    const int32_t *event = col[2].view.buf;
     const int8_t *kind = col[1].view.buf, *slot = col[4].view.buf;
     const int64_t *value = col[3].view.buf;
     int64_t *off = col[5].view.buf;
@@ -630,7 +645,7 @@ int_stats(PyObject *self, PyObject *args)
         }
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
-            int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+            int s = int_slot(name, name_size, kind, slot, n_slot, i, k_int64, k_uint64);
             if (s >= 0 && s < k) {
                 off[s + 1]++;
             }
@@ -668,7 +683,7 @@ int_stats(PyObject *self, PyObject *args)
     int64_t *out_e = col[6].view.buf, *out_v = col[7].view.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        int s = int_slot(name, kind, slot, n_slot, i, k_int64, k_uint64);
+        int s = int_slot(name, name_size, kind, slot, n_slot, i, k_int64, k_uint64);
         if (s >= 0 && s < k) {
             if (at[s] >= off[s + 1]) {
                 ok = 0;  /* more rows than counted: the columns changed */

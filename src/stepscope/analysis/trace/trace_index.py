@@ -42,6 +42,8 @@ from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
+# Table rows and positions in the index: int32 where every one fits (``_positions``), else int64.
+Rows = NDArray[np.signedinteger[Any]]
 F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
 
@@ -51,6 +53,7 @@ MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
 _LEVEL_BLOCK = 1 << 18  # events whose levels are made at a time
+_KEY_BLOCK = 1 << 20  # events whose index keys are made at a time
 # The (track, start) order merges the keys' ascending runs where they average this many
 # events or more (``sorted_by_track_and_start``), else sorts them.
 RUN_EVENTS = 64
@@ -492,13 +495,13 @@ class TraceIndex:
         self.seg_track: I64 = a["seg_track"]
         self.seg_depth: I64 = a["seg_depth"]
         self.seg_off: I64 = a["seg_off"]
-        self.ev_row: I64 = a["ev_row"]
+        self.ev_row: Rows = a["ev_row"]
         self.skey: I64 = a["skey"]
         self.ekey: I64 = a["ekey"]
         self.cumdur: I64 = a["cumdur"]
         self.lkey: I64 = a["lkey"]
-        self.lpos: I64 = a["lpos"]
-        self.pos_of_row: I64 = a["pos_of_row"]
+        self.lpos: Rows = a["lpos"]
+        self.pos_of_row: Rows = a["pos_of_row"]
         self.counter_track: I64 = a["counter_track"]
         self.counter_off: I64 = a["counter_off"]
         self.counter_time: I64 = a["counter_time"]
@@ -837,10 +840,15 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
     if len(p_rows) and len(c_rows):
         pt = _lookup(*pt_stat, p_rows)
         ct = _lookup(*ct_stat, c_rows)
+        # Copies only where some events are left out (where every one is included, the
+        # usual case, six columns as long as the flows are not made again).
         keep = included[p_rows]
-        p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
+        if not keep.all():
+            p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
         keep = included[c_rows]
-        c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        if not keep.all():
+            c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+        del keep
         src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
         srcs.append(src)
         dsts.append(dst)
@@ -902,7 +910,10 @@ def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64
             slot[st.stat_names.index(stat)] = i
     native = compiled_layout()
     if native is not None:  # one pass to count, one to copy: no mask over every stat row
-        cols = (np.ascontiguousarray(st.name, np.int32), np.ascontiguousarray(st.kind, np.int8),
+        # Names read as narrowed (int16 or int32), not copied wider: one column less as long
+        # as the stat table beside the overview.
+        names = st.name if st.name.dtype in (np.int16, np.int32) else st.name.astype(np.int32)
+        cols = (np.ascontiguousarray(names), np.ascontiguousarray(st.kind, np.int8),
                 np.ascontiguousarray(st.event, np.int32),
                 np.ascontiguousarray(st.value, np.int64), slot)
         off = np.zeros(len(stats) + 1, np.int64)
@@ -1081,36 +1092,56 @@ def shown_rows(table: EventTable, plan: TrackPlan) -> I64 | None:
     return np.flatnonzero(plan.included & ~plan.counter_line[table.line])
 
 
+def _group_dtype(top: int) -> type[np.integer[Any]]:
+    """The narrowest unsigned type holding 0..``top`` (16, 32 or 64 bits): a stable sort of
+    16-bit keys is a radix sort, and each byte less is a byte less an event."""
+    if top < 1 << 16:
+        return np.uint16
+    return np.uint32 if top < 1 << 32 else np.uint64
+
+
 def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_start: I64,
-                  depth: I64) -> I64:
-    """``_by_row``, with each event's track looked up in the order by (track, start) only
-    (``ev_rows``: ``shown_rows``; ``by_start`` and ``depth`` in ``event_columns`` order)."""
+                  depth: NDArray[np.integer[Any]]) -> tuple[I64, NDArray[Any], int]:
+    """The order by (track, row, start) as a permutation of ``by_start`` (the order by (track,
+    start); ``depth``: each event's row in that order; ``ev_rows``: ``shown_rows``), with the
+    (track × rows + row) groups in the new order and the rows per track. Each event's track is
+    looked up in that order only; the groups are made in the narrowest type that holds them
+    (no column of every event as int64 beside the per-track table's)."""
     rows = int(depth.max()) + 1
+    dtype = _group_dtype(max(len(plan.track_line), 1) * rows)
     in_order = by_start if ev_rows is None else ev_rows[by_start]
-    group = plan.track_of_line[table.line[in_order]]
+    group = plan.track_of_line.astype(dtype)[table.line[in_order]]
     del in_order
-    group *= rows
-    group += depth[by_start]
-    if int(group.max()) < 1 << 16:
-        group = group.astype(np.uint16)  # a stable sort of 16-bit keys is a radix sort
-    return np.asarray(by_start[np.argsort(group, kind="stable")], np.int64)
+    group *= dtype(rows)
+    np.add(group, depth, out=group, casting="unsafe")
+    perm = np.asarray(np.argsort(group, kind="stable"), np.int64)
+    return perm, group[perm], rows
 
 
 def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
     return array
 
 
+def _positions(array: NDArray[np.integer[Any]], top: int) -> Rows:
+    """Table rows or index positions (each below ``top``, or -1) as kept: int32 where every
+    one fits (the usual case: 12 bytes an event less in the index's three such columns),
+    else int64."""
+    return np.asarray(array, np.int32 if top < 1 << 31 else np.int64)
+
+
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
           plan: TrackPlan | None = None, by_start: I64 | None = None,
-          depth: I64 | None = None, flows: tuple[I64, I64, I64] | None = None,
+          depth: NDArray[np.integer[Any]] | None = None,
+          flows: tuple[I64, I64, I64] | None = None,
           keep: Callable[[NDArray[Any]], NDArray[Any]] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
-    events' ``by_track_and_start`` order, ``depth``: their rows (``layout_depth``, any
-    integer type), and ``flows``: (sources, destinations, kinds) of its flows, when already
-    made). Each array the index keeps is handed to ``keep`` as soon as it is made, and
-    what that returns is used from then on (``cache.ColumnFile.put``: a mapped copy, so the
-    kept columns are not anonymous memory beside the build's temporaries)."""
+    events' ``by_track_and_start`` order, ``depth`` (with ``by_start`` only): each one's row
+    in that order (``TrackTable.layout``, any integer type), and ``flows``: (sources,
+    destinations, kinds) of its flows, when already made). Each array the index keeps is
+    handed to ``keep`` as soon as it is made, and what that returns is used from then on
+    (``cache.ColumnFile.put``: a mapped copy, so the kept columns are not anonymous memory
+    beside the build's temporaries)."""
     report = progress or (lambda share: None)
     put = keep or _kept_as_is
     n = len(table)
@@ -1120,40 +1151,42 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
 
     laid_out = by_start is not None and depth is not None and len(by_start) > 0
     if by_start is not None and depth is not None and laid_out:
-        # The layout given (the per-track table's): the order by (track, row, start) made
-        # from it, and every column then taken from the table straight in that order, one
-        # at a time (no column of every event in table order is made).
+        # The layout given (the per-track table's: ``depth`` in ``by_start`` order, shared
+        # with it, not copied): the order by (track, row, start) made from it as one sort of
+        # narrow (track, row) groups, which then give each event's track and row in the new
+        # order; every other column is taken from the table straight in that order, one at a
+        # time (no column of every event in table order is made).
         ev_rows = shown_rows(table, plan)
         report(0.15)
-        order = _by_row_given(table, plan, ev_rows, by_start, depth)
-        del by_start
+        perm, group, rows = _by_row_given(table, plan, ev_rows, by_start, depth)
+        order = by_start[perm]
+        del by_start, perm
         report(0.6)
-        ev_row = put(order if ev_rows is None else ev_rows[order])
-        del ev_rows
-        depth = depth[order]
-        del order
-        track = plan.track_of_line[table.line[ev_row]]
+        ev_row = put(_positions(order if ev_rows is None else ev_rows[order], n))
+        del ev_rows, order
     else:
         ev_rows, track, rel, edur, lay_end = event_columns(table, plan)
+        del edur  # taken again below in the new order
         report(0.15)
-        depth, order = _layout(track, rel, lay_end, by_start, depth)
-        del by_start
+        depth, order = _layout(track, rel, lay_end, by_start)
+        del by_start, rel, lay_end
         report(0.6)
-        # Each column put in (track, row, start) order one at a time, and each let go as
-        # soon as the arrays kept are made from it: the build's peak is a few columns over
-        # what it keeps.
-        ev_row = put(ev_rows[order])
+        ev_row = put(_positions(ev_rows[order], n))
         del ev_rows
-        track = track[order]
-        depth = depth[order]
+        rows = int(depth.max()) + 1 if len(depth) else 1
+        group = track[order] * rows + depth[order]
+        del track, depth, order
+    # Segments: runs of one (track, row) in this order.
     new_seg = np.ones(len(ev_row), bool)
-    new_seg[1:] = (track[1:] != track[:-1]) | (depth[1:] != depth[:-1])
+    new_seg[1:] = group[1:] != group[:-1]
     first = np.flatnonzero(new_seg)
-    seg_track, seg_depth = track[first].astype(np.int64), depth[first].astype(np.int64)
+    seg_group = group[first].astype(np.int64)
+    del group
+    seg_track, seg_depth = seg_group // rows, seg_group % rows
     rows_per_track = np.zeros(n_tracks, np.int64)
     np.maximum.at(rows_per_track, seg_track, seg_depth + 1)
-    count_per_track = np.bincount(track, minlength=n_tracks)
-    del track, depth
+    count_per_track = np.bincount(seg_track, weights=np.diff(np.r_[first, len(ev_row)]),
+                                  minlength=n_tracks).astype(np.int64)
     seg = np.cumsum(new_seg, dtype=np.int64)
     seg -= 1
     del new_seg
@@ -1164,42 +1197,63 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         raise _too_wide()
     shift = np.int64(bits)
     seg <<= shift  # the segment part of every key
-    if laid_out:
-        rel = np.asarray(table.start_ns[ev_row], np.int64)
-        rel -= origin
-        ekey = np.asarray(table.duration_ns[ev_row], np.int64)
-        np.maximum(ekey, 0, out=ekey)
-    else:
-        del lay_end  # made again below from the start and duration, in place
-        ekey = edur[order]
-        del edur
-        rel = rel[order]
-        del order
-    # ``ekey`` holds each duration (at least 0) until the sums and levels are made from it.
-    cumdur = np.empty(len(ekey) + 1, np.int64)
+    # Each kept column made a block of events at a time into its own array (the durations,
+    # starts and ends taken from the table per block, never a whole column of them): beside
+    # the segments, one column an event at a time. The durations' running sum (kept) and
+    # levels first, then the start keys (kept), the end keys (kept) and the level keys, made
+    # in the segments' place, both from the start keys' times.
+    m = len(ev_row)
+    level = np.empty(m, np.int8)
+    cumdur = np.empty(m + 1, np.int64)
     cumdur[0] = 0
-    np.cumsum(ekey, out=cumdur[1:])
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        dur = np.asarray(table.duration_ns[ev_row[a:b]], np.int64)
+        np.maximum(dur, 0, out=dur)
+        level[a:b] = _level(dur)
+        np.cumsum(dur, out=cumdur[a + 1:b + 1])
+        cumdur[a + 1:b + 1] += cumdur[a]
     cumdur = put(cumdur)
-    level = _level(ekey)
-    np.maximum(ekey, 1, out=ekey)
-    ekey += rel
-    ekey |= seg
-    ekey = put(ekey)
     max_level = int(level.max()) if len(level) else 0
+    skey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        rel = np.asarray(table.start_ns[ev_row[a:b]], np.int64)
+        rel -= origin
+        np.bitwise_or(seg[a:b], rel, out=skey[a:b])
+    skey = put(skey)
+    time_bits = (np.int64(1) << shift) - np.int64(1)
+    ekey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        end = np.asarray(table.duration_ns[ev_row[a:b]], np.int64)
+        np.maximum(end, 1, out=end)
+        end += skey[a:b] & time_bits
+        end |= seg[a:b]
+        ekey[a:b] = end
+    ekey = put(ekey)
     lkey_unsorted = seg
     del seg
-    skey = lkey_unsorted | rel
-    skey = put(skey)
-    lkey_unsorted <<= np.int64(_LEVEL_BITS)
-    lkey_unsorted |= rel
-    del rel
-    lkey_unsorted |= level.astype(np.int64) << shift
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        block = lkey_unsorted[a:b]
+        block <<= np.int64(_LEVEL_BITS)
+        block |= skey[a:b] & time_bits
+        block |= level[a:b].astype(np.int64) << shift
     del level
-    lpos = put(np.argsort(lkey_unsorted, kind="stable"))
-    lkey = put(lkey_unsorted[lpos])
+    lpos = put(_positions(np.argsort(lkey_unsorted, kind="stable"), m))
+    # Gathers a block at a time: an int32 index is widened for NumPy's take, a block of it
+    # at a time, not a column of every event.
+    lkey = np.empty(m, np.int64)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        np.take(lkey_unsorted, lpos[a:b], out=lkey[a:b])
     del lkey_unsorted
-    pos_of_row = np.full(n, -1, np.int64)
-    pos_of_row[ev_row] = np.arange(len(ev_row))
+    lkey = put(lkey)
+    pos_of_row = np.full(n, -1, _positions(np.zeros(0, np.int64), m).dtype)
+    for a in range(0, m, _KEY_BLOCK):
+        b = min(a + _KEY_BLOCK, m)
+        pos_of_row[ev_row[a:b]] = np.arange(a, b)
     pos_of_row = put(pos_of_row)
     counters = counter_arrays(table, plan)
 

@@ -139,16 +139,14 @@ class TrackTable(TraceIndex):
         instead of finding them again."""
         return self.flow_src, self.flow_dst, self.flow_kind.astype(np.int64)
 
-    def layout(self) -> tuple[I64, I64]:
-        """(each event's row, the order by (track, start)), in ``event_columns`` order: what
-        the full index's build takes instead of laying the events out again. Hands the order
-        over (this table keeps none)."""
+    def layout(self) -> tuple[NDArray[np.int32], I64]:
+        """(each event's row, the order by (track, start)), both in that order: what the full
+        index's build takes instead of laying the events out again (the rows are this table's
+        own, shared, not copied). Hands the order over (this table keeps none)."""
         by_start, self.by_start = self.by_start, None
         if by_start is None:
             raise TraceQueryError("The track table's layout was handed over already.")
-        depth = np.empty(len(by_start), np.int64)
-        depth[by_start] = self.depth
-        return depth, by_start
+        return self.depth, by_start
 
     # -- facts -----------------------------------------------------------------------------
 
