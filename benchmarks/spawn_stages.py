@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import checkout
+from load_and_overview import _free_port
+from load_and_overview import _get_json as _get
 
 STAGES = ("listen", "data", "window")
 
@@ -44,23 +45,6 @@ def _cpu_s(pid: int) -> float:
     except (OSError, IndexError):
         return float("nan")
     return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
-
-
-def _get(url: str) -> tuple[int, Any]:
-    """(status, JSON body) of GET ``url``; (0, None) while nothing listens."""
-    try:
-        with urllib.request.urlopen(url, timeout=60) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, None
-    except OSError:
-        return 0, None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def one_server(src: Path, logdir: Path, cache: Path, pycache: Path | None
