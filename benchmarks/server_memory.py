@@ -88,13 +88,15 @@ def main() -> None:
     size = path.stat().st_size / 2**20
     tmp = tempfile.mkdtemp(prefix="stepscope-server-memory-")
     os.environ["STEPSCOPE_CACHE_DIR"] = str(Path(tmp) / "cache")
+    from stepscope.run import storage
     from stepscope.web import store, trace
 
     base = status()
     stages = Stages()
     threading.Thread(target=stages.sample, daemon=True).start()
     stages.wrap(store, "load_file", "load")
-    stages.wrap(trace, "map_table", "map")
+    stages.wrap(trace, "map_table", "map")  # before the overview where memory is short
+    stages.wrap(storage, "map_table", "map")  # else by the index's build
     stages.wrap(trace, "TraceOverview", "overview")
     stages.wrap(trace, "flows_of", "flows")
     stages.wrap(trace, "TrackTable", "tracktable")

@@ -847,6 +847,26 @@ def test_map_table_does_nothing_with_the_cache_off(source: Path,
     assert not cache._is_mapped(table.start_ns)
 
 
+def test_memory_is_short_only_where_the_builds_would_take_half_of_what_is_available(
+        source: Path, tmp_path: Path) -> None:
+    """The trace viewer maps a table from the cache before its first builds only where those
+    (twice the table, to be safe) would take over half the available memory; an unreadable
+    or odd meminfo is not short (the quicker way)."""
+    from stepscope.run.storage import memory_is_short
+
+    table = x2t.load_xspace(source)
+    size = cache.table_bytes(table)
+    assert size >= table.start_ns.nbytes + table.duration_ns.nbytes
+    meminfo = tmp_path / "meminfo"
+    for available_kb, short in ((4 * size // 1024 - 8, True), (4 * size // 1024 + 8, False)):
+        meminfo.write_text(f"MemTotal: 99999999 kB\nMemAvailable: {available_kb} kB\n")
+        assert memory_is_short(table, meminfo) is short
+    for odd in ("", "MemAvailable: lots kB\n", "MemAvailable:\n", "\x00\xff garbage"):
+        meminfo.write_text(odd)
+        assert memory_is_short(table, meminfo) is False
+    assert memory_is_short(table, tmp_path / "missing") is False
+
+
 def test_closed_writes_write_nothing_and_close_waits_for_one_under_way(
         cache_home: Path) -> None:
     """An owner's ``close`` returns only once its write under way has ended whole; after it,

@@ -114,6 +114,54 @@ def test_overlapping_events_laid_out_by_both_twins_alike(monkeypatch: pytest.Mon
     _same_answers(table)
 
 
+@compiled_only("_trace_layout")
+def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """The per-track table's compiled pass (rows and latest ends per block, read through the
+    keys and the table rows) gives what the twin made of start and end columns gives; the
+    overview's order (ties ordered by duration) is the layout's (ties by end); bad columns
+    are one clear error."""
+    from stepscope.analysis.trace import track_table as tt
+    from stepscope.analysis.trace.trace_overview import TraceOverview
+
+    rng = np.random.default_rng(5)
+    n = 30_000
+    start = rng.integers(0, 3_000_000, n)
+    start[:-1:5] = start[1::5]  # events starting together, of lengths 0, 1 and more
+    dur = (10 ** rng.uniform(0, 5, n)).astype(np.int64)
+    dur[::11] = 0
+    dur[1::11] = 1
+    dur[2::17] = -4
+    table = synthetic_table(start, dur, rng.choice([0, 1, 4], n))
+    plan = plan_tracks(table)
+    events = TrackTable(table, plan)
+    depth, block_end = events._rows_of(events.by_start)
+    assert depth.dtype == events.depth.dtype == np.int32
+    assert np.array_equal(depth, events.depth)
+    assert np.array_equal(block_end, events.block_end)
+    assert int(depth.max()) > 3
+    overview = TraceOverview(table, plan)
+    assert np.array_equal(overview.by_start, events.by_start)
+    assert np.array_equal(overview.key, events.key)
+    native = ti.compiled_layout()
+    assert native is not None
+    key, rows = events.key, np.asarray(events.ev_row, np.int64)
+    good = (key, plan.bits, np.asarray(table.duration_ns, np.int64), rows, events.offsets,
+            np.empty(len(key), np.int32), np.empty(-(-len(key) // tt.BLOCK), np.int64),
+            tt.BLOCK)
+    bad_rows = rows.copy()
+    bad_rows[7] = len(table)
+    for args in (good[:5] + (np.empty(len(key), np.int64),) + good[6:],
+                 good[:6] + (np.empty(3, np.int64),) + good[7:],
+                 good[:3] + (bad_rows,) + good[4:],
+                 good[:4] + (events.offsets[::-1].copy(),) + good[5:],
+                 good[:1] + (0,) + good[2:]):
+        with pytest.raises((ValueError, TypeError)):
+            native.table_rows(*args)
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    assert np.array_equal(TrackTable(table, plan).depth, depth)
+
+
 def test_empty_tracks_and_tables() -> None:
     one = synthetic_table(np.array([5]), np.array([10]), np.array([0]))
     # A line with no events on it: no tracks at all.

@@ -225,6 +225,11 @@ def _adopt(table: EventTable, mapped: EventTable) -> None:
     table.stats = mapped.stats
 
 
+def table_bytes(table: EventTable) -> int:
+    """The bytes of a table's columns (its cache entry's data, near enough)."""
+    return sum(int(array.nbytes) for _, array in _columns(table))
+
+
 def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
     """Every array of the table, by its name in the file."""
     st = table.stats

@@ -49,6 +49,21 @@ def map_table(table: EventTable, source: Path) -> None:
     cache.map_table(source, table)
 
 
+def memory_is_short(table: EventTable, meminfo: Path = Path("/proc/meminfo")) -> bool:
+    """Whether the trace viewer's first builds beside ``table`` (its overview, per-track table
+    and flows: about the table's size again, twice that to be safe) would take more than half
+    the memory the system has available (``MemAvailable``; not short where that is unknown).
+    Where it is short, the table is mapped from the cache first (``map_table``): slower (the
+    entry is written before the first window), but its columns are then pages of a file."""
+    try:
+        with open(meminfo) as f:
+            fields_kb = dict(line.split(":", 1) for line in f if ":" in line)
+        available = int(fields_kb["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError, IndexError):
+        return False
+    return 2 * cache.table_bytes(table) > available // 2
+
+
 def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
               progress: Callable[[float], None] | None = None,
               plan: TrackPlan | None = None, by_start: I64 | None = None,

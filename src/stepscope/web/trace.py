@@ -41,6 +41,7 @@ from stepscope.run.storage import (
     index_for,
     map_large_blocks,
     map_table,
+    memory_is_short,
     save_preview,
 )
 from stepscope.run.tools import clock_of, trace_host
@@ -96,9 +97,12 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 hit = cached_index(table, kept)
                 if hit is not None:
                     return hit
-                # Mapped before the overview: its columns, the per-track table's and the
-                # index's are not made beside the parse's anonymous ones.
-                map_table(table, kept)
+                if memory_is_short(table):
+                    # The overview's, the per-track table's and the flows' columns are then
+                    # not made beside the parse's anonymous ones. Otherwise the table is
+                    # mapped by the index's build, after the first window: writing it to the
+                    # cache first put seconds before that window (most of it at 1 GB).
+                    map_table(table, kept)
             plan = plan_tracks(table)
             # The flows (a hash join of millions of ids, without the GIL) are found beside the
             # overview and the order (NumPy's and compiled steps, mostly without it too).

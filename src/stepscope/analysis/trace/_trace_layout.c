@@ -125,6 +125,43 @@ first_free(const int64_t *tree, Py_ssize_t cap, Py_ssize_t k, int64_t s)
     return i - cap;
 }
 
+/* The row of one event (starting at s, ending at e as laid out) of a track whose earlier
+ * events (in start order) are in the trees; it is entered there. -1 when out of memory. */
+static Py_ssize_t
+place(Trees *t, int64_t s, int64_t e)
+{
+    Py_ssize_t k, r, cap = t->cap;
+    if (t->hi[1] < e) {
+        k = 0;  /* nothing running contains this event */
+    } else {
+        Py_ssize_t j = 1;
+        while (j < cap) {
+            j = t->hi[2 * j + 1] >= e ? 2 * j + 1 : 2 * j;
+        }
+        k = j - cap + 1;  /* just below its lowest container */
+    }
+    for (;;) {
+        cap = t->cap;
+        r = (k < cap && t->lo[k + cap] <= s) ? k : first_free(t->lo, cap, k, s);
+        if (r >= 0) {
+            break;
+        }
+        if (!trees_grow(t)) {
+            return -1;
+        }
+    }
+    Py_ssize_t j = r + cap;
+    t->lo[j] = t->hi[j] = e;
+    for (j >>= 1; j; j >>= 1) {
+        int64_t x = t->lo[2 * j], y = t->lo[2 * j + 1];
+        t->lo[j] = x < y ? x : y;
+        x = t->hi[2 * j];
+        y = t->hi[2 * j + 1];
+        t->hi[j] = x > y ? x : y;
+    }
+    return r;
+}
+
 /* Rows of the events [a, b) of one track, given in start order. 0 when out of memory. */
 static int
 track_rows(const int64_t *start, const int64_t *end, Py_ssize_t a, Py_ssize_t b, Trees *t,
@@ -132,37 +169,11 @@ track_rows(const int64_t *start, const int64_t *end, Py_ssize_t a, Py_ssize_t b,
 {
     trees_reset(t, 64);
     for (Py_ssize_t i = a; i < b; i++) {
-        int64_t s = start[i], e = end[i];
-        Py_ssize_t k, r, cap = t->cap;
-        if (t->hi[1] < e) {
-            k = 0;  /* nothing running contains this event */
-        } else {
-            Py_ssize_t j = 1;
-            while (j < cap) {
-                j = t->hi[2 * j + 1] >= e ? 2 * j + 1 : 2 * j;
-            }
-            k = j - cap + 1;  /* just below its lowest container */
-        }
-        for (;;) {
-            cap = t->cap;
-            r = (k < cap && t->lo[k + cap] <= s) ? k : first_free(t->lo, cap, k, s);
-            if (r >= 0) {
-                break;
-            }
-            if (!trees_grow(t)) {
-                return 0;
-            }
+        Py_ssize_t r = place(t, start[i], end[i]);
+        if (r < 0) {
+            return 0;
         }
         out[i] = r;
-        Py_ssize_t j = r + cap;
-        t->lo[j] = t->hi[j] = e;
-        for (j >>= 1; j; j >>= 1) {
-            int64_t x = t->lo[2 * j], y = t->lo[2 * j + 1];
-            t->lo[j] = x < y ? x : y;
-            x = t->hi[2 * j];
-            y = t->hi[2 * j + 1];
-            t->hi[j] = x > y ? x : y;
-        }
     }
     return 1;
 }
@@ -214,6 +225,93 @@ done:
     return result;
 }
 
+
+/* Each event's row and, per block of events, the latest end, for events given by (track,
+ * start) as composite keys (track << bits | start) with their table rows: the durations are
+ * read through the rows, the starts from the keys, so that no start or end column as long as
+ * the events is made (each costs its memory's first touch). */
+static PyObject *
+table_rows(PyObject *self, PyObject *args)
+{
+    PyObject *key_o, *dur_o, *row_o, *off_o, *depth_o, *bend_o;
+    int bits;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "OiOOOOOn", &key_o, &bits, &dur_o, &row_o, &off_o, &depth_o,
+                          &bend_o, &block)) {
+        return NULL;
+    }
+    Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
+    PyObject *result = NULL;
+    if (get_column(key_o, &key, 0, "key") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
+        || get_column(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
+        || get_sized(depth_o, &depth, 4, 1, "depth") < 0
+        || get_column(bend_o, &bend, 1, "block_end") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = key.n, tracks = off.n - 1;
+    if (bits < 1 || bits > 62 || block < 1 || row.n != n || depth.n != n || tracks < 0
+        || bend.n != (n + block - 1) / block || n >= ((Py_ssize_t)1 << 31)) {
+        PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
+        goto done;
+    }
+    const int64_t *k = key.view.buf, *d = dur.view.buf, *rw = row.view.buf, *o = off.view.buf;
+    for (Py_ssize_t t = 0; t < tracks; t++) {
+        if (o[t] < 0 || o[t] > o[t + 1] || o[t + 1] > n) {
+            PyErr_SetString(PyExc_ValueError, "offsets must rise within the events");
+            goto done;
+        }
+    }
+    int32_t *out = depth.view.buf;
+    int64_t *be = bend.view.buf, mask = ((int64_t)1 << bits) - 1;
+    Py_ssize_t m = dur.n;
+    int status = 0;  /* 1: out of memory, 2: a row outside the durations */
+    Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
+    if (!trees.lo || !trees.hi) {
+        status = 1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < bend.n; b++) {
+        be[b] = INT64_MIN;
+    }
+    for (Py_ssize_t t = 0; !status && t < tracks; t++) {
+        trees_reset(&trees, 64);
+        for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
+            int64_t r = rw[i];
+            if (r < 0 || r >= m) {
+                status = 2;
+                break;
+            }
+            int64_t s = k[i] & mask, len = d[r] > 1 ? d[r] : 1, e = s + len;
+            Py_ssize_t at = place(&trees, s, e);
+            if (at < 0) {
+                status = 1;
+                break;
+            }
+            out[i] = (int32_t)at;
+            if (e > be[i / block]) {
+                be[i / block] = e;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(trees.lo);
+    free(trees.hi);
+    if (status == 1) {
+        PyErr_NoMemory();
+    } else if (status == 2) {
+        PyErr_SetString(PyExc_ValueError, "table_rows: a row outside the durations");
+    } else {
+        result = Py_NewRef(Py_None);
+    }
+done:
+    if (key.view.obj) PyBuffer_Release(&key.view);
+    if (dur.view.obj) PyBuffer_Release(&dur.view);
+    if (row.view.obj) PyBuffer_Release(&row.view);
+    if (off.view.obj) PyBuffer_Release(&off.view);
+    if (depth.view.obj) PyBuffer_Release(&depth.view);
+    if (bend.view.obj) PyBuffer_Release(&bend.view);
+    return result;
+}
 
 /* ---- the order by key: runs merged ------------------------------------------------------- */
 
@@ -312,7 +410,8 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *ord
                 }
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                tied[k].neg_end = -end[order[a + k]];
+                int64_t e = end[order[a + k]];
+                tied[k].neg_end = -(e > 1 ? e : 1);  /* lengths too: as laid out */
                 tied[k].row = order[a + k];
             }
             if (g <= 16) {
@@ -711,9 +810,14 @@ static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
      "offsets[t+1], in start order), written into out (int64)."},
+    {"table_rows", table_rows, METH_VARARGS,
+     "table_rows(key, bits, dur, rows, offsets, depth, block_end, block): for events by "
+     "(track, start) (key: track << bits | start, int64; rows: their table rows, int64; dur: "
+     "the table's durations, int64), each one's row written into depth (int32) and per block "
+     "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
-     "(equal keys: the later end first, then by row) into order, the keys so into sorted; "
+     "(equal keys: the later end, or longer length, first (at least 1), then by row) into order, the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},

@@ -54,6 +54,9 @@ LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
 _LEVEL_BLOCK = 1 << 18  # events whose levels are made at a time
 _KEY_BLOCK = 1 << 20  # events whose index keys are made at a time
+# Events a chunked pass over the table takes at a time: its temporaries are a few MB, reused,
+# not columns as long as the table (each such column costs its memory's first touch).
+CHUNK = 1 << 20
 # The (track, start) order merges the keys' ascending runs where they average this many
 # events or more (``sorted_by_track_and_start``), else sorts them.
 RUN_EVENTS = 64
@@ -201,7 +204,8 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
 
 def sorted_by_key(key: I64, lay_end: I64) -> tuple[I64, I64]:
     """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
-    table order) and the ends as laid out: (the order, the keys in it)."""
+    table order) and the ends as laid out, or the durations (either orders the events of one
+    key alike: the longer first, at least 1 ns long): (the order, the keys in it)."""
     native = compiled_layout()
     if native is not None and len(key):
         # The keys in table order are a few ascending runs (an XLine's events come in time
@@ -231,7 +235,7 @@ def sorted_by_key(key: I64, lay_end: I64) -> tuple[I64, I64]:
         tied[1:] |= same
         tied[:-1] |= same
         sub = order[tied]
-        order[tied] = sub[np.lexsort((sub, -lay_end[sub], key[sub]))]
+        order[tied] = sub[np.lexsort((sub, -np.maximum(lay_end[sub], 1), key[sub]))]
     return np.asarray(order, np.int64), sorted_key
 
 
@@ -996,14 +1000,20 @@ def plan_tracks(table: EventTable) -> TrackPlan:
     # Counter lines: every event a zero-length sample with a numeric value.
     value_rows, values = _float_stat(table, schema.VALUE)
     n_lines = len(table.line_name)
-    per_line = np.bincount(table.line if everything else table.line[included],
-                           minlength=n_lines)
-    samples = np.zeros(n_lines, np.int64)
+    has_value = None
     if len(value_rows):
         has_value = np.zeros(n, bool)
         has_value[value_rows] = True
-        samples = np.bincount(table.line[included & has_value & (table.duration_ns <= 0)],
-                              minlength=n_lines)
+    per_line = np.zeros(n_lines, np.int64)
+    samples = np.zeros(n_lines, np.int64)
+    for lo in range(0, n, CHUNK):  # a chunk at a time: no column of every event's line
+        line = table.line[lo:lo + CHUNK]
+        shown = line if everything else line[included[lo:lo + CHUNK]]
+        per_line += np.bincount(shown, minlength=n_lines)
+        if has_value is not None:
+            sample = has_value[lo:lo + CHUNK] & (table.duration_ns[lo:lo + CHUNK] <= 0)
+            sample &= included[lo:lo + CHUNK]
+            samples += np.bincount(line[sample], minlength=n_lines)
     counter_line = (per_line > 0) & (samples == per_line)
 
     # Tracks, in display order.
@@ -1022,39 +1032,58 @@ def plan_tracks(table: EventTable) -> TrackPlan:
 
     # The span: every shown event's end (at least 1 ns long) and every counter sample.
     span = 1
-    if not counter_line.any() and everything:
-        if n:
-            ends = start + np.maximum(np.asarray(table.duration_ns, np.int64), 1)
-            span = int(ends.max()) - origin
-    else:
-        on_line = counter_line[table.line]
-        events = included & ~on_line
-        if events.any():
-            ends = start[events] + np.maximum(np.asarray(table.duration_ns[events],
-                                                         np.int64), 1)
+    duration = np.asarray(table.duration_ns, np.int64)
+    counted = bool(counter_line.any())
+    for lo in range(0, n, CHUNK):
+        at = slice(lo, lo + CHUNK)
+        ends = np.maximum(duration[at], 1)
+        ends += start[at]
+        if everything and not counted:  # the usual case: every event drawn
             span = max(span, int(ends.max()) - origin)
-        counters = included & on_line
+            continue
+        on_line = counter_line[table.line[at]]
+        events = ~on_line
+        events &= included[at]
+        if events.any():
+            span = max(span, int(ends[events].max()) - origin)
+        counters = included[at] & on_line
         if counters.any():
-            span = max(span, int(start[counters].max()) - origin + 1)
+            span = max(span, int(start[at][counters].max()) - origin + 1)
     return TrackPlan(included, counter_line, track_of_line, [k[2] for k in keyed],
                      [k[3] for k in keyed], device_plane, origin, span, value_rows, values)
 
 
 def counter_arrays(table: EventTable, plan: TrackPlan) -> dict[str, NDArray[Any]]:
-    """The counter tracks' samples, by track and time (the index's ``counter_*`` arrays)."""
-    counter_rows = plan.included & plan.counter_line[table.line]
-    crow = np.flatnonzero(counter_rows)
-    value_of = np.zeros(len(table), np.float64)
-    value_of[plan.value_rows] = plan.values
-    start = np.asarray(table.start_ns, np.int64)
+    """The counter tracks' samples, by track and time (the index's ``counter_*`` arrays).
+    The samples are found a chunk of events at a time and their values looked up (no column
+    as long as the table: a host without counters, the usual case, costs nothing)."""
+    crow = np.zeros(0, np.int64)
+    if plan.counter_line.any():
+        parts = [crow]
+        for lo in range(0, len(table), CHUNK):
+            on = plan.counter_line[table.line[lo:lo + CHUNK]]
+            on &= plan.included[lo:lo + CHUNK]
+            found = np.flatnonzero(on)
+            found += lo
+            parts.append(found)
+        crow = np.concatenate(parts)
+    value = np.zeros(len(crow), np.float64)
+    if len(crow) and len(plan.value_rows):
+        # The last value given for a row, as an assignment by row would leave it.
+        order = np.argsort(plan.value_rows, kind="stable")
+        keys = plan.value_rows[order]
+        at = np.searchsorted(keys, crow, side="right") - 1
+        ok = (at >= 0) & (keys[np.maximum(at, 0)] == crow)
+        value[ok] = plan.values[order[at[ok]]]
+    start = np.asarray(table.start_ns[crow], np.int64)
     ctrack = plan.track_of_line[table.line[crow]]
-    corder = np.lexsort((start[crow], ctrack))
-    crow, ctrack = crow[corder], ctrack[corder]
+    corder = np.lexsort((start, ctrack))
+    crow, ctrack, start, value = crow[corder], ctrack[corder], start[corder], value[corder]
     counter_tracks, coff = np.unique(ctrack, return_index=True)
     return {"counter_track": counter_tracks.astype(np.int64),
             "counter_off": np.r_[coff, len(crow)].astype(np.int64),
-            "counter_time": (start[crow] - plan.origin).astype(np.int64),
-            "counter_value": value_of[crow], "counter_row": crow.astype(np.int64)}
+            "counter_time": (start - plan.origin).astype(np.int64),
+            "counter_value": value, "counter_row": crow.astype(np.int64)}
 
 
 def sections_of(tracks: list[Track]) -> list[dict[str, Any]]:

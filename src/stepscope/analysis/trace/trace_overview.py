@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.trace.trace_index import (
+    CHUNK,
     INDEX_VERSION,
     TraceQueryError,
     Track,
@@ -64,7 +65,7 @@ class TraceOverview:
         # costs its page faults, a second a GB where memory is lent lazily, as in a VM).
         self.cumdur = np.empty(len(order) + 1, np.int64)
         self.cumdur[0] = 0
-        np.take(edur, order, out=self.cumdur[1:])
+        np.take(edur, order, out=self.cumdur[1:], mode="clip")  # (unbuffered)
         del edur
         np.maximum(self.cumdur[1:], 0, out=self.cumdur[1:])  # as drawn: none negative
         # Per track: its events and the longest of them as laid out (at least 1 ns): how far
@@ -151,11 +152,12 @@ def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
         return by_start, key, edur
     duration = np.asarray(table.duration_ns, np.int64)
     key = np.asarray(table.start_ns, np.int64) - plan.origin
-    lay_end = np.maximum(duration, 1)
-    lay_end += key
-    track = np.take(plan.track_of_line, table.line)
-    track <<= np.int64(plan.bits)
-    key |= track
-    del track
-    by_start, key = sorted_by_key(key, lay_end)
+    # The tracks joined in a chunk at a time (no column of every event's track), and the
+    # durations order events starting together (no column of ends).
+    shift = np.int64(plan.bits)
+    for lo in range(0, len(key), CHUNK):
+        track = np.take(plan.track_of_line, table.line[lo:lo + CHUNK])
+        track <<= shift
+        key[lo:lo + CHUNK] |= track
+    by_start, key = sorted_by_key(key, duration)
     return by_start, key, duration

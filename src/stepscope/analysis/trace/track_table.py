@@ -48,6 +48,7 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.model.events import EventTable
 
 I64 = NDArray[np.int64]
+Bools = NDArray[np.bool_]
 BLOCK = 256  # events per block of latest ends
 
 
@@ -75,7 +76,7 @@ class TrackTable(TraceIndex):
         n = len(key)
         #: Per event in (track, start) order: its key, table row and row.
         self.key: I64 = key
-        self._on_track = plan.included & ~plan.counter_line[table.line]
+        self._on_track_rows: Bools | None = None
         # Every event of the table on a track (the usual case): the table rows in this order
         # are the order itself, not a copy.
         self.ev_row: I64 = by_start if n == len(table) else \
@@ -83,31 +84,20 @@ class TrackTable(TraceIndex):
         self.offsets: I64 = np.searchsorted(
             self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
         ).astype(np.int64)
-        # Starts and ends in this order, made from the keys and the table's durations (not
-        # from every event column in table order): the layout's input, and per block of
-        # events the latest end (the only use of the ends: not kept).
-        start = key & self.mask
-        lay_end = np.take(np.asarray(table.duration_ns, np.int64), self.ev_row)
-        np.maximum(lay_end, 1, out=lay_end)  # in place: each fresh column costs its faults
-        lay_end += start
-        if compiled_layout() is not None:
-            depth = rows_in_start_order(start, lay_end, self.offsets)
-        else:  # the vectorised twin wants the events in table order
-            order = np.empty(n, np.int64)
-            order[by_start] = np.arange(n, dtype=np.int64)
-            track = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(self.offsets))
-            in_table_order = layout_depth(track[order], start[order], lay_end[order],
-                                          by_start)[0]
-            depth = in_table_order[by_start]
-            del order, track, in_table_order
-        self.depth: NDArray[np.int32] = depth.astype(np.int32)
-        del depth, start
+        native = compiled_layout()
+        if native is not None and n < 1 << 31:
+            # One compiled pass: starts from the keys, durations through the rows, no column
+            # as long as the events made on the way (each costs its memory's first touch).
+            self.depth: NDArray[np.int32] = np.empty(n, np.int32)
+            self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
+            native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns, np.int64),
+                              np.ascontiguousarray(self.ev_row, np.int64), self.offsets,
+                              self.depth, self.block_end, BLOCK)
+        else:
+            self.depth, self.block_end = self._rows_of(by_start)
         #: The layout's input for the full index (``trace_index.build``): the order by
         #: (track, start).
         self.by_start: I64 | None = by_start
-        self.block_end: I64 = (np.maximum.reduceat(lay_end, np.arange(0, n, BLOCK))
-                               if n else np.zeros(0, np.int64))
-        del lay_end
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
@@ -133,6 +123,38 @@ class TrackTable(TraceIndex):
         #: Set once a window has been answered from this table (a server builds the full
         #: index after that, so that the first window does not share the CPU with it).
         self.answered = threading.Event()
+
+    def _rows_of(self, by_start: I64) -> tuple[NDArray[np.int32], I64]:
+        """Each event's row and per block of ``BLOCK`` events the latest end (as laid out),
+        without the compiled pass: starts and ends in this order made from the keys and the
+        table's durations, laid out per track (``rows_in_start_order``)."""
+        n, table = len(self.key), self.table
+        start = self.key & self.mask
+        lay_end = np.take(np.asarray(table.duration_ns, np.int64), self.ev_row)
+        np.maximum(lay_end, 1, out=lay_end)
+        lay_end += start
+        if compiled_layout() is not None:
+            depth = rows_in_start_order(start, lay_end, self.offsets)
+        else:  # the vectorised twin wants the events in table order
+            n_tracks = len(self.offsets) - 1
+            order = np.empty(n, np.int64)
+            order[by_start] = np.arange(n, dtype=np.int64)
+            track = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(self.offsets))
+            in_table_order = layout_depth(track[order], start[order], lay_end[order],
+                                          by_start)[0]
+            depth = in_table_order[by_start]
+        block_end = (np.maximum.reduceat(lay_end, np.arange(0, n, BLOCK))
+                     if n else np.zeros(0, np.int64))
+        return depth.astype(np.int32), block_end
+
+    @property
+    def _on_track(self) -> Bools:
+        """Which table rows are events on a track (made when first asked: a column as long
+        as the table)."""
+        if self._on_track_rows is None:
+            plan = self.plan
+            self._on_track_rows = plan.included & ~plan.counter_line[self.table.line]
+        return self._on_track_rows
 
     def flows(self) -> tuple[I64, I64, I64]:
         """(sources, destinations, kinds) of the flows: what the full index's build takes
