@@ -226,6 +226,41 @@ done:
 }
 
 
+/* The order's rows are int64 (wide) or int32. */
+static inline int64_t
+order_at(const void *order, int wide, Py_ssize_t i)
+{
+    return wide ? ((const int64_t *)order)[i] : ((const int32_t *)order)[i];
+}
+
+static inline void
+order_put(void *order, int wide, Py_ssize_t i, int64_t row)
+{
+    if (wide) {
+        ((int64_t *)order)[i] = row;
+    } else {
+        ((int32_t *)order)[i] = (int32_t)row;
+    }
+}
+
+/* A column of table rows (an order): int64, or int32 where the rows fit. */
+static int
+get_order(PyObject *obj, Column *col)
+{
+    if (PyObject_GetBuffer(obj, &col->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE)
+        < 0) {
+        return -1;
+    }
+    if (col->view.itemsize != 8 && col->view.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "order must hold 4- or 8-byte items");
+        PyBuffer_Release(&col->view);
+        col->view.obj = NULL;
+        return -1;
+    }
+    col->n = col->view.len / col->view.itemsize;
+    return 0;
+}
+
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
  * read through the rows, the starts from the keys, so that no start or end column as long as
@@ -243,7 +278,7 @@ table_rows(PyObject *self, PyObject *args)
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
-        || get_column(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
+        || get_order(row_o, &row) < 0 || get_column(off_o, &off, 0, "offsets") < 0
         || get_sized(depth_o, &depth, 4, 1, "depth") < 0
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
         goto done;
@@ -254,7 +289,9 @@ table_rows(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
         goto done;
     }
-    const int64_t *k = key.view.buf, *d = dur.view.buf, *rw = row.view.buf, *o = off.view.buf;
+    const int64_t *k = key.view.buf, *d = dur.view.buf, *o = off.view.buf;
+    const void *rw = row.view.buf;
+    int wide = row.view.itemsize == 8;
     for (Py_ssize_t t = 0; t < tracks; t++) {
         if (o[t] < 0 || o[t] > o[t + 1] || o[t + 1] > n) {
             PyErr_SetString(PyExc_ValueError, "offsets must rise within the events");
@@ -276,7 +313,7 @@ table_rows(PyObject *self, PyObject *args)
     for (Py_ssize_t t = 0; !status && t < tracks; t++) {
         trees_reset(&trees, 64);
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
-            int64_t r = rw[i];
+            int64_t r = order_at(rw, wide, i);
             if (r < 0 || r >= m) {
                 status = 2;
                 break;
@@ -389,7 +426,7 @@ tied_cmp(const void *a, const void *b)
 /* Events of one key (sorted: the keys in order's order) put longer first (later end), then
  * by row. 0 when out of memory. */
 static int
-order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *order)
+order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order, int wide)
 {
     /* Events starting together: the longer first, then by row (a few at a time, usually). */
     Tied *tied = NULL;
@@ -410,9 +447,9 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *ord
                 }
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                int64_t e = end[order[a + k]];
+                int64_t row = order_at(order, wide, a + k), e = end[row];
                 tied[k].neg_end = -(e > 1 ? e : 1);  /* lengths too: as laid out */
-                tied[k].row = order[a + k];
+                tied[k].row = row;
             }
             if (g <= 16) {
                 for (Py_ssize_t k = 1; k < g; k++) {
@@ -428,7 +465,7 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *ord
                 qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                order[a + k] = tied[k].row;
+                order_put(order, wide, a + k, tied[k].row);
             }
         }
         a = b;
@@ -483,7 +520,7 @@ merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_s
         }
     }
     free(heap);
-    return order_ties(sorted, end, n, order);
+    return order_ties(sorted, end, n, order, 1);
 }
 
 static PyObject *
@@ -499,7 +536,7 @@ order_by_key(PyObject *self, PyObject *args)
     Run *runs = NULL;
     int have_sorted = sorted_o != Py_None;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
-        || get_column(order_o, &order, 1, "order") < 0
+        || get_order(order_o, &order) < 0
         || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
         goto done;
     }
@@ -518,13 +555,20 @@ order_by_key(PyObject *self, PyObject *args)
         goto done;
     }
     if (n_runs <= 1) {  /* in order already: the keys are their own sorted copy */
-        int64_t *out = order.view.buf;
-        int ok;
+        int ok, wide = order.view.itemsize == 8;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            out[i] = i;
+        if (wide) {
+            int64_t *out = order.view.buf;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                out[i] = i;
+            }
+        } else {
+            int32_t *out = order.view.buf;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                out[i] = (int32_t)i;
+            }
         }
-        ok = order_ties(k, end.view.buf, n, out);
+        ok = order_ties(k, end.view.buf, n, order.view.buf, wide);
         Py_END_ALLOW_THREADS
         if (!ok) {
             PyErr_NoMemory();
@@ -533,8 +577,8 @@ order_by_key(PyObject *self, PyObject *args)
         result = PyLong_FromSsize_t(n_runs);
         goto done;
     }
-    if (!have_sorted) {
-        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted */
+    if (!have_sorted || order.view.itemsize != 8) {
+        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted (int64) */
         goto done;
     }
     runs = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
@@ -812,12 +856,14 @@ static PyMethodDef methods[] = {
      "offsets[t+1], in start order), written into out (int64)."},
     {"table_rows", table_rows, METH_VARARGS,
      "table_rows(key, bits, dur, rows, offsets, depth, block_end, block): for events by "
-     "(track, start) (key: track << bits | start, int64; rows: their table rows, int64; dur: "
+     "(track, start) (key: track << bits | start, int64; rows: their table rows, int64 or "
+     "int32; dur: "
      "the table's durations, int64), each one's row written into depth (int32) and per block "
      "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
-     "(equal keys: the later end, or longer length, first (at least 1), then by row) into order, the keys so into sorted; "
+     "(equal keys: the later end, or longer length, first (at least 1), then by row) into order "
+     "(int64; int32 too where key is in order already), the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},

@@ -190,33 +190,36 @@ def _too_wide() -> TraceQueryError:
                            "trace viewer's index.")
 
 
-def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
+def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> Rows:
     """Event order by (track, start), the longer first of events starting together."""
     return sorted_by_track_and_start(track, start, lay_end, bits)[0]
 
 
 def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
-                              ) -> tuple[I64, I64]:
+                              ) -> tuple[Rows, I64]:
     """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
     order."""
     return sorted_by_key((track << np.int64(bits)) | start, lay_end)
 
 
-def sorted_by_key(key: I64, lay_end: I64) -> tuple[I64, I64]:
+def sorted_by_key(key: I64, lay_end: I64) -> tuple[Rows, I64]:
     """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
     table order) and the ends as laid out, or the durations (either orders the events of one
-    key alike: the longer first, at least 1 ns long): (the order, the keys in it)."""
+    key alike: the longer first, at least 1 ns long): (the order, the keys in it). The order's
+    rows are int32 where the keys were in order already (and the rows fit), else int64."""
     native = compiled_layout()
     if native is not None and len(key):
         # The keys in table order are a few ascending runs (an XLine's events come in time
         # order, a track is a line or a few): merged, not sorted. Where they are not (runs
         # shorter than RUN_EVENTS on average), the general sort below.
-        order = np.empty(len(key), np.int64)
+        # int32 rows where they fit: the order is kept (the per-track table's rows).
+        order: Rows = np.empty(len(key), np.int32 if len(key) < 1 << 31 else np.int64)
         end = np.ascontiguousarray(lay_end, np.int64)
         runs = native.order_by_key(key, end, order, None, len(key) // RUN_EVENTS + 1)
         if runs >= 0:  # in order already (a profile's lines in track order): no copy
             return order, key
-        if runs == -2:
+        if runs == -2:  # merged into int64 rows
+            order = np.empty(len(key), np.int64)
             sorted_key = np.empty(len(key), np.int64)
             if native.order_by_key(key, end, order, sorted_key,
                                    len(key) // RUN_EVENTS + 1) >= 0:
@@ -1139,7 +1142,12 @@ def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_st
     rows = int(depth.max()) + 1
     dtype = _group_dtype(max(len(plan.track_line), 1) * rows)
     in_order = by_start if ev_rows is None else ev_rows[by_start]
-    group = plan.track_of_line.astype(dtype)[table.line[in_order]]
+    # A chunk at a time: NumPy gathers through int32 rows by an int64 copy of them.
+    track_of_line = plan.track_of_line.astype(dtype)
+    group = np.empty(len(in_order), dtype)
+    for lo in range(0, len(in_order), CHUNK):
+        np.take(track_of_line, table.line[in_order[lo:lo + CHUNK]],
+                out=group[lo:lo + CHUNK], mode="clip")
     del in_order
     group *= dtype(rows)
     np.add(group, depth, out=group, casting="unsafe")
