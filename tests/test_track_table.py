@@ -158,8 +158,27 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
                  good[:1] + (0,) + good[2:]):
         with pytest.raises((ValueError, TypeError)):
             native.table_rows(*args)
+    # Tracks that nest for a while (parents, children, grandchildren, some starting
+    # together, some of length 0) and then overlap: the pass's stack hands over to its trees
+    # mid-track with the rows running then.
+    unit = np.arange(2_000, dtype=np.int64) * 1_000
+    nest_start = np.concatenate([unit, unit, unit + 100, unit + 150, unit + 400])
+    nest_dur = np.concatenate([np.full(2_000, 900), np.full(2_000, 300), np.full(2_000, 200),
+                               np.zeros(2_000, np.int64), np.full(2_000, 100)])
+    late = rng.integers(2_000_000, 2_500_000, 5_000)
+    mixed = synthetic_table(np.concatenate([nest_start, late, nest_start + 3_000_000]),
+                            np.concatenate([nest_dur, rng.integers(0, 40_000, 5_000),
+                                            nest_dur]),
+                            np.r_[np.zeros(10_000, np.int64), rng.choice([0, 1], 5_000),
+                                  np.ones(10_000, np.int64)])
+    mixed_events = TrackTable(mixed, plan_tracks(mixed))
+    depth2, block_end2 = mixed_events._rows_of(mixed_events.by_start)
+    assert np.array_equal(depth2, mixed_events.depth)
+    assert np.array_equal(block_end2, mixed_events.block_end)
+    assert int(depth2.max()) > 3
     monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
     assert np.array_equal(TrackTable(table, plan).depth, depth)
+    assert np.array_equal(TrackTable(mixed, plan_tracks(mixed)).depth, depth2)
 
 
 def test_empty_tracks_and_tables() -> None:

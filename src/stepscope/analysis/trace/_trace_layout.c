@@ -3,8 +3,10 @@
  * The compiled twin of trace_index._overlapping_rows (the same rows, by the same rule): each
  * event goes to the lowest row that is free when it starts and lies below every running event
  * that contains it, so nested events get their nesting depth and overlapping ones the lowest
- * free row. Per row the end of its last event is kept in two segment trees over the rows (one
- * of minima, one of maxima); O(n log rows). The GIL is released while it runs.
+ * free row. While a track's events nest, that row is how many events run around each: a stack
+ * of their ends gives it in O(1). From a track's first event that does not nest, per row the
+ * end of its last event is kept in two segment trees over the rows (one of minima, one of
+ * maxima), set to the rows running then; O(n log rows). The GIL is released while it runs.
  *
  * And the order it starts from, by (track, start): the compiled twin of the sort in
  * trace_index.sorted_by_track_and_start. An XLine's events come from the file (nearly) in time
@@ -162,14 +164,87 @@ place(Trees *t, int64_t s, int64_t e)
     return r;
 }
 
+/* The ends of a track's running events, outermost first (a stack while events nest). */
+typedef struct {
+    int64_t *end;
+    Py_ssize_t n, cap;
+} Ends;
+
+/* 0 when out of memory. */
+static int
+ends_push(Ends *st, int64_t e)
+{
+    if (st->n == st->cap) {
+        Py_ssize_t cap = st->cap ? 2 * st->cap : 64;
+        int64_t *end = realloc(st->end, sizeof(int64_t) * (size_t)cap);
+        if (!end) {
+            return 0;
+        }
+        st->end = end;
+        st->cap = cap;
+    }
+    st->end[st->n++] = e;
+    return 1;
+}
+
+/* The trees as the stack's events leave them: row i running until end[i], the rest free
+ * (an ended row's last end is at most any later start: free then as now). 0 when out of
+ * memory. */
+static int
+trees_from_ends(Trees *t, const Ends *st)
+{
+    trees_reset(t, 64);
+    while (t->cap < st->n) {
+        if (!trees_grow(t)) {
+            return 0;
+        }
+    }
+    Py_ssize_t cap = t->cap;
+    for (Py_ssize_t i = 0; i < st->n; i++) {
+        t->lo[cap + i] = t->hi[cap + i] = st->end[i];
+    }
+    for (Py_ssize_t j = cap - 1; j > 0; j--) {
+        int64_t a = t->lo[2 * j], b = t->lo[2 * j + 1];
+        t->lo[j] = a < b ? a : b;
+        a = t->hi[2 * j];
+        b = t->hi[2 * j + 1];
+        t->hi[j] = a > b ? a : b;
+    }
+    return 1;
+}
+
+/* The row of a track's next event (in start order; stack->n = 0 and *nested = 1 before its
+ * first): while the track's events nest (each inside the one running before it, once the
+ * ended ones are off the stack), how many run around it: the trees' rule (the lowest row free
+ * below none of its containers) in O(1); from the first that does not, by the trees, set to
+ * the rows running then. -1 when out of memory. */
+static Py_ssize_t
+next_row(Trees *t, Ends *stack, int *nested, int64_t s, int64_t e)
+{
+    if (*nested) {
+        while (stack->n && stack->end[stack->n - 1] <= s) {
+            stack->n--;
+        }
+        if (!stack->n || stack->end[stack->n - 1] >= e) {
+            return ends_push(stack, e) ? stack->n - 1 : -1;
+        }
+        *nested = 0;
+        if (!trees_from_ends(t, stack)) {
+            return -1;
+        }
+    }
+    return place(t, s, e);
+}
+
 /* Rows of the events [a, b) of one track, given in start order. 0 when out of memory. */
 static int
 track_rows(const int64_t *start, const int64_t *end, Py_ssize_t a, Py_ssize_t b, Trees *t,
-           int64_t *out)
+           Ends *stack, int64_t *out)
 {
-    trees_reset(t, 64);
+    int nested = 1;
+    stack->n = 0;
     for (Py_ssize_t i = a; i < b; i++) {
-        Py_ssize_t r = place(t, start[i], end[i]);
+        Py_ssize_t r = next_row(t, stack, &nested, start[i], end[i]);
         if (r < 0) {
             return 0;
         }
@@ -204,14 +279,17 @@ rows(PyObject *self, PyObject *args)
         }
     }
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
+    Ends stack = {NULL, 0, 0};
     int ok = trees.lo && trees.hi;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; ok && t < tracks; t++) {
-        ok = track_rows(s, e, (Py_ssize_t)o[t], (Py_ssize_t)o[t + 1], &trees, out.view.buf);
+        ok = track_rows(s, e, (Py_ssize_t)o[t], (Py_ssize_t)o[t + 1], &trees, &stack,
+                        out.view.buf);
     }
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
+    free(stack.end);
     if (!ok) {
         PyErr_NoMemory();
         goto done;
@@ -303,6 +381,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_ssize_t m = dur.n;
     int status = 0;  /* 1: out of memory, 2: a row outside the durations */
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
+    Ends stack = {NULL, 0, 0};
     if (!trees.lo || !trees.hi) {
         status = 1;
     }
@@ -311,7 +390,8 @@ table_rows(PyObject *self, PyObject *args)
         be[b] = INT64_MIN;
     }
     for (Py_ssize_t t = 0; !status && t < tracks; t++) {
-        trees_reset(&trees, 64);
+        int nested = 1;
+        stack.n = 0;
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
             int64_t r = order_at(rw, wide, i);
             if (r < 0 || r >= m) {
@@ -319,7 +399,7 @@ table_rows(PyObject *self, PyObject *args)
                 break;
             }
             int64_t s = k[i] & mask, len = d[r] > 1 ? d[r] : 1, e = s + len;
-            Py_ssize_t at = place(&trees, s, e);
+            Py_ssize_t at = next_row(&trees, &stack, &nested, s, e);
             if (at < 0) {
                 status = 1;
                 break;
@@ -333,6 +413,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
+    free(stack.end);
     if (status == 1) {
         PyErr_NoMemory();
     } else if (status == 2) {
