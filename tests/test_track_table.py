@@ -181,6 +181,37 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
     assert np.array_equal(TrackTable(mixed, plan_tracks(mixed)).depth, depth2)
 
 
+@compiled_only("_trace_layout")
+def test_track_plans_equal_their_twins(stepscope_profile: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's compiled pass (events per line and the latest end, where every event is
+    drawn and none is a counter sample) plans as the chunked NumPy passes do; a line code
+    outside the lines is one clear error."""
+    tables = _profiles(stepscope_profile)
+    compiled = [plan_tracks(table) for table in tables]
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    for table, mine in zip(tables, compiled, strict=True):
+        twin = plan_tracks(table)
+        for field in dataclasses.fields(twin):
+            a, b = getattr(mine, field.name), getattr(twin, field.name)
+            assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), field.name
+    monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+    native = ti.compiled_layout()
+    assert native is not None
+    line, start, dur = np.array([0, 3, 1], np.int16), np.arange(3, dtype=np.int64), \
+        np.array([5, -2, 0], np.int64)
+    count = np.zeros(2, np.int64)
+    with pytest.raises(ValueError):
+        native.line_counts(line, start, dur, count)
+    count = np.zeros(4, np.int64)
+    assert native.line_counts(line, start, dur, count) == 5
+    assert count.tolist() == [1, 1, 0, 1]
+    with pytest.raises((ValueError, TypeError)):
+        native.line_counts(line.astype(np.int8), start, dur, count)
+    with pytest.raises((ValueError, TypeError)):
+        native.line_counts(line, start[:2], dur, count)
+
+
 def test_empty_tracks_and_tables() -> None:
     one = synthetic_table(np.array([5]), np.array([10]), np.array([0]))
     # A line with no events on it: no tracks at all.

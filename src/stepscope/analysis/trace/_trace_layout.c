@@ -431,6 +431,67 @@ done:
     return result;
 }
 
+/* Per line its events, and the latest end (start + max(duration, 1)) of them all: the
+ * track plan's pass over every event where each is drawn, in one go. */
+static PyObject *
+line_counts(PyObject *self, PyObject *args)
+{
+    PyObject *line_o, *start_o, *dur_o, *count_o;
+    if (!PyArg_ParseTuple(args, "OOOO", &line_o, &start_o, &dur_o, &count_o)) {
+        return NULL;
+    }
+    Column line = {0}, start = {0}, dur = {0}, count = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(line_o, &line.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return NULL;
+    }
+    int size = (int)line.view.itemsize;
+    if (size != 2 && size != 4) {
+        PyErr_SetString(PyExc_TypeError, "line must hold 2- or 4-byte items");
+        goto done;
+    }
+    line.n = line.view.len / size;
+    if (get_column(start_o, &start, 0, "start") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
+        || get_column(count_o, &count, 1, "count") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = line.n, lines = count.n;
+    if (start.n != n || dur.n != n) {
+        PyErr_SetString(PyExc_ValueError, "line, start and dur must be as long");
+        goto done;
+    }
+    const int64_t *s = start.view.buf, *d = dur.view.buf;
+    int64_t *c = count.view.buf, latest = INT64_MIN;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t li = size == 2 ? ((const int16_t *)line.view.buf)[i]
+                               : ((const int32_t *)line.view.buf)[i];
+        if (li < 0 || li >= lines) {
+            bad = 1;
+            break;
+        }
+        c[li]++;
+        int64_t e = s[i] + (d[i] > 1 ? d[i] : 1);
+        if (e > latest) {
+            latest = e;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "line_counts: a line outside the counts");
+        goto done;
+    }
+    result = PyLong_FromLongLong(latest);
+done:
+    if (line.view.obj) PyBuffer_Release(&line.view);
+    if (start.view.obj) PyBuffer_Release(&start.view);
+    if (dur.view.obj) PyBuffer_Release(&dur.view);
+    if (count.view.obj) PyBuffer_Release(&count.view);
+    return result;
+}
+
+
 /* ---- the order by key: runs merged ------------------------------------------------------- */
 
 typedef struct {
@@ -941,6 +1002,9 @@ static PyMethodDef methods[] = {
      "int32; dur: "
      "the table's durations, int64), each one's row written into depth (int32) and per block "
      "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
+    {"line_counts", line_counts, METH_VARARGS,
+     "line_counts(line, start, dur, count): per line (int16 or int32 codes) its events "
+     "added into count (int64, one per line); returns the latest start + max(dur, 1)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
      "(equal keys: the later end, or longer length, first (at least 1), then by row) into order "

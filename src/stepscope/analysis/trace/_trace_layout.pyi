@@ -1,11 +1,15 @@
 """Types of the trace index's compiled steps (``_trace_layout.c``); their Python twins are
-``trace_index._overlapping_rows`` (rows), the sort in ``trace_index.sorted_by_track_and_start``
-(order_by_key), ``trace_index._producer_flows`` (match_flows) and ``trace_index._int_stats``
-(int_stats)."""
+``trace_index._overlapping_rows`` (rows), ``track_table.TrackTable._rows_of`` (table_rows), the
+chunked passes of ``trace_index.plan_tracks`` (line_counts), the sort in
+``trace_index.sorted_by_track_and_start`` (order_by_key), ``trace_index._producer_flows``
+(match_flows) and ``trace_index._int_stats`` (int_stats)."""
 
 from typing import Any
 
 def rows(start: Any, end: Any, offsets: Any, out: Any) -> None: ...
+def table_rows(key: Any, bits: int, dur: Any, rows: Any, offsets: Any, depth: Any,
+               block_end: Any, block: int) -> None: ...
+def line_counts(line: Any, start: Any, dur: Any, count: Any) -> int: ...
 def order_by_key(key: Any, end: Any, order: Any, sorted: Any | None, max_runs: int) -> int: ...
 def match_flows(p_rows: Any, p_ids: Any, p_types: Any, c_rows: Any, c_ids: Any,
                 c_types: Any, src: Any, dst: Any) -> int: ...

@@ -1009,7 +1009,17 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         has_value[value_rows] = True
     per_line = np.zeros(n_lines, np.int64)
     samples = np.zeros(n_lines, np.int64)
-    for lo in range(0, n, CHUNK):  # a chunk at a time: no column of every event's line
+    duration = np.asarray(table.duration_ns, np.int64)
+    native = compiled_layout()
+    latest = None  # every event's latest end, where found on the way
+    if native is not None and everything and has_value is None and n \
+            and table.line.dtype in (np.int16, np.int32):
+        # The usual case (every event drawn, no counters): one compiled pass.
+        latest = native.line_counts(np.ascontiguousarray(table.line),
+                                    np.ascontiguousarray(start), np.ascontiguousarray(duration),
+                                    per_line)
+    # Else a chunk at a time: no column of every event's line.
+    for lo in range(0, n if latest is None else 0, CHUNK):
         line = table.line[lo:lo + CHUNK]
         shown = line if everything else line[included[lo:lo + CHUNK]]
         per_line += np.bincount(shown, minlength=n_lines)
@@ -1034,10 +1044,9 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         track_of_line[li] = i
 
     # The span: every shown event's end (at least 1 ns long) and every counter sample.
-    span = 1
-    duration = np.asarray(table.duration_ns, np.int64)
+    span = 1 if latest is None else int(latest) - origin
     counted = bool(counter_line.any())
-    for lo in range(0, n, CHUNK):
+    for lo in range(0, n if latest is None else 0, CHUNK):
         at = slice(lo, lo + CHUNK)
         ends = np.maximum(duration[at], 1)
         ends += start[at]
