@@ -933,8 +933,9 @@ map_init(Map *m, PyObject *keys, PyObject *codes, Py_buffer *kv, Py_buffer *cv)
 typedef struct {
     Source src;
     /* events */
-    Buf ev_line;      /* int32 */
-    Buf ev_name;      /* int32: the table's name code, -1 for an id without metadata */
+    Buf ev_line;      /* int16 or int32 (wide_lines) */
+    Buf ev_name;      /* int16 or int32 (wide_names): the table's name code, -1 for an id
+                       * without metadata */
     Buf ev_start;     /* int64 ns: offset, then (at the line's end) plus its timestamp */
     Buf ev_dur;       /* int64 ns, negative ones made 0 */
     /* lines */
@@ -944,7 +945,7 @@ typedef struct {
     Buf ty_rows[N_TYPED], ty_values[N_TYPED];
     /* the other stats */
     Buf st_event;     /* int32 */
-    Buf st_name;      /* int32 */
+    Buf st_name;      /* int16 or int32 (wide_stats) */
     Buf st_kind;      /* int8 */
     Buf st_value;     /* int64; a str/bytes stat's: its text's index */
     Buf st_text_end;  /* int64 per text: where it ends in blob */
@@ -958,7 +959,31 @@ typedef struct {
     int64_t nslot;
     int64_t n_events, unknown;
     Map *ev_map, *st_map; /* the current plane's */
+    /* Codes written as int32 (1) or int16 (0): the columns the table keeps, written so
+     * (no int32 column narrowed after, with both held: a fresh copy of each at 1 GB). */
+    int wide_lines, wide_names, wide_stats;
 } Table;
+
+/* A code as int32 (wide) or int16. */
+#define PUT_CODE(b, wide, value)             \
+    do {                                     \
+        if (wide) {                          \
+            PUT((b), int32_t, (value));      \
+        } else {                             \
+            PUT((b), int16_t, (value));      \
+        }                                    \
+    } while (0)
+
+/* More lines than int16 codes hold, where the caller asked for them: OverflowError (it
+ * decodes again with int32 lines). */
+static int
+lines_overflow(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_SetString(PyExc_OverflowError, "more lines than int16 codes hold");
+    PyGILState_Release(gil);
+    return -1;
+}
 
 /* ps → ns rounded half up, as Python's (ps + 500) // 1000 on int64 (wrapping, flooring). */
 static inline int64_t
@@ -994,7 +1019,7 @@ table_stat(Table *t, Reader *r, int32_t row)
         return 0;
     }
     PUT(&t->st_event, int32_t, row);
-    PUT(&t->st_name, int32_t, code);
+    PUT_CODE(&t->st_name, t->wide_stats, code);
     PUT(&t->st_kind, int8_t, kind);
     PUT(&t->st_value, int64_t, value);
     return 0;
@@ -1032,8 +1057,9 @@ table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
         dur = 0;
         (*negative)++;
     }
-    PUT(&t->ev_line, int32_t, line_index);
-    PUT(&t->ev_name, int32_t, name);
+    if (!t->wide_lines && line_index > INT16_MAX) return lines_overflow();
+    PUT_CODE(&t->ev_line, t->wide_lines, line_index);
+    PUT_CODE(&t->ev_name, t->wide_names, name);
     PUT(&t->ev_start, int64_t, ps_to_ns(offset));
     PUT(&t->ev_dur, int64_t, dur);
     t->n_events++;
@@ -1188,7 +1214,9 @@ fail:
     return -1;
 }
 
-/* decode_table(source, maps, slots) -> dict of columns (see xspace_to_tables.py).
+/* decode_table(source, maps, slots[, (line, name, stat name code widths: 2 or 4 bytes)]) ->
+ * dict of columns (see xspace_to_tables.py); OverflowError where lines of 2 bytes were asked
+ * for and there are more than they hold.
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
  * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1. */
@@ -1196,11 +1224,22 @@ static PyObject *
 decode_table(PyObject *module, PyObject *args)
 {
     PyObject *source, *maps_arg, *slots_arg;
-    if (!PyArg_ParseTuple(args, "OO!O", &source, &PyList_Type, &maps_arg, &slots_arg)) {
+    int widths[3] = {4, 4, 4};
+    if (!PyArg_ParseTuple(args, "OO!O|(iii)", &source, &PyList_Type, &maps_arg, &slots_arg,
+                          &widths[0], &widths[1], &widths[2])) {
         return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (widths[i] != 2 && widths[i] != 4) {
+            PyErr_SetString(PyExc_ValueError, "code widths are 2 or 4 bytes");
+            return NULL;
+        }
     }
     Table t;
     memset(&t, 0, sizeof t);
+    t.wide_lines = widths[0] == 4;
+    t.wide_names = widths[1] == 4;
+    t.wide_stats = widths[2] == 4;
     Py_buffer view, slots_view;
     view.obj = NULL;
     slots_view.obj = NULL;
@@ -1301,7 +1340,8 @@ static PyMethodDef module_methods[] = {
     {"scan", scan, METH_O,
      "An XSpace's fields but its planes' lines, as bytes: (rest of the space, planes)."},
     {"decode_table", decode_table, METH_VARARGS,
-     "Decode an XSpace (a file descriptor or bytes) into a host table's columns."},
+     "Decode an XSpace (a file descriptor or bytes) into a host table's columns; optional "
+     "(line, name, stat name) code widths in bytes, 2 or 4 (default 4)."},
     {NULL, NULL, 0, NULL},
 };
 
