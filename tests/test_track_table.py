@@ -442,5 +442,18 @@ def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Pat
                     events.flow_src[inside].tolist()
                 assert [f["to"]["id"] for f in answer["flows"]] == \
                     events.flow_dst[inside].tolist()
+        # The full index takes the table's flows by time over (made once) and answers alike.
+        index = build(table)
+        index.share_flow_times(events)
+        assert index._flow_times is events.flow_times()
+        for a, b, _ in _windows(events.span_ns, 4)[:12]:
+            assert index.query(a, b, 10) == events.query(a, b, 10)
         checked += 1
     assert checked
+    # No flows: none by time either, and none taken over.
+    one = synthetic_table(np.array([5]), np.array([10]), np.array([0]))
+    alone = TrackTable(one, plan_tracks(one))
+    assert all(len(column) == 0 for column in alone.flow_times())
+    other = build(one)
+    other.share_flow_times(TrackTable(one, plan_tracks(one)))
+    assert other._flow_times is None

@@ -25,6 +25,7 @@ the pixels and segments in view, not on how many events the window holds.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import ModuleType
@@ -50,6 +51,7 @@ Bools = NDArray[np.bool_]
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 FLOW_BLOCK = 64  # flows (by their earlier end) per block of latest later ends
+_FLOW_TIMES = threading.Lock()  # the flows by time made once, by one thread
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
@@ -687,9 +689,7 @@ class TraceIndex:
             # starts at 0 or after, and before the span, which is past every event's start):
             # too many to draw, counted without sorting the flows by time.
             return [], len(self.flow_src)
-        if self._flow_times is None:
-            self._flow_times = self._flows_by_time()
-        lo, hi, by_lo, block_hi, hi_sorted = self._flow_times
+        lo, hi, by_lo, block_hi, hi_sorted = self.flow_times()
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
         j = int(np.searchsorted(lo, start_ns, side="left"))  # ... and lo < start_ns
         # Those begun before the window and reaching into it: every flow begun before it
@@ -706,6 +706,27 @@ class TraceIndex:
         inside = np.sort(by_lo[np.concatenate([early, np.arange(j, k)])])
         return self.flows_of(inside), total
 
+    def flow_times(self) -> tuple[I64, I64, I64, I64, I64]:
+        """The flows by time (``_flows_by_time``), made once: a server makes them after the
+        first window (a second or so at 12M flows), beside the zooms that need them."""
+        times = self._flow_times
+        if times is None:
+            with _FLOW_TIMES:
+                times = self._flow_times
+                if times is None:
+                    times = self._flow_times = self._flows_by_time()
+        return times
+
+    def share_flow_times(self, other: TraceIndex) -> None:
+        """Take ``other``'s flows by time, where made and its flows are these (the full
+        index built from a per-track table's flows does not sort them again)."""
+        times = other._flow_times
+        if (times is not None and self._flow_times is None
+                and self.origin_ns == other.origin_ns
+                and np.array_equal(self.flow_src, other.flow_src)
+                and np.array_equal(self.flow_dst, other.flow_dst)):
+            self._flow_times = times
+
     def _flows_by_time(self) -> tuple[I64, I64, I64, I64, I64]:
         """Once: the flows' earlier ends ascending, their later ends in that order, that
         order, per block of FLOW_BLOCK flows in it the latest later end, and the later ends
@@ -720,8 +741,9 @@ class TraceIndex:
         by_lo = np.argsort(lo, kind="stable")
         lo_sorted = np.take(lo, by_lo, out=dst_t)
         hi_by_lo = np.take(hi, by_lo, out=lo)
-        hi.sort()
-        block_hi = np.maximum.reduceat(hi_by_lo, np.arange(0, len(hi_by_lo), FLOW_BLOCK))
+        hi.sort(kind="stable")  # ascending runs (a line's events): merged, not sorted afresh
+        block_hi = (np.maximum.reduceat(hi_by_lo, np.arange(0, len(hi_by_lo), FLOW_BLOCK))
+                    if len(hi_by_lo) else np.zeros(0, np.int64))
         return lo_sorted, hi_by_lo, by_lo, block_hi, hi
 
     def flows_of(self, flows: I64) -> list[dict[str, Any]]:
