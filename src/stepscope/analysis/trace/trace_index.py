@@ -517,7 +517,7 @@ class TraceIndex:
         self.arrays = arrays
         self._stat_order: I64 | None = None
         self._lower_names: list[str] | None = None
-        self._flow_times: tuple[I64, I64, I64, I64, I64] | None = None
+        self._flow_times: tuple[I64, I64, I64, I64] | None = None
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -689,7 +689,7 @@ class TraceIndex:
             # starts at 0 or after, and before the span, which is past every event's start):
             # too many to draw, counted without sorting the flows by time.
             return [], len(self.flow_src)
-        lo, hi, by_lo, block_hi, hi_sorted = self.flow_times()
+        lo, by_lo, block_hi, hi_sorted = self.flow_times()
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
         j = int(np.searchsorted(lo, start_ns, side="left"))  # ... and lo < start_ns
         # Those begun before the window and reaching into it: every flow begun before it
@@ -702,11 +702,14 @@ class TraceIndex:
         # but the last holds one of them at least, so they are at most MAX_FLOWS + 1.
         hot = np.flatnonzero(block_hi[:-(-j // FLOW_BLOCK)] >= start_ns) * FLOW_BLOCK
         maybe = _ranges(hot, np.minimum(hot + FLOW_BLOCK, j))
-        early = maybe[hi[maybe] >= start_ns]
+        flows = by_lo[maybe]
+        hi = np.maximum(self.table.start_ns[self.flow_src[flows]],
+                        self.table.start_ns[self.flow_dst[flows]]) - self.origin_ns
+        early = maybe[hi >= start_ns]
         inside = np.sort(by_lo[np.concatenate([early, np.arange(j, k)])])
         return self.flows_of(inside), total
 
-    def flow_times(self) -> tuple[I64, I64, I64, I64, I64]:
+    def flow_times(self) -> tuple[I64, I64, I64, I64]:
         """The flows by time (``_flows_by_time``), made once: a server makes them after the
         first window (a second or so at 12M flows), beside the zooms that need them."""
         times = self._flow_times
@@ -727,11 +730,11 @@ class TraceIndex:
                 and np.array_equal(self.flow_dst, other.flow_dst)):
             self._flow_times = times
 
-    def _flows_by_time(self) -> tuple[I64, I64, I64, I64, I64]:
-        """Once: the flows' earlier ends ascending, their later ends in that order, that
-        order, per block of FLOW_BLOCK flows in it the latest later end, and the later ends
-        ascending. Each column as long as the flows is made in a buffer freed just before
-        (fresh memory is what costs here)."""
+    def _flows_by_time(self) -> tuple[I64, I64, I64, I64]:
+        """Once: the flows' earlier ends ascending, that order, per block of FLOW_BLOCK flows
+        in it the latest later end, and the later ends ascending (as many int64 as main kept:
+        three a flow). Each column as long as the flows is made in a buffer freed just before
+        where it can be (fresh memory is what costs here)."""
         src_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_src)
         src_t -= self.origin_ns
         dst_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_dst)
@@ -741,10 +744,11 @@ class TraceIndex:
         by_lo = np.argsort(lo, kind="stable")
         lo_sorted = np.take(lo, by_lo, out=dst_t)
         hi_by_lo = np.take(hi, by_lo, out=lo)
-        hi.sort(kind="stable")  # ascending runs (a line's events): merged, not sorted afresh
         block_hi = (np.maximum.reduceat(hi_by_lo, np.arange(0, len(hi_by_lo), FLOW_BLOCK))
                     if len(hi_by_lo) else np.zeros(0, np.int64))
-        return lo_sorted, hi_by_lo, by_lo, block_hi, hi
+        del hi_by_lo, lo
+        hi.sort(kind="stable")  # ascending runs (a line's events): merged, not sorted afresh
+        return lo_sorted, by_lo, block_hi, hi
 
     def flows_of(self, flows: I64) -> list[dict[str, Any]]:
         """The drawable form of some flows: both ends' event, track, row and time."""
