@@ -6,7 +6,8 @@ that order and adds, per event in it, its row (``layout_depth``: one compiled pa
 block of ``BLOCK`` events the latest end among them. A window query is
 then, per track, two binary searches (the events starting inside the window) and the blocks
 before the window whose latest end reaches into it (the events still running at its start:
-as many blocks as rows at most), then one pass over the events found. Its answers are the
+as many blocks as rows at most), then one pass over the events found (compiled: no column
+as long as them; ``_window_cells``). Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
