@@ -726,8 +726,8 @@ class TraceIndex:
         times = other._flow_times
         if (times is not None and self._flow_times is None
                 and self.origin_ns == other.origin_ns
-                and np.array_equal(self.flow_src, other.flow_src)
-                and np.array_equal(self.flow_dst, other.flow_dst)):
+                and all(mine is theirs or np.array_equal(mine, theirs) for mine, theirs in
+                        ((self.flow_src, other.flow_src), (self.flow_dst, other.flow_dst)))):
             self._flow_times = times
 
     def _flows_by_time(self) -> tuple[I64, I64, I64, I64]:
