@@ -2,7 +2,8 @@
 ``trace_index._overlapping_rows`` (rows), ``track_table.TrackTable._rows_of`` (table_rows), the
 chunked passes of ``trace_index.plan_tracks`` (line_counts), the sort in
 ``trace_index.sorted_by_track_and_start`` (order_by_key), ``trace_index._producer_flows``
-(match_flows) and ``trace_index._int_stats`` (int_stats)."""
+(match_flows), ``trace_index._int_stats`` (int_stats) and
+``TrackTable._window_cells_numpy`` (window_cells)."""
 
 from typing import Any
 
@@ -15,3 +16,6 @@ def match_flows(p_rows: Any, p_ids: Any, p_types: Any, c_rows: Any, c_ids: Any,
                 c_types: Any, src: Any, dst: Any) -> int: ...
 def int_stats(name: Any, kind: Any, event: Any, value: Any, slot: Any, offsets: Any,
               out: tuple[Any, Any] | None, k_int64: int, k_uint64: int) -> None: ...
+def window_cells(key: Any, depth: Any, ev_row: Any, duration: Any, ids: Any, a: Any, b: Any,
+                 rows: Any, before: Any, before_off: Any, inner: Any, bits: int, width: int,
+                 span: int) -> tuple[bytes, bytes]: ...
