@@ -1,13 +1,12 @@
 """Types of the trace index's compiled steps (``_trace_layout.c``); their Python twins are
 ``trace_index._overlapping_rows`` (rows), the sort in ``trace_index.sorted_by_track_and_start``
-(order_by_key), ``trace_index._producer_flows`` (match_flows) and ``trace_index._int_stats``
-(int_stats)."""
+(order_by_key) and, for stat_flows, ``trace_index._int_stats``, ``_lookup`` and
+``_producer_flows``."""
 
 from typing import Any
 
 def rows(start: Any, end: Any, offsets: Any, out: Any) -> None: ...
 def order_by_key(key: Any, end: Any, order: Any, sorted: Any | None, max_runs: int) -> int: ...
-def match_flows(p_rows: Any, p_ids: Any, p_types: Any, c_rows: Any, c_ids: Any,
-                c_types: Any, src: Any, dst: Any) -> int: ...
-def int_stats(name: Any, kind: Any, event: Any, value: Any, slot: Any, offsets: Any,
-              out: tuple[Any, Any] | None, k_int64: int, k_uint64: int) -> None: ...
+def stat_flows(name: Any, kind: Any, event: Any, value: Any, slot: Any, keep: Any,
+               line: Any | None, off: Any | None, producers: int, src: Any | None,
+               dst: Any | None, k_int64: int, k_uint64: int) -> Any: ...
