@@ -777,24 +777,19 @@ scan_rows(Join *jn, Codes *codes, const Kept *kp, void *notes, int notes_size,
 }
 
 /* How many integer _p and _c rows (cnt[0], cnt[1]); *by_event: whether the rows' events
- * ascend; *in_range: whether they lie in [0, n_events). Simple loops, one column or two
- * each: vectorized. */
+ * ascend; *in_range (where they do): whether they lie in [0, n_events). Simple loops, one
+ * column or two each: vectorized. */
 HOT void
 count_rows(const Stats *s, Py_ssize_t n_events, Py_ssize_t *cnt, int *by_event,
            int *in_range, int ns)
 {
     const int32_t *ev = s->event;
-    int32_t lo = 0, hi = 0, down = 0;
+    int32_t lo = s->n ? ev[0] : 0, down = 0;
     for (Py_ssize_t i = 1; i < s->n; i++) {
         down |= ev[i] < ev[i - 1];
-    }
-    if (s->n) {
-        lo = hi = ev[0];
-    }
-    for (Py_ssize_t i = 0; i < s->n; i++) {
         lo = ev[i] < lo ? ev[i] : lo;
-        hi = ev[i] > hi ? ev[i] : hi;
     }
+    int32_t hi = s->n ? ev[s->n - 1] : 0;  /* where they ascend, the last is the highest */
     int32_t cp = s->code[S_P], cc = s->code[S_C];
     int8_t k1 = (int8_t)s->k_int64, k2 = (int8_t)s->k_uint64;
     Py_ssize_t np_ = 0, nc = 0;
@@ -888,7 +883,7 @@ stat_flows(PyObject *self, PyObject *args)
             count_rows(&s, n_events, cnt, &by_event, &in_range, 4);
         }
         Py_END_ALLOW_THREADS
-        if (!in_range) {
+        if (by_event && !in_range) {  /* (the range is known only where they ascend) */
             PyErr_SetString(PyExc_ValueError, "a stat's event row is outside the table");
             goto done;
         }

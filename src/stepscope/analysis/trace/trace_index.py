@@ -877,7 +877,8 @@ def _stat_flows(table: EventTable, included: Bools, off_line: Bools | None,
     one finds the stats (``_int_stats``), their types (``_lookup``), then the pairs
     (``_producer_flows``)."""
     native = compiled_layout()
-    if native is not None and len(table.stats.name) < (1 << 32) - 1:
+    # (Its notes of stat rows are kept in the int32 pairs: fewer than 2**31 stat rows.)
+    if native is not None and len(table.stats.name) < (1 << 31) - 1:
         st = table.stats
         slot = np.full(len(st.stat_names) + 1, -1, np.int8)
         for i, stat in enumerate(_FLOW_STATS):
