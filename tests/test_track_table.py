@@ -231,6 +231,8 @@ def _stat_table(seed: int) -> tuple[Any, np.ndarray, np.ndarray | None, list[tup
     value[is_type] = rng.integers(-1, types, int(is_type.sum()))
     if seed % 4 == 1:
         value[~is_type] <<= 40
+    elif seed % 4 == 3:  # small ids and large ones side by side
+        value[~is_type & (rng.random(n) < 0.5)] += 1 << 23
     stats = SimpleNamespace(event=event, name=name.astype(np.int16 if seed % 2 else np.int32),
                             kind=kind, value=value.astype(np.int64), stat_names=names)
     n_lines = 3

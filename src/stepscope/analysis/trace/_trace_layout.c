@@ -629,12 +629,16 @@ typedef struct {
     Py_ssize_t row;  /* the stat row of its _p or _c */
     int64_t id, type;
     size_t h;
-    uint64_t check;  /* its slot's bits but the row: type code, fingerprint */
+    uint64_t check;  /* its slot's bits but the row: type code, exact, id or fingerprint */
+    Py_ssize_t ref;  /* what its slot holds + 1 as a producer: its event row where exact */
 } Pending;
 
-/* The hash table of the producers: a slot (8 bytes) holds a producer's stat row + 1 (low 32
- * bits; 0: empty), its type's code (8 bits) and 24 more bits of its hash: a probe reads the
- * stat table only where all those agree (nearly always the producer sought). */
+/* The hash table of the producers: a slot (8 bytes) holds, in its low 32 bits, a producer's
+ * stat row + 1 (0: empty), above them its type's code (8 bits), a bit for the exact form, and
+ * 23 more bits of its hash: a probe reads the stat table only where all those agree (nearly
+ * always the producer sought). In the exact form (a type with a code and an id in [0, 2**23):
+ * tf.data's step-like ids) the slot holds the producer's event row + 1 and the id itself:
+ * a probe then reads nothing else (the stat table's columns are too large for the TLB). */
 typedef struct {
     const Stats *s;
     uint64_t *tab;
@@ -644,6 +648,8 @@ typedef struct {
 } Join;
 
 #define ROW_BITS 0xffffffffULL
+#define EXACT (1ULL << 40)
+#define EXACT_IDS (1LL << 23)
 
 static inline int
 same(const Join *jn, uint64_t slot, const Pending *p)
@@ -651,8 +657,12 @@ same(const Join *jn, uint64_t slot, const Pending *p)
     if ((slot & ~ROW_BITS) != p->check) {
         return 0;
     }
+    if (slot & EXACT) {
+        return 1;
+    }
     Py_ssize_t j = (Py_ssize_t)(slot & ROW_BITS) - 1;
-    return jn->s->value[j] == p->id && (p->check >> 32 & 0xff || run_first(jn->s, j, S_PT) == p->type);
+    return jn->s->value[j] == p->id
+           && ((p->check >> 32 & 0xff) || run_first(jn->s, j, S_PT) == p->type);
 }
 
 /* The pending producers put in the table (each (type, id) keeps its first: they come in table
@@ -671,7 +681,7 @@ insert_batch(Join *jn, Py_ssize_t *room)
                 if (--*room < 0) {
                     return 0;
                 }
-                jn->tab[h] = p->check | (uint64_t)(p->row + 1);
+                jn->tab[h] = p->check | (uint64_t)(p->ref + 1);
                 break;
             }
             if (same(jn, slot, p)) {
@@ -694,7 +704,7 @@ match_batch(Join *jn, void *src, void *dst, int out_size, Py_ssize_t *found)
     }
     for (int q = 0; q < jn->n_pend; q++) {
         uint64_t slot = jn->tab[jn->pend[q].h];
-        if (slot && (slot & ~ROW_BITS) == jn->pend[q].check) {
+        if (slot && (slot & ~ROW_BITS) == jn->pend[q].check && !(slot & EXACT)) {
             Py_ssize_t j = (Py_ssize_t)(slot & ROW_BITS) - 1;
             __builtin_prefetch(&s->value[j]);
             __builtin_prefetch(&s->event[j]);
@@ -708,7 +718,9 @@ match_batch(Join *jn, void *src, void *dst, int out_size, Py_ssize_t *found)
                 break;
             }
             if (same(jn, slot, p)) {
-                int32_t from = s->event[(slot & ROW_BITS) - 1], to = s->event[p->row];
+                int32_t from = slot & EXACT ? (int32_t)((slot & ROW_BITS) - 1)
+                                            : s->event[(slot & ROW_BITS) - 1];
+                int32_t to = s->event[p->row];
                 if (from != to) {
                     if (out_size == 4) {
                         ((int32_t *)src)[*found] = from;
@@ -736,7 +748,10 @@ pend(Join *jn, Codes *codes, Py_ssize_t row, int64_t type)
     uint8_t code = code_of(codes, type);
     uint64_t h = mix64((uint64_t)p->id ^ mix64((uint64_t)(code ? code : type)));
     p->h = (size_t)(((unsigned __int128)h * jn->cap) >> 64);
-    p->check = ((uint64_t)code << 32) | ((h & 0xffffff) << 40);
+    int exact = code && p->id >= 0 && p->id < EXACT_IDS;
+    p->check = ((uint64_t)code << 32)
+               | (exact ? EXACT | ((uint64_t)p->id << 41) : (h & 0x7fffff) << 41);
+    p->ref = exact ? (Py_ssize_t)jn->s->event[row] : row;
 }
 
 /* The producers (kept events' _p rows, each with its event's first _pt) put in the table, in
