@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 
 from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceQueryError, build, plan_tracks
-from stepscope.analysis.trace.track_table import TrackTable
+from stepscope.analysis.trace.track_table import TrackTable, flows_of
+from stepscope.model import stat_kinds as sk
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles, synthetic_table
 from waiting import final_api, until
@@ -304,89 +306,121 @@ def test_the_server_answers_exactly_before_the_index_is_built(
     assert api.data(run, None, "trace_viewer", {})[1] == meta
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_producer_flows_matched_by_both_twins_alike(seed: int,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled hash join pairs each consumer with the first producer of its type and id
-    (not itself), in the consumers' order, as the sorted search does: with ids repeated,
-    types missing (-1), consumers that are their own first producer, and none at all."""
+def _stat_table(seed: int) -> tuple[Any, np.ndarray, np.ndarray | None, list[tuple[int, int]]]:
+    """A random stat table (as ``_stat_flows`` reads one: ``stats``, ``line``) with the flow
+    stats in every awkward way (several _p, _c or _pt to an event, _pt after _p, types missing
+    or more than 255, string stats of those names, ids repeated and as large as real ones,
+    consumers that are their own first producer), which events count, which lines are off,
+    and the producer → consumer pairs the rule gives, by hand."""
+    rng = np.random.default_rng(seed)
+    n_events = int(rng.integers(1, 400))
+    names = ["_c", "other", "_pt", "_p", "_ct"]
+    per_event = rng.integers(0, 6, n_events)
+    event = np.repeat(np.arange(n_events, dtype=np.int32), per_event)
+    n = len(event)
+    name = rng.integers(0, len(names) + 1, n)  # len(names): a name code with no name (-1)
+    name[name == len(names)] = -1
+    kind = np.where(rng.random(n) < 0.9, rng.choice([sk.KIND_INT64, sk.KIND_UINT64], n),
+                    sk.KIND_STR).astype(np.int8)
+    ids = int(rng.integers(1, 40))
+    value = rng.integers(0, ids, n)
+    types = 400 if seed % 5 == 2 else 3  # beyond 255 types: the compiled twin's codes run out
+    is_type = (name == 2) | (name == 4)
+    value[is_type] = rng.integers(-1, types, int(is_type.sum()))
+    if seed % 4 == 1:
+        value[~is_type] <<= 40
+    elif seed % 4 == 3:  # small ids and large ones side by side
+        value[~is_type & (rng.random(n) < 0.5)] += 1 << 23
+    stats = SimpleNamespace(event=event, name=name.astype(np.int16 if seed % 2 else np.int32),
+                            kind=kind, value=value.astype(np.int64), stat_names=names)
+    n_lines = 3
+    line = rng.integers(0, n_lines, n_events).astype(np.int16 if seed % 3 else np.int32)
+    included = rng.random(n_events) < (1.0 if seed % 3 == 0 else 0.8)
+    off = None if seed % 2 == 0 else rng.random(n_lines) < 0.4
+
+    def first(e: int, stat: str) -> int:
+        rows = np.flatnonzero((event == e) & (name == names.index(stat))
+                              & (kind != sk.KIND_STR))
+        return int(value[rows[0]]) if len(rows) else -1
+
+    def rows_of(stat: str) -> list[int]:
+        found = (name == names.index(stat)) & (kind != sk.KIND_STR)
+        kept = included[event] & (True if off is None else ~off[line[event]])
+        return np.flatnonzero(found & kept).tolist()
+
+    producer: dict[tuple[int, int], int] = {}
+    for r in rows_of("_p"):
+        producer.setdefault((first(int(event[r]), "_pt"), int(value[r])), int(event[r]))
+    pairs = []
+    for r in rows_of("_c"):
+        src = producer.get((first(int(event[r]), "_ct"), int(value[r])))
+        if src is not None and src != int(event[r]):
+            pairs.append((src, int(event[r])))
+    return SimpleNamespace(stats=stats, line=line), included, off, pairs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_producer_flows_found_by_both_twins_alike(seed: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled pass over the stat table pairs each consumer with the first producer of
+    its type and id (not itself), in the consumers' order, as the pure-Python twin (stats,
+    types looked up, a sort and a search) and the rule by hand do."""
     if not built("_trace_layout"):
         pytest.skip("_trace_layout is not built")
-    rng = np.random.default_rng(seed)
-    n_p, n_c = int(rng.integers(0, 300)), int(rng.integers(0, 300))
-    ids = int(rng.integers(1, 60))
-    p_rows = np.sort(rng.integers(0, 500, n_p)).astype(np.int64)
-    c_rows = np.sort(rng.integers(0, 500, n_c)).astype(np.int64)
-    if n_p and n_c and seed % 3 == 0:
-        c_rows[: min(n_p, n_c) // 2] = p_rows[: min(n_p, n_c) // 2]  # some their own
-    p_ids, c_ids = rng.integers(0, ids, n_p), rng.integers(0, ids, n_c)
-    if seed % 4 == 1:
-        p_ids, c_ids = p_ids << 40, c_ids << 40  # ids as large as real ones
-    pt, ct = rng.integers(-1, 3, n_p), rng.integers(-1, 3, n_c)
-    args = [np.asarray(a, np.int64) for a in (p_rows, p_ids, pt, c_rows, c_ids, ct)]
-    compiled = ti._producer_flows(*args)
+    table, included, off, pairs = _stat_table(seed)
+    compiled = ti._stat_flows(table, included, off, np.dtype(np.int32))
     monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
-    twin = ti._producer_flows(*args)
+    twin = ti._stat_flows(table, included, off, np.dtype(np.int32))
+    if compiled is None or twin is None:
+        assert not pairs and (compiled is None or not len(compiled[0])) \
+            and (twin is None or not len(twin[0]))
+        return
     for a, b in zip(compiled, twin, strict=True):
-        assert a.dtype == b.dtype == np.int64
+        assert a.dtype == b.dtype == np.int32
         assert np.array_equal(a, b)
-    # And the rule itself, by hand.
-    first: dict[tuple[int, int], int] = {}
-    for r, i, t in zip(p_rows.tolist(), p_ids.tolist(), pt.tolist(), strict=True):
-        first.setdefault((t, i), r)
-    pairs = [(first[(t, i)], r) for r, i, t in zip(c_rows.tolist(), c_ids.tolist(),
-                                                   ct.tolist(), strict=True)
-             if (t, i) in first and first[(t, i)] != r]
-    assert [tuple(p) for p in zip(*(x.tolist() for x in twin), strict=True)] == pairs
+    assert list(zip(*(x.tolist() for x in compiled), strict=True)) == pairs
 
 
-def test_int_stats_found_by_both_twins_alike(stepscope_profile: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled pass over the stat table gives each integer stat's (event rows, values)
-    as the masks do, on real profiles (stats absent, string stats of a wanted name, one stat
-    asked twice); columns of other lengths or item sizes are one clear error."""
+def test_flows_found_by_both_twins_alike(stepscope_profile: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flows_of`` gives the same flows, in the same order, with either twin, on real
+    profiles (XPlane with launches and producer → consumer flows, Kineto, stepscope's own);
+    hostile columns are one clear error, and stats not by event are left to the twin."""
     if not built("_trace_layout"):
         pytest.skip("_trace_layout is not built")
     from stepscope.analysis.trace import _trace_layout
 
-    wanted = ("_p", "_c", "_pt", "_ct", "correlation_id", "step_num", "name", "_p", "nope")
-    rows = 0
+    found = np.zeros(2, np.int64)
     for table in _profiles(stepscope_profile):
-        compiled = ti._int_stats(table, wanted)
-        rows += sum(len(e) for e, _ in compiled)
+        plan = plan_tracks(table)
+        compiled = flows_of(table, plan)
+        found += np.bincount(compiled[2], minlength=2)
         monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
-        twin = ti._int_stats(table, wanted)
+        twin = flows_of(table, plan)
         monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
-        for (ce, cv), (te, tv) in zip(compiled, twin, strict=True):
-            assert np.array_equal(ce, te) and np.array_equal(cv, tv)
-    assert rows  # some were there to find
-    # Names of 2 bytes (a narrowed table's, read as they are) and of 4 give the same rows.
-    name = np.array([0, 1, 2, 1, 0, 3], np.int16)
-    kind = np.full(6, 3, np.int8)
-    event = np.arange(6, dtype=np.int32)
-    value = np.arange(10, 16, dtype=np.int64)
-    slot = np.array([0, 1, -1, 0], np.int8)
-    found = []
-    for names in (name, name.astype(np.int32)):
-        off = np.zeros(3, np.int64)
-        _trace_layout.int_stats(names, kind, event, value, slot, off, None, 3, 2)
-        np.cumsum(off, out=off)
-        out = (np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64))
-        _trace_layout.int_stats(names, kind, event, value, slot, off, out, 3, 2)
-        found.append((off.tolist(), out[0].tolist(), out[1].tolist()))
-    assert found[0] == found[1] == ([0, 3, 5], [0, 4, 5, 1, 3], [10, 14, 15, 11, 13])
-    n = np.zeros(4, np.int32)
-    off = np.zeros(2, np.int64)
+        for a, b in zip(compiled, twin, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert found.all()  # both kinds were there to find
+    e = np.array([0, 0, 1, 1], np.int32)
+    cols = [np.array([0, 2, 1, 3], np.int16), np.full(4, sk.KIND_INT64, np.int8), e,
+            np.arange(4, dtype=np.int64), np.array([0, 2, 1, 3, -1], np.int8),
+            np.ones(2, bool), None, None]
+    k = (sk.KIND_INT64, sk.KIND_UINT64)
+    assert _trace_layout.stat_flows(*cols, 0, None, None, *k) == (1, 1)
+    src, dst = np.empty(1, np.int32), np.empty(1, np.int32)
+    assert _trace_layout.stat_flows(*cols, 1, src, dst, *k) == 0  # ids 0 and 2 differ
+    assert _trace_layout.stat_flows(*(cols[:2] + [e[::-1].copy()] + cols[3:]), 0, None,
+                                    None, *k) is None  # not by event
+    with pytest.raises(ValueError, match="outside the table"):
+        _trace_layout.stat_flows(*(cols[:2] + [e + 1] + cols[3:]), 0, None, None, *k)
     with pytest.raises(ValueError, match="as long"):
-        _trace_layout.int_stats(n, np.zeros(3, np.int8), n, np.zeros(4, np.int64),
-                                np.zeros(2, np.int8), off, None, 3, 2)
-    with pytest.raises(TypeError, match="4-byte"):
-        _trace_layout.int_stats(np.zeros(4, np.int64), np.zeros(4, np.int8), n,
-                                np.zeros(4, np.int64), np.zeros(2, np.int8), off, None, 3, 2)
-    with pytest.raises(ValueError, match="every row"):
-        _trace_layout.int_stats(n, np.full(4, 3, np.int8), n, np.zeros(4, np.int64),
-                                np.zeros(2, np.int8), np.array([0, 4], np.int64),
-                                (np.zeros(1, np.int64), np.zeros(1, np.int64)), 3, 2)
+        _trace_layout.stat_flows(*(cols[:2] + [e[:3].copy()] + cols[3:]), 0, None, None, *k)
+    with pytest.raises(TypeError, match="2- or 4-byte"):
+        _trace_layout.stat_flows(*([cols[0].astype(np.int64)] + cols[1:]), 0, None, None, *k)
+    with pytest.raises(ValueError, match="than counted"):
+        _trace_layout.stat_flows(*cols, 0, src, dst, *k)  # producers not counted
+    with pytest.raises(ValueError, match="alike"):
+        _trace_layout.stat_flows(*cols, 1, src, np.empty(1, np.int64), *k)
 
 
 def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,

@@ -14,8 +14,12 @@
  * ascending runs: they are found in one pass and merged (a heap of runs, each run's stretch
  * below every other run's next key copied at once), O(n log runs) instead of a general sort.
  *
- * And the producer → consumer flows of trace_index._flows: each consumer to the first producer
- * of its type and id, by a hash join (O(n)) instead of a sort and a search per type.
+ * And the producer → consumer flows of trace_index._flows (trace_index._stat_flows): each
+ * consumer to the first producer of its type and id, by a hash join (O(n)) instead of a sort
+ * and a search per type, read straight from the stat table (an event's stats are one run of its
+ * rows): a hash table of the producers' stat rows (4 bytes a slot) is all it keeps, and the
+ * pairs are written at their final type. Probes go in batches, each batch's slots prefetched:
+ * the table is far larger than the caches.
  *
  * And a window query's pass over the per-track table (track_table.TrackTable._window_cells):
  * per track, its events in the window counted per (row, pixel column), the wide ones listed,
@@ -26,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 typedef struct {
     Py_buffer view;
@@ -765,8 +770,6 @@ done:
 }
 
 
-/* ---- producer → consumer flows: a hash join ----------------------------------------------- */
-
 static inline uint64_t
 mix64(uint64_t x)
 {
@@ -777,221 +780,475 @@ mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static PyObject *
-match_flows(PyObject *self, PyObject *args)
+/* ---- producer → consumer flows, straight from the stat table ------------------------------- */
+
+/* The stat table's columns as read here: name codes of 2 or 4 bytes (a narrowed table's read
+ * as they are, not copied wider), kinds, event rows (int32, ascending: an event's stats are
+ * one run of rows), values; and the name codes of the four flow stats (_p, _c, _pt, _ct;
+ * INT32_MIN for one absent). */
+typedef struct {
+    const void *name;
+    int name_size;
+    const int8_t *kind;
+    const int32_t *event;
+    const int64_t *value;
+    Py_ssize_t n;
+    int32_t code[4];
+    int k_int64, k_uint64;
+} Stats;
+
+enum { S_P = 0, S_C = 1, S_PT = 2, S_CT = 3 };
+
+#define HOT static inline __attribute__((always_inline))
+
+/* Row i's name code (ns: the name's item size, a constant where it is called in a loop). */
+HOT int32_t
+name_at(const Stats *s, Py_ssize_t i, int ns)
 {
-    PyObject *o[8];
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7])) {
+    return ns == 2 ? (int32_t)((const int16_t *)s->name)[i] : ((const int32_t *)s->name)[i];
+}
+
+HOT int
+int_kind(const Stats *s, Py_ssize_t i)
+{
+    return s->kind[i] == s->k_int64 || s->kind[i] == s->k_uint64;
+}
+
+/* The value of the first integer stat `want` (S_P...) in the run of rows holding row k (its
+ * event's): -1 where none (as the Python twin's lookup gives an absent type). */
+static int64_t
+run_first(const Stats *s, Py_ssize_t k, int want)
+{
+    int32_t e = s->event[k], code = s->code[want];
+    Py_ssize_t a = k;
+    while (a > 0 && s->event[a - 1] == e) {
+        a--;
+    }
+    for (; a < s->n && s->event[a] == e; a++) {
+        if (name_at(s, a, s->name_size) == code && int_kind(s, a)) {
+            return s->value[a];
+        }
+    }
+    return -1;
+}
+
+/* Which events count: keep[e], and not on a line that off[line[e]] leaves out (line and off
+ * optional). */
+typedef struct {
+    const uint8_t *keep;
+    Py_ssize_t n_keep;
+    const void *line;
+    int line_size;
+    const uint8_t *off;
+    Py_ssize_t n_off;
+} Kept;
+
+static inline int
+kept(const Kept *k, int32_t e)
+{
+    if (!k->keep[e]) {
+        return 0;
+    }
+    if (k->off) {
+        int32_t l = k->line_size == 2 ? (int32_t)((const int16_t *)k->line)[e]
+                                      : ((const int32_t *)k->line)[e];
+        return l < 0 || l >= k->n_off || !k->off[l];
+    }
+    return 1;
+}
+
+/* The types (values of _pt, _ct: a few) numbered from 1 as first seen, up to 255; 0 for any
+ * beyond those (a pair of such is checked by its producer's stats instead). A slot's code
+ * beside it in the hash table: most probes then need nothing else but the id. */
+typedef struct {
+    int64_t type[255];
+    int n;
+    int64_t last;
+    uint8_t last_code;
+} Codes;
+
+static inline uint8_t
+code_of(Codes *c, int64_t t)
+{
+    if (c->last_code && t == c->last) {
+        return c->last_code;
+    }
+    int i = 0;
+    while (i < c->n && c->type[i] != t) {
+        i++;
+    }
+    if (i == c->n) {
+        if (c->n == 255) {
+            return 0;
+        }
+        c->type[c->n++] = t;
+    }
+    c->last = t;
+    c->last_code = (uint8_t)(i + 1);
+    return c->last_code;
+}
+
+#define BATCH 64
+
+/* `size` zeroed bytes for a table probed at random: on huge pages where the system gives them
+ * (one TLB entry for 2 MB, not 4 kB: a probe then costs one cache miss, not a page walk
+ * too). NULL where out of memory; freed by big_free. */
+static void *
+big_zeroed(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
         return NULL;
     }
-    static const char *names[8] = {"p_rows", "p_ids", "p_types", "c_rows", "c_ids",
-                                   "c_types", "src", "dst"};
-    Column col[8];
-    memset(col, 0, sizeof(col));
-    PyObject *result = NULL;
-    int64_t *slot = NULL;
-    int got = 0;
-    for (; got < 8; got++) {
-        if (get_column(o[got], &col[got], got >= 6, names[got]) < 0) {
-            goto done;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void
+big_free(void *p, size_t size)
+{
+    if (p) {
+        munmap(p, size);
+    }
+}
+
+typedef struct {
+    Py_ssize_t row;  /* the stat row of its _p or _c */
+    int64_t id, type;
+    size_t h;
+    uint64_t check;  /* its slot's bits but the row: type code, exact, id or fingerprint */
+    Py_ssize_t ref;  /* what its slot holds + 1 as a producer: its event row where exact */
+} Pending;
+
+/* The hash table of the producers: a slot (8 bytes) holds, in its low 32 bits, a producer's
+ * stat row + 1 (0: empty), above them its type's code (8 bits), a bit for the exact form, and
+ * 23 more bits of its hash: a probe reads the stat table only where all those agree (nearly
+ * always the producer sought). In the exact form (a type with a code and an id in [0, 2**23):
+ * tf.data's step-like ids) the slot holds the producer's event row + 1 and the id itself:
+ * a probe then reads nothing else (the stat table's columns are too large for the TLB). */
+typedef struct {
+    const Stats *s;
+    uint64_t *tab;
+    size_t cap;
+    Pending pend[BATCH];
+    int n_pend;
+} Join;
+
+#define ROW_BITS 0xffffffffULL
+#define EXACT (1ULL << 40)
+#define EXACT_IDS (1LL << 23)
+
+static inline int
+same(const Join *jn, uint64_t slot, const Pending *p)
+{
+    if ((slot & ~ROW_BITS) != p->check) {
+        return 0;
+    }
+    if (slot & EXACT) {
+        return 1;
+    }
+    Py_ssize_t j = (Py_ssize_t)(slot & ROW_BITS) - 1;
+    return jn->s->value[j] == p->id
+           && ((p->check >> 32 & 0xff) || run_first(jn->s, j, S_PT) == p->type);
+}
+
+/* The pending producers put in the table (each (type, id) keeps its first: they come in table
+ * order), their slots prefetched first. Returns 0 where more come than there is room for. */
+static int
+insert_batch(Join *jn, Py_ssize_t *room)
+{
+    for (int q = 0; q < jn->n_pend; q++) {
+        __builtin_prefetch(&jn->tab[jn->pend[q].h], 1);
+    }
+    for (int q = 0; q < jn->n_pend; q++) {
+        const Pending *p = &jn->pend[q];
+        for (size_t h = p->h;; h = h + 1 == jn->cap ? 0 : h + 1) {
+            uint64_t slot = jn->tab[h];
+            if (!slot) {
+                if (--*room < 0) {
+                    return 0;
+                }
+                jn->tab[h] = p->check | (uint64_t)(p->ref + 1);
+                break;
+            }
+            if (same(jn, slot, p)) {
+                break;
+            }
         }
     }
-    Py_ssize_t np_ = col[0].n, nc = col[3].n;
-    if (col[1].n != np_ || col[2].n != np_ || col[4].n != nc || col[5].n != nc
-        || col[6].n != nc || col[7].n != nc) {
-        PyErr_SetString(PyExc_ValueError,
-                        "producers' and consumers' columns (and src, dst) must be as long");
-        goto done;
+    jn->n_pend = 0;
+    return 1;
+}
+
+/* Each pending consumer (in order) to its first producer, unless that is itself: the event
+ * rows written at src, dst[*found] on (4- or 8-byte items). */
+static void
+match_batch(Join *jn, void *src, void *dst, int out_size, Py_ssize_t *found)
+{
+    const Stats *s = jn->s;
+    for (int q = 0; q < jn->n_pend; q++) {
+        __builtin_prefetch(&jn->tab[jn->pend[q].h]);
     }
-    size_t cap = 16;
-    while (cap < 2 * (size_t)np_) {
-        cap <<= 1;
-    }
-    slot = malloc(sizeof(int64_t) * cap);
-    if (!slot) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const int64_t *prow = col[0].view.buf, *pid = col[1].view.buf, *pty = col[2].view.buf;
-    const int64_t *crow = col[3].view.buf, *cid = col[4].view.buf, *cty = col[5].view.buf;
-    int64_t *src = col[6].view.buf, *dst = col[7].view.buf;
-    Py_ssize_t found = 0;
-    Py_BEGIN_ALLOW_THREADS
-    memset(slot, 0xff, sizeof(int64_t) * cap);  /* -1: empty */
-    size_t m = cap - 1;
-    /* Each (type, id) keeps its first producer (in the order given: table order). */
-    for (Py_ssize_t i = 0; i < np_; i++) {
-        size_t h = mix64((uint64_t)pid[i] ^ mix64((uint64_t)pty[i])) & m;
-        for (;; h = (h + 1) & m) {
-            int64_t j = slot[h];
-            if (j < 0) {
-                slot[h] = i;
-                break;
-            }
-            if (pid[j] == pid[i] && pty[j] == pty[i]) {
-                break;
-            }
+    for (int q = 0; q < jn->n_pend; q++) {
+        uint64_t slot = jn->tab[jn->pend[q].h];
+        if (slot && (slot & ~ROW_BITS) == jn->pend[q].check && !(slot & EXACT)) {
+            Py_ssize_t j = (Py_ssize_t)(slot & ROW_BITS) - 1;
+            __builtin_prefetch(&s->value[j]);
+            __builtin_prefetch(&s->event[j]);
         }
     }
-    /* Each consumer, in order, to that first producer (not to itself). */
-    for (Py_ssize_t i = 0; i < nc; i++) {
-        size_t h = mix64((uint64_t)cid[i] ^ mix64((uint64_t)cty[i])) & m;
-        for (;; h = (h + 1) & m) {
-            int64_t j = slot[h];
-            if (j < 0) {
+    for (int q = 0; q < jn->n_pend; q++) {
+        const Pending *p = &jn->pend[q];
+        for (size_t h = p->h;; h = h + 1 == jn->cap ? 0 : h + 1) {
+            uint64_t slot = jn->tab[h];
+            if (!slot) {
                 break;
             }
-            if (pid[j] == cid[i] && pty[j] == cty[i]) {
-                if (prow[j] != crow[i]) {
-                    src[found] = prow[j];
-                    dst[found++] = crow[i];
+            if (same(jn, slot, p)) {
+                int32_t from = slot & EXACT ? (int32_t)((slot & ROW_BITS) - 1)
+                                            : s->event[(slot & ROW_BITS) - 1];
+                int32_t to = s->event[p->row];
+                if (from != to) {
+                    if (out_size == 4) {
+                        ((int32_t *)src)[*found] = from;
+                        ((int32_t *)dst)[*found] = to;
+                    } else {
+                        ((int64_t *)src)[*found] = from;
+                        ((int64_t *)dst)[*found] = to;
+                    }
+                    ++*found;
                 }
                 break;
             }
         }
     }
-    Py_END_ALLOW_THREADS
-    result = PyLong_FromSsize_t(found);
-done:
-    free(slot);
-    for (int k = 0; k < got; k++) {
-        PyBuffer_Release(&col[k].view);
-    }
-    return result;
+    jn->n_pend = 0;
 }
 
-
-/* ---- integer side stats, by stat ----------------------------------------------------------- */
-
-/* The slot (-1: none) of stat row i: its name's, where its value is an integer (names of
- * 2 or 4 bytes each: a table's narrowed codes are read as they are, not copied wider). */
-static inline int
-int_slot(const void *name, int name_size, const int8_t *kind, const int8_t *slot,
-         Py_ssize_t n_slot, Py_ssize_t i, int k_int64, int k_uint64)
+static inline void
+pend(Join *jn, Codes *codes, Py_ssize_t row, int64_t type)
 {
-    int32_t c = name_size == 2 ? (int32_t)((const int16_t *)name)[i]
-                               : ((const int32_t *)name)[i];
-    if (c < 0 || c >= n_slot || (kind[i] != k_int64 && kind[i] != k_uint64)) {
-        return -1;
+    Pending *p = &jn->pend[jn->n_pend++];
+    p->row = row;
+    p->id = jn->s->value[row];
+    p->type = type;
+    uint8_t code = code_of(codes, type);
+    uint64_t h = mix64((uint64_t)p->id ^ mix64((uint64_t)(code ? code : type)));
+    p->h = (size_t)(((unsigned __int128)h * jn->cap) >> 64);
+    int exact = code && p->id >= 0 && p->id < EXACT_IDS;
+    p->check = ((uint64_t)code << 32)
+               | (exact ? EXACT | ((uint64_t)p->id << 41) : (h & 0x7fffff) << 41);
+    p->ref = exact ? (Py_ssize_t)jn->s->event[row] : row;
+}
+
+/* The producers (kept events' _p rows, each with its event's first _pt) put in the table, in
+ * one pass over the rows; the kept consumers' stat rows (their _c) noted at notes[*n_notes]
+ * on. 0 where more come than counted. */
+HOT int
+scan_rows(Join *jn, Codes *codes, const Kept *kp, void *notes, int notes_size,
+          Py_ssize_t max_notes, Py_ssize_t *n_notes, Py_ssize_t *room, int ns)
+{
+    const Stats *s = jn->s;
+    int32_t cp = s->code[S_P], cc = s->code[S_C];
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        int32_t c = name_at(s, i, ns);
+        if ((c != cp && c != cc) || !int_kind(s, i)) {
+            continue;
+        }
+        int32_t e = s->event[i];
+        if (e < 0 || e >= kp->n_keep || !kept(kp, e)) {
+            continue;
+        }
+        if (c == cp) {
+            pend(jn, codes, i, run_first(s, i, S_PT));
+            if (jn->n_pend == BATCH && !insert_batch(jn, room)) {
+                return 0;
+            }
+        } else {
+            if (*n_notes >= max_notes) {
+                return 0;
+            }
+            if (notes_size == 4) {
+                ((int32_t *)notes)[(*n_notes)++] = (int32_t)i;
+            } else {
+                ((int64_t *)notes)[(*n_notes)++] = i;
+            }
+        }
     }
-    return slot[c];
+    return insert_batch(jn, room);
+}
+
+/* How many integer _p and _c rows (cnt[0], cnt[1]); *by_event: whether the rows' events
+ * ascend; *in_range (where they do): whether they lie in [0, n_events). Simple loops, one
+ * column or two each: vectorized. */
+HOT void
+count_rows(const Stats *s, Py_ssize_t n_events, Py_ssize_t *cnt, int *by_event,
+           int *in_range, int ns)
+{
+    const int32_t *ev = s->event;
+    int32_t lo = s->n ? ev[0] : 0, down = 0;
+    for (Py_ssize_t i = 1; i < s->n; i++) {
+        down |= ev[i] < ev[i - 1];
+        lo = ev[i] < lo ? ev[i] : lo;
+    }
+    int32_t hi = s->n ? ev[s->n - 1] : 0;  /* where they ascend, the last is the highest */
+    int32_t cp = s->code[S_P], cc = s->code[S_C];
+    int8_t k1 = (int8_t)s->k_int64, k2 = (int8_t)s->k_uint64;
+    Py_ssize_t np_ = 0, nc = 0;
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        int32_t c = name_at(s, i, ns);
+        int ik = (s->kind[i] == k1) | (s->kind[i] == k2);
+        np_ += (c == cp) & ik;
+        nc += (c == cc) & ik;
+    }
+    cnt[0] = np_;
+    cnt[1] = nc;
+    *by_event = !down;
+    *in_range = !s->n || (lo >= 0 && hi < n_events);
 }
 
 static PyObject *
-int_stats(PyObject *self, PyObject *args)
+stat_flows(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    PyObject *o[10];
+    Py_ssize_t producers;
     int k_int64, k_uint64;
-    if (!PyArg_ParseTuple(args, "OOOOOOOii", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &k_int64, &k_uint64)) {
+    if (!PyArg_ParseTuple(args, "OOOOOOOOnOOii", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &producers, &o[8], &o[9], &k_int64, &k_uint64)) {
         return NULL;
     }
-    /* name (int16 or int32), kind (int8), event (int32), value (int64), slot (int8, per
-     * name code), offsets (int64, one more than slots), then out events and values (int64)
-     * or None. */
-    static const Py_ssize_t sizes[5] = {4, 1, 4, 8, 1};
-    static const char *names[5] = {"name", "kind", "event", "value", "slot"};
-    Column col[8];
+    /* name (int16 or int32), kind (int8), event (int32), value (int64), slot (int8 per name
+     * code), keep (bool per event), line (int16 or int32 per event, or None), off (bool per
+     * line, or None), then src and dst (int32 or int64, as long as the consumers) or None. */
+    Column col[10];
     memset(col, 0, sizeof(col));
     PyObject *result = NULL;
-    int got = 0;
-    int name_size = 4;
-    if (PyObject_GetBuffer(o[0], &col[0].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        goto done;
-    }
-    got = 1;
-    name_size = (int)col[0].view.itemsize;
-    if (name_size != 2 && name_size != 4) {
-        PyErr_SetString(PyExc_TypeError, "name must hold 2- or 4-byte items");
-        goto done;
-    }
-    col[0].n = col[0].view.len / name_size;
-    for (; got < 5; got++) {
-        if (get_sized(o[got], &col[got], sizes[got], 0, names[got]) < 0) {
+    Join *jn = NULL;
+    static const Py_ssize_t sizes[8] = {0, 1, 4, 8, 1, 1, 0, 1};
+    static const char *names[10] = {"name", "kind", "event", "value", "slot", "keep", "line",
+                                    "off", "src", "dst"};
+    for (int g = 0; g < 10; g++) {
+        PyObject *obj = o[g];
+        if (obj == Py_None && g >= 6) {
+            continue;
+        }
+        if (g == 0 || g == 6 || g >= 8) {  /* 2 or 4 bytes (4 or 8 for src, dst) */
+            int w = g >= 8;
+            if (PyObject_GetBuffer(obj, &col[g].view,
+                                   PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (w ? PyBUF_WRITABLE : 0))
+                < 0) {
+                col[g].view.obj = NULL;
+                goto done;
+            }
+            Py_ssize_t size = col[g].view.itemsize;
+            if (w ? (size != 4 && size != 8) : (size != 2 && size != 4)) {
+                PyErr_Format(PyExc_TypeError, "%s must hold %s-byte items", names[g],
+                             w ? "4- or 8" : "2- or 4");
+                goto done;
+            }
+            col[g].n = col[g].view.len / size;
+        } else if (get_sized(obj, &col[g], sizes[g], 0, names[g]) < 0) {
+            col[g].view.obj = NULL;
             goto done;
         }
     }
-    int fill = o[6] != Py_None;
-    if (get_column(o[5], &col[5], !fill, "offsets") < 0) {
-        goto done;
+    Stats s = {col[0].view.buf, (int)col[0].view.itemsize, col[1].view.buf, col[2].view.buf,
+               col[3].view.buf, col[0].n, {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN},
+               k_int64, k_uint64};
+    const int8_t *slot = col[4].view.buf;
+    for (Py_ssize_t c = col[4].n - 1; c >= 0 && c <= INT32_MAX; c--) {
+        if (slot[c] >= 0 && slot[c] < 4) {
+            s.code[slot[c]] = (int32_t)c;  /* the lowest code where a stat has several */
+        }
     }
-    got = 6;
-    Py_ssize_t n = col[0].n, k = col[5].n - 1;
-    if (col[1].n != n || col[2].n != n || col[3].n != n || k < 0 || k > 127) {
+    Py_ssize_t n = s.n, n_events = col[5].n;
+    if (col[1].n != n || col[2].n != n || col[3].n != n) {
         PyErr_SetString(PyExc_ValueError, "name, kind, event and value must be as long");
         goto done;
     }
-    const void *name = col[0].view.buf;
-    const int32_t *event = col[2].view.buf;
-    const int8_t *kind = col[1].view.buf, *slot = col[4].view.buf;
-    const int64_t *value = col[3].view.buf;
-    int64_t *off = col[5].view.buf;
-    Py_ssize_t n_slot = col[4].n;
-    if (!fill) {  /* count: offsets[1 + s] = rows of slot s */
-        for (Py_ssize_t s = 0; s <= k; s++) {
-            off[s] = 0;
-        }
+    if ((o[6] == Py_None) != (o[7] == Py_None)
+        || (o[6] != Py_None && col[6].n != n_events)) {
+        PyErr_SetString(PyExc_ValueError, "line must be given with off, one per event");
+        goto done;
+    }
+    Kept kp = {col[5].view.buf, n_events, col[6].view.buf, (int)col[6].view.itemsize,
+               col[7].view.buf, col[7].n};
+    if (o[8] == Py_None) {
+        /* Count: (producers, consumers), kept or not (a bound: most are); None where the
+         * stats are not by event. */
+        Py_ssize_t cnt[2] = {0, 0};
+        int by_event = 1, in_range = 1;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int s = int_slot(name, name_size, kind, slot, n_slot, i, k_int64, k_uint64);
-            if (s >= 0 && s < k) {
-                off[s + 1]++;
-            }
+        if (s.name_size == 2) {
+            count_rows(&s, n_events, cnt, &by_event, &in_range, 2);
+        } else {
+            count_rows(&s, n_events, cnt, &by_event, &in_range, 4);
         }
         Py_END_ALLOW_THREADS
-        result = Py_NewRef(Py_None);
+        if (by_event && !in_range) {  /* (the range is known only where they ascend) */
+            PyErr_SetString(PyExc_ValueError, "a stat's event row is outside the table");
+            goto done;
+        }
+        result = by_event ? Py_BuildValue("nn", cnt[0], cnt[1]) : Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *pair = o[6];
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-        PyErr_SetString(PyExc_TypeError, "out must be (events, values)");
+    int out_size = (int)col[8].view.itemsize;
+    if (o[9] == Py_None || col[9].view.itemsize != out_size || col[8].n != col[9].n) {
+        PyErr_SetString(PyExc_ValueError, "src and dst must be alike");
         goto done;
     }
-    if (get_column(PyTuple_GET_ITEM(pair, 0), &col[6], 1, "events") < 0) {
+    if (producers < 0 || n >= (out_size == 4 ? (Py_ssize_t)INT32_MAX : (Py_ssize_t)UINT32_MAX)) {
+        PyErr_SetString(PyExc_ValueError, "producers must be counted; too many stat rows");
         goto done;
     }
-    got = 7;
-    if (get_column(PyTuple_GET_ITEM(pair, 1), &col[7], 1, "values") < 0) {
-        goto done;
+    jn = calloc(1, sizeof(Join));
+    if (jn) {
+        jn->s = &s;
+        jn->cap = (size_t)producers + (size_t)producers / 2 + 1;  /* at most 2/3 full */
+        jn->tab = big_zeroed(jn->cap * sizeof(uint64_t));
     }
-    got = 8;
-    if (col[6].n != off[k] || col[7].n != off[k] || off[0] != 0) {
-        PyErr_SetString(PyExc_ValueError, "events and values must hold every row counted");
-        goto done;
-    }
-    int64_t *at = malloc(sizeof(int64_t) * (size_t)(k ? k : 1));
-    if (!at) {
+    if (!jn || !jn->tab) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t s = 0; s < k; s++) {
-        at[s] = off[s];
-    }
+    Codes codes;
+    memset(&codes, 0, sizeof(codes));
+    Py_ssize_t room = producers, found = 0, n_rows = 0, max_out = col[8].n;
     int ok = 1;
-    int64_t *out_e = col[6].view.buf, *out_v = col[7].view.buf;
+    void *src = col[8].view.buf, *dst = col[9].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int s = int_slot(name, name_size, kind, slot, n_slot, i, k_int64, k_uint64);
-        if (s >= 0 && s < k) {
-            if (at[s] >= off[s + 1]) {
-                ok = 0;  /* more rows than counted: the columns changed */
-                break;
-            }
-            out_e[at[s]] = event[i];
-            out_v[at[s]++] = value[i];
+    ok = s.name_size == 2
+             ? scan_rows(jn, &codes, &kp, dst, out_size, max_out, &n_rows, &room, 2)
+             : scan_rows(jn, &codes, &kp, dst, out_size, max_out, &n_rows, &room, 4);
+    /* The consumers noted, in order: each to its first producer (written over the notes
+     * already read: never ahead of them). */
+    for (Py_ssize_t i = 0; ok && i < n_rows; i++) {
+        Py_ssize_t k = out_size == 4 ? (Py_ssize_t)((int32_t *)dst)[i] : (Py_ssize_t)((int64_t *)dst)[i];
+        pend(jn, &codes, k, run_first(&s, k, S_CT));
+        if (jn->n_pend == BATCH) {
+            match_batch(jn, src, dst, out_size, &found);
         }
     }
+    if (ok) {
+        match_batch(jn, src, dst, out_size, &found);
+    }
     Py_END_ALLOW_THREADS
-    free(at);
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "more stat rows than counted");
+        PyErr_SetString(PyExc_ValueError, "more producers or consumers than counted");
         goto done;
     }
-    result = Py_NewRef(Py_None);
+    result = PyLong_FromSsize_t(found);
 done:
-    for (int j = 0; j < got; j++) {
-        if (col[j].view.obj) PyBuffer_Release(&col[j].view);
+    if (jn) {
+        big_free(jn->tab, jn->cap * sizeof(uint64_t));
+        free(jn);
+    }
+    for (int k = 0; k < 10; k++) {
+        if (col[k].view.obj) {
+            PyBuffer_Release(&col[k].view);
+        }
     }
     return result;
 }
@@ -1361,14 +1618,6 @@ static PyMethodDef methods[] = {
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},
-    {"match_flows", match_flows, METH_VARARGS,
-     "match_flows(p_rows, p_ids, p_types, c_rows, c_ids, c_types, src, dst): each consumer "
-     "(in order) to the first producer of its type and id, unless that is itself: the pairs "
-     "written into src and dst (int64, as long as the consumers); returns how many."},
-    {"int_stats", int_stats, METH_VARARGS,
-     "int_stats(name, kind, event, value, slot, offsets, out, k_int64, k_uint64): the integer "
-     "stat rows whose name's slot is s >= 0, by slot in row order. out None: offsets[1 + s] "
-     "gets how many (offsets[0] 0); out (events, values): written at offsets[s] on."},
     {"window_cells", window_cells, METH_VARARGS,
      "window_cells(key, depth, ev_row, duration, ids, a, b, rows, before, before_off, inner, "
      "bits, width, span): per track ids[i] (rows[i] rows), its events at positions "
@@ -1378,6 +1627,13 @@ static PyMethodDef methods[] = {
      "counted and their durations summed per (row, column). Returns (wide, cells) as bytes "
      "of int64 records: (track, position) by track, row, position; (track, row, column, "
      "count, covered) by track, row, column."},
+    {"stat_flows", stat_flows, METH_VARARGS,
+     "stat_flows(name, kind, event, value, slot, keep, line, off, producers, src, dst, "
+     "k_int64, k_uint64): the producer -> consumer flows of the stat table (slot per name "
+     "code: 0 _p, 1 _c, 2 _pt, 3 _ct, -1 none; events kept: keep[e] and not off[line[e]]). "
+     "src None: (producers, consumers) kept, or None where the stats are not by event. "
+     "Else each consumer (in table order) to the first producer of its type and id unless "
+     "itself, written into src and dst; returns how many."},
     {NULL, NULL, 0, NULL},
 };
 

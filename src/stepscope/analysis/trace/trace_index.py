@@ -47,6 +47,8 @@ I64 = NDArray[np.int64]
 Rows = NDArray[np.signedinteger[Any]]
 F64 = NDArray[np.float64]
 Bools = NDArray[np.bool_]
+#: (source rows, destination rows, kinds) of flows: rows int32 where they fit, kinds int8.
+Flows = tuple[Rows, Rows, NDArray[np.int8]]
 
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
@@ -861,9 +863,16 @@ def names_holding(lower_names: list[str], text: str) -> NDArray[np.int64]:
 # -- building ---------------------------------------------------------------------------------
 
 
-def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64, I64, I64]:
-    """(source rows, destination rows, kinds) of the flows between included events."""
-    srcs, dsts, kinds = [], [], []
+def _flows(table: EventTable, included: Bools, device_plane: Bools,
+           off_line: Bools | None = None) -> Flows:
+    """(source rows, destination rows, kinds) of the flows between included events (and, where
+    ``off_line`` is given, not on a line it marks): rows as ``_positions`` keeps them (int32
+    where they fit), kinds as int8."""
+    srcs: list[Rows] = []
+    dsts: list[Rows] = []
+    kinds: list[int] = []
+    dtype = _positions(np.zeros(0, np.int64), len(table.line)).dtype
+
     # Only the rows carrying a correlation id are looked at (the sparse form where the table
     # keeps one): no column as long as the table is made for them.
     typed = table.typed
@@ -876,7 +885,7 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
             dense = np.zeros(0, np.int64)
         c_at = np.flatnonzero(dense != MISSING)
         c_val = np.asarray(dense[c_at], np.int64)
-    keep = (c_val != MISSING) & included[c_at]
+    keep = (c_val != MISSING) & _kept(table, included, off_line, c_at)
     c_at, c_val = c_at[keep], c_val[keep]
     on_device = device_plane[table.line_plane[table.line[c_at]]]
     host_rows, host_corr = c_at[~on_device], c_val[~on_device]
@@ -886,51 +895,92 @@ def _flows(table: EventTable, included: Bools, device_plane: Bools) -> tuple[I64
         keys = host_corr[order]
         at = np.clip(np.searchsorted(keys, dev_corr), 0, len(keys) - 1)
         ok = keys[at] == dev_corr
-        srcs.append(host_rows[order][at[ok]])
-        dsts.append(dev_rows[ok])
-        kinds.append(np.full(int(ok.sum()), FLOW_LAUNCH, np.int64))
-    (p_rows, p_ids), (c_rows, c_ids), pt_stat, ct_stat = _int_stats(
-        table, ("_p", "_c", "_pt", "_ct"))
-    if len(p_rows) and len(c_rows):
-        pt = _lookup(*pt_stat, p_rows)
-        ct = _lookup(*ct_stat, c_rows)
-        # Copies only where some events are left out (where every one is included, the
-        # usual case, six columns as long as the flows are not made again).
-        keep = included[p_rows]
-        if not keep.all():
-            p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
-        keep = included[c_rows]
-        if not keep.all():
-            c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
-        del keep
-        src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
-        srcs.append(src)
-        dsts.append(dst)
-        kinds.append(np.full(len(src), FLOW_PRODUCER, np.int64))
+        srcs.append(host_rows[order][at[ok]].astype(dtype))
+        dsts.append(dev_rows[ok].astype(dtype))
+        kinds.append(FLOW_LAUNCH)
+    found = _stat_flows(table, included, off_line, dtype)
+    if found is not None:
+        srcs.append(found[0])
+        dsts.append(found[1])
+        kinds.append(FLOW_PRODUCER)
     if not srcs:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
+        return np.zeros(0, dtype), np.zeros(0, dtype), np.zeros(0, np.int8)
+    kind = np.repeat(np.array(kinds, np.int8), [len(x) for x in srcs])
     if len(srcs) == 1:  # one kind of flow (the usual case): no copies
-        return (np.asarray(srcs[0], np.int64), np.asarray(dsts[0], np.int64),
-                np.asarray(kinds[0], np.int64))
-    return (np.concatenate(srcs).astype(np.int64, copy=False),
-            np.concatenate(dsts).astype(np.int64, copy=False), np.concatenate(kinds))
+        return srcs[0], dsts[0], kind
+    return np.concatenate(srcs), np.concatenate(dsts), kind
+
+
+_FLOW_STATS = ("_p", "_c", "_pt", "_ct")
+
+
+def _kept(table: EventTable, included: Bools, off_line: Bools | None, rows: I64) -> Bools:
+    """Which of ``rows`` are included and not on a line ``off_line`` marks."""
+    keep = included[rows]
+    if off_line is not None:
+        keep &= ~off_line[table.line[rows]]
+    return keep
+
+
+def _stat_flows(table: EventTable, included: Bools, off_line: Bools | None,
+                dtype: np.dtype[Any]) -> tuple[Rows, Rows] | None:
+    """(producer rows, consumer rows) of the producer → consumer flows between the events
+    ``_kept`` keeps, or None where there are no producers or no consumers. The compiled twin
+    (``_trace_layout.stat_flows``) in passes over the stat table that keep nothing as long as
+    it (a hash table of the producers' stat rows, the pairs written at their final type); this
+    one finds the stats (``_int_stats``), their types (``_lookup``), then the pairs
+    (``_producer_flows``)."""
+    native = compiled_layout()
+    # (Its notes of stat rows are kept in the int32 pairs: fewer than 2**31 stat rows.)
+    if native is not None and len(table.stats.name) < (1 << 31) - 1:
+        st = table.stats
+        slot = np.full(len(st.stat_names) + 1, -1, np.int8)
+        for i, stat in enumerate(_FLOW_STATS):
+            if stat in st.stat_names:
+                slot[st.stat_names.index(stat)] = i
+        names = st.name if st.name.dtype in (np.int16, np.int32) else st.name.astype(np.int32)
+        # Lines read as narrowed too (only where some are left out).
+        lines = table.line if table.line.dtype in (np.int16, np.int32) or off_line is None \
+            else table.line.astype(np.int32)
+        keep = np.ascontiguousarray(included, np.bool_)
+        cols = (np.ascontiguousarray(names), np.ascontiguousarray(st.kind, np.int8),
+                np.ascontiguousarray(st.event, np.int32),
+                np.ascontiguousarray(st.value, np.int64), slot)
+        line_cols = ((None, None) if off_line is None else
+                     (np.ascontiguousarray(lines), np.ascontiguousarray(off_line, np.bool_)))
+        counted = native.stat_flows(*cols, keep, *line_cols, 0, None, None,
+                                    sk.KIND_INT64, sk.KIND_UINT64)
+        if counted is not None:  # else not by event: the twin below
+            producers, consumers = counted
+            if not producers or not consumers:
+                return None
+            src, dst = np.empty(consumers, dtype), np.empty(consumers, dtype)
+            found = native.stat_flows(*cols, keep, *line_cols, producers, src, dst,
+                                      sk.KIND_INT64, sk.KIND_UINT64)
+            # Views: the consumers left without a producer are few (a copy costs more).
+            return src[:found], dst[:found]
+    (p_rows, p_ids), (c_rows, c_ids), pt_stat, ct_stat = _int_stats(table, _FLOW_STATS)
+    if not len(p_rows) or not len(c_rows):
+        return None
+    pt = _lookup(*pt_stat, p_rows)
+    ct = _lookup(*ct_stat, c_rows)
+    keep = _kept(table, included, off_line, p_rows)
+    p_rows, p_ids, pt = p_rows[keep], p_ids[keep], pt[keep]
+    keep = _kept(table, included, off_line, c_rows)
+    c_rows, c_ids, ct = c_rows[keep], c_ids[keep], ct[keep]
+    if not len(p_rows) or not len(c_rows):
+        return None
+    src, dst = _producer_flows(p_rows, p_ids, pt, c_rows, c_ids, ct)
+    return src.astype(dtype), dst.astype(dtype)
 
 
 def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, ct: I64
                     ) -> tuple[I64, I64]:
     """(producer rows, consumer rows) of the producer → consumer flows, in the consumers'
     order: a consumer's producer is the first (in the producers' order: table order) with its
-    type and id, unless that is the consumer itself. The compiled twin (``_trace_layout``) by
-    one hash join; this one per type (a few), by id: a sort of the producers' ids, a search
-    of the consumers'."""
-    native = compiled_layout()
-    if native is not None:
-        src, dst = np.empty(len(c_rows), np.int64), np.empty(len(c_rows), np.int64)
-        found = native.match_flows(*(np.ascontiguousarray(a, np.int64) for a in (
-            p_rows, p_ids, pt, c_rows, c_ids, ct)), src, dst)
-        # Views: the consumers left without a producer are few (a copy costs more).
-        return src[:found], dst[:found]
+    type and id, unless that is the consumer itself: per type (a few), by id, a sort of the
+    producers' ids and a search of the consumers'. (The compiled twin of ``_stat_flows``
+    joins by hash, straight from the stat table.)"""
     found_src, found_dst = [], []
     for flow_type in np.unique(pt).tolist():
         mine = pt == flow_type
@@ -955,29 +1005,12 @@ def _producer_flows(p_rows: I64, p_ids: I64, pt: I64, c_rows: I64, c_ids: I64, c
 
 def _int_stats(table: EventTable, stats: tuple[str, ...]) -> list[tuple[I64, I64]]:
     """Integer side stats as (event rows, values) each, as ``EventTable.int_stat`` gives them,
-    found in one pass over the stat table (it holds several stats per event); compiled
-    (``_trace_layout.int_stats``) where built."""
+    found in one pass over the stat table (it holds several stats per event)."""
     st = table.stats
     slot = np.full(len(st.stat_names) + 1, -1, np.int8)
     for i, stat in enumerate(stats):
         if stat in st.stat_names:
             slot[st.stat_names.index(stat)] = i
-    native = compiled_layout()
-    if native is not None:  # one pass to count, one to copy: no mask over every stat row
-        # Names read as narrowed (int16 or int32), not copied wider: one column less as long
-        # as the stat table beside the overview.
-        names = st.name if st.name.dtype in (np.int16, np.int32) else st.name.astype(np.int32)
-        cols = (np.ascontiguousarray(names), np.ascontiguousarray(st.kind, np.int8),
-                np.ascontiguousarray(st.event, np.int32),
-                np.ascontiguousarray(st.value, np.int64), slot)
-        off = np.zeros(len(stats) + 1, np.int64)
-        native.int_stats(*cols, off, None, sk.KIND_INT64, sk.KIND_UINT64)
-        np.cumsum(off, out=off)
-        events, values = np.empty(int(off[-1]), np.int64), np.empty(int(off[-1]), np.int64)
-        native.int_stats(*cols, off, (events, values), sk.KIND_INT64, sk.KIND_UINT64)
-        bounds = off.tolist()
-        return [(events[bounds[i]:bounds[i + 1]], values[bounds[i]:bounds[i + 1]])
-                for i in range(len(stats))]
     which = slot[st.name]
     sel = np.flatnonzero(which >= 0)
     which = which[sel]
@@ -1225,7 +1258,7 @@ def _positions(array: NDArray[np.integer[Any]], top: int) -> Rows:
 def build(table: EventTable, progress: Callable[[float], None] | None = None,
           plan: TrackPlan | None = None, by_start: I64 | None = None,
           depth: NDArray[np.integer[Any]] | None = None,
-          flows: tuple[I64, I64, I64] | None = None,
+          flows: Flows | None = None,
           keep: Callable[[NDArray[Any]], NDArray[Any]] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
@@ -1367,6 +1400,6 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         "lkey": lkey, "lpos": lpos, "pos_of_row": pos_of_row,
         **{name: put(array) for name, array in counters.items()},
         "flow_src": put(np.asarray(src, np.int64)), "flow_dst": put(np.asarray(dst, np.int64)),
-        "flow_kind": put(kind.astype(np.int8)),
+        "flow_kind": put(np.asarray(kind, np.int8)),
     }
     return TraceIndex(table, header, arrays)

@@ -28,6 +28,7 @@ from stepscope.analysis.trace.trace_index import (
     INDEX_VERSION,
     MAX_MATCHES,
     EventNotFoundError,
+    Flows,
     TraceIndex,
     TraceQueryError,
     Track,
@@ -58,7 +59,7 @@ class TrackTable(TraceIndex):
     answers every view as the full index does."""
 
     def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
-                 key: I64 | None = None, flows: tuple[I64, I64, I64] | None = None) -> None:
+                 key: I64 | None = None, flows: Flows | None = None) -> None:
         """``by_start`` and ``key``: the events' order by (track, start) and the composite
         keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made;
         ``flows``: ``flows_of(table, plan)``, when made (a server makes it in a thread of its
@@ -103,7 +104,7 @@ class TrackTable(TraceIndex):
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
         self.flow_src, self.flow_dst, kind = flows or flows_of(table, plan)
-        self.flow_kind = kind.astype(np.int8)
+        self.flow_kind = np.asarray(kind, np.int8)
         rows = np.zeros(n_tracks, np.int64)
         count = np.diff(self.offsets)
         full = np.flatnonzero(count > 0)
@@ -157,10 +158,10 @@ class TrackTable(TraceIndex):
             self._on_track_rows = plan.included & ~plan.counter_line[self.table.line]
         return self._on_track_rows
 
-    def flows(self) -> tuple[I64, I64, I64]:
-        """(sources, destinations, kinds) of the flows: what the full index's build takes
-        instead of finding them again."""
-        return self.flow_src, self.flow_dst, self.flow_kind.astype(np.int64)
+    def flows(self) -> Flows:
+        """(sources, destinations, kinds) of the flows, as ``flows_of`` gives them: what the
+        full index's build takes instead of finding them again."""
+        return self.flow_src, self.flow_dst, self.flow_kind
 
     def layout(self) -> tuple[NDArray[np.int32], I64]:
         """(each event's row, the order by (track, start)), both in that order: what the full
@@ -395,9 +396,12 @@ def _rows_column(rows: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
     return np.ascontiguousarray(rows, np.int64)
 
 
-def flows_of(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
-    """(sources, destinations, kinds) of the flows between a host's events on tracks."""
-    return _flows(table, plan.included & ~plan.counter_line[table.line], plan.device_plane)
+def flows_of(table: EventTable, plan: TrackPlan) -> Flows:
+    """(sources, destinations, kinds) of the flows between a host's events on tracks (rows
+    int32 where they fit, kinds int8). No mask of every event made: the counter lines' events
+    are left out by line."""
+    off = plan.counter_line if plan.counter_line.any() else None
+    return _flows(table, plan.included, plan.device_plane, off)
 
 
 def _cells(cell: I64, dur: I64, wide: I64, space: int) -> tuple[I64, I64, I64]:
