@@ -12,7 +12,7 @@ import pytest
 
 from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build, window_bounds
-from stepscope.analysis.trace.trace_overview import TraceOverview
+from stepscope.analysis.trace.trace_overview import SUM_BLOCK, TraceOverview
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles
 from waiting import final_api, until
@@ -234,3 +234,32 @@ def test_the_merge_hands_many_runs_to_the_sort_and_refuses_bad_columns() -> None
         _trace_layout.order_by_key(key, key[:10], order, out, 5000)
     with pytest.raises(TypeError, match="8-byte"):
         _trace_layout.order_by_key(key.astype(np.int32), key, order, out, 5000)
+
+
+def test_sums_before_any_position_equal_a_running_sum(tables: list[EventTable],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The overview keeps its durations summed per block only; the sum before any position
+    (the compiled pass and its NumPy twin) is the running sum's, and bad positions are one
+    clear error."""
+    for table in tables:
+        overview = TraceOverview(table)
+        order = np.asarray(overview.by_start, np.int64)
+        running = np.r_[0, np.cumsum(np.maximum(overview._edur[order], 0))]
+        pos = np.r_[np.arange(len(order) + 1), len(order), 0, 7 % (len(order) + 1)]
+        assert np.array_equal(overview.summed_before(pos), running[pos])
+        grid = pos[: (len(pos) // 3) * 3].reshape(3, -1)
+        assert np.array_equal(overview.summed_before(grid), running[grid])
+        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+        assert np.array_equal(overview.summed_before(pos), running[pos])
+        monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+    native = ti.compiled_layout()
+    if native is None:
+        return
+    out = np.empty(1, np.int64)
+    for bad in (-1, len(order) + 1):
+        with pytest.raises(ValueError):
+            native.sums_before(overview._edur, overview._order, overview.block_cum, SUM_BLOCK,
+                               np.array([bad], np.int64), out)
+    with pytest.raises(ValueError):
+        native.sums_before(overview._edur, overview._order, overview.block_cum[:-1], SUM_BLOCK,
+                           np.array([0], np.int64), out)

@@ -501,6 +501,67 @@ done:
 }
 
 
+/* The durations (as drawn: none negative) of the events before each of some positions in an
+ * order, summed: the sum before its block (block_cum) plus its block's events before it, read
+ * through the order: the coarse overview's running sums, kept only per block. */
+static PyObject *
+sums_before(PyObject *self, PyObject *args)
+{
+    PyObject *dur_o, *order_o, *cum_o, *pos_o, *out_o;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "OOOnOO", &dur_o, &order_o, &cum_o, &block, &pos_o, &out_o)) {
+        return NULL;
+    }
+    Column dur = {0}, order = {0}, cum = {0}, pos = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_column(dur_o, &dur, 0, "dur") < 0 || get_order(order_o, &order) < 0
+        || get_column(cum_o, &cum, 0, "block_cum") < 0 || get_column(pos_o, &pos, 0, "pos") < 0
+        || get_column(out_o, &out, 1, "out") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = order.n, m = dur.n;
+    if (block < 1 || out.n != pos.n || cum.n != (n + block - 1) / block + 1) {
+        PyErr_SetString(PyExc_ValueError, "sums_before: columns of mismatched lengths");
+        goto done;
+    }
+    const int64_t *d = dur.view.buf, *c = cum.view.buf, *p = pos.view.buf;
+    int64_t *o = out.view.buf;
+    int wide = order.view.itemsize == 8, bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < pos.n && !bad; i++) {
+        int64_t at = p[i];
+        if (at < 0 || at > n) {
+            bad = 1;
+            break;
+        }
+        Py_ssize_t q = (Py_ssize_t)(at / block);
+        int64_t sum = c[q];
+        for (Py_ssize_t j = q * block; j < at; j++) {
+            int64_t row = order_at(order.view.buf, wide, j);
+            if (row < 0 || row >= m) {
+                bad = 1;
+                break;
+            }
+            sum += d[row] > 0 ? d[row] : 0;
+        }
+        o[i] = sum;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "sums_before: a position or row out of range");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (dur.view.obj) PyBuffer_Release(&dur.view);
+    if (order.view.obj) PyBuffer_Release(&order.view);
+    if (cum.view.obj) PyBuffer_Release(&cum.view);
+    if (pos.view.obj) PyBuffer_Release(&pos.view);
+    if (out.view.obj) PyBuffer_Release(&out.view);
+    return result;
+}
+
+
 /* ---- the order by key: runs merged ------------------------------------------------------- */
 
 typedef struct {
@@ -1611,6 +1672,10 @@ static PyMethodDef methods[] = {
     {"line_counts", line_counts, METH_VARARGS,
      "line_counts(line, start, dur, count): per line (int16 or int32 codes) its events "
      "added into count (int64, one per line); returns the latest start + max(dur, 1)."},
+    {"sums_before", sums_before, METH_VARARGS,
+     "sums_before(dur, order, block_cum, block, pos, out): per position in order (int32 or "
+     "int64 rows into dur), the durations (none negative) before it summed: block_cum[pos // "
+     "block] plus its block's events before it; written into out (int64)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
      "(equal keys: the later end, or longer length, first (at least 1), then by row) into order "

@@ -2,8 +2,8 @@
 ``trace_index._overlapping_rows`` (rows), ``track_table.TrackTable._rows_of`` (table_rows), the
 chunked passes of ``trace_index.plan_tracks`` (line_counts), the sort in
 ``trace_index.sorted_by_track_and_start`` (order_by_key), ``TrackTable._window_cells_numpy``
-(window_cells) and, for stat_flows, ``trace_index._int_stats``, ``_lookup`` and
-``_producer_flows``."""
+(window_cells), ``TraceOverview.summed_before`` (sums_before) and, for stat_flows,
+``trace_index._int_stats``, ``_lookup`` and ``_producer_flows``."""
 
 from typing import Any
 
@@ -11,6 +11,7 @@ def rows(start: Any, end: Any, offsets: Any, out: Any) -> None: ...
 def table_rows(key: Any, bits: int, dur: Any, rows: Any, offsets: Any, depth: Any,
                block_end: Any, block: int) -> None: ...
 def line_counts(line: Any, start: Any, dur: Any, count: Any) -> int: ...
+def sums_before(dur: Any, order: Any, block_cum: Any, block: int, pos: Any, out: Any) -> None: ...
 def order_by_key(key: Any, end: Any, order: Any, sorted: Any | None, max_runs: int) -> int: ...
 def window_cells(key: Any, depth: Any, ev_row: Any, duration: Any, ids: Any, a: Any, b: Any,
                  rows: Any, before: Any, before_off: Any, inner: Any, bits: int, width: int,

@@ -26,6 +26,7 @@ from stepscope.analysis.trace.trace_index import (
     TraceQueryError,
     Track,
     TrackPlan,
+    compiled_layout,
     counter_arrays,
     event_columns,
     plan_tracks,
@@ -40,6 +41,8 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.model.events import EventTable
 
 I64 = NDArray[np.int64]
+SUM_BLOCK = 16  # events per block of summed durations (``TraceOverview.summed_before``)
+_SUMS_AT_ONCE = 1 << 16  # positions whose block's part is summed at a time
 
 
 class TraceOverview:
@@ -61,27 +64,18 @@ class TraceOverview:
         self.by_start: I64 | None
         self.by_start, self.key, edur = _order(table, plan)
         order = self.by_start
-        # The running sum made in place: one array as long as the events (each fresh one
-        # costs its page faults, a second a GB where memory is lent lazily, as in a VM).
-        self.cumdur = np.empty(len(order) + 1, np.int64)
-        self.cumdur[0] = 0
-        # A chunk at a time: NumPy takes int32 rows through an int64 copy of them.
-        for lo in range(0, len(order), CHUNK):
-            np.take(edur, order[lo:lo + CHUNK], out=self.cumdur[1 + lo:1 + lo + CHUNK],
-                    mode="clip")  # (not "raise": that buffers the whole output)
-        del edur
-        np.maximum(self.cumdur[1:], 0, out=self.cumdur[1:])  # as drawn: none negative
+        #: The order, kept here too (``by_start`` is handed on while this still answers).
+        self._order = order
+        #: The durations ``order`` points into (the table's, or the drawn events').
+        self._edur = edur
         # Per track: its events and the longest of them as laid out (at least 1 ns): how far
         # back an event may start and still reach into a window.
         offsets = np.searchsorted(self.key, np.arange(n_tracks + 1, dtype=np.int64)
                                   << np.int64(self.bits))
         per_track = np.diff(offsets)
-        self.longest = np.zeros(n_tracks, np.int64)
+        self.block_cum, self.longest = _summed_by_block(edur, order, offsets)
         full = np.flatnonzero(per_track > 0)
-        if len(full):
-            self.longest[full] = np.maximum(
-                np.maximum.reduceat(self.cumdur[1:], offsets[full]), 1)
-        np.cumsum(self.cumdur[1:], out=self.cumdur[1:])
+        self.longest[full] = np.maximum(self.longest[full], 1)
         self.counters = counter_arrays(table, plan)
         per_track[self.counters["counter_track"]] = np.diff(self.counters["counter_off"])
         self.tracks = [Track(i, plan.track_section[i], table.line_name[li],
@@ -99,6 +93,34 @@ class TraceOverview:
                 "sections": with_pids(sections_of(self.tracks), self.table.planes),
                 "tracks": [asdict(t) for t in self.tracks], "coarse": True,
                 "index_version": INDEX_VERSION}
+
+    def summed_before(self, pos: NDArray[np.integer[Any]]) -> I64:
+        """The durations (as drawn: none negative) of the events before each position in
+        the order, summed: the sum before its block, plus its block's events before it (at
+        most SUM_BLOCK - 1 of them, read where asked: no running sum as long as the events)."""
+        pos = np.asarray(pos, np.int64)
+        native = compiled_layout()
+        if native is not None and self._edur.dtype == np.int64 \
+                and self._order.dtype in (np.int32, np.int64):
+            sums = np.empty(pos.shape, np.int64)
+            native.sums_before(np.ascontiguousarray(self._edur),
+                               np.ascontiguousarray(self._order), self.block_cum, SUM_BLOCK,
+                               np.ascontiguousarray(pos).reshape(-1), sums.reshape(-1))
+            return sums
+        block = pos // SUM_BLOCK
+        out: I64 = self.block_cum[block]
+        rest = (pos - block * SUM_BLOCK).reshape(-1)
+        some = np.flatnonzero(rest > 0)
+        flat, first = out.reshape(-1), block.reshape(-1)
+        step = np.arange(SUM_BLOCK, dtype=np.int64)
+        for lo in range(0, len(some), _SUMS_AT_ONCE):  # a few MB of gathers at a time
+            part = some[lo:lo + _SUMS_AT_ONCE]
+            inside = step[None, :] < rest[part, None]
+            at = np.where(inside, first[part, None] * SUM_BLOCK + step[None, :], 0)
+            dur = np.maximum(self._edur[self._order[at]], 0)
+            dur[~inside] = 0
+            flat[part] += dur.sum(axis=1)
+        return out
 
     def query(self, start_ns: int, end_ns: int, width: int,
               tracks: list[int] | None = None) -> dict[str, Any]:
@@ -120,12 +142,12 @@ class TraceOverview:
             [(base | t0)[:, None], base[:, None] | inner[None, :], (base | t1)[:, None]],
             axis=1), side="left")
         count = np.diff(edges, axis=1)
-        covered = np.diff(self.cumdur[edges], axis=1)
+        covered = np.diff(self.summed_before(edges), axis=1)
         # Events starting before the window that reach into it: the first column's.
         back = np.searchsorted(self.key, base | np.maximum(t0 - self.longest[ids], 0))
         for i in np.flatnonzero(back < edges[:, 0]).tolist():
             pos = np.arange(back[i], edges[i, 0])
-            dur = np.diff(self.cumdur[pos[0]:pos[-1] + 2])
+            dur = np.maximum(self._edur[self._order[pos]], 0)
             start = self.key[pos] & ((np.int64(1) << shift) - 1)
             reach = start + np.maximum(dur, 1) > t0
             count[i, 0] += int(reach.sum())
@@ -164,3 +186,27 @@ def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
         key[lo:lo + CHUNK] |= track
     by_start, key = sorted_by_key(key, duration)
     return by_start, key, duration
+
+
+def _summed_by_block(edur: I64, order: NDArray[np.integer[Any]], offsets: I64
+                     ) -> tuple[I64, I64]:
+    """(the durations as drawn (none negative) in ``order``, summed before each block of
+    SUM_BLOCK events; per track (events ``offsets[t]`` to ``offsets[t + 1]``) the longest),
+    a chunk of events at a time: no column as long as the events is made."""
+    n = len(order)
+    block_cum = np.zeros(-(-n // SUM_BLOCK) + 1, np.int64)
+    longest = np.zeros(len(offsets) - 1, np.int64)
+    for lo in range(0, n, CHUNK):  # CHUNK is a multiple of SUM_BLOCK
+        hi = min(lo + CHUNK, n)
+        dur = np.take(edur, order[lo:hi])
+        np.maximum(dur, 0, out=dur)
+        first = lo // SUM_BLOCK
+        sums = np.add.reduceat(dur, np.arange(0, hi - lo, SUM_BLOCK))
+        block_cum[1 + first:1 + first + len(sums)] = sums
+        # The tracks with events in this chunk, each one's longest among them.
+        inside = np.flatnonzero(np.minimum(offsets[1:], hi) > np.maximum(offsets[:-1], lo))
+        if len(inside):
+            most = np.maximum.reduceat(dur, np.maximum(offsets[inside], lo) - lo)
+            longest[inside] = np.maximum(longest[inside], most)
+    np.cumsum(block_cum, out=block_cum)
+    return block_cum, longest

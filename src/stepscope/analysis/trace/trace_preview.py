@@ -62,7 +62,7 @@ class TracePreview:
         pos = np.searchsorted(overview.key, edges, side="left")
         header = {"meta": overview.meta(), "bin_ns": bin_ns}
         arrays = {"track": ids, "count": np.diff(pos, axis=1).astype(np.int64),
-                  "covered": np.diff(overview.cumdur[pos], axis=1).astype(np.int64),
+                  "covered": np.diff(overview.summed_before(pos), axis=1).astype(np.int64),
                   **{k: overview.counters[k] for k in _COUNTERS}}
         return cls(header, arrays)
 
