@@ -209,3 +209,36 @@ def test_flight_recorder_keeps_the_window_of_an_exception(tmp_path: Path) -> Non
                    "python", str(script))
     assert done.returncode == 1 and "RuntimeError: boom" in done.stderr
     assert "saved exception window" in done.stderr, done.stderr
+
+
+def test_commands_keep_numpy_off_huge_pages_but_not_the_profiled_program(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stepscope's own commands leave NumPy's large arrays on small pages (a huge page costs
+    more to fault in where memory is lent lazily), through NumPy's switch in this process and
+    the environment its children inherit; ``profile`` runs the user's program in this process
+    and leaves its NumPy as the user has it."""
+    import numpy as np
+
+    from stepscope.cli import main
+
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint(os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    done = subprocess.run([sys.executable, "-m", "stepscope", "profile", "--logdir",
+                           str(tmp_path / "logs"), "--", "python", str(script)],
+                          capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "unset"
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    was = np._core.multiarray._get_madvise_hugepage()
+    try:
+        np._core.multiarray._set_madvise_hugepage(True)
+        assert main(["runs", str(tmp_path / "logs")]) == 0
+        assert os.environ["NUMPY_MADVISE_HUGEPAGE"] == "0"
+        assert np._core.multiarray._get_madvise_hugepage() is False
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # the user's choice stands
+        np._core.multiarray._set_madvise_hugepage(True)
+        assert main(["runs", str(tmp_path / "logs")]) == 0
+        assert np._core.multiarray._get_madvise_hugepage() is True
+    finally:
+        np._core.multiarray._set_madvise_hugepage(was)
