@@ -56,10 +56,38 @@ buf_free(Buf *b)
 
 /* decode_table walks the file without the GIL (other threads run beside a long decode), so
  * an error raised on the way takes the GIL for the moment of setting it. PyGILState_Ensure
- * is also right where the GIL is held already (decode, scan): it only counts. */
+ * is also right where the GIL is held already (decode, scan): it only counts.
+ *
+ * Where decode_table walks the file's two halves on two threads, a Python exception set by
+ * the helper thread would land on that thread's own state and be lost, and which half's
+ * error is raised must not depend on timing: each thread's errors then go to its ErrSink
+ * (the first one kept), raised by the calling thread once both are joined. */
+enum { ERR_NONE = 0, ERR_BAD, ERR_MEMORY, ERR_OS };
+
+typedef struct {
+    int kind;
+    const char *what;  /* ERR_BAD: a static string */
+    int err;           /* ERR_OS: errno */
+} ErrSink;
+
+static __thread ErrSink *err_sink;  /* this thread's, while it walks a half; else NULL */
+
+static int
+sink_error(int kind, const char *what, int err)
+{
+    if (err_sink == NULL) return 0;
+    if (err_sink->kind == ERR_NONE) {
+        err_sink->kind = kind;
+        err_sink->what = what;
+        err_sink->err = err;
+    }
+    return 1;
+}
+
 static void
 no_memory(void)
 {
+    if (sink_error(ERR_MEMORY, NULL, 0)) return;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyErr_NoMemory();
     PyGILState_Release(gil);
@@ -68,6 +96,7 @@ no_memory(void)
 static void
 os_error(int err)
 {
+    if (sink_error(ERR_OS, NULL, err)) return;
     PyGILState_STATE gil = PyGILState_Ensure();
     errno = err;
     PyErr_SetFromErrno(PyExc_OSError);
@@ -217,12 +246,39 @@ typedef struct {
     const uint8_t *end;
 } Reader;
 
+static void
+raise_bad(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "malformed XSpace data: %s", what);
+}
+
 static int
 bad(const char *what)
 {
+    if (sink_error(ERR_BAD, what, 0)) return -1;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyErr_Format(PyExc_ValueError, "malformed XSpace data: %s", what);
+    raise_bad(what);
     PyGILState_Release(gil);
+    return -1;
+}
+
+/* Raise what a sink holds (the GIL held): 0, or -1 with the exception set. */
+static int
+sink_raise(const ErrSink *sink)
+{
+    switch (sink->kind) {
+    case ERR_NONE:
+        return 0;
+    case ERR_BAD:
+        raise_bad(sink->what);
+        break;
+    case ERR_MEMORY:
+        PyErr_NoMemory();
+        break;
+    default:
+        errno = sink->err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
     return -1;
 }
 
@@ -636,6 +692,7 @@ done:
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #define WINDOW (4u << 20)
 
@@ -647,6 +704,7 @@ typedef struct {
     int64_t win_off;     /* file offset of win[0] */
     int64_t size;
     int nogil;           /* the caller released the GIL: reads need not */
+    size_t window;       /* bytes read at a time; 0: WINDOW */
 } Source;
 
 /* pread [off, off + want) into win until it is full or the file ends: the bytes read (an
@@ -676,7 +734,8 @@ source_need(Source *s, int64_t off, size_t n)
     if (off >= s->win_off && (uint64_t)(off - s->win_off) + n <= s->win_len) {
         return s->win + (off - s->win_off);
     }
-    size_t want = n > WINDOW ? n : WINDOW;
+    size_t window = s->window ? s->window : WINDOW;
+    size_t want = n > window ? n : window;
     if ((int64_t)want > s->size - off) {
         want = (size_t)(s->size - off);
     }
@@ -958,6 +1017,7 @@ typedef struct {
     int64_t nslot;
     int64_t n_events, unknown;
     Map *ev_map, *st_map; /* the current plane's */
+    int *abandon;         /* the second half's: set when the first half failed */
 } Table;
 
 /* ps → ns rounded half up, as Python's (ps + 500) // 1000 on int64 (wrapping, flooring). */
@@ -1148,55 +1208,414 @@ table_free(Table *t)
     }
 }
 
-/* The walk over the planes' lines, events and stats, filling t's columns: 0, or -1 with an
- * exception set. It calls nothing of Python's but to raise, so it runs without the GIL. */
+/* ---- the walk, whole or in two halves ----------------------------------------------------
+ *
+ * The walk over the planes' lines, events and stats fills a Table's columns. It calls
+ * nothing of Python's but to raise, so it runs without the GIL. A big file is walked on two
+ * threads: its lines (in file order) are cut at one line's start into a first and a second
+ * half, each walked into its own Table; the second Table's columns are then appended to the
+ * first's, its rows, lines and texts counted on from the first's. Both halves walk the very
+ * fields the one walk would, in the same order, and a half's first error is the one the
+ * one walk would meet first in that half: the first half's error, else the second's, is the
+ * one walk's error. */
+
+/* Where the two halves meet: plane k's field has its key at plane_key and its body in
+ * [body, body_end); its line at `line` (a key's offset in the body) starts the second half. */
+typedef struct {
+    int32_t k;
+    int64_t plane_key, body, body_end, line;
+} Split;
+
+/* Plane `k`'s fields in [p, stop) (stop: its body's end, or where the second half starts),
+ * its body ending at pend. */
 static int
-table_walk(Table *t, Map *maps, Py_ssize_t n_maps)
+walk_plane(Table *t, Map *maps, Py_ssize_t n_maps, int32_t k, int64_t p, int64_t stop,
+           int64_t pend)
 {
-    int64_t off = 0, end = t->src.size;
-    uint32_t field, wire;
-    int more;
-    int32_t plane_index = 0;
-    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
-        if (field == 1 && wire == 2) {
-            int64_t p, pend, negative = 0;
-            if (src_len(&t->src, &off, end, &p, &pend) < 0) return -1;
-            if (plane_index >= n_maps) return bad("the file changed while it was read");
-            t->ev_map = &maps[2 * plane_index];
-            t->st_map = &maps[2 * plane_index + 1];
-            int more2;
-            while ((more2 = src_key(&t->src, &p, pend, &field, &wire)) == 1) {
-                if (field == 3 && wire == 2) {
-                    int64_t a, b;
-                    if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
-                        table_line(t, a, b, plane_index, &negative) < 0) return -1;
-                } else if (src_skip(&t->src, &p, pend, wire) < 0) {
-                    return -1;
-                }
-            }
-            if (more2 < 0) return -1;
-            PUT(&t->pl_negative, int64_t, negative);
-            plane_index++;
-        } else if (src_skip(&t->src, &off, end, wire) < 0) {
+    uint32_t field = 0, wire = 0;
+    int64_t negative = 0;
+    if (k >= n_maps) return bad("the file changed while it was read");
+    t->ev_map = &maps[2 * k];
+    t->st_map = &maps[2 * k + 1];
+    while (p < stop) {
+        if (t->abandon != NULL && __atomic_load_n(t->abandon, __ATOMIC_RELAXED)) return -1;
+        if (src_key(&t->src, &p, pend, &field, &wire) < 0) return -1;
+        if (field == 3 && wire == 2) {
+            int64_t a, b;
+            if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
+                table_line(t, a, b, k, &negative) < 0) return -1;
+        } else if (src_skip(&t->src, &p, pend, wire) < 0) {
             return -1;
         }
     }
-    if (more < 0) return -1;
-    if (plane_index != n_maps) return bad("the file changed while it was read");
+    if (p != stop) return bad("the file changed while it was read");
+    PUT(&t->pl_negative, int64_t, negative);
     return 0;
 fail:
     return -1;
 }
 
-/* decode_table(source, maps, slots) -> dict of columns (see xspace_to_tables.py).
+/* The space's fields from *off to `stop` (a field's key, or the end), planes numbered on
+ * from *k. */
+static int
+walk_space(Table *t, Map *maps, Py_ssize_t n_maps, int64_t *off, int64_t stop, int32_t *k)
+{
+    int64_t end = t->src.size;
+    uint32_t field = 0, wire = 0;
+    while (*off < stop) {
+        if (src_key(&t->src, off, end, &field, &wire) < 0) return -1;
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(&t->src, off, end, &p, &pend) < 0) return -1;
+            if (*k >= n_maps) return bad("the file changed while it was read");
+            if (walk_plane(t, maps, n_maps, *k, p, pend, pend) < 0) return -1;
+            (*k)++;
+        } else if (src_skip(&t->src, off, end, wire) < 0) {
+            return -1;
+        }
+    }
+    if (*off != stop) return bad("the file changed while it was read");
+    return 0;
+}
+
+/* The whole file (split NULL), or the first or the second half of it. */
+static int
+table_walk(Table *t, Map *maps, Py_ssize_t n_maps, const Split *split, int second)
+{
+    int64_t off = 0, end = t->src.size;
+    int32_t k = 0;
+    if (split == NULL) {
+        if (walk_space(t, maps, n_maps, &off, end, &k) < 0) return -1;
+    } else if (!second) {
+        /* The space up to plane k, then plane k's fields before the second half's line. */
+        uint32_t field = 0, wire = 0;
+        int64_t p, pend;
+        if (walk_space(t, maps, n_maps, &off, split->plane_key, &k) < 0) return -1;
+        if (src_key(&t->src, &off, end, &field, &wire) < 0) return -1;
+        if (field != 1 || wire != 2 || k != split->k ||
+            src_len(&t->src, &off, end, &p, &pend) < 0 || p != split->body ||
+            pend != split->body_end) {
+            return bad("the file changed while it was read");
+        }
+        return walk_plane(t, maps, n_maps, k, p, split->line, pend);
+    } else {
+        /* Plane k's fields from that line on, then the space after plane k. */
+        k = split->k;
+        if (walk_plane(t, maps, n_maps, k, split->line, split->body_end, split->body_end) < 0)
+            return -1;
+        k++;
+        off = split->body_end;
+        if (walk_space(t, maps, n_maps, &off, end, &k) < 0) return -1;
+    }
+    if (k != n_maps) return bad("the file changed while it was read");
+    return 0;
+}
+
+/* Where to cut the file: the start of the line nearest `near` (a file offset), found by a
+ * walk over the space's and planes' keys only (the lines are skipped unread). 1 with *out,
+ * 0 where the file has no line or the walk meets an error (the one walk then meets it). */
+static int
+find_split(Source *src, int64_t near, Split *out)
+{
+    ErrSink sink = {ERR_NONE, NULL, 0};
+    ErrSink *saved = err_sink;
+    err_sink = &sink;  /* an error here is the one walk's to raise */
+    int64_t off = 0, end = src->size, best = -1;
+    int32_t k = 0;
+    uint32_t field = 0, wire = 0;
+    while (off < end) {
+        int64_t key = off;
+        if (src_key(src, &off, end, &field, &wire) < 0) goto none;
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(src, &off, end, &p, &pend) < 0) goto none;
+            int64_t body = p;
+            while (p < pend) {
+                int64_t line = p;
+                if (src_key(src, &p, pend, &field, &wire) < 0) goto none;
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(src, &p, pend, &a, &b) < 0) goto none;
+                    int64_t dist = line > near ? line - near : near - line;
+                    if (best < 0 || dist < best) {
+                        best = dist;
+                        *out = (Split){k, key, body, pend, line};
+                    }
+                    if (line >= near) goto found;
+                } else if (src_skip(src, &p, pend, wire) < 0) {
+                    goto none;
+                }
+            }
+            k++;
+        } else if (src_skip(src, &off, end, wire) < 0) {
+            goto none;
+        }
+    }
+found:
+    err_sink = saved;
+    return best >= 0;
+none:
+    err_sink = saved;
+    return 0;
+}
+
+/* Append b's bytes to a's (b is left empty). Where b is a big mapping (Linux), its pages are
+ * moved behind a's whole pages rather than copied: a copy would write as many fresh pages,
+ * which cost more than the walk that filled them; the bytes then only slide by the part of a
+ * page that a's last page holds (memory already touched). */
+static int
+buf_append(Buf *a, Buf *b)
+{
+#if defined(__linux__)
+    if (b->mapped && b->len >= BUF_MAP_BYTES) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t head = a->mapped ? a->len / page * page : 0;  /* a's pages left in place */
+        size_t pad = a->len - head;                            /* a's bytes after them */
+        size_t moved = (b->len + page - 1) / page * page;
+        size_t cap = head + (pad + b->len + page - 1) / page * page;
+        char *saved = NULL, *base;
+        if (pad && a->mapped) {
+            saved = PyMem_RawMalloc(pad);
+            if (saved == NULL) {
+                no_memory();
+                return -1;
+            }
+            memcpy(saved, a->data + head, pad);
+        }
+        base = a->mapped ? mremap(a->data, a->cap, cap, MREMAP_MAYMOVE)
+                         : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                -1, 0);
+        if (base == MAP_FAILED) {
+            PyMem_RawFree(saved);
+            no_memory();
+            return -1;
+        }
+        if (a->mapped) {
+            a->data = base;
+            a->cap = cap;
+        }
+        if (mremap(b->data, b->cap, moved, MREMAP_MAYMOVE | MREMAP_FIXED, base + head) ==
+            MAP_FAILED) {
+            if (!a->mapped) munmap(base, cap);
+            PyMem_RawFree(saved);
+            no_memory();
+            return -1;
+        }
+        if (pad) {
+            memmove(base + head + pad, base + head, b->len);
+            memcpy(base + head, a->mapped ? saved : a->data, pad);
+        }
+        PyMem_RawFree(saved);
+        if (!a->mapped) {
+            PyMem_RawFree(a->data);
+            a->data = base;
+            a->cap = cap;
+            a->mapped = 1;
+        }
+        a->len += b->len;
+        b->data = NULL;
+        b->len = b->cap = 0;
+        b->mapped = 0;
+        return 0;
+    }
+#endif
+    if (b->len && buf_put(a, b->data, b->len) < 0) return -1;
+    buf_free(b);
+    return 0;
+}
+
+/* Add `by` to the int32 or int64 values of b from byte `from` on. */
+static void
+add_i32(Buf *b, size_t from, int32_t by)
+{
+    int32_t *v = (int32_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int32_t);
+    for (size_t i = 0; i < n; i++) v[i] += by;
+}
+
+static void
+add_i64(Buf *b, size_t from, int64_t by)
+{
+    int64_t *v = (int64_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int64_t);
+    for (size_t i = 0; i < n; i++) v[i] += by;
+}
+
+/* Append the second half's table b to the first's, a (b is emptied): its rows, lines, texts
+ * and text offsets counted on from a's; plane k, which both walked part of, counted once. */
+static int
+table_merge(Table *a, Table *b)
+{
+    int64_t events = a->n_events, texts = a->n_texts;
+    int32_t lines = (int32_t)(a->ln_plane.len / sizeof(int32_t));
+    int64_t blob = (int64_t)a->blob.len, ln_text = (int64_t)a->ln_text.len;
+    if (events + b->n_events > INT32_MAX) return bad("more than 2**31 events");
+    /* plane k: the first half's count last, the second's first */
+    int64_t *neg_a = (int64_t *)a->pl_negative.data, *neg_b = (int64_t *)b->pl_negative.data;
+    neg_a[a->pl_negative.len / sizeof(int64_t) - 1] += neg_b[0];
+    if (buf_put(&a->pl_negative, neg_b + 1, b->pl_negative.len - sizeof(int64_t)) < 0)
+        return -1;
+    struct { Buf *a, *b; int size; int64_t by; } cols[] = {
+        {&a->ev_line, &b->ev_line, 4, lines}, {&a->ev_name, &b->ev_name, 0, 0},
+        {&a->ev_start, &b->ev_start, 0, 0}, {&a->ev_dur, &b->ev_dur, 0, 0},
+        {&a->ln_plane, &b->ln_plane, 0, 0}, {&a->ln_id, &b->ln_id, 0, 0},
+        {&a->st_event, &b->st_event, 4, events}, {&a->st_name, &b->st_name, 0, 0},
+        {&a->st_kind, &b->st_kind, 0, 0}, {&a->st_value, &b->st_value, 0, 0},
+        {&a->st_text_end, &b->st_text_end, 8, blob}, {&a->blob, &b->blob, 0, 0},
+        {&a->ln_text, &b->ln_text, 0, 0}, {&a->ln_text_end, &b->ln_text_end, 8, ln_text},
+    };
+    size_t st_from = a->st_value.len;
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        size_t from = cols[i].a->len;
+        if (buf_append(cols[i].a, cols[i].b) < 0) return -1;
+        if (cols[i].size == 4 && cols[i].by) add_i32(cols[i].a, from, (int32_t)cols[i].by);
+        if (cols[i].size == 8 && cols[i].by) add_i64(cols[i].a, from, cols[i].by);
+    }
+    for (int i = 0; i < N_TYPED; i++) {
+        size_t from = a->ty_rows[i].len;
+        if (buf_append(&a->ty_rows[i], &b->ty_rows[i]) < 0 ||
+            buf_append(&a->ty_values[i], &b->ty_values[i]) < 0) return -1;
+        if (events) add_i64(&a->ty_rows[i], from, events);
+    }
+    /* A str/bytes stat's value is its text's index. */
+    if (texts) {
+        const int8_t *kind = (const int8_t *)a->st_kind.data;
+        int64_t *value = (int64_t *)a->st_value.data;
+        for (size_t i = st_from / sizeof(int64_t); i < a->st_value.len / sizeof(int64_t); i++) {
+            if (kind[i] == KIND_STR || kind[i] == KIND_BYTES) value[i] += texts;
+        }
+    }
+    a->n_events += b->n_events;
+    a->n_texts += b->n_texts;
+    a->unknown += b->unknown;
+    return 0;
+}
+
+/* The second half's walk, on its own thread. */
+typedef struct {
+    Table *t;
+    Map *maps;
+    Py_ssize_t n_maps;
+    const Split *split;
+    ErrSink sink;
+    int rc;
+    double cpu;  /* with PDECODE_TIMING: the thread's CPU seconds */
+} Half;
+
+static void *
+walk_second_half(void *arg)
+{
+    Half *h = arg;
+    err_sink = &h->sink;
+    h->rc = table_walk(h->t, h->maps, h->n_maps, h->split, 1);
+    err_sink = NULL;
+#ifdef PDECODE_TIMING
+    struct timespec c;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
+    h->cpu = c.tv_sec + 1e-9 * c.tv_nsec;
+#endif
+    return NULL;
+}
+
+/* The walk on two threads where the file has a line to cut at and a thread starts: 1 (rc in
+ * *rc, errors in *sink), else 0 (nothing done). Runs without the GIL. */
+static int
+table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
+                  ErrSink *sink)
+{
+    Split split;
+    Source probe = t->src;
+    probe.win = NULL;
+    probe.win_cap = probe.win_len = 0;
+    probe.win_off = -1;
+    probe.window = 4096;  /* keys only: a line's key is all that is read of it */
+#ifdef PDECODE_TIMING
+    struct timespec P0, P1;
+    clock_gettime(CLOCK_MONOTONIC, &P0);
+#endif
+    int found = find_split(&probe, near, &split);
+#ifdef PDECODE_TIMING
+    clock_gettime(CLOCK_MONOTONIC, &P1);
+    fprintf(stderr, "pdecode: find_split %.4f\n", P1.tv_sec - P0.tv_sec + 1e-9 * (P1.tv_nsec - P0.tv_nsec));
+#endif
+    PyMem_RawFree(probe.win);
+    if (!found) return 0;
+    Table second;  /* its own source window and columns; the same stat slots */
+    memset(&second, 0, sizeof second);
+    second.src = t->src;
+    second.src.win = NULL;
+    second.src.win_cap = second.src.win_len = 0;
+    second.src.win_off = -1;
+    second.slot = t->slot;
+    second.nslot = t->nslot;
+    int abandon = 0;
+    second.abandon = &abandon;
+    Half h = {&second, maps, n_maps, &split, {ERR_NONE, NULL, 0}, 0, 0};
+    pthread_t thread;
+#ifdef PDECODE_TIMING
+    struct timespec T0, T1, T2, T3, C1;
+    clock_gettime(CLOCK_MONOTONIC, &T0);
+#endif
+    if (pthread_create(&thread, NULL, walk_second_half, &h) != 0) return 0;
+    err_sink = sink;
+    int first = table_walk(t, maps, n_maps, &split, 0);
+    if (first < 0) __atomic_store_n(&abandon, 1, __ATOMIC_RELAXED);
+#ifdef PDECODE_TIMING
+    clock_gettime(CLOCK_MONOTONIC, &T1);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &C1);
+#endif
+    pthread_join(thread, NULL);
+#ifdef PDECODE_TIMING
+    clock_gettime(CLOCK_MONOTONIC, &T2);
+#define SEC(a, b) ((b).tv_sec - (a).tv_sec + 1e-9 * ((b).tv_nsec - (a).tv_nsec))
+    fprintf(stderr, "pdecode: split %lld/%lld first wall %.3f (thread cpu %.3f) join wait %.3f "
+            "second cpu %.3f events %lld/%lld\n", (long long)split.line, (long long)t->src.size,
+            SEC(T0, T1), C1.tv_sec + 1e-9 * C1.tv_nsec, SEC(T1, T2), h.cpu,
+            (long long)t->n_events, (long long)second.n_events);
+#endif
+    if (first < 0) {
+        *rc = -1;
+    } else if (h.rc < 0) {
+        /* The one walk would have counted past 2**31 events before the second half's error. */
+        if (t->n_events + second.n_events > INT32_MAX) bad("more than 2**31 events");
+        else *sink = h.sink;
+        *rc = -1;
+    } else {
+        *rc = table_merge(t, &second);
+    }
+#ifdef PDECODE_TIMING
+    clock_gettime(CLOCK_MONOTONIC, &T3);
+    fprintf(stderr, "pdecode: merge %.3f\n", SEC(T2, T3));
+#endif
+    err_sink = NULL;
+    PyMem_RawFree(second.src.win);
+    table_free(&second);
+    return 1;
+}
+
+/* A file this big or bigger is walked on two threads (where `threads` allows): below it the
+ * thread's start and the columns' append cost more than half the walk saves. */
+#define SPLIT_BYTES ((long long)32 << 20)
+
+/* decode_table(source, maps, slots, threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of
+ * columns (see xspace_to_tables.py).
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
- * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1. */
+ * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1.
+ * threads: 1 walks the file on the calling thread alone; 2 walks a file of split_bytes or
+ * more in two halves cut at the line nearest the offset `near` (-1: the middle); the
+ * columns are the same either way. */
 static PyObject *
-decode_table(PyObject *module, PyObject *args)
+decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    static char *keywords[] = {"source", "maps", "slots", "threads", "split_bytes", "near",
+                               NULL};
     PyObject *source, *maps_arg, *slots_arg;
-    if (!PyArg_ParseTuple(args, "OO!O", &source, &PyList_Type, &maps_arg, &slots_arg)) {
+    int threads = 2;
+    long long split_bytes = SPLIT_BYTES, near = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O|iLL", keywords, &source,
+                                     &PyList_Type, &maps_arg, &slots_arg, &threads,
+                                     &split_bytes, &near)) {
         return NULL;
     }
     Table t;
@@ -1234,12 +1653,19 @@ decode_table(PyObject *module, PyObject *args)
     if (source_open(&t.src, source, &view) < 0) goto done;
     /* The maps', slots' and source's buffers are held by their views until `done`. */
     int rc;
+    ErrSink sink = {ERR_NONE, NULL, 0};
     t.src.nogil = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = table_walk(&t, maps, n_maps);
+    if (threads < 2 || t.src.size < split_bytes ||
+        !table_walk_halves(&t, maps, n_maps, near >= 0 ? near : t.src.size / 2, &rc, &sink)) {
+        rc = table_walk(&t, maps, n_maps, NULL, 0);
+    }
     Py_END_ALLOW_THREADS
     t.src.nogil = 0;
-    if (rc < 0) goto done;
+    if (rc < 0) {
+        sink_raise(&sink);
+        goto done;
+    }
     /* Hand the columns over; from here on nothing is freed twice. */
     PyObject *out = PyDict_New();
     if (out == NULL) goto done;
@@ -1300,7 +1726,7 @@ static PyMethodDef module_methods[] = {
      "Decode XSpace bytes into flat columns (see formats/xspace_columns.py)."},
     {"scan", scan, METH_O,
      "An XSpace's fields but its planes' lines, as bytes: (rest of the space, planes)."},
-    {"decode_table", decode_table, METH_VARARGS,
+    {"decode_table", (PyCFunction)(void (*)(void))decode_table, METH_VARARGS | METH_KEYWORDS,
      "Decode an XSpace (a file descriptor or bytes) into a host table's columns."},
     {NULL, NULL, 0, NULL},
 };

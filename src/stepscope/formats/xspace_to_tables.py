@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -390,6 +391,13 @@ def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     return keys, np.array([mapping[k] for k in keys.tolist()], dtype=np.int32)
 
 
+def decode_threads() -> int:
+    """Threads the compiled decoder walks a big file on: 2, or what
+    ``STEPSCOPE_DECODE_THREADS`` says (1 keeps the one-thread walk; the tables are the same)."""
+    value = os.environ.get("STEPSCOPE_DECODE_THREADS", "").strip()
+    return 1 if value == "1" else 2
+
+
 def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     """A host's event table straight from XSpace data (an open file's descriptor, read
     through a small window, or bytes) by the compiled decoder: no copy of the file and no
@@ -407,7 +415,7 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         maps: list[tuple[Any, ...] | None] = [None] * len(raw_planes)  # None: no metadata
         for i, e, s in zip(full, dicts.event_maps, dicts.stat_maps, strict=True):
             maps[i] = (*_map_arrays(e), *_map_arrays(s))
-        raw = decoder.decode_table(source, maps, dicts.typed_slots())
+        raw = decoder.decode_table(source, maps, dicts.typed_slots(), threads=decode_threads())
     except (ValueError, RuntimeError, DecodeError) as err:
         raise xc.format_error(name, err) from err
 
