@@ -1018,6 +1018,7 @@ typedef struct {
     int64_t n_events, unknown;
     Map *ev_map, *st_map; /* the current plane's */
     int *abandon;         /* the second half's: set when the first half failed */
+    int tail_error;       /* the first half failed past its part of a cut line */
 } Table;
 
 /* ps → ns rounded half up, as Python's (ps + 500) // 1000 on int64 (wrapping, flooring). */
@@ -1102,16 +1103,27 @@ fail:
     return -1;
 }
 
+/* Line [off, end) of plane `plane_index`: its events whose key lies in [from, to) and all its
+ * other fields. A line cut between the two halves is walked by both: the first half its
+ * events before the cut, writing the line's row (`row`); the second half the others, which
+ * take the index -1 (the first half's last line, once appended). Both read all the line's
+ * other fields, as its timestamp and texts are the last ones in it. An error past `to` is
+ * marked t->tail_error: the second half, which walks the same bytes before it, meets it or
+ * an earlier one. */
 static int
-table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative)
+table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative,
+           int64_t from, int64_t to, int row)
 {
     uint32_t field, wire;
     int64_t id = 0, timestamp = 0;
     int64_t name[2] = {0, 0}, display_name[2] = {0, 0};  /* [start, end) in the file */
-    int32_t line_index = (int32_t)(t->ln_plane.len / sizeof(int32_t));
+    int32_t line_index = row ? (int32_t)(t->ln_plane.len / sizeof(int32_t)) : -1;
     int64_t first = t->n_events;
-    int more;
-    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
+    int more, tail = 0;
+    for (;;) {
+        int64_t key = off;
+        tail = key >= to && to < end;
+        if ((more = src_key(&t->src, &off, end, &field, &wire)) != 1) break;
         uint64_t v;
         if (wire == 0 && (field == 1 || field == 3)) {
             if (src_varint(&t->src, &off, end, &v) < 0) goto fail;
@@ -1123,6 +1135,7 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
         } else if (wire == 2 && field == 4) {
             int64_t a, b;
             if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
+            if (key < from || key >= to) continue;  /* the other half's event */
             const uint8_t *p = source_need(&t->src, a, (size_t)(b - a));
             if (p == NULL) goto fail;
             Reader sub = {p, p + (b - a)};
@@ -1132,11 +1145,13 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
         }
     }
     if (more < 0) goto fail;
+    tail = to < end;
     /* Times are relative to the line's timestamp, which may come after its events. */
     int64_t *start = (int64_t *)t->ev_start.data;
     for (int64_t i = first; i < t->n_events; i++) {
         start[i] = (int64_t)((uint64_t)start[i] + (uint64_t)timestamp);
     }
+    if (!row) return 0;
     PUT(&t->ln_plane, int32_t, plane_index);
     PUT(&t->ln_id, int64_t, id);
     /* The texts the line ends with (a repeated field's last value, as protobuf's). */
@@ -1149,6 +1164,7 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
     }
     return 0;
 fail:
+    if (tail) t->tail_error = 1;
     return -1;
 }
 
@@ -1220,35 +1236,56 @@ table_free(Table *t)
  * one walk's error. */
 
 /* Where the two halves meet: plane k's field has its key at plane_key and its body in
- * [body, body_end); its line at `line` (a key's offset in the body) starts the second half. */
+ * [body, body_end); its line at `line` (a key's offset in the body; its payload
+ * [line_body, line_end)) starts the second half, or, where `event` is not 0, is cut in two
+ * at the event whose key is there: the events before it are the first half's. */
 typedef struct {
     int32_t k;
-    int64_t plane_key, body, body_end, line;
+    int64_t plane_key, body, body_end, line, line_body, line_end, event;
 } Split;
 
+/* The cut line at *p (the split's), its events before the cut (second: from it on). */
+static int
+walk_cut_line(Table *t, int64_t *p, int64_t pend, const Split *cut, int second,
+              int64_t *negative)
+{
+    uint32_t field = 0, wire = 0;
+    int64_t a, b;
+    if (src_key(&t->src, p, pend, &field, &wire) < 0) return -1;
+    if (field != 3 || wire != 2 || src_len(&t->src, p, pend, &a, &b) < 0 ||
+        a != cut->line_body || b != cut->line_end) {
+        return bad("the file changed while it was read");
+    }
+    return second ? table_line(t, a, b, cut->k, negative, cut->event, b, 0)
+                  : table_line(t, a, b, cut->k, negative, a, cut->event, 1);
+}
+
 /* Plane `k`'s fields in [p, stop) (stop: its body's end, or where the second half starts),
- * its body ending at pend. */
+ * its body ending at pend. With `cut` (a split inside this plane's line), the first half
+ * ends (second: the second half begins) with its part of the cut line. */
 static int
 walk_plane(Table *t, Map *maps, Py_ssize_t n_maps, int32_t k, int64_t p, int64_t stop,
-           int64_t pend)
+           int64_t pend, const Split *cut, int second)
 {
     uint32_t field = 0, wire = 0;
     int64_t negative = 0;
     if (k >= n_maps) return bad("the file changed while it was read");
     t->ev_map = &maps[2 * k];
     t->st_map = &maps[2 * k + 1];
+    if (cut != NULL && second && walk_cut_line(t, &p, pend, cut, 1, &negative) < 0) return -1;
     while (p < stop) {
         if (t->abandon != NULL && __atomic_load_n(t->abandon, __ATOMIC_RELAXED)) return -1;
         if (src_key(&t->src, &p, pend, &field, &wire) < 0) return -1;
         if (field == 3 && wire == 2) {
             int64_t a, b;
             if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
-                table_line(t, a, b, k, &negative) < 0) return -1;
+                table_line(t, a, b, k, &negative, a, b, 1) < 0) return -1;
         } else if (src_skip(&t->src, &p, pend, wire) < 0) {
             return -1;
         }
     }
     if (p != stop) return bad("the file changed while it was read");
+    if (cut != NULL && !second && walk_cut_line(t, &p, pend, cut, 0, &negative) < 0) return -1;
     PUT(&t->pl_negative, int64_t, negative);
     return 0;
 fail:
@@ -1268,7 +1305,7 @@ walk_space(Table *t, Map *maps, Py_ssize_t n_maps, int64_t *off, int64_t stop, i
             int64_t p, pend;
             if (src_len(&t->src, off, end, &p, &pend) < 0) return -1;
             if (*k >= n_maps) return bad("the file changed while it was read");
-            if (walk_plane(t, maps, n_maps, *k, p, pend, pend) < 0) return -1;
+            if (walk_plane(t, maps, n_maps, *k, p, pend, pend, NULL, 0) < 0) return -1;
             (*k)++;
         } else if (src_skip(&t->src, off, end, wire) < 0) {
             return -1;
@@ -1297,11 +1334,13 @@ table_walk(Table *t, Map *maps, Py_ssize_t n_maps, const Split *split, int secon
             pend != split->body_end) {
             return bad("the file changed while it was read");
         }
-        return walk_plane(t, maps, n_maps, k, p, split->line, pend);
+        return walk_plane(t, maps, n_maps, k, p, split->line, pend,
+                          split->event ? split : NULL, 0);
     } else {
         /* Plane k's fields from that line on, then the space after plane k. */
         k = split->k;
-        if (walk_plane(t, maps, n_maps, k, split->line, split->body_end, split->body_end) < 0)
+        if (walk_plane(t, maps, n_maps, k, split->line, split->body_end, split->body_end,
+                       split->event ? split : NULL, 1) < 0)
             return -1;
         k++;
         off = split->body_end;
@@ -1339,9 +1378,27 @@ find_split(Source *src, int64_t near, Split *out)
                     int64_t dist = line > near ? line - near : near - line;
                     if (best < 0 || dist < best) {
                         best = dist;
-                        *out = (Split){k, key, body, pend, line};
+                        *out = (Split){k, key, body, pend, line, a, b, 0};
                     }
                     if (line >= near) goto found;
+                    if (near < b) {
+                        /* `near` lies in this line: cut it at the event nearest. */
+                        src->window = 0;
+                        int64_t q = a;
+                        while (q < b) {
+                            int64_t at = q;
+                            if (src_key(src, &q, b, &field, &wire) < 0) goto none;
+                            if (src_skip(src, &q, b, wire) < 0) goto none;
+                            if (field != 4 || wire != 2) continue;
+                            dist = at > near ? at - near : near - at;
+                            if (dist < best) {
+                                best = dist;
+                                *out = (Split){k, key, body, pend, line, a, b, at};
+                            }
+                            if (at >= near) break;
+                        }
+                        goto found;
+                    }
                 } else if (src_skip(src, &p, pend, wire) < 0) {
                     goto none;
                 }
@@ -1521,7 +1578,7 @@ walk_second_half(void *arg)
  * *rc, errors in *sink), else 0 (nothing done). Runs without the GIL. */
 static int
 table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
-                  ErrSink *sink)
+                  ErrSink *sink, int64_t *cut_at)
 {
     Split split;
     Source probe = t->src;
@@ -1557,9 +1614,10 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     clock_gettime(CLOCK_MONOTONIC, &T0);
 #endif
     if (pthread_create(&thread, NULL, walk_second_half, &h) != 0) return 0;
+    *cut_at = split.event ? split.event : split.line;
     err_sink = sink;
     int first = table_walk(t, maps, n_maps, &split, 0);
-    if (first < 0) __atomic_store_n(&abandon, 1, __ATOMIC_RELAXED);
+    if (first < 0 && !t->tail_error) __atomic_store_n(&abandon, 1, __ATOMIC_RELAXED);
 #ifdef PDECODE_TIMING
     clock_gettime(CLOCK_MONOTONIC, &T1);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &C1);
@@ -1573,7 +1631,7 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
             SEC(T0, T1), C1.tv_sec + 1e-9 * C1.tv_nsec, SEC(T1, T2), h.cpu,
             (long long)t->n_events, (long long)second.n_events);
 #endif
-    if (first < 0) {
+    if (first < 0 && !(t->tail_error && h.rc < 0)) {
         *rc = -1;
     } else if (h.rc < 0) {
         /* The one walk would have counted past 2**31 events before the second half's error. */
@@ -1598,7 +1656,7 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
 #define SPLIT_BYTES ((long long)32 << 20)
 
 /* decode_table(source, maps, slots, threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of
- * columns (see xspace_to_tables.py).
+ * columns (see xspace_to_tables.py), and "cut_at": where the second half began, or -1.
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
  * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1.
@@ -1654,10 +1712,12 @@ decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
     /* The maps', slots' and source's buffers are held by their views until `done`. */
     int rc;
     ErrSink sink = {ERR_NONE, NULL, 0};
+    int64_t cut_at = -1;
     t.src.nogil = 1;
     Py_BEGIN_ALLOW_THREADS
     if (threads < 2 || t.src.size < split_bytes ||
-        !table_walk_halves(&t, maps, n_maps, near >= 0 ? near : t.src.size / 2, &rc, &sink)) {
+        !table_walk_halves(&t, maps, n_maps, near >= 0 ? near : t.src.size / 2, &rc, &sink,
+                           &cut_at)) {
         rc = table_walk(&t, maps, n_maps, NULL, 0);
     }
     Py_END_ALLOW_THREADS
@@ -1672,6 +1732,10 @@ decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *counts = Py_BuildValue("(LL)", (long long)t.n_events, (long long)t.unknown);
     int failed = counts == NULL || PyDict_SetItemString(out, "counts", counts) < 0;
     Py_XDECREF(counts);
+    /* Where the second half began (a line's or an event's key), -1 for one walk. */
+    PyObject *cut = PyLong_FromLongLong((long long)cut_at);
+    failed = failed || cut == NULL || PyDict_SetItemString(out, "cut_at", cut) < 0;
+    Py_XDECREF(cut);
     PyObject *lists[3] = {line_texts(&t, 0), line_texts(&t, 1), plane_negatives(&t)};
     const char *list_names[3] = {"line_name", "line_display_name", "negative"};
     for (int i = 0; i < 3; i++) {
