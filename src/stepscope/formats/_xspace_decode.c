@@ -1498,49 +1498,103 @@ add_i64(Buf *b, size_t from, int64_t by)
     for (size_t i = 0; i < n; i++) v[i] += by;
 }
 
+/* One column's append: b's bytes after a's, then `by` added to the appended int32 (size 4) or
+ * int64 (size 8) values (size 0: none). */
+typedef struct {
+    Buf *a, *b;
+    int size;
+    int64_t by;
+} Part;
+
+/* A share of the merge, on one thread: its parts in order, then (where `texts` is not 0) the
+ * appended str/bytes stats' values, indices of texts, counted on by `texts`: st_kind and
+ * st_value are in the same share. */
+typedef struct {
+    Part *parts;
+    size_t n;
+    Table *a;
+    size_t st_from;  /* a's first appended stat */
+    int64_t texts;
+    ErrSink sink;
+    int rc;
+} Share;
+
+static int
+merge_share(Share *sh)
+{
+    for (size_t i = 0; i < sh->n; i++) {
+        Part *c = &sh->parts[i];
+        size_t from = c->a->len;
+        if (buf_append(c->a, c->b) < 0) return -1;
+        if (c->size == 4 && c->by) add_i32(c->a, from, (int32_t)c->by);
+        if (c->size == 8 && c->by) add_i64(c->a, from, c->by);
+    }
+    if (sh->texts) {
+        const int8_t *kind = (const int8_t *)sh->a->st_kind.data;
+        int64_t *value = (int64_t *)sh->a->st_value.data;
+        size_t n = sh->a->st_value.len / sizeof(int64_t);
+        for (size_t i = sh->st_from; i < n; i++) {
+            if (kind[i] == KIND_STR || kind[i] == KIND_BYTES) value[i] += sh->texts;
+        }
+    }
+    return 0;
+}
+
+static void *
+merge_share_thread(void *arg)
+{
+    Share *sh = arg;
+    err_sink = &sh->sink;
+    sh->rc = merge_share(sh);
+    err_sink = NULL;
+    return NULL;
+}
+
 /* Append the second half's table b to the first's, a (b is emptied): its rows, lines, texts
- * and text offsets counted on from a's; plane k, which both walked part of, counted once. */
+ * and text offsets counted on from a's; plane k, which both walked part of, counted once.
+ * The columns are appended in two shares, events' and stats', on two threads: the bytes
+ * that slide behind the first half's (see buf_append) are as many as the second half's. The
+ * caller's thread has an ErrSink. */
 static int
 table_merge(Table *a, Table *b)
 {
-    int64_t events = a->n_events, texts = a->n_texts;
+    int64_t events = a->n_events;
     int32_t lines = (int32_t)(a->ln_plane.len / sizeof(int32_t));
-    int64_t blob = (int64_t)a->blob.len, ln_text = (int64_t)a->ln_text.len;
     if (events + b->n_events > INT32_MAX) return bad("more than 2**31 events");
     /* plane k: the first half's count last, the second's first */
     int64_t *neg_a = (int64_t *)a->pl_negative.data, *neg_b = (int64_t *)b->pl_negative.data;
     neg_a[a->pl_negative.len / sizeof(int64_t) - 1] += neg_b[0];
     if (buf_put(&a->pl_negative, neg_b + 1, b->pl_negative.len - sizeof(int64_t)) < 0)
         return -1;
-    struct { Buf *a, *b; int size; int64_t by; } cols[] = {
+    Part ev[6 + 2 * N_TYPED] = {
         {&a->ev_line, &b->ev_line, 4, lines}, {&a->ev_name, &b->ev_name, 0, 0},
         {&a->ev_start, &b->ev_start, 0, 0}, {&a->ev_dur, &b->ev_dur, 0, 0},
         {&a->ln_plane, &b->ln_plane, 0, 0}, {&a->ln_id, &b->ln_id, 0, 0},
+    };
+    for (int i = 0; i < N_TYPED; i++) {
+        ev[6 + 2 * i] = (Part){&a->ty_rows[i], &b->ty_rows[i], 8, events};
+        ev[7 + 2 * i] = (Part){&a->ty_values[i], &b->ty_values[i], 0, 0};
+    }
+    Part st[] = {
         {&a->st_event, &b->st_event, 4, events}, {&a->st_name, &b->st_name, 0, 0},
         {&a->st_kind, &b->st_kind, 0, 0}, {&a->st_value, &b->st_value, 0, 0},
-        {&a->st_text_end, &b->st_text_end, 8, blob}, {&a->blob, &b->blob, 0, 0},
-        {&a->ln_text, &b->ln_text, 0, 0}, {&a->ln_text_end, &b->ln_text_end, 8, ln_text},
+        {&a->st_text_end, &b->st_text_end, 8, (int64_t)a->blob.len},
+        {&a->blob, &b->blob, 0, 0}, {&a->ln_text, &b->ln_text, 0, 0},
+        {&a->ln_text_end, &b->ln_text_end, 8, (int64_t)a->ln_text.len},
     };
-    size_t st_from = a->st_value.len;
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-        size_t from = cols[i].a->len;
-        if (buf_append(cols[i].a, cols[i].b) < 0) return -1;
-        if (cols[i].size == 4 && cols[i].by) add_i32(cols[i].a, from, (int32_t)cols[i].by);
-        if (cols[i].size == 8 && cols[i].by) add_i64(cols[i].a, from, cols[i].by);
-    }
-    for (int i = 0; i < N_TYPED; i++) {
-        size_t from = a->ty_rows[i].len;
-        if (buf_append(&a->ty_rows[i], &b->ty_rows[i]) < 0 ||
-            buf_append(&a->ty_values[i], &b->ty_values[i]) < 0) return -1;
-        if (events) add_i64(&a->ty_rows[i], from, events);
-    }
-    /* A str/bytes stat's value is its text's index. */
-    if (texts) {
-        const int8_t *kind = (const int8_t *)a->st_kind.data;
-        int64_t *value = (int64_t *)a->st_value.data;
-        for (size_t i = st_from / sizeof(int64_t); i < a->st_value.len / sizeof(int64_t); i++) {
-            if (kind[i] == KIND_STR || kind[i] == KIND_BYTES) value[i] += texts;
-        }
+    Share events_share = {ev, sizeof ev / sizeof ev[0], a, 0, 0, {ERR_NONE, NULL, 0}, 0};
+    Share stats_share = {st, sizeof st / sizeof st[0], a, a->st_value.len / sizeof(int64_t),
+                         a->n_texts, {ERR_NONE, NULL, 0}, 0};
+    ErrSink *caller = err_sink;  /* the shares' own sinks while they run */
+    pthread_t thread;
+    int threaded = pthread_create(&thread, NULL, merge_share_thread, &events_share) == 0;
+    if (!threaded) merge_share_thread(&events_share);
+    merge_share_thread(&stats_share);
+    err_sink = caller;
+    if (threaded) pthread_join(thread, NULL);
+    if (events_share.rc < 0 || stats_share.rc < 0) {
+        *err_sink = events_share.rc < 0 ? events_share.sink : stats_share.sink;
+        return -1;
     }
     a->n_events += b->n_events;
     a->n_texts += b->n_texts;
@@ -1556,7 +1610,6 @@ typedef struct {
     const Split *split;
     ErrSink sink;
     int rc;
-    double cpu;  /* with PDECODE_TIMING: the thread's CPU seconds */
 } Half;
 
 static void *
@@ -1566,11 +1619,6 @@ walk_second_half(void *arg)
     err_sink = &h->sink;
     h->rc = table_walk(h->t, h->maps, h->n_maps, h->split, 1);
     err_sink = NULL;
-#ifdef PDECODE_TIMING
-    struct timespec c;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c);
-    h->cpu = c.tv_sec + 1e-9 * c.tv_nsec;
-#endif
     return NULL;
 }
 
@@ -1586,15 +1634,7 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     probe.win_cap = probe.win_len = 0;
     probe.win_off = -1;
     probe.window = 4096;  /* keys only: a line's key is all that is read of it */
-#ifdef PDECODE_TIMING
-    struct timespec P0, P1;
-    clock_gettime(CLOCK_MONOTONIC, &P0);
-#endif
     int found = find_split(&probe, near, &split);
-#ifdef PDECODE_TIMING
-    clock_gettime(CLOCK_MONOTONIC, &P1);
-    fprintf(stderr, "pdecode: find_split %.4f\n", P1.tv_sec - P0.tv_sec + 1e-9 * (P1.tv_nsec - P0.tv_nsec));
-#endif
     PyMem_RawFree(probe.win);
     if (!found) return 0;
     Table second;  /* its own source window and columns; the same stat slots */
@@ -1607,30 +1647,14 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     second.nslot = t->nslot;
     int abandon = 0;
     second.abandon = &abandon;
-    Half h = {&second, maps, n_maps, &split, {ERR_NONE, NULL, 0}, 0, 0};
+    Half h = {&second, maps, n_maps, &split, {ERR_NONE, NULL, 0}, 0};
     pthread_t thread;
-#ifdef PDECODE_TIMING
-    struct timespec T0, T1, T2, T3, C1;
-    clock_gettime(CLOCK_MONOTONIC, &T0);
-#endif
     if (pthread_create(&thread, NULL, walk_second_half, &h) != 0) return 0;
     *cut_at = split.event ? split.event : split.line;
     err_sink = sink;
     int first = table_walk(t, maps, n_maps, &split, 0);
     if (first < 0 && !t->tail_error) __atomic_store_n(&abandon, 1, __ATOMIC_RELAXED);
-#ifdef PDECODE_TIMING
-    clock_gettime(CLOCK_MONOTONIC, &T1);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &C1);
-#endif
     pthread_join(thread, NULL);
-#ifdef PDECODE_TIMING
-    clock_gettime(CLOCK_MONOTONIC, &T2);
-#define SEC(a, b) ((b).tv_sec - (a).tv_sec + 1e-9 * ((b).tv_nsec - (a).tv_nsec))
-    fprintf(stderr, "pdecode: split %lld/%lld first wall %.3f (thread cpu %.3f) join wait %.3f "
-            "second cpu %.3f events %lld/%lld\n", (long long)split.line, (long long)t->src.size,
-            SEC(T0, T1), C1.tv_sec + 1e-9 * C1.tv_nsec, SEC(T1, T2), h.cpu,
-            (long long)t->n_events, (long long)second.n_events);
-#endif
     if (first < 0 && !(t->tail_error && h.rc < 0)) {
         *rc = -1;
     } else if (h.rc < 0) {
@@ -1641,10 +1665,6 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     } else {
         *rc = table_merge(t, &second);
     }
-#ifdef PDECODE_TIMING
-    clock_gettime(CLOCK_MONOTONIC, &T3);
-    fprintf(stderr, "pdecode: merge %.3f\n", SEC(T2, T3));
-#endif
     err_sink = NULL;
     PyMem_RawFree(second.src.win);
     table_free(&second);
