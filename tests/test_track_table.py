@@ -158,8 +158,58 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
                  good[:1] + (0,) + good[2:]):
         with pytest.raises((ValueError, TypeError)):
             native.table_rows(*args)
+    # Tracks that nest for a while (parents, children, grandchildren, some starting
+    # together, some of length 0) and then overlap: the pass's stack hands over to its trees
+    # mid-track with the rows running then.
+    unit = np.arange(2_000, dtype=np.int64) * 1_000
+    nest_start = np.concatenate([unit, unit, unit + 100, unit + 150, unit + 400])
+    nest_dur = np.concatenate([np.full(2_000, 900), np.full(2_000, 300), np.full(2_000, 200),
+                               np.zeros(2_000, np.int64), np.full(2_000, 100)])
+    late = rng.integers(2_000_000, 2_500_000, 5_000)
+    mixed = synthetic_table(np.concatenate([nest_start, late, nest_start + 3_000_000]),
+                            np.concatenate([nest_dur, rng.integers(0, 40_000, 5_000),
+                                            nest_dur]),
+                            np.r_[np.zeros(10_000, np.int64), rng.choice([0, 1], 5_000),
+                                  np.ones(10_000, np.int64)])
+    mixed_events = TrackTable(mixed, plan_tracks(mixed))
+    depth2, block_end2 = mixed_events._rows_of(mixed_events.by_start)
+    assert np.array_equal(depth2, mixed_events.depth)
+    assert np.array_equal(block_end2, mixed_events.block_end)
+    assert int(depth2.max()) > 3
     monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
     assert np.array_equal(TrackTable(table, plan).depth, depth)
+    assert np.array_equal(TrackTable(mixed, plan_tracks(mixed)).depth, depth2)
+
+
+@compiled_only("_trace_layout")
+def test_track_plans_equal_their_twins(stepscope_profile: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's compiled pass (events per line and the latest end, where every event is
+    drawn and none is a counter sample) plans as the chunked NumPy passes do; a line code
+    outside the lines is one clear error."""
+    tables = _profiles(stepscope_profile)
+    compiled = [plan_tracks(table) for table in tables]
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    for table, mine in zip(tables, compiled, strict=True):
+        twin = plan_tracks(table)
+        for field in dataclasses.fields(twin):
+            a, b = getattr(mine, field.name), getattr(twin, field.name)
+            assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), field.name
+    monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+    native = ti.compiled_layout()
+    assert native is not None
+    line, start, dur = np.array([0, 3, 1], np.int16), np.arange(3, dtype=np.int64), \
+        np.array([5, -2, 0], np.int64)
+    count = np.zeros(2, np.int64)
+    with pytest.raises(ValueError):
+        native.line_counts(line, start, dur, count)
+    count = np.zeros(4, np.int64)
+    assert native.line_counts(line, start, dur, count) == 5
+    assert count.tolist() == [1, 1, 0, 1]
+    with pytest.raises((ValueError, TypeError)):
+        native.line_counts(line.astype(np.int8), start, dur, count)
+    with pytest.raises((ValueError, TypeError)):
+        native.line_counts(line, start[:2], dur, count)
 
 
 def test_empty_tracks_and_tables() -> None:
@@ -350,7 +400,7 @@ def test_a_whole_trace_window_counts_every_flow(stepscope_profile: Path,
             continue
         monkeypatch.setattr(ti, "MAX_FLOWS", 1)
         span = index.span_ns
-        for a, b in ((0, span + 1), (-5, span * 2), (-(1 << 62), 1 << 62)):
+        for a, b in ((0, span), (0, span + 1), (-5, span * 2), (-(1 << 62), 1 << 62)):
             assert index.query(a, b, 100)["flows_in_window"] == len(index.flow_src)
             assert index._flow_times is None  # not sorted for it
         # The sorted search over the same window less its first nanosecond's flows' ends.
@@ -385,3 +435,123 @@ def test_the_index_is_pending_while_it_builds(stepscope_profile: Path) -> None:
     future.set_result(None)
     run.partials.clear()
     assert not trace.index_pending(run, None)  # built
+
+
+def _many_per_column() -> EventTable:
+    """Nested and overlapping events, thousands per pixel column of a narrow window."""
+    rng = np.random.default_rng(5)
+    n = 120_000
+    start = np.sort(rng.integers(0, 50_000_000, n))
+    dur = (10 ** rng.uniform(0, 4.5, n)).astype(np.int64)
+    dur[::97] = 40_000_000  # a few at least a pixel wide at every width
+    dur[::31] = 0
+    return synthetic_table(start, dur, rng.choice([0, 1, 4], n))
+
+
+@compiled_only("_trace_layout")
+def test_the_compiled_window_pass_equals_its_twin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled window pass (column edges found in the keys, rows summed in runs) answers
+    as its NumPy twin: windows of thousands of events per column, of fewer than one, track
+    subsets, every width from one pixel to MAX_WIDTH."""
+    table = _many_per_column()
+    events = TrackTable(table, plan_tracks(table))
+    span = events.span_ns
+    windows = [(0, span, w) for w in (1, 2, 3, 50, 2000, MAX_WIDTH)]
+    windows += [(span // 3, span // 3 + span // 10 ** k, w) for k in range(1, 7)
+                for w in (7, 1999)]
+    windows += [(-span, 2 * span, 640), (span // 2, span + 5, 3)]
+    compiled = [events.query(a, b, w, t) for a, b, w in windows for t in (None, [0], [2, 1])]
+    monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+    twin = [events.query(a, b, w, t) for a, b, w in windows for t in (None, [0], [2, 1])]
+    assert compiled == twin
+    assert sum(len(q["events"]["id"]) for q in compiled) > 100
+    assert max(max(q["aggregates"]["count"], default=0) for q in compiled) > 1000
+    monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+    index = build(table)
+    for a, b, w in windows[:8]:
+        assert events.query(a, b, w) == index.query(a, b, w)
+
+
+@compiled_only("_trace_layout")
+def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() -> None:
+    """Table rows and rows of 4 or 8 bytes give the same cells; positions, rows or table rows
+    out of range, columns of other lengths or item sizes: one clear error, no crash."""
+    native = ti.compiled_layout()
+    assert native is not None
+    table = _many_per_column()
+    events = TrackTable(table, plan_tracks(table))
+    ids = events._event_tracks(None)
+    a = events.offsets[ids].astype(np.int64)
+    b = events.offsets[ids + 1].astype(np.int64)
+    rows = np.array([events.tracks[t].rows for t in ids.tolist()], np.int64)
+    inner = ti.window_bounds(0, events.span_ns, 9)[1:-1].copy()
+    no_before, before_off = np.zeros(0, np.int64), np.zeros(len(ids) + 1, np.int64)
+    dur = np.asarray(table.duration_ns, np.int64)
+
+    def cells(**change: Any) -> tuple[bytes, bytes]:
+        args = dict(key=events.key, depth=events.depth, ev_row=events.ev_row, dur=dur, ids=ids,
+                    a=a, b=b, rows=rows, before=no_before, before_off=before_off, inner=inner,
+                    bits=events.bits, w=9, span=events.span_ns)
+        args.update(change)
+        return native.window_cells(*args.values())
+
+    wide, agg = cells()
+    assert len(wide) and len(agg)
+    assert cells(ev_row=events.ev_row.astype(np.int32),
+                 depth=events.depth.astype(np.int64)) == (wide, agg)
+    assert cells(span=-1)[0] == b""  # nothing a pixel wide
+    for bad in (dict(rows=rows - 1), dict(b=b + 1), dict(before=np.array([-1], np.int64),
+                                                         before_off=np.r_[0, 1, 1, 1]),
+                dict(ev_row=np.full(len(events.key), len(table), np.int64)),
+                dict(inner=inner[:-1]), dict(a=a[:1]), dict(bits=63)):
+        with pytest.raises(ValueError):
+            cells(**bad)
+    with pytest.raises(TypeError):
+        cells(depth=events.depth.astype(np.int16))
+    with pytest.raises(TypeError):
+        cells(key=events.key.astype(np.int32))
+
+
+def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A window's flows (found from the blocks of flows whose latest end reaches into it) are
+    every flow with an end in it (or spanning it), as a pass over all of them finds; where
+    too many to draw, their count (found from the ends' sorted times) is theirs."""
+    monkeypatch.setattr(ti, "FLOW_BLOCK", 3)
+    checked = 0
+    for table in _profiles(stepscope_profile):
+        events = TrackTable(table, plan_tracks(table))
+        if len(events.flow_src) < 10:
+            continue
+        times = table.start_ns[np.r_[events.flow_src, events.flow_dst]] - events.origin_ns
+        src_t, dst_t = times[:len(events.flow_src)], times[len(events.flow_src):]
+        lo, hi = np.minimum(src_t, dst_t), np.maximum(src_t, dst_t)
+        for most in (10**9, 3):
+            monkeypatch.setattr(ti, "MAX_FLOWS", most)
+            for a, b, _ in _windows(events.span_ns, 3):
+                answer = events.query(a, b, 10)
+                inside = np.flatnonzero((lo < b) & (hi >= a))
+                assert answer["flows_in_window"] == len(inside)
+                if len(inside) > most:
+                    assert answer["flows"] == []
+                    continue
+                assert [f["from"]["id"] for f in answer["flows"]] == \
+                    events.flow_src[inside].tolist()
+                assert [f["to"]["id"] for f in answer["flows"]] == \
+                    events.flow_dst[inside].tolist()
+        # The full index takes the table's flows by time over (made once) and answers alike.
+        index = build(table)
+        index.share_flow_times(events)
+        assert index._flow_times is events.flow_times()
+        for a, b, _ in _windows(events.span_ns, 4)[:12]:
+            assert index.query(a, b, 10) == events.query(a, b, 10)
+        checked += 1
+    assert checked
+    # No flows: none by time either, and none taken over.
+    one = synthetic_table(np.array([5]), np.array([10]), np.array([0]))
+    alone = TrackTable(one, plan_tracks(one))
+    assert all(len(column) == 0 for column in alone.flow_times())
+    other = build(one)
+    other.share_flow_times(TrackTable(one, plan_tracks(one)))
+    assert other._flow_times is None

@@ -26,7 +26,7 @@ def _outcome(decode: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
     """decode_table's result as comparable values, or its error's type and message."""
     try:
         raw = decode(*args, **kwargs)
-    except (ValueError, OSError, MemoryError) as err:
+    except (ValueError, OSError, MemoryError, OverflowError) as err:
         return "error", (type(err).__name__, str(err))
     cut = raw.pop("cut_at")
     return "ok", ({k: v if isinstance(v, list | tuple) else bytes(v) for k, v in raw.items()},
@@ -45,11 +45,11 @@ class BothWays:
         self.raised: str | None = None  # from_source's
         self.scan = self.real.scan
 
-    def decode_table(self, source: Any, maps: Any, slots: Any, **_: Any) -> Any:
-        kind, one = _outcome(self.real.decode_table, source, maps, slots, threads=1)
+    def decode_table(self, source: Any, maps: Any, slots: Any, *widths: Any, **_: Any) -> Any:
+        kind, one = _outcome(self.real.decode_table, source, maps, slots, *widths, threads=1)
         for near in self.nears:
-            kind2, two = _outcome(self.real.decode_table, source, maps, slots, threads=2,
-                                  split_bytes=0, near=near)
+            kind2, two = _outcome(self.real.decode_table, source, maps, slots, *widths,
+                                  threads=2, split_bytes=0, near=near)
             assert kind2 == kind, (near, one if kind == "error" else two)
             if kind == "ok":
                 assert one[1] == -1
@@ -60,7 +60,7 @@ class BothWays:
             else:
                 assert two == one, near
                 self.errors.add(one)
-        return self.real.decode_table(source, maps, slots, threads=1)
+        return self.real.decode_table(source, maps, slots, *widths, threads=1)
 
 
 def both_ways(monkeypatch: pytest.MonkeyPatch, data: bytes, points: int = 40) -> BothWays:
@@ -230,3 +230,19 @@ def test_the_first_halfs_error_past_its_cut_gives_way(monkeypatch: pytest.Monkey
     decoder = both_ways(monkeypatch, bytes(data), points=40)
     assert decoder.errors == {("ValueError", "malformed XSpace data: unsupported wire type")}
     assert decoder.cuts == set()
+
+
+def test_more_lines_than_int16_holds_overflow_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Lines are written as int16 codes until one past 32767 has an event: OverflowError, and
+    # the data is read again with int32 lines. The second half counts its lines from 0, so the
+    # overflow is found when the halves are appended, as the one walk finds it.
+    space = XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "op"
+    for n in range(33_000):
+        plane.lines.add(id=n).events.add(metadata_id=1, offset_ps=n, duration_ps=1)
+    data = space.SerializeToString()
+    decoder = both_ways(monkeypatch, data, points=8)
+    assert ("OverflowError", "more lines than int16 codes hold") in decoder.errors
+    assert decoder.raised is None and len(decoder.cuts - {-1}) >= 4
+    assert x2t.from_source(data).line.dtype.itemsize == 4

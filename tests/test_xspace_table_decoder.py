@@ -164,6 +164,30 @@ def test_odd_but_valid_data_matches_the_twin() -> None:
     assert table.duration_ns.tolist() == [3, 0, 3]
 
 
+@pytest.mark.parametrize("lines,names", [(40_000, 3), (5, 32_766), (32_768, 32_767)])
+def test_codes_at_the_edge_of_int16_match_the_twin(lines: int, names: int) -> None:
+    """The decoder writes line, name and stat name codes as int16 where they will fit: more
+    lines than that holds (read again as int32), a name or stat name dictionary at the edge
+    (an unknown id adds one) give the twin's table, dtypes included."""
+    from stepscope.formats.xplane_proto import XSpace
+
+    space = XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    for i in range(names):
+        plane.event_metadata[i + 1].name = f"op{i}"
+        plane.stat_metadata[i + 1].name = f"s{i}"
+    for li in range(lines):
+        line = plane.lines.add(id=li, name=f"t{li}", timestamp_ns=1_000)
+        ev = line.events.add(metadata_id=(li % names) + 1 if li % 7 else 10**9,
+                             offset_ps=li * 1000, duration_ps=500)
+        ev.stats.add(metadata_id=(li % names) + 1 if li % 5 else 10**9, int64_value=li)
+    data = space.SerializeToString()
+    table = x2t.from_source(data)
+    assert_same_table(table, _twin(data))
+    assert len(table) == lines
+    assert table.line.dtype == (np.int16 if lines <= 32_767 else np.int32)
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:

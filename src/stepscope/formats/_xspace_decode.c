@@ -62,11 +62,11 @@ buf_free(Buf *b)
  * the helper thread would land on that thread's own state and be lost, and which half's
  * error is raised must not depend on timing: each thread's errors then go to its ErrSink
  * (the first one kept), raised by the calling thread once both are joined. */
-enum { ERR_NONE = 0, ERR_BAD, ERR_MEMORY, ERR_OS };
+enum { ERR_NONE = 0, ERR_BAD, ERR_MEMORY, ERR_OS, ERR_OVERFLOW };
 
 typedef struct {
     int kind;
-    const char *what;  /* ERR_BAD: a static string */
+    const char *what;  /* ERR_BAD, ERR_OVERFLOW: a static string */
     int err;           /* ERR_OS: errno */
 } ErrSink;
 
@@ -274,6 +274,9 @@ sink_raise(const ErrSink *sink)
         break;
     case ERR_MEMORY:
         PyErr_NoMemory();
+        break;
+    case ERR_OVERFLOW:
+        PyErr_SetString(PyExc_OverflowError, sink->what);
         break;
     default:
         errno = sink->err;
@@ -992,8 +995,9 @@ map_init(Map *m, PyObject *keys, PyObject *codes, Py_buffer *kv, Py_buffer *cv)
 typedef struct {
     Source src;
     /* events */
-    Buf ev_line;      /* int32 */
-    Buf ev_name;      /* int32: the table's name code, -1 for an id without metadata */
+    Buf ev_line;      /* int16 or int32 (wide_lines) */
+    Buf ev_name;      /* int16 or int32 (wide_names): the table's name code, -1 for an id
+                       * without metadata */
     Buf ev_start;     /* int64 ns: offset, then (at the line's end) plus its timestamp */
     Buf ev_dur;       /* int64 ns, negative ones made 0 */
     /* lines */
@@ -1003,7 +1007,7 @@ typedef struct {
     Buf ty_rows[N_TYPED], ty_values[N_TYPED];
     /* the other stats */
     Buf st_event;     /* int32 */
-    Buf st_name;      /* int32 */
+    Buf st_name;      /* int16 or int32 (wide_stats) */
     Buf st_kind;      /* int8 */
     Buf st_value;     /* int64; a str/bytes stat's: its text's index */
     Buf st_text_end;  /* int64 per text: where it ends in blob */
@@ -1017,9 +1021,34 @@ typedef struct {
     int64_t nslot;
     int64_t n_events, unknown;
     Map *ev_map, *st_map; /* the current plane's */
+    /* Codes written as int32 (1) or int16 (0): the columns the table keeps, written so
+     * (no int32 column narrowed after, with both held: a fresh copy of each at 1 GB). */
+    int wide_lines, wide_names, wide_stats;
     int *abandon;         /* the second half's: set when the first half failed */
     int tail_error;       /* the first half failed past its part of a cut line */
 } Table;
+
+/* A code as int32 (wide) or int16. */
+#define PUT_CODE(b, wide, value)             \
+    do {                                     \
+        if (wide) {                          \
+            PUT((b), int32_t, (value));      \
+        } else {                             \
+            PUT((b), int16_t, (value));      \
+        }                                    \
+    } while (0)
+
+/* More lines than int16 codes hold, where the caller asked for them: OverflowError (it
+ * decodes again with int32 lines). */
+static int
+lines_overflow(void)
+{
+    if (sink_error(ERR_OVERFLOW, "more lines than int16 codes hold", 0)) return -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyErr_SetString(PyExc_OverflowError, "more lines than int16 codes hold");
+    PyGILState_Release(gil);
+    return -1;
+}
 
 /* ps → ns rounded half up, as Python's (ps + 500) // 1000 on int64 (wrapping, flooring). */
 static inline int64_t
@@ -1055,7 +1084,7 @@ table_stat(Table *t, Reader *r, int32_t row)
         return 0;
     }
     PUT(&t->st_event, int32_t, row);
-    PUT(&t->st_name, int32_t, code);
+    PUT_CODE(&t->st_name, t->wide_stats, code);
     PUT(&t->st_kind, int8_t, kind);
     PUT(&t->st_value, int64_t, value);
     return 0;
@@ -1093,8 +1122,9 @@ table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
         dur = 0;
         (*negative)++;
     }
-    PUT(&t->ev_line, int32_t, line_index);
-    PUT(&t->ev_name, int32_t, name);
+    if (!t->wide_lines && line_index > INT16_MAX) return lines_overflow();
+    PUT_CODE(&t->ev_line, t->wide_lines, line_index);
+    PUT_CODE(&t->ev_name, t->wide_names, name);
     PUT(&t->ev_start, int64_t, ps_to_ns(offset));
     PUT(&t->ev_dur, int64_t, dur);
     t->n_events++;
@@ -1481,13 +1511,21 @@ buf_append(Buf *a, Buf *b)
     return 0;
 }
 
-/* Add `by` to the int32 or int64 values of b from byte `from` on. */
+/* Add `by` to the int32, int16 or int64 values of b from byte `from` on. */
 static void
 add_i32(Buf *b, size_t from, int32_t by)
 {
     int32_t *v = (int32_t *)(b->data + from);
     size_t n = (b->len - from) / sizeof(int32_t);
     for (size_t i = 0; i < n; i++) v[i] += by;
+}
+
+static void
+add_i16(Buf *b, size_t from, int16_t by)
+{
+    int16_t *v = (int16_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int16_t);
+    for (size_t i = 0; i < n; i++) v[i] = (int16_t)(v[i] + by);
 }
 
 static void
@@ -1498,8 +1536,8 @@ add_i64(Buf *b, size_t from, int64_t by)
     for (size_t i = 0; i < n; i++) v[i] += by;
 }
 
-/* One column's append: b's bytes after a's, then `by` added to the appended int32 (size 4) or
- * int64 (size 8) values (size 0: none). */
+/* One column's append: b's bytes after a's, then `by` added to the appended int16 (size 2),
+ * int32 (size 4) or int64 (size 8) values (size 0: none). */
 typedef struct {
     Buf *a, *b;
     int size;
@@ -1526,6 +1564,7 @@ merge_share(Share *sh)
         Part *c = &sh->parts[i];
         size_t from = c->a->len;
         if (buf_append(c->a, c->b) < 0) return -1;
+        if (c->size == 2 && c->by) add_i16(c->a, from, (int16_t)c->by);
         if (c->size == 4 && c->by) add_i32(c->a, from, (int32_t)c->by);
         if (c->size == 8 && c->by) add_i64(c->a, from, c->by);
     }
@@ -1561,13 +1600,20 @@ table_merge(Table *a, Table *b)
     int64_t events = a->n_events;
     int32_t lines = (int32_t)(a->ln_plane.len / sizeof(int32_t));
     if (events + b->n_events > INT32_MAX) return bad("more than 2**31 events");
+    /* The one walk's int16 lines overflow at the first event past them: here the second
+     * half's last event (its lines count on from -1, the cut line's, in order). */
+    if (!a->wide_lines && b->n_events &&
+        lines + ((const int16_t *)b->ev_line.data)[b->n_events - 1] > INT16_MAX) {
+        return lines_overflow();
+    }
     /* plane k: the first half's count last, the second's first */
     int64_t *neg_a = (int64_t *)a->pl_negative.data, *neg_b = (int64_t *)b->pl_negative.data;
     neg_a[a->pl_negative.len / sizeof(int64_t) - 1] += neg_b[0];
     if (buf_put(&a->pl_negative, neg_b + 1, b->pl_negative.len - sizeof(int64_t)) < 0)
         return -1;
     Part ev[6 + 2 * N_TYPED] = {
-        {&a->ev_line, &b->ev_line, 4, lines}, {&a->ev_name, &b->ev_name, 0, 0},
+        {&a->ev_line, &b->ev_line, a->wide_lines ? 4 : 2, lines},
+        {&a->ev_name, &b->ev_name, 0, 0},
         {&a->ev_start, &b->ev_start, 0, 0}, {&a->ev_dur, &b->ev_dur, 0, 0},
         {&a->ln_plane, &b->ln_plane, 0, 0}, {&a->ln_id, &b->ln_id, 0, 0},
     };
@@ -1645,6 +1691,9 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     second.src.win_off = -1;
     second.slot = t->slot;
     second.nslot = t->nslot;
+    second.wide_lines = t->wide_lines;
+    second.wide_names = t->wide_names;
+    second.wide_stats = t->wide_stats;
     int abandon = 0;
     second.abandon = &abandon;
     Half h = {&second, maps, n_maps, &split, {ERR_NONE, NULL, 0}, 0};
@@ -1658,9 +1707,19 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
     if (first < 0 && !(t->tail_error && h.rc < 0)) {
         *rc = -1;
     } else if (h.rc < 0) {
-        /* The one walk would have counted past 2**31 events before the second half's error. */
-        if (t->n_events + second.n_events > INT32_MAX) bad("more than 2**31 events");
-        else *sink = h.sink;
+        /* The one walk would have counted past 2**31 events, or past int16 lines, at an
+         * event the second half decoded before its error (its lines in order: the last
+         * decoded has the highest index). */
+        int32_t lines = (int32_t)(t->ln_plane.len / sizeof(int32_t));
+        if (t->n_events + second.n_events > INT32_MAX) {
+            bad("more than 2**31 events");
+        } else if (!t->wide_lines && second.n_events &&
+                   lines + ((const int16_t *)second.ev_line.data)[second.n_events - 1] >
+                       INT16_MAX) {
+            lines_overflow();
+        } else {
+            *sink = h.sink;
+        }
         *rc = -1;
     } else {
         *rc = table_merge(t, &second);
@@ -1675,8 +1734,10 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
  * thread's start and the columns' append cost more than half the walk saves. */
 #define SPLIT_BYTES ((long long)32 << 20)
 
-/* decode_table(source, maps, slots, threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of
- * columns (see xspace_to_tables.py), and "cut_at": where the second half began, or -1.
+/* decode_table(source, maps, slots[, (line, name, stat name code widths: 2 or 4 bytes)],
+ * threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of columns (see xspace_to_tables.py),
+ * and "cut_at": where the second half began, or -1; OverflowError where lines of 2 bytes
+ * were asked for and there are more than they hold.
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
  * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1.
@@ -1686,18 +1747,28 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
 static PyObject *
 decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"source", "maps", "slots", "threads", "split_bytes", "near",
-                               NULL};
+    static char *keywords[] = {"source", "maps", "slots", "widths", "threads", "split_bytes",
+                               "near", NULL};
     PyObject *source, *maps_arg, *slots_arg;
+    int widths[3] = {4, 4, 4};
     int threads = 2;
     long long split_bytes = SPLIT_BYTES, near = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O|iLL", keywords, &source,
-                                     &PyList_Type, &maps_arg, &slots_arg, &threads,
-                                     &split_bytes, &near)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O|(iii)$iLL", keywords, &source,
+                                     &PyList_Type, &maps_arg, &slots_arg, &widths[0],
+                                     &widths[1], &widths[2], &threads, &split_bytes, &near)) {
         return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (widths[i] != 2 && widths[i] != 4) {
+            PyErr_SetString(PyExc_ValueError, "code widths are 2 or 4 bytes");
+            return NULL;
+        }
     }
     Table t;
     memset(&t, 0, sizeof t);
+    t.wide_lines = widths[0] == 4;
+    t.wide_names = widths[1] == 4;
+    t.wide_stats = widths[2] == 4;
     Py_buffer view, slots_view;
     view.obj = NULL;
     slots_view.obj = NULL;
@@ -1811,7 +1882,8 @@ static PyMethodDef module_methods[] = {
     {"scan", scan, METH_O,
      "An XSpace's fields but its planes' lines, as bytes: (rest of the space, planes)."},
     {"decode_table", (PyCFunction)(void (*)(void))decode_table, METH_VARARGS | METH_KEYWORDS,
-     "Decode an XSpace (a file descriptor or bytes) into a host table's columns."},
+     "Decode an XSpace (a file descriptor or bytes) into a host table's columns; optional "
+     "(line, name, stat name) code widths in bytes, 2 or 4 (default 4)."},
     {NULL, NULL, 0, NULL},
 };
 

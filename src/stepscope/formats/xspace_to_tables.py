@@ -385,6 +385,15 @@ def _keep_planes(planes: list[Plane], line_plane: Any, keep: NDArray[np.bool_]
             _remap(line_plane, keep))
 
 
+_CODE_TYPES: dict[int, type[np.integer[Any]]] = {2: np.int16, 4: np.int32}
+
+
+def _code_width(count: int) -> int:
+    """The bytes of a dictionary code column of ``count`` codes (and -1): as ``narrow_codes``
+    keeps it, written so by the decoder."""
+    return 2 if count <= np.iinfo(np.int16).max else 4
+
+
 def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     """A metadata map as (ids ascending, codes) for the compiled decoder."""
     keys = np.array(sorted(mapping), dtype=np.int64)
@@ -415,7 +424,18 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         maps: list[tuple[Any, ...] | None] = [None] * len(raw_planes)  # None: no metadata
         for i, e, s in zip(full, dicts.event_maps, dicts.stat_maps, strict=True):
             maps[i] = (*_map_arrays(e), *_map_arrays(s))
-        raw = decoder.decode_table(source, maps, dicts.typed_slots(), threads=decode_threads())
+        # Codes written as int16 where they will fit: a name or stat name more may come
+        # (an id without metadata); lines are not counted before, so more than int16 holds
+        # is an OverflowError and the data is read again with int32 lines.
+        widths = (2, _code_width(len(dicts.names) + 1), _code_width(len(dicts.stat_names) + 1))
+        threads = decode_threads()
+        try:
+            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths,
+                                       threads=threads)
+        except OverflowError:
+            widths = (4, *widths[1:])
+            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths,
+                                       threads=threads)
     except (ValueError, RuntimeError, DecodeError) as err:
         raise xc.format_error(name, err) from err
 
@@ -423,7 +443,7 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         return np.frombuffer(raw[key], dtype=dtype)
 
     n_events, unknown = raw["counts"]
-    name_col = col("ev_name", np.int32)
+    name_col = col("ev_name", _CODE_TYPES[widths[1]])
     if unknown:  # an event whose metadata id has no entry: kept, under an explicit name
         name_col[name_col < 0] = dicts.unknown_event()
     line_plane = col("ln_plane", np.int32)
@@ -442,8 +462,8 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         line_plane = _remap(line_plane, keep)
     typed = {stat: (col(f"ty_rows{i}", np.int64), col(f"ty_values{i}", np.int64))
              for i, stat in enumerate(TYPED_STATS)}
-    st_name, st_kind, st_value = col("st_name", np.int32), col("st_kind", np.int8), \
-        col("st_value", np.int64)
+    st_name, st_kind, st_value = col("st_name", _CODE_TYPES[widths[2]]), \
+        col("st_kind", np.int8), col("st_value", np.int64)
     _name_unknown_stats(dicts, st_name, st_kind, st_value)
 
     def codes(key: str, column: Any, count: int) -> Any:
@@ -462,7 +482,7 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         planes=planes, line_plane=line_plane, line_id=col("ln_id", np.int64),
         line_name=[d or n for n, d in zip(raw["line_name"], raw["line_display_name"],
                                           strict=True)],
-        line=codes("ev_line", col("ev_line", np.int32), len(line_plane)),
+        line=codes("ev_line", col("ev_line", _CODE_TYPES[widths[0]]), len(line_plane)),
         name=codes("ev_name", name_col, len(dicts.names)), start_ns=col("ev_start", np.int64),
         duration_ns=col("ev_dur", np.int64), typed=TypedStats(n_events, typed),
         names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],

@@ -125,11 +125,16 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             # The first exact window goes out before the full index takes the CPU (and the
             # GIL, in NumPy's longer steps); the page asks for it as soon as it is there.
             events.answered.wait(FIRST_WINDOW_WAIT_S)
+            # Then the flows by time, which every zoom but the whole trace's asks for (made
+            # here, not in the first zoom: ~1 s at 1 GB), and which the full index takes over.
+            events.flow_times()
             depth, by_start = events.layout()
             try:
-                return index_for(table, source, use_cache=run.use_cache, progress=report,
-                                 plan=plan, by_start=by_start, depth=depth,
-                                 flows=events.flows())
+                index = index_for(table, source, use_cache=run.use_cache, progress=report,
+                                  plan=plan, by_start=by_start, depth=depth,
+                                  flows=events.flows())
+                index.share_flow_times(events)
+                return index
             finally:
                 del by_start, depth
         finally:

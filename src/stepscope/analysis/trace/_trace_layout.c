@@ -3,8 +3,10 @@
  * The compiled twin of trace_index._overlapping_rows (the same rows, by the same rule): each
  * event goes to the lowest row that is free when it starts and lies below every running event
  * that contains it, so nested events get their nesting depth and overlapping ones the lowest
- * free row. Per row the end of its last event is kept in two segment trees over the rows (one
- * of minima, one of maxima); O(n log rows). The GIL is released while it runs.
+ * free row. While a track's events nest, that row is how many events run around each: a stack
+ * of their ends gives it in O(1). From a track's first event that does not nest, per row the
+ * end of its last event is kept in two segment trees over the rows (one of minima, one of
+ * maxima), set to the rows running then; O(n log rows). The GIL is released while it runs.
  *
  * And the order it starts from, by (track, start): the compiled twin of the sort in
  * trace_index.sorted_by_track_and_start. An XLine's events come from the file (nearly) in time
@@ -14,6 +16,10 @@
  *
  * And the producer → consumer flows of trace_index._flows: each consumer to the first producer
  * of its type and id, by a hash join (O(n)) instead of a sort and a search per type.
+ *
+ * And a window query's pass over the per-track table (track_table.TrackTable._window_cells):
+ * per track, its events in the window counted per (row, pixel column), the wide ones listed,
+ * with no temporary as long as the events in view.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -162,14 +168,87 @@ place(Trees *t, int64_t s, int64_t e)
     return r;
 }
 
+/* The ends of a track's running events, outermost first (a stack while events nest). */
+typedef struct {
+    int64_t *end;
+    Py_ssize_t n, cap;
+} Ends;
+
+/* 0 when out of memory. */
+static int
+ends_push(Ends *st, int64_t e)
+{
+    if (st->n == st->cap) {
+        Py_ssize_t cap = st->cap ? 2 * st->cap : 64;
+        int64_t *end = realloc(st->end, sizeof(int64_t) * (size_t)cap);
+        if (!end) {
+            return 0;
+        }
+        st->end = end;
+        st->cap = cap;
+    }
+    st->end[st->n++] = e;
+    return 1;
+}
+
+/* The trees as the stack's events leave them: row i running until end[i], the rest free
+ * (an ended row's last end is at most any later start: free then as now). 0 when out of
+ * memory. */
+static int
+trees_from_ends(Trees *t, const Ends *st)
+{
+    trees_reset(t, 64);
+    while (t->cap < st->n) {
+        if (!trees_grow(t)) {
+            return 0;
+        }
+    }
+    Py_ssize_t cap = t->cap;
+    for (Py_ssize_t i = 0; i < st->n; i++) {
+        t->lo[cap + i] = t->hi[cap + i] = st->end[i];
+    }
+    for (Py_ssize_t j = cap - 1; j > 0; j--) {
+        int64_t a = t->lo[2 * j], b = t->lo[2 * j + 1];
+        t->lo[j] = a < b ? a : b;
+        a = t->hi[2 * j];
+        b = t->hi[2 * j + 1];
+        t->hi[j] = a > b ? a : b;
+    }
+    return 1;
+}
+
+/* The row of a track's next event (in start order; stack->n = 0 and *nested = 1 before its
+ * first): while the track's events nest (each inside the one running before it, once the
+ * ended ones are off the stack), how many run around it: the trees' rule (the lowest row free
+ * below none of its containers) in O(1); from the first that does not, by the trees, set to
+ * the rows running then. -1 when out of memory. */
+static Py_ssize_t
+next_row(Trees *t, Ends *stack, int *nested, int64_t s, int64_t e)
+{
+    if (*nested) {
+        while (stack->n && stack->end[stack->n - 1] <= s) {
+            stack->n--;
+        }
+        if (!stack->n || stack->end[stack->n - 1] >= e) {
+            return ends_push(stack, e) ? stack->n - 1 : -1;
+        }
+        *nested = 0;
+        if (!trees_from_ends(t, stack)) {
+            return -1;
+        }
+    }
+    return place(t, s, e);
+}
+
 /* Rows of the events [a, b) of one track, given in start order. 0 when out of memory. */
 static int
 track_rows(const int64_t *start, const int64_t *end, Py_ssize_t a, Py_ssize_t b, Trees *t,
-           int64_t *out)
+           Ends *stack, int64_t *out)
 {
-    trees_reset(t, 64);
+    int nested = 1;
+    stack->n = 0;
     for (Py_ssize_t i = a; i < b; i++) {
-        Py_ssize_t r = place(t, start[i], end[i]);
+        Py_ssize_t r = next_row(t, stack, &nested, start[i], end[i]);
         if (r < 0) {
             return 0;
         }
@@ -204,14 +283,17 @@ rows(PyObject *self, PyObject *args)
         }
     }
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
+    Ends stack = {NULL, 0, 0};
     int ok = trees.lo && trees.hi;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; ok && t < tracks; t++) {
-        ok = track_rows(s, e, (Py_ssize_t)o[t], (Py_ssize_t)o[t + 1], &trees, out.view.buf);
+        ok = track_rows(s, e, (Py_ssize_t)o[t], (Py_ssize_t)o[t + 1], &trees, &stack,
+                        out.view.buf);
     }
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
+    free(stack.end);
     if (!ok) {
         PyErr_NoMemory();
         goto done;
@@ -225,6 +307,41 @@ done:
     return result;
 }
 
+
+/* The order's rows are int64 (wide) or int32. */
+static inline int64_t
+order_at(const void *order, int wide, Py_ssize_t i)
+{
+    return wide ? ((const int64_t *)order)[i] : ((const int32_t *)order)[i];
+}
+
+static inline void
+order_put(void *order, int wide, Py_ssize_t i, int64_t row)
+{
+    if (wide) {
+        ((int64_t *)order)[i] = row;
+    } else {
+        ((int32_t *)order)[i] = (int32_t)row;
+    }
+}
+
+/* A column of table rows (an order): int64, or int32 where the rows fit. */
+static int
+get_order(PyObject *obj, Column *col)
+{
+    if (PyObject_GetBuffer(obj, &col->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE)
+        < 0) {
+        return -1;
+    }
+    if (col->view.itemsize != 8 && col->view.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "order must hold 4- or 8-byte items");
+        PyBuffer_Release(&col->view);
+        col->view.obj = NULL;
+        return -1;
+    }
+    col->n = col->view.len / col->view.itemsize;
+    return 0;
+}
 
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
@@ -243,7 +360,7 @@ table_rows(PyObject *self, PyObject *args)
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
-        || get_column(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
+        || get_order(row_o, &row) < 0 || get_column(off_o, &off, 0, "offsets") < 0
         || get_sized(depth_o, &depth, 4, 1, "depth") < 0
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
         goto done;
@@ -254,7 +371,9 @@ table_rows(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
         goto done;
     }
-    const int64_t *k = key.view.buf, *d = dur.view.buf, *rw = row.view.buf, *o = off.view.buf;
+    const int64_t *k = key.view.buf, *d = dur.view.buf, *o = off.view.buf;
+    const void *rw = row.view.buf;
+    int wide = row.view.itemsize == 8;
     for (Py_ssize_t t = 0; t < tracks; t++) {
         if (o[t] < 0 || o[t] > o[t + 1] || o[t + 1] > n) {
             PyErr_SetString(PyExc_ValueError, "offsets must rise within the events");
@@ -266,6 +385,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_ssize_t m = dur.n;
     int status = 0;  /* 1: out of memory, 2: a row outside the durations */
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
+    Ends stack = {NULL, 0, 0};
     if (!trees.lo || !trees.hi) {
         status = 1;
     }
@@ -274,15 +394,16 @@ table_rows(PyObject *self, PyObject *args)
         be[b] = INT64_MIN;
     }
     for (Py_ssize_t t = 0; !status && t < tracks; t++) {
-        trees_reset(&trees, 64);
+        int nested = 1;
+        stack.n = 0;
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
-            int64_t r = rw[i];
+            int64_t r = order_at(rw, wide, i);
             if (r < 0 || r >= m) {
                 status = 2;
                 break;
             }
             int64_t s = k[i] & mask, len = d[r] > 1 ? d[r] : 1, e = s + len;
-            Py_ssize_t at = place(&trees, s, e);
+            Py_ssize_t at = next_row(&trees, &stack, &nested, s, e);
             if (at < 0) {
                 status = 1;
                 break;
@@ -296,6 +417,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
+    free(stack.end);
     if (status == 1) {
         PyErr_NoMemory();
     } else if (status == 2) {
@@ -312,6 +434,67 @@ done:
     if (bend.view.obj) PyBuffer_Release(&bend.view);
     return result;
 }
+
+/* Per line its events, and the latest end (start + max(duration, 1)) of them all: the
+ * track plan's pass over every event where each is drawn, in one go. */
+static PyObject *
+line_counts(PyObject *self, PyObject *args)
+{
+    PyObject *line_o, *start_o, *dur_o, *count_o;
+    if (!PyArg_ParseTuple(args, "OOOO", &line_o, &start_o, &dur_o, &count_o)) {
+        return NULL;
+    }
+    Column line = {0}, start = {0}, dur = {0}, count = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(line_o, &line.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return NULL;
+    }
+    int size = (int)line.view.itemsize;
+    if (size != 2 && size != 4) {
+        PyErr_SetString(PyExc_TypeError, "line must hold 2- or 4-byte items");
+        goto done;
+    }
+    line.n = line.view.len / size;
+    if (get_column(start_o, &start, 0, "start") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
+        || get_column(count_o, &count, 1, "count") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = line.n, lines = count.n;
+    if (start.n != n || dur.n != n) {
+        PyErr_SetString(PyExc_ValueError, "line, start and dur must be as long");
+        goto done;
+    }
+    const int64_t *s = start.view.buf, *d = dur.view.buf;
+    int64_t *c = count.view.buf, latest = INT64_MIN;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t li = size == 2 ? ((const int16_t *)line.view.buf)[i]
+                               : ((const int32_t *)line.view.buf)[i];
+        if (li < 0 || li >= lines) {
+            bad = 1;
+            break;
+        }
+        c[li]++;
+        int64_t e = s[i] + (d[i] > 1 ? d[i] : 1);
+        if (e > latest) {
+            latest = e;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "line_counts: a line outside the counts");
+        goto done;
+    }
+    result = PyLong_FromLongLong(latest);
+done:
+    if (line.view.obj) PyBuffer_Release(&line.view);
+    if (start.view.obj) PyBuffer_Release(&start.view);
+    if (dur.view.obj) PyBuffer_Release(&dur.view);
+    if (count.view.obj) PyBuffer_Release(&count.view);
+    return result;
+}
+
 
 /* ---- the order by key: runs merged ------------------------------------------------------- */
 
@@ -389,7 +572,7 @@ tied_cmp(const void *a, const void *b)
 /* Events of one key (sorted: the keys in order's order) put longer first (later end), then
  * by row. 0 when out of memory. */
 static int
-order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *order)
+order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order, int wide)
 {
     /* Events starting together: the longer first, then by row (a few at a time, usually). */
     Tied *tied = NULL;
@@ -410,9 +593,9 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *ord
                 }
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                int64_t e = end[order[a + k]];
+                int64_t row = order_at(order, wide, a + k), e = end[row];
                 tied[k].neg_end = -(e > 1 ? e : 1);  /* lengths too: as laid out */
-                tied[k].row = order[a + k];
+                tied[k].row = row;
             }
             if (g <= 16) {
                 for (Py_ssize_t k = 1; k < g; k++) {
@@ -428,7 +611,7 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, int64_t *ord
                 qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                order[a + k] = tied[k].row;
+                order_put(order, wide, a + k, tied[k].row);
             }
         }
         a = b;
@@ -483,7 +666,7 @@ merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_s
         }
     }
     free(heap);
-    return order_ties(sorted, end, n, order);
+    return order_ties(sorted, end, n, order, 1);
 }
 
 static PyObject *
@@ -499,7 +682,7 @@ order_by_key(PyObject *self, PyObject *args)
     Run *runs = NULL;
     int have_sorted = sorted_o != Py_None;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
-        || get_column(order_o, &order, 1, "order") < 0
+        || get_order(order_o, &order) < 0
         || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
         goto done;
     }
@@ -518,13 +701,20 @@ order_by_key(PyObject *self, PyObject *args)
         goto done;
     }
     if (n_runs <= 1) {  /* in order already: the keys are their own sorted copy */
-        int64_t *out = order.view.buf;
-        int ok;
+        int ok, wide = order.view.itemsize == 8;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            out[i] = i;
+        if (wide) {
+            int64_t *out = order.view.buf;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                out[i] = i;
+            }
+        } else {
+            int32_t *out = order.view.buf;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                out[i] = (int32_t)i;
+            }
         }
-        ok = order_ties(k, end.view.buf, n, out);
+        ok = order_ties(k, end.view.buf, n, order.view.buf, wide);
         Py_END_ALLOW_THREADS
         if (!ok) {
             PyErr_NoMemory();
@@ -533,8 +723,8 @@ order_by_key(PyObject *self, PyObject *args)
         result = PyLong_FromSsize_t(n_runs);
         goto done;
     }
-    if (!have_sorted) {
-        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted */
+    if (!have_sorted || order.view.itemsize != 8) {
+        result = PyLong_FromSsize_t(-2);  /* several runs: the caller gives sorted (int64) */
         goto done;
     }
     runs = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
@@ -806,18 +996,368 @@ done:
     return result;
 }
 
+/* ---- a window's cells, per track ----------------------------------------------------------
+ *
+ * The compiled twin of TrackTable._window_cells_numpy: per track, its events in a window in
+ * start order, those at least a pixel wide listed and the others counted (and their durations
+ * summed) per (row, pixel column), in one pass over them and no column as long as they are.
+ * The pixel columns' edges among the events are found in the keys first (a column's events
+ * then read only their row and duration).
+ */
+
+/* Item i of a column of 4- or 8-byte integers. */
+static inline int64_t
+int_at(const void *buf, Py_ssize_t size, Py_ssize_t i)
+{
+    return size == 4 ? (int64_t)((const int32_t *)buf)[i] : ((const int64_t *)buf)[i];
+}
+
+/* A growable buffer of int64 records. */
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} Grow;
+
+static int
+grow_room(Grow *g, size_t more)
+{
+    if (g->n + more <= g->cap) {
+        return 1;
+    }
+    size_t cap = g->cap ? g->cap : 1024;
+    while (cap < g->n + more) {
+        cap *= 2;
+    }
+    int64_t *v = realloc(g->v, sizeof(int64_t) * cap);
+    if (!v) {
+        return 0;
+    }
+    g->v = v;
+    g->cap = cap;
+    return 1;
+}
+
+/* One track's per-row sums of the pixel column being counted. */
+typedef struct {
+    int64_t *cnt, *cov, *touched;
+    Py_ssize_t n_touched;
+    int64_t rows;       /* the track's rows */
+    Py_ssize_t n_dur;   /* the duration column's length (table rows) */
+    uint64_t width;
+    int64_t span;       /* < 0: nothing is a pixel wide */
+    Grow wide;          /* positions of the events at least a pixel wide, in order */
+} Sums;
+
+enum { SEG_OK, SEG_BAD, SEG_OOM };
+
+/* Events at positions lo..hi-1 counted (or listed as wide): one instantiation per width of
+ * the table rows and the rows columns (4 or 8 bytes), read as they are. */
+#define COUNT_SEGMENT(NAME, ET, DT)                                                          \
+    static int NAME(const ET *ev_row, const DT *depth, const int64_t *dur, Py_ssize_t lo,    \
+                    Py_ssize_t hi, Sums *s)                                                  \
+    {                                                                                        \
+        Py_ssize_t nt = s->n_touched;                                                        \
+        int64_t *cnt = s->cnt, *cov = s->cov, *touched = s->touched;                         \
+        const uint64_t n_dur = (uint64_t)s->n_dur, rows = (uint64_t)s->rows;                 \
+        const uint64_t uw = s->width;                                                        \
+        const int64_t span = s->span;                                                        \
+        int rc = SEG_OK;                                                                     \
+        /* A run of events on one row summed in registers (a row's sums in memory would    \
+         * make each event wait for the previous one's store). */                            \
+        int64_t run_row = -1, run_cnt = 0, run_cov = 0;                                      \
+        for (Py_ssize_t p = lo; p < hi; p++) {                                               \
+            uint64_t e = (uint64_t)(int64_t)ev_row[p], r = (uint64_t)(int64_t)depth[p];      \
+            if (e >= n_dur || r >= rows) {                                                   \
+                rc = SEG_BAD;                                                                \
+                break;                                                                       \
+            }                                                                                \
+            int64_t d = dur[e];                                                              \
+            /* As NumPy's int64 product (wrapping). */                                       \
+            if (span >= 0 && (int64_t)((uint64_t)d * uw) >= span) {                          \
+                if (!grow_room(&s->wide, 1)) {                                               \
+                    rc = SEG_OOM;                                                            \
+                    break;                                                                   \
+                }                                                                            \
+                s->wide.v[s->wide.n++] = p;                                                  \
+                continue;                                                                    \
+            }                                                                                \
+            if ((int64_t)r != run_row) {                                                     \
+                if (run_row >= 0) {                                                          \
+                    if (!cnt[run_row]) {                                                     \
+                        touched[nt++] = run_row;                                             \
+                    }                                                                        \
+                    cnt[run_row] += run_cnt;                                                 \
+                    cov[run_row] += run_cov;                                                 \
+                }                                                                            \
+                run_row = (int64_t)r;                                                        \
+                run_cnt = 0;                                                                 \
+                run_cov = 0;                                                                 \
+            }                                                                                \
+            run_cnt += 1;                                                                    \
+            run_cov += d;                                                                    \
+        }                                                                                    \
+        if (run_row >= 0) {                                                                  \
+            if (!cnt[run_row]) {                                                             \
+                touched[nt++] = run_row;                                                     \
+            }                                                                                \
+            cnt[run_row] += run_cnt;                                                         \
+            cov[run_row] += run_cov;                                                         \
+        }                                                                                    \
+        s->n_touched = nt;                                                                   \
+        return rc;                                                                           \
+    }
+
+COUNT_SEGMENT(count_64_32, int64_t, int32_t)
+COUNT_SEGMENT(count_64_64, int64_t, int64_t)
+COUNT_SEGMENT(count_32_32, int32_t, int32_t)
+COUNT_SEGMENT(count_32_64, int32_t, int64_t)
+
+static int
+count_segment(const void *ev_row, Py_ssize_t esize, const void *depth, Py_ssize_t dsize,
+              const int64_t *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
+{
+    if (esize == 8) {
+        return dsize == 4 ? count_64_32(ev_row, depth, dur, lo, hi, s)
+                          : count_64_64(ev_row, depth, dur, lo, hi, s);
+    }
+    return dsize == 4 ? count_32_32(ev_row, depth, dur, lo, hi, s)
+                      : count_32_64(ev_row, depth, dur, lo, hi, s);
+}
+
+/* The column's per-row sums flushed into `cells` as (row, column, count, covered) records,
+ * the sums cleared. */
+static int
+flush_column(Grow *cells, Sums *s, int64_t col)
+{
+    if (!grow_room(cells, 4 * (size_t)s->n_touched)) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < s->n_touched; k++) {
+        int64_t r = s->touched[k], *c = cells->v + cells->n;
+        c[0] = r;
+        c[1] = col;
+        c[2] = s->cnt[r];
+        c[3] = s->cov[r];
+        cells->n += 4;
+        s->cnt[r] = 0;
+        s->cov[r] = 0;
+    }
+    s->n_touched = 0;
+    return 1;
+}
+
+/* The first position in lo..hi-1 whose key is >= needle (hi if none), keys ascending there:
+ * whole blocks of keys skipped by their last, then a scan (sequential reads: a column of
+ * few events costs few, of many one read per block). */
+static Py_ssize_t
+edge_after(const int64_t *key, Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
+{
+    enum { STRIDE = 128 };
+    while (hi - lo > STRIDE && key[lo + STRIDE - 1] < needle) {
+        lo += STRIDE;
+    }
+    while (lo < hi && key[lo] < needle) {
+        lo++;
+    }
+    return lo;
+}
+
+/* Records of (row, key) pairs in `src` (stride `stride`, row at 0) into `dst` by row (a stable
+ * counting sort; `by_row`: rows + 1 slots). */
+static void
+by_row_into(const int64_t *src, size_t m, size_t stride, int64_t rows, int64_t *by_row,
+            int64_t *dst, size_t out_stride, int64_t track, const void *depth, Py_ssize_t dsize)
+{
+    memset(by_row, 0, sizeof(int64_t) * ((size_t)rows + 1));
+    for (size_t q = 0; q < m; q++) {
+        int64_t r = depth ? int_at(depth, dsize, src[q]) : src[stride * q];
+        by_row[r + 1]++;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        by_row[r + 1] += by_row[r];
+    }
+    for (size_t q = 0; q < m; q++) {
+        const int64_t *rec = src + stride * q;
+        int64_t r = depth ? int_at(depth, dsize, rec[0]) : rec[0];
+        int64_t *out = dst + out_stride * by_row[r]++;
+        out[0] = track;
+        for (size_t k = 0; k < stride; k++) {
+            out[1 + k] = rec[k];
+        }
+    }
+}
+
+enum { WC_KEY, WC_DEPTH, WC_EV_ROW, WC_DUR, WC_IDS, WC_A, WC_B, WC_ROWS, WC_BEFORE,
+       WC_BEFORE_OFF, WC_INNER, WC_N };
+
+static PyObject *
+window_cells(PyObject *self, PyObject *args)
+{
+    PyObject *o[WC_N];
+    int bits;
+    long long w_, span_;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_)) {
+        return NULL;
+    }
+    static const char *names[WC_N] = {"key", "depth", "ev_row", "duration", "ids", "a", "b",
+                                      "rows", "before", "before_off", "inner"};
+    Column col[WC_N];
+    memset(col, 0, sizeof(col));
+    PyObject *result = NULL;
+    Grow wide = {0}, cells = {0}, out_cells = {0};
+    Sums s;
+    memset(&s, 0, sizeof(s));
+    int64_t *by_row = NULL;
+    int got = 0;
+    for (; got < WC_N; got++) {
+        if (got == WC_DEPTH || got == WC_EV_ROW) {  /* 4- or 8-byte integers, read as they are */
+            if (PyObject_GetBuffer(o[got], &col[got].view,
+                                   PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+                goto done;
+            }
+            Py_ssize_t size = col[got].view.itemsize;
+            col[got].n = col[got].view.len / size;
+            if (size != 4 && size != 8) {
+                PyErr_Format(PyExc_TypeError, "%s must hold 4- or 8-byte items", names[got]);
+                got++;
+                goto done;
+            }
+        } else if (get_column(o[got], &col[got], 0, names[got]) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t n = col[WC_KEY].n, k_tracks = col[WC_IDS].n, w = (Py_ssize_t)w_;
+    if (col[WC_DEPTH].n != n || col[WC_EV_ROW].n != n || col[WC_A].n != k_tracks
+        || col[WC_B].n != k_tracks || col[WC_ROWS].n != k_tracks
+        || col[WC_BEFORE_OFF].n != k_tracks + 1 || w < 1 || col[WC_INNER].n != w - 1
+        || bits < 1 || bits > 62) {
+        PyErr_SetString(PyExc_ValueError, "window_cells: columns of unexpected lengths");
+        goto done;
+    }
+    const int64_t *key = col[WC_KEY].view.buf, *dur = col[WC_DUR].view.buf;
+    const void *depth = col[WC_DEPTH].view.buf, *ev_row = col[WC_EV_ROW].view.buf;
+    Py_ssize_t dsize = col[WC_DEPTH].view.itemsize, esize = col[WC_EV_ROW].view.itemsize;
+    const int64_t *ids = col[WC_IDS].view.buf, *a = col[WC_A].view.buf;
+    const int64_t *b = col[WC_B].view.buf, *rows = col[WC_ROWS].view.buf;
+    const int64_t *before = col[WC_BEFORE].view.buf, *before_off = col[WC_BEFORE_OFF].view.buf;
+    const int64_t *inner = col[WC_INNER].view.buf;
+    Py_ssize_t n_before = col[WC_BEFORE].n;
+    int64_t max_rows = 1;
+    for (Py_ssize_t i = 0; i < k_tracks; i++) {
+        if (rows[i] < 0 || a[i] < 0 || b[i] > n || before_off[i] < 0 || ids[i] < 0
+            || before_off[i] > before_off[i + 1] || before_off[i + 1] > n_before
+            || ids[i] >= (INT64_C(1) << (62 - bits))) {
+            PyErr_SetString(PyExc_ValueError, "window_cells: a track out of range");
+            goto done;
+        }
+        max_rows = rows[i] > max_rows ? rows[i] : max_rows;
+    }
+    for (Py_ssize_t j = 0; j < n_before; j++) {
+        if (before[j] < 0 || before[j] >= n) {
+            PyErr_SetString(PyExc_ValueError, "window_cells: a position out of range");
+            goto done;
+        }
+    }
+    s.cnt = calloc((size_t)max_rows, sizeof(int64_t));
+    s.cov = calloc((size_t)max_rows, sizeof(int64_t));
+    s.touched = malloc(sizeof(int64_t) * (size_t)max_rows);
+    by_row = malloc(sizeof(int64_t) * ((size_t)max_rows + 1));
+    if (!s.cnt || !s.cov || !s.touched || !by_row) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    s.n_dur = col[WC_DUR].n;
+    s.width = (uint64_t)w;
+    s.span = (int64_t)span_;
+    int rc = SEG_OK;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < k_tracks && rc == SEG_OK; i++) {
+        s.rows = rows[i];
+        s.n_touched = 0;
+        s.wide.n = 0;
+        cells.n = 0;
+        /* Column 0: the events running at the window's start, then those starting in it
+         * before the first inner edge; each later column its run of the events. */
+        for (Py_ssize_t j = before_off[i]; j < before_off[i + 1] && rc == SEG_OK; j++) {
+            rc = count_segment(ev_row, esize, depth, dsize, dur, before[j], before[j] + 1, &s);
+        }
+        const int64_t base = ids[i] << bits;
+        Py_ssize_t pos = a[i], end_all = b[i] > a[i] ? b[i] : a[i];
+        for (Py_ssize_t c = 0; c < w && rc == SEG_OK; c++) {
+            Py_ssize_t end = c < w - 1 ? edge_after(key, pos, end_all, base | inner[c]) : end_all;
+            rc = count_segment(ev_row, esize, depth, dsize, dur, pos, end, &s);
+            if (rc == SEG_OK && s.n_touched && !flush_column(&cells, &s, c)) {
+                rc = SEG_OOM;
+            }
+            pos = end;
+            if (pos >= end_all) {
+                break;  /* no events left: the rest of the columns are empty */
+            }
+        }
+        if (rc != SEG_OK) {
+            break;
+        }
+        /* The track's cells by row (each row's in column order already), its wide events by
+         * row (each row's in position, so start, order). */
+        size_t m = cells.n / 4, mw = s.wide.n;
+        if (!grow_room(&out_cells, 5 * m) || !grow_room(&wide, 2 * mw)) {
+            rc = SEG_OOM;
+            break;
+        }
+        by_row_into(cells.v, m, 4, s.rows, by_row, out_cells.v + out_cells.n, 5, ids[i],
+                    NULL, 0);
+        out_cells.n += 5 * m;
+        by_row_into(s.wide.v, mw, 1, s.rows, by_row, wide.v + wide.n, 2, ids[i], depth,
+                    dsize);
+        wide.n += 2 * mw;
+    }
+    Py_END_ALLOW_THREADS
+    if (rc == SEG_OOM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == SEG_BAD) {
+        PyErr_SetString(PyExc_ValueError, "window_cells: a table row or row out of range");
+        goto done;
+    }
+    /* (y# of a NULL buffer would be None, not empty bytes.) */
+    result = Py_BuildValue("(y#y#)", wide.v ? (const char *)wide.v : "",
+                           (Py_ssize_t)(wide.n * 8),
+                           out_cells.v ? (const char *)out_cells.v : "",
+                           (Py_ssize_t)(out_cells.n * 8));
+done:
+    free(wide.v);
+    free(cells.v);
+    free(out_cells.v);
+    free(s.wide.v);
+    free(s.cnt);
+    free(s.cov);
+    free(s.touched);
+    free(by_row);
+    for (int j = 0; j < got; j++) {
+        if (col[j].view.obj) PyBuffer_Release(&col[j].view);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(start, end, offsets, out): each event's row, per track (events offsets[t] to "
      "offsets[t+1], in start order), written into out (int64)."},
     {"table_rows", table_rows, METH_VARARGS,
      "table_rows(key, bits, dur, rows, offsets, depth, block_end, block): for events by "
-     "(track, start) (key: track << bits | start, int64; rows: their table rows, int64; dur: "
+     "(track, start) (key: track << bits | start, int64; rows: their table rows, int64 or "
+     "int32; dur: "
      "the table's durations, int64), each one's row written into depth (int32) and per block "
      "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
+    {"line_counts", line_counts, METH_VARARGS,
+     "line_counts(line, start, dur, count): per line (int16 or int32 codes) its events "
+     "added into count (int64, one per line); returns the latest start + max(dur, 1)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
-     "(equal keys: the later end, or longer length, first (at least 1), then by row) into order, the keys so into sorted; "
+     "(equal keys: the later end, or longer length, first (at least 1), then by row) into order "
+     "(int64; int32 too where key is in order already), the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},
@@ -829,6 +1369,15 @@ static PyMethodDef methods[] = {
      "int_stats(name, kind, event, value, slot, offsets, out, k_int64, k_uint64): the integer "
      "stat rows whose name's slot is s >= 0, by slot in row order. out None: offsets[1 + s] "
      "gets how many (offsets[0] 0); out (events, values): written at offsets[s] on."},
+    {"window_cells", window_cells, METH_VARARGS,
+     "window_cells(key, depth, ev_row, duration, ids, a, b, rows, before, before_off, inner, "
+     "bits, width, span): per track ids[i] (rows[i] rows), its events at positions "
+     "before[before_off[i]:before_off[i+1]] then a[i] to b[i] (start order), each event's "
+     "pixel column how many of inner (the inner column boundaries) are at or before its "
+     "start: those a pixel wide (duration * width >= span; span < 0: none) listed, the others "
+     "counted and their durations summed per (row, column). Returns (wide, cells) as bytes "
+     "of int64 records: (track, position) by track, row, position; (track, row, column, "
+     "count, covered) by track, row, column."},
     {NULL, NULL, 0, NULL},
 };
 

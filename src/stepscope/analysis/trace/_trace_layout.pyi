@@ -1,13 +1,21 @@
 """Types of the trace index's compiled steps (``_trace_layout.c``); their Python twins are
-``trace_index._overlapping_rows`` (rows), the sort in ``trace_index.sorted_by_track_and_start``
-(order_by_key), ``trace_index._producer_flows`` (match_flows) and ``trace_index._int_stats``
-(int_stats)."""
+``trace_index._overlapping_rows`` (rows), ``track_table.TrackTable._rows_of`` (table_rows), the
+chunked passes of ``trace_index.plan_tracks`` (line_counts), the sort in
+``trace_index.sorted_by_track_and_start`` (order_by_key), ``trace_index._producer_flows``
+(match_flows), ``trace_index._int_stats`` (int_stats) and
+``TrackTable._window_cells_numpy`` (window_cells)."""
 
 from typing import Any
 
 def rows(start: Any, end: Any, offsets: Any, out: Any) -> None: ...
+def table_rows(key: Any, bits: int, dur: Any, rows: Any, offsets: Any, depth: Any,
+               block_end: Any, block: int) -> None: ...
+def line_counts(line: Any, start: Any, dur: Any, count: Any) -> int: ...
 def order_by_key(key: Any, end: Any, order: Any, sorted: Any | None, max_runs: int) -> int: ...
 def match_flows(p_rows: Any, p_ids: Any, p_types: Any, c_rows: Any, c_ids: Any,
                 c_types: Any, src: Any, dst: Any) -> int: ...
 def int_stats(name: Any, kind: Any, event: Any, value: Any, slot: Any, offsets: Any,
               out: tuple[Any, Any] | None, k_int64: int, k_uint64: int) -> None: ...
+def window_cells(key: Any, depth: Any, ev_row: Any, duration: Any, ids: Any, a: Any, b: Any,
+                 rows: Any, before: Any, before_off: Any, inner: Any, bits: int, width: int,
+                 span: int) -> tuple[bytes, bytes]: ...

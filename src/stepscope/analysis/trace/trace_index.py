@@ -25,6 +25,7 @@ the pixels and segments in view, not on how many events the window holds.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import ModuleType
@@ -49,6 +50,8 @@ Bools = NDArray[np.bool_]
 
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
+FLOW_BLOCK = 64  # flows (by their earlier end) per block of latest later ends
+_FLOW_TIMES = threading.Lock()  # the flows by time made once, by one thread
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
@@ -190,33 +193,36 @@ def _too_wide() -> TraceQueryError:
                            "trace viewer's index.")
 
 
-def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> I64:
+def by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int) -> Rows:
     """Event order by (track, start), the longer first of events starting together."""
     return sorted_by_track_and_start(track, start, lay_end, bits)[0]
 
 
 def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
-                              ) -> tuple[I64, I64]:
+                              ) -> tuple[Rows, I64]:
     """``by_track_and_start``, and the composite keys ``track << bits | start`` in that
     order."""
     return sorted_by_key((track << np.int64(bits)) | start, lay_end)
 
 
-def sorted_by_key(key: I64, lay_end: I64) -> tuple[I64, I64]:
+def sorted_by_key(key: I64, lay_end: I64) -> tuple[Rows, I64]:
     """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
     table order) and the ends as laid out, or the durations (either orders the events of one
-    key alike: the longer first, at least 1 ns long): (the order, the keys in it)."""
+    key alike: the longer first, at least 1 ns long): (the order, the keys in it). The order's
+    rows are int32 where the keys were in order already (and the rows fit), else int64."""
     native = compiled_layout()
     if native is not None and len(key):
         # The keys in table order are a few ascending runs (an XLine's events come in time
         # order, a track is a line or a few): merged, not sorted. Where they are not (runs
         # shorter than RUN_EVENTS on average), the general sort below.
-        order = np.empty(len(key), np.int64)
+        # int32 rows where they fit: the order is kept (the per-track table's rows).
+        order: Rows = np.empty(len(key), np.int32 if len(key) < 1 << 31 else np.int64)
         end = np.ascontiguousarray(lay_end, np.int64)
         runs = native.order_by_key(key, end, order, None, len(key) // RUN_EVENTS + 1)
         if runs >= 0:  # in order already (a profile's lines in track order): no copy
             return order, key
-        if runs == -2:
+        if runs == -2:  # merged into int64 rows
+            order = np.empty(len(key), np.int64)
             sorted_key = np.empty(len(key), np.int64)
             if native.order_by_key(key, end, order, sorted_key,
                                    len(key) // RUN_EVENTS + 1) >= 0:
@@ -518,7 +524,7 @@ class TraceIndex:
         self.arrays = arrays
         self._stat_order: I64 | None = None
         self._lower_names: list[str] | None = None
-        self._flow_times: tuple[I64, I64, I64] | None = None
+        self._flow_times: tuple[I64, I64, I64, I64] | None = None
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -685,27 +691,71 @@ class TraceIndex:
         """Flows with an end in the window (none, only their count, when too many)."""
         if not len(self.flow_src):
             return [], 0
-        if start_ns <= 0 and end_ns > self.span_ns and len(self.flow_src) > MAX_FLOWS:
-            # A window over the whole trace (the page's first) holds every flow's ends: too
-            # many to draw, counted without sorting the flows by time.
+        if start_ns <= 0 and end_ns >= self.span_ns and len(self.flow_src) > MAX_FLOWS:
+            # A window over the whole trace (the page's first) holds every flow's ends (each
+            # starts at 0 or after, and before the span, which is past every event's start):
+            # too many to draw, counted without sorting the flows by time.
             return [], len(self.flow_src)
-        if self._flow_times is None:
-            # Once: each flow's earlier and later end, by the earlier (a query then looks
-            # only at the flows starting before the window's end, not at every flow's times).
-            src_t = self.table.start_ns[self.flow_src] - self.origin_ns
-            dst_t = self.table.start_ns[self.flow_dst] - self.origin_ns
-            lo = np.minimum(src_t, dst_t)
-            by_lo = np.argsort(lo, kind="stable")
-            self._flow_times = (lo[by_lo], np.maximum(src_t, dst_t)[by_lo], by_lo)
-        lo, hi, by_lo = self._flow_times
+        lo, by_lo, block_hi, hi_sorted = self.flow_times()
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
-        j = min(int(np.searchsorted(lo, start_ns, side="left")), k)  # ... and lo < start_ns
-        early = np.flatnonzero(hi[:j] >= start_ns)
-        total = len(early) + k - j
+        j = int(np.searchsorted(lo, start_ns, side="left"))  # ... and lo < start_ns
+        # Those begun before the window and reaching into it: every flow begun before it
+        # less those ended before it too (a flow's later end before the window's start puts
+        # its earlier end there as well). Counted, not found, unless few enough to draw.
+        total = j - int(np.searchsorted(hi_sorted, start_ns, side="left")) + k - j
         if total > MAX_FLOWS:
             return [], total
+        # Found in the blocks (before j) whose latest later end reaches into the window: each
+        # but the last holds one of them at least, so they are at most MAX_FLOWS + 1.
+        hot = np.flatnonzero(block_hi[:-(-j // FLOW_BLOCK)] >= start_ns) * FLOW_BLOCK
+        maybe = _ranges(hot, np.minimum(hot + FLOW_BLOCK, j))
+        flows = by_lo[maybe]
+        hi = np.maximum(self.table.start_ns[self.flow_src[flows]],
+                        self.table.start_ns[self.flow_dst[flows]]) - self.origin_ns
+        early = maybe[hi >= start_ns]
         inside = np.sort(by_lo[np.concatenate([early, np.arange(j, k)])])
         return self.flows_of(inside), total
+
+    def flow_times(self) -> tuple[I64, I64, I64, I64]:
+        """The flows by time (``_flows_by_time``), made once: a server makes them after the
+        first window (a second or so at 12M flows), beside the zooms that need them."""
+        times = self._flow_times
+        if times is None:
+            with _FLOW_TIMES:
+                times = self._flow_times
+                if times is None:
+                    times = self._flow_times = self._flows_by_time()
+        return times
+
+    def share_flow_times(self, other: TraceIndex) -> None:
+        """Take ``other``'s flows by time, where made and its flows are these (the full
+        index built from a per-track table's flows does not sort them again)."""
+        times = other._flow_times
+        if (times is not None and self._flow_times is None
+                and self.origin_ns == other.origin_ns
+                and all(mine is theirs or np.array_equal(mine, theirs) for mine, theirs in
+                        ((self.flow_src, other.flow_src), (self.flow_dst, other.flow_dst)))):
+            self._flow_times = times
+
+    def _flows_by_time(self) -> tuple[I64, I64, I64, I64]:
+        """Once: the flows' earlier ends ascending, that order, per block of FLOW_BLOCK flows
+        in it the latest later end, and the later ends ascending (as many int64 as main kept:
+        three a flow). Each column as long as the flows is made in a buffer freed just before
+        where it can be (fresh memory is what costs here)."""
+        src_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_src)
+        src_t -= self.origin_ns
+        dst_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_dst)
+        dst_t -= self.origin_ns
+        lo = np.minimum(src_t, dst_t)
+        hi = np.maximum(src_t, dst_t, out=src_t)
+        by_lo = np.argsort(lo, kind="stable")
+        lo_sorted = np.take(lo, by_lo, out=dst_t)
+        hi_by_lo = np.take(hi, by_lo, out=lo)
+        block_hi = (np.maximum.reduceat(hi_by_lo, np.arange(0, len(hi_by_lo), FLOW_BLOCK))
+                    if len(hi_by_lo) else np.zeros(0, np.int64))
+        del hi_by_lo, lo
+        hi.sort(kind="stable")  # ascending runs (a line's events): merged, not sorted afresh
+        return lo_sorted, by_lo, block_hi, hi
 
     def flows_of(self, flows: I64) -> list[dict[str, Any]]:
         """The drawable form of some flows: both ends' event, track, row and time."""
@@ -1006,7 +1056,17 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         has_value[value_rows] = True
     per_line = np.zeros(n_lines, np.int64)
     samples = np.zeros(n_lines, np.int64)
-    for lo in range(0, n, CHUNK):  # a chunk at a time: no column of every event's line
+    duration = np.asarray(table.duration_ns, np.int64)
+    native = compiled_layout()
+    latest = None  # every event's latest end, where found on the way
+    if native is not None and everything and has_value is None and n \
+            and table.line.dtype in (np.int16, np.int32):
+        # The usual case (every event drawn, no counters): one compiled pass.
+        latest = native.line_counts(np.ascontiguousarray(table.line),
+                                    np.ascontiguousarray(start), np.ascontiguousarray(duration),
+                                    per_line)
+    # Else a chunk at a time: no column of every event's line.
+    for lo in range(0, n if latest is None else 0, CHUNK):
         line = table.line[lo:lo + CHUNK]
         shown = line if everything else line[included[lo:lo + CHUNK]]
         per_line += np.bincount(shown, minlength=n_lines)
@@ -1031,10 +1091,9 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         track_of_line[li] = i
 
     # The span: every shown event's end (at least 1 ns long) and every counter sample.
-    span = 1
-    duration = np.asarray(table.duration_ns, np.int64)
+    span = 1 if latest is None else int(latest) - origin
     counted = bool(counter_line.any())
-    for lo in range(0, n, CHUNK):
+    for lo in range(0, n if latest is None else 0, CHUNK):
         at = slice(lo, lo + CHUNK)
         ends = np.maximum(duration[at], 1)
         ends += start[at]
@@ -1139,7 +1198,12 @@ def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_st
     rows = int(depth.max()) + 1
     dtype = _group_dtype(max(len(plan.track_line), 1) * rows)
     in_order = by_start if ev_rows is None else ev_rows[by_start]
-    group = plan.track_of_line.astype(dtype)[table.line[in_order]]
+    # A chunk at a time: NumPy gathers through int32 rows by an int64 copy of them.
+    track_of_line = plan.track_of_line.astype(dtype)
+    group = np.empty(len(in_order), dtype)
+    for lo in range(0, len(in_order), CHUNK):
+        np.take(track_of_line, table.line[in_order[lo:lo + CHUNK]],
+                out=group[lo:lo + CHUNK], mode="clip")
     del in_order
     group *= dtype(rows)
     np.add(group, depth, out=group, casting="unsafe")

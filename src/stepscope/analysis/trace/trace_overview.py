@@ -65,7 +65,10 @@ class TraceOverview:
         # costs its page faults, a second a GB where memory is lent lazily, as in a VM).
         self.cumdur = np.empty(len(order) + 1, np.int64)
         self.cumdur[0] = 0
-        np.take(edur, order, out=self.cumdur[1:], mode="clip")  # (unbuffered)
+        # A chunk at a time: NumPy takes int32 rows through an int64 copy of them.
+        for lo in range(0, len(order), CHUNK):
+            np.take(edur, order[lo:lo + CHUNK], out=self.cumdur[1 + lo:1 + lo + CHUNK],
+                    mode="clip")  # (not "raise": that buffers the whole output)
         del edur
         np.maximum(self.cumdur[1:], 0, out=self.cumdur[1:])  # as drawn: none negative
         # Per track: its events and the longest of them as laid out (at least 1 ns): how far

@@ -6,7 +6,8 @@ that order and adds, per event in it, its row (``layout_depth``: one compiled pa
 block of ``BLOCK`` events the latest end among them. A window query is
 then, per track, two binary searches (the events starting inside the window) and the blocks
 before the window whose latest end reaches into it (the events still running at its start:
-as many blocks as rows at most), then one pass over the events found. Its answers are the
+as many blocks as rows at most), then one pass over the events found (compiled: no column
+as long as them; ``_window_cells``). Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
@@ -91,7 +92,7 @@ class TrackTable(TraceIndex):
             self.depth: NDArray[np.int32] = np.empty(n, np.int32)
             self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
             native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns, np.int64),
-                              np.ascontiguousarray(self.ev_row, np.int64), self.offsets,
+                              _rows_column(self.ev_row), self.offsets,
                               self.depth, self.block_end, BLOCK)
         else:
             self.depth, self.block_end = self._rows_of(by_start)
@@ -256,23 +257,77 @@ class TrackTable(TraceIndex):
         a = np.searchsorted(self.key, (ids << shift) | t0, side="left")
         b = np.searchsorted(self.key, (ids << shift) | t1, side="left")
         inner = np.clip(bnd[1:-1], t0, t1)
+        # Per track, the events still running at t0 (a few blocks' worth at most).
+        before = [self._running(t, int(a[i]), t0) for i, t in enumerate(ids.tolist())]
+        wide_track, wide_pos, agg = self._window_cells(ids, a, b, before, inner, span, w)
+        depth = self.depth[wide_pos].astype(np.int64)
+        start = self._start(wide_pos)
+        wrows = self.ev_row[wide_pos].astype(np.int64)
+        dur_w = np.asarray(self.table.duration_ns[wrows], np.int64)
+        names = self.table.name[wrows]
+        # A set, not np.unique: that imports numpy.ma on its first call (~20 ms of a fresh
+        # server's first window).
+        out_names = {c: self.table.names[c] for c in sorted(set(names.tolist()))}
+        result: dict[str, Any] = {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w,
+            "events": {"track": wide_track.tolist(), "row": depth.tolist(),
+                       "start": start.tolist(), "dur": dur_w.tolist(),
+                       "name": names.tolist(), "id": wrows.tolist()},
+            "aggregates": _blocks(agg, bnd),
+            "names": out_names,
+            "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+        }
+        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        self.answered.set()
+        return result
+
+    def _window_cells(self, ids: I64, a: I64, b: I64, before: list[I64], inner: I64,
+                      span: int, w: int) -> tuple[I64, I64, list[tuple[I64, ...]]]:
+        """Per track ``ids[i]``, its events in the window (``before[i]``, those running at its
+        start, then positions ``a[i]`` to ``b[i]``), each in the pixel column holding its
+        start (``inner``: the inner columns' boundaries, clipped to the trace): (the tracks
+        and positions of those at least a pixel wide, by track, row and start; the others'
+        cells as (track, row, column, count, covered) parts, by track, row and column). The
+        compiled pass where built (no column as long as the events in view), else its NumPy
+        twin."""
+        native = compiled_layout()
+        if native is None:
+            return self._window_cells_numpy(ids, a, b, before, inner, span, w)
+        rows = np.array([self.tracks[t].rows for t in ids.tolist()], np.int64)
+        before_off = np.zeros(len(ids) + 1, np.int64)
+        np.cumsum([len(p) for p in before], out=before_off[1:])
+        before_all = np.concatenate(before) if before else np.zeros(0, np.int64)
+        wide, cells = native.window_cells(
+            self.key, self.depth, self.ev_row,
+            np.ascontiguousarray(self.table.duration_ns, np.int64), ids, a, b, rows,
+            np.ascontiguousarray(before_all, np.int64), before_off,
+            np.ascontiguousarray(inner, np.int64), self.bits, w,
+            span if span < 1 << 63 else -1)  # a span past int64: no product reaches it
+        pairs = np.frombuffer(wide, np.int64).reshape(-1, 2)
+        agg = np.frombuffer(cells, np.int64).reshape(-1, 5)
+        return pairs[:, 0], pairs[:, 1], [tuple(agg[:, k] for k in range(5))] if len(agg) \
+            else []
+
+    def _window_cells_numpy(self, ids: I64, a: I64, b: I64, before: list[I64], inner: I64,
+                            span: int, w: int) -> tuple[I64, I64, list[tuple[I64, ...]]]:
+        """The NumPy twin of the compiled ``window_cells`` (``_window_cells``): a few
+        columns as long as the events in view, per track."""
+        shift = np.int64(self.bits)
         columns = np.arange(w, dtype=np.int64)
         durations = self.table.duration_ns
-        wide_parts: list[tuple[I64, ...]] = []
+        wide_parts: list[tuple[I64, I64]] = []
         agg_parts: list[tuple[I64, ...]] = []
         for i, t in enumerate(ids.tolist()):
             ai, bi = int(a[i]), int(b[i])
-            before = self._running(t, ai, t0)
-            if not len(before) and bi <= ai:
+            if not len(before[i]) and bi <= ai:
                 continue
             # Positions, rows, pixel columns and durations of the track's events in view:
             # those running at t0 (column 0), then the run of those starting inside.
             edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
-            col = np.concatenate([np.zeros(len(before), np.int64), np.repeat(
-                columns, np.diff(np.r_[0, edges, bi - ai]))])
-            pos = np.concatenate([before, np.arange(ai, bi, dtype=np.int64)])
-            rows = self.ev_row[pos]
-            dur = np.asarray(durations[rows], np.int64)
+            col = np.concatenate([np.zeros(len(before[i]), np.int64), np.repeat(
+                columns, np.diff(np.r_[0, edges, max(bi - ai, 0)]))])
+            pos = np.concatenate([before[i], np.arange(ai, bi, dtype=np.int64)])
+            dur = np.asarray(durations[self.ev_row[pos]], np.int64)
             cell = self.depth[pos].astype(np.int64)
             cell *= w
             cell += col
@@ -280,34 +335,16 @@ class TrackTable(TraceIndex):
             wide = np.flatnonzero(dur * w >= span)
             if len(wide):
                 wpos = pos[wide]
-                wdepth, wstart = self.depth[wpos].astype(np.int64), self._start(wpos)
-                order = np.lexsort((wstart, wdepth))
-                wide_parts.append((np.full(len(wide), t, np.int64), wdepth[order],
-                                   wstart[order], dur[wide][order], rows[wide][order]))
-            del pos, rows
+                order = np.lexsort((self._start(wpos), self.depth[wpos]))
+                wide_parts.append((np.full(len(wide), t, np.int64), wpos[order]))
+            del pos
             cells, count, covered = _cells(cell, dur, wide, self.tracks[t].rows * w)
             if len(cells):
                 agg_parts.append((np.full(len(cells), t, np.int64), cells // w, cells % w,
                                   count, covered))
-        track, depth, start, dur_w, wrows = (np.concatenate([p[k] for p in wide_parts])
-                                             if wide_parts else np.zeros(0, np.int64)
-                                             for k in range(5))
-        names = self.table.name[wrows]
-        # A set, not np.unique: that imports numpy.ma on its first call (~20 ms of a fresh
-        # server's first window).
-        out_names = {c: self.table.names[c] for c in sorted(set(names.tolist()))}
-        result: dict[str, Any] = {
-            "start_ns": start_ns, "end_ns": end_ns, "width": w,
-            "events": {"track": track.tolist(), "row": depth.tolist(),
-                       "start": start.tolist(), "dur": dur_w.tolist(),
-                       "name": names.tolist(), "id": wrows.tolist()},
-            "aggregates": _blocks(agg_parts, bnd),
-            "names": out_names,
-            "counters": window_counters(self.counters, t0, t1, bnd, tracks),
-        }
-        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
-        self.answered.set()
-        return result
+        track, pos = (np.concatenate([p[k] for p in wide_parts]) if wide_parts
+                      else np.zeros(0, np.int64) for k in range(2))
+        return track, pos, agg_parts
 
     def _running(self, t: int, ai: int, t0: int) -> I64:
         """Positions of track ``t``'s events that start before position ``ai`` (the first
@@ -348,6 +385,14 @@ class TrackTable(TraceIndex):
             "id": rows.tolist(), "track": track[order].tolist(),
             "row": depth[order].tolist(), "start": starts[order].tolist(),
             "dur": self.table.duration_ns[rows].tolist()}}
+
+
+def _rows_column(rows: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
+    """Table rows as the compiled pass reads them: int32 or int64, contiguous (no copy of
+    int32 rows made wider)."""
+    if rows.dtype in (np.int32, np.int64):
+        return np.ascontiguousarray(rows)
+    return np.ascontiguousarray(rows, np.int64)
 
 
 def flows_of(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
