@@ -1268,7 +1268,7 @@ table_free(Table *t)
 /* Where the two halves meet: plane k's field has its key at plane_key and its body in
  * [body, body_end); its line at `line` (a key's offset in the body; its payload
  * [line_body, line_end)) starts the second half, or, where `event` is not 0, is cut in two
- * at the event whose key is there: the events before it are the first half's. */
+ * there: its events whose keys lie before that offset are the first half's. */
 typedef struct {
     int32_t k;
     int64_t plane_key, body, body_end, line, line_body, line_end, event;
@@ -1380,9 +1380,10 @@ table_walk(Table *t, Map *maps, Py_ssize_t n_maps, const Split *split, int secon
     return 0;
 }
 
-/* Where to cut the file: the start of the line nearest `near` (a file offset), found by a
- * walk over the space's and planes' keys only (the lines are skipped unread). 1 with *out,
- * 0 where the file has no line or the walk meets an error (the one walk then meets it). */
+/* Where to cut the file: inside the line that holds `near` (a file offset), else at the
+ * start of the line nearest it, found by a walk over the space's and planes' keys only (the
+ * lines are skipped unread). 1 with *out, 0 where the file has no line or the walk meets an
+ * error (the one walk then meets it). */
 static int
 find_split(Source *src, int64_t near, Split *out)
 {
@@ -1411,22 +1412,11 @@ find_split(Source *src, int64_t near, Split *out)
                         *out = (Split){k, key, body, pend, line, a, b, 0};
                     }
                     if (line >= near) goto found;
-                    if (near < b) {
-                        /* `near` lies in this line: cut it at the event nearest. */
-                        src->window = 0;
-                        int64_t q = a;
-                        while (q < b) {
-                            int64_t at = q;
-                            if (src_key(src, &q, b, &field, &wire) < 0) goto none;
-                            if (src_skip(src, &q, b, wire) < 0) goto none;
-                            if (field != 4 || wire != 2) continue;
-                            dist = at > near ? at - near : near - at;
-                            if (dist < best) {
-                                best = dist;
-                                *out = (Split){k, key, body, pend, line, a, b, at};
-                            }
-                            if (at >= near) break;
-                        }
+                    if (near > a && near < b) {
+                        /* `near` lies in this line: its events before `near` are the first
+                         * half's, the others the second's (no walk over them here). */
+                        *out = (Split){k, key, body, pend, line, a, b, near};
+                        best = 0;
                         goto found;
                     }
                 } else if (src_skip(src, &p, pend, wire) < 0) {
