@@ -246,3 +246,32 @@ def test_more_lines_than_int16_holds_overflow_both_ways(monkeypatch: pytest.Monk
     assert ("OverflowError", "more lines than int16 codes hold") in decoder.errors
     assert decoder.raised is None and len(decoder.cuts - {-1}) >= 4
     assert x2t.from_source(data).line.dtype.itemsize == 4
+
+
+@pytest.mark.parametrize("change", ["plane added", "plane removed", "cut short"])
+def test_a_file_changed_after_its_scan_gives_the_same_error(monkeypatch: pytest.MonkeyPatch,
+                                                            change: str) -> None:
+    # The planes' metadata comes from the scan; the walk then reads other bytes (as a file
+    # rewritten in between would give): both ways meet the change as the one walk does.
+    data = _big_space(events_per_line=300)
+    space = XSpace.FromString(data)
+    if change == "plane added":
+        space.planes.append(space.planes[1])
+        later = space.SerializeToString()
+    elif change == "plane removed":
+        del space.planes[1]
+        later = space.SerializeToString()
+    else:
+        later = data[: len(data) * 2 // 3]
+
+    class Changed(BothWays):
+        def decode_table(self, source: Any, *args: Any, **kwargs: Any) -> Any:
+            return super().decode_table(later, *args, **kwargs)
+
+    decoder = Changed(sorted(range(0, len(later), len(later) // 16)))
+    monkeypatch.setattr(xc, "compiled_decoder", lambda: decoder)
+    with pytest.raises(Exception, match="XSpace"):
+        x2t.from_source(data)
+    assert decoder.errors and decoder.errors <= {
+        ("ValueError", "malformed XSpace data: the file changed while it was read"),
+        ("ValueError", "malformed XSpace data: length past the end of the data")}
