@@ -89,7 +89,9 @@ setup(
         Extension("stepscope.capture._pyhook", ["src/stepscope/capture/_pyhook.c"],
                   depends=["src/stepscope/capture/records.h"], optional=True),
         # XSpace bytes straight into columns; formats/xspace_columns.py has the protobuf twin.
+        # It walks a big file's two halves on two threads (pthreads).
         Extension("stepscope.formats._xspace_decode", ["src/stepscope/formats/_xspace_decode.c"],
+                  extra_compile_args=["-pthread"], extra_link_args=["-pthread"],
                   optional=True),
         # Columns straight into XEvent bytes; formats/xplane_encoder.py has the NumPy twin.
         Extension("stepscope.formats._xplane_encode", ["src/stepscope/formats/_xplane_encode.c"],

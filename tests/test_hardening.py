@@ -526,6 +526,16 @@ def test_fuzz_corpus_gives_a_profile_or_one_line(tmp_path: Path, capsys: Any) ->
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 8 * 2**20  # KiB: 8 GiB
 
 
+def test_fuzz_corpus_xspace_decodes_the_same_on_two_threads(monkeypatch: Any) -> None:
+    """A big file's walk on two threads meets the damage as the one walk does: the same
+    columns or the same error, wherever the file is cut between the halves."""
+    from test_xspace_decode_threads import both_ways
+
+    for name, data in _corpus(22).values():
+        if name.endswith(".xplane.pb"):
+            both_ways(monkeypatch, data, points=12)
+
+
 # == issue 29: nothing lost, nothing hidden ===================================================
 # -- 29.1/2 a bad name or value costs that value, never the profile; UTF-8 only --------------
 

@@ -104,10 +104,10 @@ def test_other_threads_run_while_a_profile_decodes(monkeypatch: pytest.MonkeyPat
         scan = staticmethod(real.scan)
 
         @staticmethod
-        def decode_table(*args: Any) -> Any:
+        def decode_table(*args: Any, **kwargs: Any) -> Any:
             inside.set()
             try:
-                return real.decode_table(*args)
+                return real.decode_table(*args, **kwargs)
             finally:
                 done.set()
 

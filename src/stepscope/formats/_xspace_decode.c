@@ -56,10 +56,38 @@ buf_free(Buf *b)
 
 /* decode_table walks the file without the GIL (other threads run beside a long decode), so
  * an error raised on the way takes the GIL for the moment of setting it. PyGILState_Ensure
- * is also right where the GIL is held already (decode, scan): it only counts. */
+ * is also right where the GIL is held already (decode, scan): it only counts.
+ *
+ * Where decode_table walks the file's two halves on two threads, a Python exception set by
+ * the helper thread would land on that thread's own state and be lost, and which half's
+ * error is raised must not depend on timing: each thread's errors then go to its ErrSink
+ * (the first one kept), raised by the calling thread once both are joined. */
+enum { ERR_NONE = 0, ERR_BAD, ERR_MEMORY, ERR_OS, ERR_OVERFLOW };
+
+typedef struct {
+    int kind;
+    const char *what;  /* ERR_BAD, ERR_OVERFLOW: a static string */
+    int err;           /* ERR_OS: errno */
+} ErrSink;
+
+static __thread ErrSink *err_sink;  /* this thread's, while it walks a half; else NULL */
+
+static int
+sink_error(int kind, const char *what, int err)
+{
+    if (err_sink == NULL) return 0;
+    if (err_sink->kind == ERR_NONE) {
+        err_sink->kind = kind;
+        err_sink->what = what;
+        err_sink->err = err;
+    }
+    return 1;
+}
+
 static void
 no_memory(void)
 {
+    if (sink_error(ERR_MEMORY, NULL, 0)) return;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyErr_NoMemory();
     PyGILState_Release(gil);
@@ -68,6 +96,7 @@ no_memory(void)
 static void
 os_error(int err)
 {
+    if (sink_error(ERR_OS, NULL, err)) return;
     PyGILState_STATE gil = PyGILState_Ensure();
     errno = err;
     PyErr_SetFromErrno(PyExc_OSError);
@@ -217,12 +246,42 @@ typedef struct {
     const uint8_t *end;
 } Reader;
 
+static void
+raise_bad(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "malformed XSpace data: %s", what);
+}
+
 static int
 bad(const char *what)
 {
+    if (sink_error(ERR_BAD, what, 0)) return -1;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyErr_Format(PyExc_ValueError, "malformed XSpace data: %s", what);
+    raise_bad(what);
     PyGILState_Release(gil);
+    return -1;
+}
+
+/* Raise what a sink holds (the GIL held): 0, or -1 with the exception set. */
+static int
+sink_raise(const ErrSink *sink)
+{
+    switch (sink->kind) {
+    case ERR_NONE:
+        return 0;
+    case ERR_BAD:
+        raise_bad(sink->what);
+        break;
+    case ERR_MEMORY:
+        PyErr_NoMemory();
+        break;
+    case ERR_OVERFLOW:
+        PyErr_SetString(PyExc_OverflowError, sink->what);
+        break;
+    default:
+        errno = sink->err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
     return -1;
 }
 
@@ -636,6 +695,7 @@ done:
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #define WINDOW (4u << 20)
 
@@ -647,6 +707,7 @@ typedef struct {
     int64_t win_off;     /* file offset of win[0] */
     int64_t size;
     int nogil;           /* the caller released the GIL: reads need not */
+    size_t window;       /* bytes read at a time; 0: WINDOW */
 } Source;
 
 /* pread [off, off + want) into win until it is full or the file ends: the bytes read (an
@@ -676,7 +737,8 @@ source_need(Source *s, int64_t off, size_t n)
     if (off >= s->win_off && (uint64_t)(off - s->win_off) + n <= s->win_len) {
         return s->win + (off - s->win_off);
     }
-    size_t want = n > WINDOW ? n : WINDOW;
+    size_t window = s->window ? s->window : WINDOW;
+    size_t want = n > window ? n : window;
     if ((int64_t)want > s->size - off) {
         want = (size_t)(s->size - off);
     }
@@ -962,6 +1024,8 @@ typedef struct {
     /* Codes written as int32 (1) or int16 (0): the columns the table keeps, written so
      * (no int32 column narrowed after, with both held: a fresh copy of each at 1 GB). */
     int wide_lines, wide_names, wide_stats;
+    int *abandon;         /* the second half's: set when the first half failed */
+    int tail_error;       /* the first half failed past its part of a cut line */
 } Table;
 
 /* A code as int32 (wide) or int16. */
@@ -979,6 +1043,7 @@ typedef struct {
 static int
 lines_overflow(void)
 {
+    if (sink_error(ERR_OVERFLOW, "more lines than int16 codes hold", 0)) return -1;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyErr_SetString(PyExc_OverflowError, "more lines than int16 codes hold");
     PyGILState_Release(gil);
@@ -1068,16 +1133,27 @@ fail:
     return -1;
 }
 
+/* Line [off, end) of plane `plane_index`: its events whose key lies in [from, to) and all its
+ * other fields. A line cut between the two halves is walked by both: the first half its
+ * events before the cut, writing the line's row (`row`); the second half the others, which
+ * take the index -1 (the first half's last line, once appended). Both read all the line's
+ * other fields, as its timestamp and texts are the last ones in it. An error past `to` is
+ * marked t->tail_error: the second half, which walks the same bytes before it, meets it or
+ * an earlier one. */
 static int
-table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative)
+table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *negative,
+           int64_t from, int64_t to, int row)
 {
     uint32_t field, wire;
     int64_t id = 0, timestamp = 0;
     int64_t name[2] = {0, 0}, display_name[2] = {0, 0};  /* [start, end) in the file */
-    int32_t line_index = (int32_t)(t->ln_plane.len / sizeof(int32_t));
+    int32_t line_index = row ? (int32_t)(t->ln_plane.len / sizeof(int32_t)) : -1;
     int64_t first = t->n_events;
-    int more;
-    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
+    int more, tail = 0;
+    for (;;) {
+        int64_t key = off;
+        tail = key >= to && to < end;
+        if ((more = src_key(&t->src, &off, end, &field, &wire)) != 1) break;
         uint64_t v;
         if (wire == 0 && (field == 1 || field == 3)) {
             if (src_varint(&t->src, &off, end, &v) < 0) goto fail;
@@ -1089,6 +1165,7 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
         } else if (wire == 2 && field == 4) {
             int64_t a, b;
             if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
+            if (key < from || key >= to) continue;  /* the other half's event */
             const uint8_t *p = source_need(&t->src, a, (size_t)(b - a));
             if (p == NULL) goto fail;
             Reader sub = {p, p + (b - a)};
@@ -1098,11 +1175,13 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
         }
     }
     if (more < 0) goto fail;
+    tail = to < end;
     /* Times are relative to the line's timestamp, which may come after its events. */
     int64_t *start = (int64_t *)t->ev_start.data;
     for (int64_t i = first; i < t->n_events; i++) {
         start[i] = (int64_t)((uint64_t)start[i] + (uint64_t)timestamp);
     }
+    if (!row) return 0;
     PUT(&t->ln_plane, int32_t, plane_index);
     PUT(&t->ln_id, int64_t, id);
     /* The texts the line ends with (a repeated field's last value, as protobuf's). */
@@ -1115,6 +1194,7 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
     }
     return 0;
 fail:
+    if (tail) t->tail_error = 1;
     return -1;
 }
 
@@ -1174,59 +1254,498 @@ table_free(Table *t)
     }
 }
 
-/* The walk over the planes' lines, events and stats, filling t's columns: 0, or -1 with an
- * exception set. It calls nothing of Python's but to raise, so it runs without the GIL. */
+/* ---- the walk, whole or in two halves ----------------------------------------------------
+ *
+ * The walk over the planes' lines, events and stats fills a Table's columns. It calls
+ * nothing of Python's but to raise, so it runs without the GIL. A big file is walked on two
+ * threads: its lines (in file order) are cut at one line's start into a first and a second
+ * half, each walked into its own Table; the second Table's columns are then appended to the
+ * first's, its rows, lines and texts counted on from the first's. Both halves walk the very
+ * fields the one walk would, in the same order, and a half's first error is the one the
+ * one walk would meet first in that half: the first half's error, else the second's, is the
+ * one walk's error. */
+
+/* Where the two halves meet: plane k's field has its key at plane_key and its body in
+ * [body, body_end); its line at `line` (a key's offset in the body; its payload
+ * [line_body, line_end)) starts the second half, or, where `event` is not 0, is cut in two
+ * there: its events whose keys lie before that offset are the first half's. */
+typedef struct {
+    int32_t k;
+    int64_t plane_key, body, body_end, line, line_body, line_end, event;
+} Split;
+
+/* The cut line at *p (the split's), its events before the cut (second: from it on). */
 static int
-table_walk(Table *t, Map *maps, Py_ssize_t n_maps)
+walk_cut_line(Table *t, int64_t *p, int64_t pend, const Split *cut, int second,
+              int64_t *negative)
 {
-    int64_t off = 0, end = t->src.size;
-    uint32_t field, wire;
-    int more;
-    int32_t plane_index = 0;
-    while ((more = src_key(&t->src, &off, end, &field, &wire)) == 1) {
-        if (field == 1 && wire == 2) {
-            int64_t p, pend, negative = 0;
-            if (src_len(&t->src, &off, end, &p, &pend) < 0) return -1;
-            if (plane_index >= n_maps) return bad("the file changed while it was read");
-            t->ev_map = &maps[2 * plane_index];
-            t->st_map = &maps[2 * plane_index + 1];
-            int more2;
-            while ((more2 = src_key(&t->src, &p, pend, &field, &wire)) == 1) {
-                if (field == 3 && wire == 2) {
-                    int64_t a, b;
-                    if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
-                        table_line(t, a, b, plane_index, &negative) < 0) return -1;
-                } else if (src_skip(&t->src, &p, pend, wire) < 0) {
-                    return -1;
-                }
-            }
-            if (more2 < 0) return -1;
-            PUT(&t->pl_negative, int64_t, negative);
-            plane_index++;
-        } else if (src_skip(&t->src, &off, end, wire) < 0) {
+    uint32_t field = 0, wire = 0;
+    int64_t a, b;
+    if (src_key(&t->src, p, pend, &field, &wire) < 0) return -1;
+    if (field != 3 || wire != 2 || src_len(&t->src, p, pend, &a, &b) < 0 ||
+        a != cut->line_body || b != cut->line_end) {
+        return bad("the file changed while it was read");
+    }
+    return second ? table_line(t, a, b, cut->k, negative, cut->event, b, 0)
+                  : table_line(t, a, b, cut->k, negative, a, cut->event, 1);
+}
+
+/* Plane `k`'s fields in [p, stop) (stop: its body's end, or where the second half starts),
+ * its body ending at pend. With `cut` (a split inside this plane's line), the first half
+ * ends (second: the second half begins) with its part of the cut line. */
+static int
+walk_plane(Table *t, Map *maps, Py_ssize_t n_maps, int32_t k, int64_t p, int64_t stop,
+           int64_t pend, const Split *cut, int second)
+{
+    uint32_t field = 0, wire = 0;
+    int64_t negative = 0;
+    if (k >= n_maps) return bad("the file changed while it was read");
+    t->ev_map = &maps[2 * k];
+    t->st_map = &maps[2 * k + 1];
+    if (cut != NULL && second && walk_cut_line(t, &p, pend, cut, 1, &negative) < 0) return -1;
+    while (p < stop) {
+        if (t->abandon != NULL && __atomic_load_n(t->abandon, __ATOMIC_RELAXED)) return -1;
+        if (src_key(&t->src, &p, pend, &field, &wire) < 0) return -1;
+        if (field == 3 && wire == 2) {
+            int64_t a, b;
+            if (src_len(&t->src, &p, pend, &a, &b) < 0 ||
+                table_line(t, a, b, k, &negative, a, b, 1) < 0) return -1;
+        } else if (src_skip(&t->src, &p, pend, wire) < 0) {
             return -1;
         }
     }
-    if (more < 0) return -1;
-    if (plane_index != n_maps) return bad("the file changed while it was read");
+    if (p != stop) return bad("the file changed while it was read");
+    if (cut != NULL && !second && walk_cut_line(t, &p, pend, cut, 0, &negative) < 0) return -1;
+    PUT(&t->pl_negative, int64_t, negative);
     return 0;
 fail:
     return -1;
 }
 
-/* decode_table(source, maps, slots[, (line, name, stat name code widths: 2 or 4 bytes)]) ->
- * dict of columns (see xspace_to_tables.py); OverflowError where lines of 2 bytes were asked
- * for and there are more than they hold.
+/* The space's fields from *off to `stop` (a field's key, or the end), planes numbered on
+ * from *k. */
+static int
+walk_space(Table *t, Map *maps, Py_ssize_t n_maps, int64_t *off, int64_t stop, int32_t *k)
+{
+    int64_t end = t->src.size;
+    uint32_t field = 0, wire = 0;
+    while (*off < stop) {
+        if (src_key(&t->src, off, end, &field, &wire) < 0) return -1;
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(&t->src, off, end, &p, &pend) < 0) return -1;
+            if (*k >= n_maps) return bad("the file changed while it was read");
+            if (walk_plane(t, maps, n_maps, *k, p, pend, pend, NULL, 0) < 0) return -1;
+            (*k)++;
+        } else if (src_skip(&t->src, off, end, wire) < 0) {
+            return -1;
+        }
+    }
+    if (*off != stop) return bad("the file changed while it was read");
+    return 0;
+}
+
+/* The whole file (split NULL), or the first or the second half of it. */
+static int
+table_walk(Table *t, Map *maps, Py_ssize_t n_maps, const Split *split, int second)
+{
+    int64_t off = 0, end = t->src.size;
+    int32_t k = 0;
+    if (split == NULL) {
+        if (walk_space(t, maps, n_maps, &off, end, &k) < 0) return -1;
+    } else if (!second) {
+        /* The space up to plane k, then plane k's fields before the second half's line. */
+        uint32_t field = 0, wire = 0;
+        int64_t p, pend;
+        if (walk_space(t, maps, n_maps, &off, split->plane_key, &k) < 0) return -1;
+        if (src_key(&t->src, &off, end, &field, &wire) < 0) return -1;
+        if (field != 1 || wire != 2 || k != split->k ||
+            src_len(&t->src, &off, end, &p, &pend) < 0 || p != split->body ||
+            pend != split->body_end) {
+            return bad("the file changed while it was read");
+        }
+        return walk_plane(t, maps, n_maps, k, p, split->line, pend,
+                          split->event ? split : NULL, 0);
+    } else {
+        /* Plane k's fields from that line on, then the space after plane k. */
+        k = split->k;
+        if (walk_plane(t, maps, n_maps, k, split->line, split->body_end, split->body_end,
+                       split->event ? split : NULL, 1) < 0)
+            return -1;
+        k++;
+        off = split->body_end;
+        if (walk_space(t, maps, n_maps, &off, end, &k) < 0) return -1;
+    }
+    if (k != n_maps) return bad("the file changed while it was read");
+    return 0;
+}
+
+/* Where to cut the file: inside the line that holds `near` (a file offset), else at the
+ * start of the line nearest it, found by a walk over the space's and planes' keys only (the
+ * lines are skipped unread). 1 with *out, 0 where the file has no line or the walk meets an
+ * error (the one walk then meets it). */
+static int
+find_split(Source *src, int64_t near, Split *out)
+{
+    ErrSink sink = {ERR_NONE, NULL, 0};
+    ErrSink *saved = err_sink;
+    err_sink = &sink;  /* an error here is the one walk's to raise */
+    int64_t off = 0, end = src->size, best = -1;
+    int32_t k = 0;
+    uint32_t field = 0, wire = 0;
+    while (off < end) {
+        int64_t key = off;
+        if (src_key(src, &off, end, &field, &wire) < 0) goto none;
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(src, &off, end, &p, &pend) < 0) goto none;
+            int64_t body = p;
+            while (p < pend) {
+                int64_t line = p;
+                if (src_key(src, &p, pend, &field, &wire) < 0) goto none;
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(src, &p, pend, &a, &b) < 0) goto none;
+                    int64_t dist = line > near ? line - near : near - line;
+                    if (best < 0 || dist < best) {
+                        best = dist;
+                        *out = (Split){k, key, body, pend, line, a, b, 0};
+                    }
+                    if (line >= near) goto found;
+                    if (near > a && near < b) {
+                        /* `near` lies in this line: its events before `near` are the first
+                         * half's, the others the second's (no walk over them here). */
+                        *out = (Split){k, key, body, pend, line, a, b, near};
+                        best = 0;
+                        goto found;
+                    }
+                } else if (src_skip(src, &p, pend, wire) < 0) {
+                    goto none;
+                }
+            }
+            k++;
+        } else if (src_skip(src, &off, end, wire) < 0) {
+            goto none;
+        }
+    }
+found:
+    err_sink = saved;
+    return best >= 0;
+none:
+    err_sink = saved;
+    return 0;
+}
+
+/* Append b's bytes to a's (b is left empty). Where b is a big mapping (Linux), its pages are
+ * moved behind a's whole pages rather than copied: a copy would write as many fresh pages,
+ * which cost more than the walk that filled them; the bytes then only slide by the part of a
+ * page that a's last page holds (memory already touched). */
+static int
+buf_append(Buf *a, Buf *b)
+{
+#if defined(__linux__)
+    if (b->mapped && b->len >= BUF_MAP_BYTES) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t head = a->mapped ? a->len / page * page : 0;  /* a's pages left in place */
+        size_t pad = a->len - head;                            /* a's bytes after them */
+        size_t moved = (b->len + page - 1) / page * page;
+        size_t cap = head + (pad + b->len + page - 1) / page * page;
+        char *saved = NULL, *base;
+        if (pad && a->mapped) {
+            saved = PyMem_RawMalloc(pad);
+            if (saved == NULL) {
+                no_memory();
+                return -1;
+            }
+            memcpy(saved, a->data + head, pad);
+        }
+        base = a->mapped ? mremap(a->data, a->cap, cap, MREMAP_MAYMOVE)
+                         : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                -1, 0);
+        if (base == MAP_FAILED) {
+            PyMem_RawFree(saved);
+            no_memory();
+            return -1;
+        }
+        if (a->mapped) {
+            a->data = base;
+            a->cap = cap;
+        }
+        if (mremap(b->data, b->cap, moved, MREMAP_MAYMOVE | MREMAP_FIXED, base + head) ==
+            MAP_FAILED) {
+            if (!a->mapped) munmap(base, cap);
+            PyMem_RawFree(saved);
+            no_memory();
+            return -1;
+        }
+        if (pad) {
+            memmove(base + head + pad, base + head, b->len);
+            memcpy(base + head, a->mapped ? saved : a->data, pad);
+        }
+        PyMem_RawFree(saved);
+        if (!a->mapped) {
+            PyMem_RawFree(a->data);
+            a->data = base;
+            a->cap = cap;
+            a->mapped = 1;
+        }
+        a->len += b->len;
+        b->data = NULL;
+        b->len = b->cap = 0;
+        b->mapped = 0;
+        return 0;
+    }
+#endif
+    if (b->len && buf_put(a, b->data, b->len) < 0) return -1;
+    buf_free(b);
+    return 0;
+}
+
+/* Add `by` to the int32, int16 or int64 values of b from byte `from` on. */
+static void
+add_i32(Buf *b, size_t from, int32_t by)
+{
+    int32_t *v = (int32_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int32_t);
+    for (size_t i = 0; i < n; i++) v[i] += by;
+}
+
+static void
+add_i16(Buf *b, size_t from, int16_t by)
+{
+    int16_t *v = (int16_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int16_t);
+    for (size_t i = 0; i < n; i++) v[i] = (int16_t)(v[i] + by);
+}
+
+static void
+add_i64(Buf *b, size_t from, int64_t by)
+{
+    int64_t *v = (int64_t *)(b->data + from);
+    size_t n = (b->len - from) / sizeof(int64_t);
+    for (size_t i = 0; i < n; i++) v[i] += by;
+}
+
+/* One column's append: b's bytes after a's, then `by` added to the appended int16 (size 2),
+ * int32 (size 4) or int64 (size 8) values (size 0: none). */
+typedef struct {
+    Buf *a, *b;
+    int size;
+    int64_t by;
+} Part;
+
+/* A share of the merge, on one thread: its parts in order, then (where `texts` is not 0) the
+ * appended str/bytes stats' values, indices of texts, counted on by `texts`: st_kind and
+ * st_value are in the same share. */
+typedef struct {
+    Part *parts;
+    size_t n;
+    Table *a;
+    size_t st_from;  /* a's first appended stat */
+    int64_t texts;
+    ErrSink sink;
+    int rc;
+} Share;
+
+static int
+merge_share(Share *sh)
+{
+    for (size_t i = 0; i < sh->n; i++) {
+        Part *c = &sh->parts[i];
+        size_t from = c->a->len;
+        if (buf_append(c->a, c->b) < 0) return -1;
+        if (c->size == 2 && c->by) add_i16(c->a, from, (int16_t)c->by);
+        if (c->size == 4 && c->by) add_i32(c->a, from, (int32_t)c->by);
+        if (c->size == 8 && c->by) add_i64(c->a, from, c->by);
+    }
+    if (sh->texts) {
+        const int8_t *kind = (const int8_t *)sh->a->st_kind.data;
+        int64_t *value = (int64_t *)sh->a->st_value.data;
+        size_t n = sh->a->st_value.len / sizeof(int64_t);
+        for (size_t i = sh->st_from; i < n; i++) {
+            if (kind[i] == KIND_STR || kind[i] == KIND_BYTES) value[i] += sh->texts;
+        }
+    }
+    return 0;
+}
+
+static void *
+merge_share_thread(void *arg)
+{
+    Share *sh = arg;
+    err_sink = &sh->sink;
+    sh->rc = merge_share(sh);
+    err_sink = NULL;
+    return NULL;
+}
+
+/* Append the second half's table b to the first's, a (b is emptied): its rows, lines, texts
+ * and text offsets counted on from a's; plane k, which both walked part of, counted once.
+ * The columns are appended in two shares, events' and stats', on two threads: the bytes
+ * that slide behind the first half's (see buf_append) are as many as the second half's. The
+ * caller's thread has an ErrSink. */
+static int
+table_merge(Table *a, Table *b)
+{
+    int64_t events = a->n_events;
+    int32_t lines = (int32_t)(a->ln_plane.len / sizeof(int32_t));
+    if (events + b->n_events > INT32_MAX) return bad("more than 2**31 events");
+    /* The one walk's int16 lines overflow at the first event past them: here the second
+     * half's last event (its lines count on from -1, the cut line's, in order). */
+    if (!a->wide_lines && b->n_events &&
+        lines + ((const int16_t *)b->ev_line.data)[b->n_events - 1] > INT16_MAX) {
+        return lines_overflow();
+    }
+    /* plane k: the first half's count last, the second's first */
+    int64_t *neg_a = (int64_t *)a->pl_negative.data, *neg_b = (int64_t *)b->pl_negative.data;
+    neg_a[a->pl_negative.len / sizeof(int64_t) - 1] += neg_b[0];
+    if (buf_put(&a->pl_negative, neg_b + 1, b->pl_negative.len - sizeof(int64_t)) < 0)
+        return -1;
+    Part ev[6 + 2 * N_TYPED] = {
+        {&a->ev_line, &b->ev_line, a->wide_lines ? 4 : 2, lines},
+        {&a->ev_name, &b->ev_name, 0, 0},
+        {&a->ev_start, &b->ev_start, 0, 0}, {&a->ev_dur, &b->ev_dur, 0, 0},
+        {&a->ln_plane, &b->ln_plane, 0, 0}, {&a->ln_id, &b->ln_id, 0, 0},
+    };
+    for (int i = 0; i < N_TYPED; i++) {
+        ev[6 + 2 * i] = (Part){&a->ty_rows[i], &b->ty_rows[i], 8, events};
+        ev[7 + 2 * i] = (Part){&a->ty_values[i], &b->ty_values[i], 0, 0};
+    }
+    Part st[] = {
+        {&a->st_event, &b->st_event, 4, events}, {&a->st_name, &b->st_name, 0, 0},
+        {&a->st_kind, &b->st_kind, 0, 0}, {&a->st_value, &b->st_value, 0, 0},
+        {&a->st_text_end, &b->st_text_end, 8, (int64_t)a->blob.len},
+        {&a->blob, &b->blob, 0, 0}, {&a->ln_text, &b->ln_text, 0, 0},
+        {&a->ln_text_end, &b->ln_text_end, 8, (int64_t)a->ln_text.len},
+    };
+    Share events_share = {ev, sizeof ev / sizeof ev[0], a, 0, 0, {ERR_NONE, NULL, 0}, 0};
+    Share stats_share = {st, sizeof st / sizeof st[0], a, a->st_value.len / sizeof(int64_t),
+                         a->n_texts, {ERR_NONE, NULL, 0}, 0};
+    ErrSink *caller = err_sink;  /* the shares' own sinks while they run */
+    pthread_t thread;
+    int threaded = pthread_create(&thread, NULL, merge_share_thread, &events_share) == 0;
+    if (!threaded) merge_share_thread(&events_share);
+    merge_share_thread(&stats_share);
+    err_sink = caller;
+    if (threaded) pthread_join(thread, NULL);
+    if (events_share.rc < 0 || stats_share.rc < 0) {
+        *err_sink = events_share.rc < 0 ? events_share.sink : stats_share.sink;
+        return -1;
+    }
+    a->n_events += b->n_events;
+    a->n_texts += b->n_texts;
+    a->unknown += b->unknown;
+    return 0;
+}
+
+/* The second half's walk, on its own thread. */
+typedef struct {
+    Table *t;
+    Map *maps;
+    Py_ssize_t n_maps;
+    const Split *split;
+    ErrSink sink;
+    int rc;
+} Half;
+
+static void *
+walk_second_half(void *arg)
+{
+    Half *h = arg;
+    err_sink = &h->sink;
+    h->rc = table_walk(h->t, h->maps, h->n_maps, h->split, 1);
+    err_sink = NULL;
+    return NULL;
+}
+
+/* The walk on two threads where the file has a line to cut at and a thread starts: 1 (rc in
+ * *rc, errors in *sink), else 0 (nothing done). Runs without the GIL. */
+static int
+table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
+                  ErrSink *sink, int64_t *cut_at)
+{
+    Split split;
+    Source probe = t->src;
+    probe.win = NULL;
+    probe.win_cap = probe.win_len = 0;
+    probe.win_off = -1;
+    probe.window = 4096;  /* keys only: a line's key is all that is read of it */
+    int found = find_split(&probe, near, &split);
+    PyMem_RawFree(probe.win);
+    if (!found) return 0;
+    Table second;  /* its own source window and columns; the same stat slots */
+    memset(&second, 0, sizeof second);
+    second.src = t->src;
+    second.src.win = NULL;
+    second.src.win_cap = second.src.win_len = 0;
+    second.src.win_off = -1;
+    second.slot = t->slot;
+    second.nslot = t->nslot;
+    second.wide_lines = t->wide_lines;
+    second.wide_names = t->wide_names;
+    second.wide_stats = t->wide_stats;
+    int abandon = 0;
+    second.abandon = &abandon;
+    Half h = {&second, maps, n_maps, &split, {ERR_NONE, NULL, 0}, 0};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, walk_second_half, &h) != 0) return 0;
+    *cut_at = split.event ? split.event : split.line;
+    err_sink = sink;
+    int first = table_walk(t, maps, n_maps, &split, 0);
+    if (first < 0 && !t->tail_error) __atomic_store_n(&abandon, 1, __ATOMIC_RELAXED);
+    pthread_join(thread, NULL);
+    if (first < 0 && !(t->tail_error && h.rc < 0)) {
+        *rc = -1;
+    } else if (h.rc < 0) {
+        /* The one walk would have counted past 2**31 events, or past int16 lines, at an
+         * event the second half decoded before its error (its lines in order: the last
+         * decoded has the highest index). */
+        int32_t lines = (int32_t)(t->ln_plane.len / sizeof(int32_t));
+        if (t->n_events + second.n_events > INT32_MAX) {
+            bad("more than 2**31 events");
+        } else if (!t->wide_lines && second.n_events &&
+                   lines + ((const int16_t *)second.ev_line.data)[second.n_events - 1] >
+                       INT16_MAX) {
+            lines_overflow();
+        } else {
+            *sink = h.sink;
+        }
+        *rc = -1;
+    } else {
+        *rc = table_merge(t, &second);
+    }
+    err_sink = NULL;
+    PyMem_RawFree(second.src.win);
+    table_free(&second);
+    return 1;
+}
+
+/* A file this big or bigger is walked on two threads (where `threads` allows): below it the
+ * thread's start and the columns' append cost more than half the walk saves. */
+#define SPLIT_BYTES ((long long)32 << 20)
+
+/* decode_table(source, maps, slots[, (line, name, stat name code widths: 2 or 4 bytes)],
+ * threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of columns (see xspace_to_tables.py),
+ * and "cut_at": where the second half began, or -1; OverflowError where lines of 2 bytes
+ * were asked for and there are more than they hold.
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
- * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1. */
+ * ascending and int32 codes; slots: int8 per stat code, the typed slot or -1.
+ * threads: 1 walks the file on the calling thread alone; 2 walks a file of split_bytes or
+ * more in two halves cut at the line nearest the offset `near` (-1: the middle); the
+ * columns are the same either way. */
 static PyObject *
-decode_table(PyObject *module, PyObject *args)
+decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    static char *keywords[] = {"source", "maps", "slots", "widths", "threads", "split_bytes",
+                               "near", NULL};
     PyObject *source, *maps_arg, *slots_arg;
     int widths[3] = {4, 4, 4};
-    if (!PyArg_ParseTuple(args, "OO!O|(iii)", &source, &PyList_Type, &maps_arg, &slots_arg,
-                          &widths[0], &widths[1], &widths[2])) {
+    int threads = 2;
+    long long split_bytes = SPLIT_BYTES, near = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O|(iii)$iLL", keywords, &source,
+                                     &PyList_Type, &maps_arg, &slots_arg, &widths[0],
+                                     &widths[1], &widths[2], &threads, &split_bytes, &near)) {
         return NULL;
     }
     for (int i = 0; i < 3; i++) {
@@ -1273,18 +1792,31 @@ decode_table(PyObject *module, PyObject *args)
     if (source_open(&t.src, source, &view) < 0) goto done;
     /* The maps', slots' and source's buffers are held by their views until `done`. */
     int rc;
+    ErrSink sink = {ERR_NONE, NULL, 0};
+    int64_t cut_at = -1;
     t.src.nogil = 1;
     Py_BEGIN_ALLOW_THREADS
-    rc = table_walk(&t, maps, n_maps);
+    if (threads < 2 || t.src.size < split_bytes ||
+        !table_walk_halves(&t, maps, n_maps, near >= 0 ? near : t.src.size / 2, &rc, &sink,
+                           &cut_at)) {
+        rc = table_walk(&t, maps, n_maps, NULL, 0);
+    }
     Py_END_ALLOW_THREADS
     t.src.nogil = 0;
-    if (rc < 0) goto done;
+    if (rc < 0) {
+        sink_raise(&sink);
+        goto done;
+    }
     /* Hand the columns over; from here on nothing is freed twice. */
     PyObject *out = PyDict_New();
     if (out == NULL) goto done;
     PyObject *counts = Py_BuildValue("(LL)", (long long)t.n_events, (long long)t.unknown);
     int failed = counts == NULL || PyDict_SetItemString(out, "counts", counts) < 0;
     Py_XDECREF(counts);
+    /* Where the second half began (a line's or an event's key), -1 for one walk. */
+    PyObject *cut = PyLong_FromLongLong((long long)cut_at);
+    failed = failed || cut == NULL || PyDict_SetItemString(out, "cut_at", cut) < 0;
+    Py_XDECREF(cut);
     PyObject *lists[3] = {line_texts(&t, 0), line_texts(&t, 1), plane_negatives(&t)};
     const char *list_names[3] = {"line_name", "line_display_name", "negative"};
     for (int i = 0; i < 3; i++) {
@@ -1339,7 +1871,7 @@ static PyMethodDef module_methods[] = {
      "Decode XSpace bytes into flat columns (see formats/xspace_columns.py)."},
     {"scan", scan, METH_O,
      "An XSpace's fields but its planes' lines, as bytes: (rest of the space, planes)."},
-    {"decode_table", decode_table, METH_VARARGS,
+    {"decode_table", (PyCFunction)(void (*)(void))decode_table, METH_VARARGS | METH_KEYWORDS,
      "Decode an XSpace (a file descriptor or bytes) into a host table's columns; optional "
      "(line, name, stat name) code widths in bytes, 2 or 4 (default 4)."},
     {NULL, NULL, 0, NULL},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +400,13 @@ def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     return keys, np.array([mapping[k] for k in keys.tolist()], dtype=np.int32)
 
 
+def decode_threads() -> int:
+    """Threads the compiled decoder walks a big file on: 2, or what
+    ``STEPSCOPE_DECODE_THREADS`` says (1 keeps the one-thread walk; the tables are the same)."""
+    value = os.environ.get("STEPSCOPE_DECODE_THREADS", "").strip()
+    return 1 if value == "1" else 2
+
+
 def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
     """A host's event table straight from XSpace data (an open file's descriptor, read
     through a small window, or bytes) by the compiled decoder: no copy of the file and no
@@ -420,11 +428,14 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
         # (an id without metadata); lines are not counted before, so more than int16 holds
         # is an OverflowError and the data is read again with int32 lines.
         widths = (2, _code_width(len(dicts.names) + 1), _code_width(len(dicts.stat_names) + 1))
+        threads = decode_threads()
         try:
-            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths)
+            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths,
+                                       threads=threads)
         except OverflowError:
             widths = (4, *widths[1:])
-            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths)
+            raw = decoder.decode_table(source, maps, dicts.typed_slots(), widths,
+                                       threads=threads)
     except (ValueError, RuntimeError, DecodeError) as err:
         raise xc.format_error(name, err) from err
 
