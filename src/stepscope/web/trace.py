@@ -125,6 +125,10 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             # The first exact window goes out before the full index takes the CPU (and the
             # GIL, in NumPy's longer steps); the page asks for it as soon as it is there.
             events.answered.wait(FIRST_WINDOW_WAIT_S)
+            if kept is not None:
+                # The table mapped from the cache now (written there first), before what is
+                # built next: that is not made beside the parse's anonymous columns.
+                map_table(table, kept)
             # Then the flows by time, which every zoom but the whole trace's asks for (made
             # here, not in the first zoom: ~1 s at 1 GB), and which the full index takes over.
             events.flow_times()
