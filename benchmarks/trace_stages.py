@@ -24,14 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import checkout  # noqa: F401  (this checkout's src first)
-
-
-def _rss_mb() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
+from track_table_windows import _rss_mb
 
 
 class _Stage:

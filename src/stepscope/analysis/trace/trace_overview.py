@@ -2,8 +2,9 @@
 column, answered straight from the event table while the full index (``trace_index``) builds.
 
 It needs no layout: only the events' order by (track, start), which the index's layout starts
-from and is handed on to it, and a running sum of durations in that order; a window query is
-then a few binary searches per track and pixel column, so the first picture of a large trace
+from and is handed on to it, and the durations in that order summed per block of SUM_BLOCK
+events (12 bytes an event in all); a window query is then a few binary searches per track and
+pixel column, and a block's part read through the order, so the first picture of a large trace
 comes seconds before the index that can answer everything. Its tracks, sections,
 time origin and span are the full index's; each events track has one row, and every event
 overlapping the window is counted (with its duration summed) in the block of the column it
