@@ -62,6 +62,78 @@ get_column(PyObject *obj, Column *col, int writable, const char *what)
     return get_sized(obj, col, 8, writable, what);
 }
 
+/* A contiguous column of 4- or 8-byte integers (table rows, rows: int32 where they fit),
+ * writable when asked; read and written through int_at and int_put. */
+static int
+get_ints(PyObject *obj, Column *col, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &col->view, flags) < 0) {
+        return -1;
+    }
+    if (col->view.itemsize != 8 && col->view.itemsize != 4) {
+        PyErr_Format(PyExc_TypeError, "%s must hold 4- or 8-byte items", what);
+        PyBuffer_Release(&col->view);
+        col->view.obj = NULL;
+        return -1;
+    }
+    col->n = col->view.len / col->view.itemsize;
+    return 0;
+}
+
+/* Item i of a column of 4- or 8-byte integers. */
+static inline int64_t
+int_at(const void *buf, Py_ssize_t size, Py_ssize_t i)
+{
+    return size == 4 ? (int64_t)((const int32_t *)buf)[i] : ((const int64_t *)buf)[i];
+}
+
+static inline void
+int_put(void *buf, Py_ssize_t size, Py_ssize_t i, int64_t value)
+{
+    if (size == 4) {
+        ((int32_t *)buf)[i] = (int32_t)value;
+    } else {
+        ((int64_t *)buf)[i] = value;
+    }
+}
+
+/* A growable buffer of int64 records. */
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} Grow;
+
+static int
+grow_room(Grow *g, size_t more)
+{
+    if (g->n + more <= g->cap) {
+        return 1;
+    }
+    size_t cap = g->cap ? g->cap : 1024;
+    while (cap < g->n + more) {
+        cap *= 2;
+    }
+    int64_t *v = realloc(g->v, sizeof(int64_t) * cap);
+    if (!v) {
+        return 0;
+    }
+    g->v = v;
+    g->cap = cap;
+    return 1;
+}
+
+/* 0 when out of memory. */
+static int
+grow_push(Grow *g, int64_t value)
+{
+    if (!grow_room(g, 1)) {
+        return 0;
+    }
+    g->v[g->n++] = value;
+    return 1;
+}
+
 typedef struct {
     int64_t *lo;  /* minimum over a node's rows of when they free up (-1: unused) */
     int64_t *hi;  /* maximum of the same */
@@ -173,44 +245,21 @@ place(Trees *t, int64_t s, int64_t e)
     return r;
 }
 
-/* The ends of a track's running events, outermost first (a stack while events nest). */
-typedef struct {
-    int64_t *end;
-    Py_ssize_t n, cap;
-} Ends;
-
-/* 0 when out of memory. */
-static int
-ends_push(Ends *st, int64_t e)
-{
-    if (st->n == st->cap) {
-        Py_ssize_t cap = st->cap ? 2 * st->cap : 64;
-        int64_t *end = realloc(st->end, sizeof(int64_t) * (size_t)cap);
-        if (!end) {
-            return 0;
-        }
-        st->end = end;
-        st->cap = cap;
-    }
-    st->end[st->n++] = e;
-    return 1;
-}
-
 /* The trees as the stack's events leave them: row i running until end[i], the rest free
  * (an ended row's last end is at most any later start: free then as now). 0 when out of
  * memory. */
 static int
-trees_from_ends(Trees *t, const Ends *st)
+trees_from_ends(Trees *t, const Grow *st)
 {
     trees_reset(t, 64);
-    while (t->cap < st->n) {
+    while ((size_t)t->cap < st->n) {
         if (!trees_grow(t)) {
             return 0;
         }
     }
     Py_ssize_t cap = t->cap;
-    for (Py_ssize_t i = 0; i < st->n; i++) {
-        t->lo[cap + i] = t->hi[cap + i] = st->end[i];
+    for (size_t i = 0; i < st->n; i++) {
+        t->lo[cap + i] = t->hi[cap + i] = st->v[i];
     }
     for (Py_ssize_t j = cap - 1; j > 0; j--) {
         int64_t a = t->lo[2 * j], b = t->lo[2 * j + 1];
@@ -228,14 +277,14 @@ trees_from_ends(Trees *t, const Ends *st)
  * below none of its containers) in O(1); from the first that does not, by the trees, set to
  * the rows running then. -1 when out of memory. */
 static Py_ssize_t
-next_row(Trees *t, Ends *stack, int *nested, int64_t s, int64_t e)
+next_row(Trees *t, Grow *stack, int *nested, int64_t s, int64_t e)
 {
     if (*nested) {
-        while (stack->n && stack->end[stack->n - 1] <= s) {
+        while (stack->n && stack->v[stack->n - 1] <= s) {
             stack->n--;
         }
-        if (!stack->n || stack->end[stack->n - 1] >= e) {
-            return ends_push(stack, e) ? stack->n - 1 : -1;
+        if (!stack->n || stack->v[stack->n - 1] >= e) {
+            return grow_push(stack, e) ? (Py_ssize_t)stack->n - 1 : -1;
         }
         *nested = 0;
         if (!trees_from_ends(t, stack)) {
@@ -248,7 +297,7 @@ next_row(Trees *t, Ends *stack, int *nested, int64_t s, int64_t e)
 /* Rows of the events [a, b) of one track, given in start order. 0 when out of memory. */
 static int
 track_rows(const int64_t *start, const int64_t *end, Py_ssize_t a, Py_ssize_t b, Trees *t,
-           Ends *stack, int64_t *out)
+           Grow *stack, int64_t *out)
 {
     int nested = 1;
     stack->n = 0;
@@ -288,7 +337,7 @@ rows(PyObject *self, PyObject *args)
         }
     }
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
-    Ends stack = {NULL, 0, 0};
+    Grow stack = {NULL, 0, 0};
     int ok = trees.lo && trees.hi;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; ok && t < tracks; t++) {
@@ -298,7 +347,7 @@ rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
-    free(stack.end);
+    free(stack.v);
     if (!ok) {
         PyErr_NoMemory();
         goto done;
@@ -313,40 +362,6 @@ done:
 }
 
 
-/* The order's rows are int64 (wide) or int32. */
-static inline int64_t
-order_at(const void *order, int wide, Py_ssize_t i)
-{
-    return wide ? ((const int64_t *)order)[i] : ((const int32_t *)order)[i];
-}
-
-static inline void
-order_put(void *order, int wide, Py_ssize_t i, int64_t row)
-{
-    if (wide) {
-        ((int64_t *)order)[i] = row;
-    } else {
-        ((int32_t *)order)[i] = (int32_t)row;
-    }
-}
-
-/* A column of table rows (an order): int64, or int32 where the rows fit. */
-static int
-get_order(PyObject *obj, Column *col)
-{
-    if (PyObject_GetBuffer(obj, &col->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE)
-        < 0) {
-        return -1;
-    }
-    if (col->view.itemsize != 8 && col->view.itemsize != 4) {
-        PyErr_SetString(PyExc_TypeError, "order must hold 4- or 8-byte items");
-        PyBuffer_Release(&col->view);
-        col->view.obj = NULL;
-        return -1;
-    }
-    col->n = col->view.len / col->view.itemsize;
-    return 0;
-}
 
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
@@ -365,7 +380,7 @@ table_rows(PyObject *self, PyObject *args)
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
-        || get_order(row_o, &row) < 0 || get_column(off_o, &off, 0, "offsets") < 0
+        || get_ints(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
         || get_sized(depth_o, &depth, 4, 1, "depth") < 0
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
         goto done;
@@ -378,7 +393,6 @@ table_rows(PyObject *self, PyObject *args)
     }
     const int64_t *k = key.view.buf, *d = dur.view.buf, *o = off.view.buf;
     const void *rw = row.view.buf;
-    int wide = row.view.itemsize == 8;
     for (Py_ssize_t t = 0; t < tracks; t++) {
         if (o[t] < 0 || o[t] > o[t + 1] || o[t + 1] > n) {
             PyErr_SetString(PyExc_ValueError, "offsets must rise within the events");
@@ -390,7 +404,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_ssize_t m = dur.n;
     int status = 0;  /* 1: out of memory, 2: a row outside the durations */
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
-    Ends stack = {NULL, 0, 0};
+    Grow stack = {NULL, 0, 0};
     if (!trees.lo || !trees.hi) {
         status = 1;
     }
@@ -402,7 +416,7 @@ table_rows(PyObject *self, PyObject *args)
         int nested = 1;
         stack.n = 0;
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
-            int64_t r = order_at(rw, wide, i);
+            int64_t r = int_at(rw, row.view.itemsize, i);
             if (r < 0 || r >= m) {
                 status = 2;
                 break;
@@ -422,7 +436,7 @@ table_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     free(trees.lo);
     free(trees.hi);
-    free(stack.end);
+    free(stack.v);
     if (status == 1) {
         PyErr_NoMemory();
     } else if (status == 2) {
@@ -514,7 +528,7 @@ sums_before(PyObject *self, PyObject *args)
     }
     Column dur = {0}, order = {0}, cum = {0}, pos = {0}, out = {0};
     PyObject *result = NULL;
-    if (get_column(dur_o, &dur, 0, "dur") < 0 || get_order(order_o, &order) < 0
+    if (get_column(dur_o, &dur, 0, "dur") < 0 || get_ints(order_o, &order, 0, "order") < 0
         || get_column(cum_o, &cum, 0, "block_cum") < 0 || get_column(pos_o, &pos, 0, "pos") < 0
         || get_column(out_o, &out, 1, "out") < 0) {
         goto done;
@@ -526,7 +540,7 @@ sums_before(PyObject *self, PyObject *args)
     }
     const int64_t *d = dur.view.buf, *c = cum.view.buf, *p = pos.view.buf;
     int64_t *o = out.view.buf;
-    int wide = order.view.itemsize == 8, bad = 0;
+    int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < pos.n && !bad; i++) {
         int64_t at = p[i];
@@ -537,7 +551,7 @@ sums_before(PyObject *self, PyObject *args)
         Py_ssize_t q = (Py_ssize_t)(at / block);
         int64_t sum = c[q];
         for (Py_ssize_t j = q * block; j < at; j++) {
-            int64_t row = order_at(order.view.buf, wide, j);
+            int64_t row = int_at(order.view.buf, order.view.itemsize, j);
             if (row < 0 || row >= m) {
                 bad = 1;
                 break;
@@ -638,7 +652,8 @@ tied_cmp(const void *a, const void *b)
 /* Events of one key (sorted: the keys in order's order) put longer first (later end), then
  * by row. 0 when out of memory. */
 static int
-order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order, int wide)
+order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
+           Py_ssize_t size)
 {
     /* Events starting together: the longer first, then by row (a few at a time, usually). */
     Tied *tied = NULL;
@@ -659,7 +674,7 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
                 }
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                int64_t row = order_at(order, wide, a + k), e = end[row];
+                int64_t row = int_at(order, size, a + k), e = end[row];
                 tied[k].neg_end = -(e > 1 ? e : 1);  /* lengths too: as laid out */
                 tied[k].row = row;
             }
@@ -677,7 +692,7 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
                 qsort(tied, (size_t)g, sizeof(Tied), tied_cmp);
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                order_put(order, wide, a + k, tied[k].row);
+                int_put(order, size, a + k, tied[k].row);
             }
         }
         a = b;
@@ -732,7 +747,7 @@ merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_s
         }
     }
     free(heap);
-    return order_ties(sorted, end, n, order, 1);
+    return order_ties(sorted, end, n, order, 8);
 }
 
 static PyObject *
@@ -748,7 +763,7 @@ order_by_key(PyObject *self, PyObject *args)
     Run *runs = NULL;
     int have_sorted = sorted_o != Py_None;
     if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
-        || get_order(order_o, &order) < 0
+        || get_ints(order_o, &order, 1, "order") < 0
         || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
         goto done;
     }
@@ -780,7 +795,7 @@ order_by_key(PyObject *self, PyObject *args)
                 out[i] = (int32_t)i;
             }
         }
-        ok = order_ties(k, end.view.buf, n, order.view.buf, wide);
+        ok = order_ties(k, end.view.buf, n, order.view.buf, order.view.itemsize);
         Py_END_ALLOW_THREADS
         if (!ok) {
             PyErr_NoMemory();
@@ -1323,38 +1338,6 @@ done:
  * then read only their row and duration).
  */
 
-/* Item i of a column of 4- or 8-byte integers. */
-static inline int64_t
-int_at(const void *buf, Py_ssize_t size, Py_ssize_t i)
-{
-    return size == 4 ? (int64_t)((const int32_t *)buf)[i] : ((const int64_t *)buf)[i];
-}
-
-/* A growable buffer of int64 records. */
-typedef struct {
-    int64_t *v;
-    size_t n, cap;
-} Grow;
-
-static int
-grow_room(Grow *g, size_t more)
-{
-    if (g->n + more <= g->cap) {
-        return 1;
-    }
-    size_t cap = g->cap ? g->cap : 1024;
-    while (cap < g->n + more) {
-        cap *= 2;
-    }
-    int64_t *v = realloc(g->v, sizeof(int64_t) * cap);
-    if (!v) {
-        return 0;
-    }
-    g->v = v;
-    g->cap = cap;
-    return 1;
-}
-
 /* One track's per-row sums of the pixel column being counted. */
 typedef struct {
     int64_t *cnt, *cov, *touched;
@@ -1530,15 +1513,7 @@ window_cells(PyObject *self, PyObject *args)
     int got = 0;
     for (; got < WC_N; got++) {
         if (got == WC_DEPTH || got == WC_EV_ROW) {  /* 4- or 8-byte integers, read as they are */
-            if (PyObject_GetBuffer(o[got], &col[got].view,
-                                   PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-                goto done;
-            }
-            Py_ssize_t size = col[got].view.itemsize;
-            col[got].n = col[got].view.len / size;
-            if (size != 4 && size != 8) {
-                PyErr_Format(PyExc_TypeError, "%s must hold 4- or 8-byte items", names[got]);
-                got++;
+            if (get_ints(o[got], &col[got], 0, names[got]) < 0) {
                 goto done;
             }
         } else if (get_column(o[got], &col[got], 0, names[got]) < 0) {

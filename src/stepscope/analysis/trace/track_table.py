@@ -93,7 +93,7 @@ class TrackTable(TraceIndex):
             self.depth: NDArray[np.int32] = np.empty(n, np.int32)
             self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
             native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns, np.int64),
-                              _rows_column(self.ev_row), self.offsets,
+                              self.ev_row, self.offsets,
                               self.depth, self.block_end, BLOCK)
         else:
             self.depth, self.block_end = self._rows_of(by_start)
@@ -386,14 +386,6 @@ class TrackTable(TraceIndex):
             "id": rows.tolist(), "track": track[order].tolist(),
             "row": depth[order].tolist(), "start": starts[order].tolist(),
             "dur": self.table.duration_ns[rows].tolist()}}
-
-
-def _rows_column(rows: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
-    """Table rows as the compiled pass reads them: int32 or int64, contiguous (no copy of
-    int32 rows made wider)."""
-    if rows.dtype in (np.int32, np.int64):
-        return np.ascontiguousarray(rows)
-    return np.ascontiguousarray(rows, np.int64)
 
 
 def flows_of(table: EventTable, plan: TrackPlan) -> Flows:
