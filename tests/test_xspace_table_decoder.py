@@ -188,6 +188,15 @@ def test_codes_at_the_edge_of_int16_match_the_twin(lines: int, names: int) -> No
     assert table.line.dtype == (np.int16 if lines <= 32_767 else np.int32)
 
 
+def test_code_widths_other_than_2_or_4_bytes_are_one_clear_error() -> None:
+    decoder = xc.compiled_decoder()
+    for widths in ((3, 4, 4), (4, 0, 4), (4, 4, -2), (8, 8, 8)):
+        with pytest.raises(ValueError, match="2 or 4 bytes"):
+            decoder.decode_table(b"", [], b"", widths)
+    with pytest.raises(TypeError):
+        decoder.decode_table(b"", [], b"", (2, 2))
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
