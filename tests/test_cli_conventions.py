@@ -49,7 +49,8 @@ def test_run_picks_a_run_and_a_typo_gets_a_suggestion(two_runs: tuple[Path, list
     first = json.loads(capsys.readouterr().out)
     assert (newest["run"], first["run"]) == (names[1], names[0])
     assert (newest["steps"]["count"], first["steps"]["count"]) == (12, 8)
-    assert main(["report", str(logdir), "--run", names[0][:-1] + "9"]) == 2
+    typo = names[0][:-1] + ("8" if names[0].endswith("9") else "9")  # never the name itself
+    assert main(["report", str(logdir), "--run", typo]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stepscope: error: No run") and f"did you mean '{names[0]}'" in err
 
