@@ -572,9 +572,12 @@ def _kept(cache: Path, limit_s: float = 900) -> None:
         time.sleep(0.25)
 
 
-def _zooms(server: _Server, span: int, seed: int) -> list[float]:
+def _zooms(server: _Server, span: int, seed: int, pending: list[int] | None = None
+           ) -> list[float]:
     """Milliseconds of one window request each at 1/10 to 1/100,000 of the trace, at random
-    places, 2,000 px wide (each answered with events, never a coarse answer)."""
+    places, 2,000 px wide (each answered with events, never a coarse answer); ``pending``
+    gets how many were answered before their flows were sorted (``flows_pending``: the page
+    asks again for those)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(1, 6):
@@ -585,6 +588,8 @@ def _zooms(server: _Server, span: int, seed: int) -> list[float]:
         out.append((time.perf_counter() - t) * 1000)
         if body.get("coarse"):
             raise RuntimeError("a zoom was answered by the coarse overview")
+        if pending is not None and body.get("flows_pending"):
+            pending.append(k)
     return out
 
 
@@ -616,9 +621,11 @@ def viewer_windows(path: Path) -> dict[str, Any]:
             out["first_events_window_s"] = time.perf_counter() - t
             out["events_drawn"] = len(window["events"]["id"])
             out["blocks_drawn"] = len(window["aggregates"]["count"])
-            zooms = _zooms(server, span, 3)
+            pending: list[int] = []
+            zooms = _zooms(server, span, 3, pending)
             out["zoom_after_ms"] = ", ".join(f"{z:.0f}" for z in zooms)
             out["zoom_after_max_ms"] = max(zooms)
+            out["zoom_after_flows_pending"] = len(pending)
             _kept(Path(tmp) / "cache")
             out["index_built_s"] = _wait_idle(server.proc.pid) + time.perf_counter() - t
             zooms = _zooms(server, span, 4)

@@ -589,3 +589,47 @@ def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Pat
     other = build(one)
     other.share_flow_times(TrackTable(one, plan_tracks(one)))
     assert other._flow_times is None
+
+
+def test_a_window_does_not_wait_for_flows_being_sorted(stepscope_profile: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another thread sorts the flows by time (a server after its first window), a
+    window that needs them is answered at once without them, marked ``flows_pending``; the
+    whole trace's window counts them without; once sorted, every window equals a table's
+    that never waited."""
+    from stepscope.web.trace import _make_flow_times
+
+    checked = 0
+    for table in _profiles(stepscope_profile):
+        plan = plan_tracks(table)
+        waiting, plain = TrackTable(table, plan), TrackTable(table, plan)
+        if len(waiting.flow_src) < 10:
+            continue
+        waiting.flow_times_coming = True
+        # Few flows: sorted there and then (a few ms), as with nothing coming.
+        monkeypatch.setattr(ti, "FLOW_TIMES_AT_ONCE", len(waiting.flow_src))
+        a, b, _ = _windows(waiting.span_ns, 5)[0]
+        assert waiting.query(a, b, 10) == plain.query(a, b, 10)
+        waiting._flow_times = None
+        monkeypatch.setattr(ti, "FLOW_TIMES_AT_ONCE", 0)
+        monkeypatch.setattr(ti, "MAX_FLOWS", 3)
+        whole = waiting.query(0, waiting.span_ns, 10)
+        assert "flows_pending" not in whole
+        assert whole["flows_in_window"] == len(waiting.flow_src)
+        windows = [(a, b) for a, b, _ in _windows(waiting.span_ns, 6)
+                   if a > 0 or b < waiting.span_ns]
+        monkeypatch.setattr(ti, "MAX_FLOWS", 10**9)
+        for a, b in windows:
+            early = waiting.query(a, b, 10)
+            assert early["flows_pending"] is True
+            assert early["flows"] == [] and early["flows_in_window"] == 0
+            exact = plain.query(a, b, 10)
+            assert {k: v for k, v in early.items() if "flow" not in k} == \
+                {k: v for k, v in exact.items() if "flow" not in k}
+        assert waiting._flow_times is None  # the windows did not sort them
+        _make_flow_times(waiting)
+        assert not waiting.flow_times_coming and waiting._flow_times is not None
+        for a, b in windows:
+            assert waiting.query(a, b, 10) == plain.query(a, b, 10)
+        checked += 1
+    assert checked

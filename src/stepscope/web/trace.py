@@ -96,6 +96,11 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             if kept is not None:
                 hit = cached_index(table, kept)
                 if hit is not None:
+                    # Its zooms' flows by time are made beside them (a second at 1 GB).
+                    hit.flow_times_coming = True
+                    threading.Thread(target=fill, args=(Future(), lambda: _make_flow_times(hit),
+                                                        run.writes),
+                                     daemon=True, name="stepscope-flow-times").start()
                     return hit
                 if memory_is_short(table):
                     # The overview's, the per-track table's and the flows' columns are then
@@ -116,6 +121,7 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 save_preview(kept, TracePreview.of(overview))
             by_start, overview.by_start = overview.by_start, None
             events = TrackTable(table, plan, by_start, overview.key, flows.result())
+            events.flow_times_coming = True  # made below, once the first window is out
             del by_start
             # The table answers every view exactly from now: the overview is let go.
             run.partials[table_key] = (events, time.monotonic())
@@ -131,7 +137,7 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                 map_table(table, kept)
             # Then the flows by time, which every zoom but the whole trace's asks for (made
             # here, not in the first zoom: ~1 s at 1 GB), and which the full index takes over.
-            events.flow_times()
+            _make_flow_times(events)
             depth, by_start = events.layout()
             try:
                 index = index_for(table, source, use_cache=run.use_cache, progress=report,
@@ -148,6 +154,15 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
+
+
+def _make_flow_times(index: TraceIndex) -> None:
+    """Make ``index``'s flows by time, which its windows await meanwhile
+    (``flow_times_coming``); where that fails, its windows make them themselves."""
+    try:
+        index.flow_times()
+    finally:
+        index.flow_times_coming = False
 
 
 def index_pending(run: LoadedRun, host: str | None) -> bool:

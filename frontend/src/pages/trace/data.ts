@@ -1,6 +1,7 @@
 // Trace viewer data: the /api/trace/* routes (asked again while the server answers 202, the
 // index still being built), the window with a margin either side so that panning draws at
-// once (asked again while it comes from the coarse overview, until the index answers), and
+// once (asked again while it comes from the coarse overview, until the index answers, and
+// while its flows are still being sorted on the server), and
 // the last search's matches kept for stepping through them.
 import { apiUrl, ApiError } from "../../api";
 import type { PageContext } from "../registry";
@@ -22,6 +23,8 @@ export class TraceData {
   fetching = false;
   /** The last window came from the server's coarse overview (its index still building). */
   coarse = false;
+  /** The last window's flows were still being sorted by time on the server. */
+  flowsPending = false;
   /** Told of a failed window request made to refine the coarse one. */
   onError: (err: unknown) => void = () => {};
   private wanted = false;
@@ -59,12 +62,14 @@ export class TraceData {
         if (this.coarse && !answer.coarse) await this.onRefined();
         if (this.ctx.stale()) return;
         this.coarse = answer.coarse === true;
+        this.flowsPending = answer.flows_pending === true;
         this.onWindow(answer);
       } while (this.wanted);
     } finally {
       this.fetching = false;
     }
     if (this.coarse && !this.ctx.stale()) this.refreshSoon(this.onError, 300);
+    else if (this.flowsPending && !this.ctx.stale()) this.refreshSoon(this.onError, 150);
   }
 
   /** ``refresh`` once the view has stopped moving for ``ms`` (40) ms. */

@@ -71,7 +71,7 @@ export async function renderTrace(ctx: PageContext): Promise<HTMLElement> {
     setView: (t0: number, t1: number) => tools.setView({ t0, t1 }),
     names: () => (s.data ? s.data.events.id.map((_, i) => s.data!.names[s.data!.events.name[i]])
                   : []),
-    ready: () => !data.fetching && s.data !== null && !data.coarse,
+    ready: () => !data.fetching && s.data !== null && !data.coarse && !data.flowsPending,
     overlay: () => s.overlay.length,
   };
 

@@ -23,6 +23,8 @@ export interface TimeWindow {
   names: Record<string, string>;
   counters: { track: number; time: number[]; value: number[] }[];
   flows: Flow[]; flows_in_window: number;
+  /** The flows are not in this answer yet (the server still sorts them by time): asked again. */
+  flows_pending?: boolean;
 }
 export interface EventDetail { id: number; name: string; start_ns: number; duration_ns: number;
   track: number; row: number; section: string; track_name: string;

@@ -53,6 +53,8 @@ Flows = tuple[Rows, Rows, NDArray[np.int8]]
 MAX_WIDTH = 20_000  # pixels a query may ask for
 MAX_FLOWS = 2_000  # flows a window query returns (more: only their count)
 FLOW_BLOCK = 64  # flows (by their earlier end) per block of latest later ends
+# Up to this many flows, a window waits for the flows by time, however made (a few ms).
+FLOW_TIMES_AT_ONCE = 100_000
 _FLOW_TIMES = threading.Lock()  # the flows by time made once, by one thread
 MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
@@ -527,6 +529,10 @@ class TraceIndex:
         self._stat_order: I64 | None = None
         self._lower_names: list[str] | None = None
         self._flow_times: tuple[I64, I64, I64, I64] | None = None
+        #: Set where another thread makes the flows by time (a server, once its first window
+        #: is out): until they are there, a window with many flows is answered without them,
+        #: marked ``flows_pending``, rather than waiting (a second at 1 GB).
+        self.flow_times_coming = False
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -595,7 +601,7 @@ class TraceIndex:
             "aggregates": agg, "names": out_names,
             "counters": self._counters(t0, t1, bnd, tracks),
         }
-        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        self._put_flows(result, start_ns, end_ns)
         return result
 
     def _wide(self, segs: I64, t0: int, t1: int, span: int, w: int) -> I64:
@@ -689,8 +695,19 @@ class TraceIndex:
                   ) -> list[dict[str, Any]]:
         return window_counters(self.arrays, t0, t1, bnd, tracks)
 
-    def _window_flows(self, start_ns: int, end_ns: int) -> tuple[list[dict[str, Any]], int]:
-        """Flows with an end in the window (none, only their count, when too many)."""
+    def _put_flows(self, result: dict[str, Any], start_ns: int, end_ns: int) -> None:
+        """A window answer's ``flows`` and ``flows_in_window`` (``_window_flows``); while
+        they wait for the flows by time, none, and ``flows_pending`` (asked again soon)."""
+        found = self._window_flows(start_ns, end_ns)
+        result["flows"], result["flows_in_window"] = found or ([], 0)
+        if found is None:
+            result["flows_pending"] = True
+
+    def _window_flows(self, start_ns: int,
+                      end_ns: int) -> tuple[list[dict[str, Any]], int] | None:
+        """Flows with an end in the window (none, only their count, when too many); None
+        while another thread makes the flows by time (``flow_times_coming``) that this
+        window needs."""
         if not len(self.flow_src):
             return [], 0
         if start_ns <= 0 and end_ns >= self.span_ns and len(self.flow_src) > MAX_FLOWS:
@@ -698,6 +715,9 @@ class TraceIndex:
             # starts at 0 or after, and before the span, which is past every event's start):
             # too many to draw, counted without sorting the flows by time.
             return [], len(self.flow_src)
+        if (self._flow_times is None and self.flow_times_coming
+                and len(self.flow_src) > FLOW_TIMES_AT_ONCE):
+            return None
         lo, by_lo, block_hi, hi_sorted = self.flow_times()
         k = int(np.searchsorted(lo, end_ns, side="left"))  # flows with lo < end_ns
         j = int(np.searchsorted(lo, start_ns, side="left"))  # ... and lo < start_ns

@@ -122,6 +122,7 @@ class TrackTable(TraceIndex):
         self._stat_order = None
         self._lower_names = None
         self._flow_times = None
+        self.flow_times_coming = False
         #: Set once a window has been answered from this table (a server builds the full
         #: index after that, so that the first window does not share the CPU with it).
         self.answered = threading.Event()
@@ -278,7 +279,7 @@ class TrackTable(TraceIndex):
             "names": out_names,
             "counters": window_counters(self.counters, t0, t1, bnd, tracks),
         }
-        result["flows"], result["flows_in_window"] = self._window_flows(start_ns, end_ns)
+        self._put_flows(result, start_ns, end_ns)
         self.answered.set()
         return result
 
