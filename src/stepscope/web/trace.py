@@ -3,7 +3,9 @@
 ``/api/trace/<view>?run=…&host=…&…`` with ``view`` one of
 
 ``window``     ``start_ns``, ``end_ns`` (relative to the trace's origin), ``width`` (pixels),
-               optional ``tracks`` (comma-separated ids): the level-of-detail events;
+               optional ``tracks`` (comma-separated ids): the level-of-detail events
+               (``"flows_pending": true`` where its flows are still being sorted: asked
+               again for them);
 ``event``      ``id``: one event's details, stats and flows;
 ``search``     ``q``: events whose name holds the text, in time order;
 ``selection``  ``start_ns``, ``end_ns``, ``tracks``: the events there, summed by name.
@@ -157,8 +159,8 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
 
 def _make_flow_times(index: TraceIndex) -> None:
-    """Make ``index``'s flows by time, which its windows await meanwhile
-    (``flow_times_coming``); where that fails, its windows make them themselves."""
+    """Make ``index``'s flows by time; its windows answer without them meanwhile
+    (``flow_times_coming``), and make them themselves where this fails."""
     try:
         index.flow_times()
     finally:

@@ -1,8 +1,8 @@
 // Trace viewer data: the /api/trace/* routes (asked again while the server answers 202, the
 // index still being built), the window with a margin either side so that panning draws at
 // once (asked again while it comes from the coarse overview, until the index answers, and
-// while its flows are still being sorted on the server), and
-// the last search's matches kept for stepping through them.
+// while its flows are still being sorted on the server), and the last search's matches kept
+// for stepping through them.
 import { apiUrl, ApiError } from "../../api";
 import type { PageContext } from "../registry";
 import type { EventDetail, Matches, Selection, TimeWindow, View } from "./state";
