@@ -528,7 +528,7 @@ class TraceIndex:
         self.arrays = arrays
         self._stat_order: I64 | None = None
         self._lower_names: list[str] | None = None
-        self._flow_times: tuple[I64, I64, I64, I64] | None = None
+        self._flow_times: tuple[I64, Rows, I64, I64] | None = None
         #: Set where another thread makes the flows by time (a server, once its first window
         #: is out): until they are there, a window with many flows is answered without them,
         #: marked ``flows_pending``, rather than waiting (a second at 1 GB).
@@ -738,7 +738,7 @@ class TraceIndex:
         inside = np.sort(by_lo[np.concatenate([early, np.arange(j, k)])])
         return self.flows_of(inside), total
 
-    def flow_times(self) -> tuple[I64, I64, I64, I64]:
+    def flow_times(self) -> tuple[I64, Rows, I64, I64]:
         """The flows by time (``_flows_by_time``), made once: a server makes them after the
         first window (a second or so at 12M flows), beside the zooms that need them."""
         times = self._flow_times
@@ -759,11 +759,11 @@ class TraceIndex:
                         ((self.flow_src, other.flow_src), (self.flow_dst, other.flow_dst)))):
             self._flow_times = times
 
-    def _flows_by_time(self) -> tuple[I64, I64, I64, I64]:
+    def _flows_by_time(self) -> tuple[I64, Rows, I64, I64]:
         """Once: the flows' earlier ends ascending, that order, per block of FLOW_BLOCK flows
-        in it the latest later end, and the later ends ascending (as many int64 as main kept:
-        three a flow). Each column as long as the flows is made in a buffer freed just before
-        where it can be (fresh memory is what costs here)."""
+        in it the latest later end, and the later ends ascending (20 bytes a flow kept: the
+        order is int32 where the flows allow). Each column as long as the flows is made in a
+        buffer freed just before where it can be (fresh memory is what costs here)."""
         src_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_src)
         src_t -= self.origin_ns
         dst_t = np.take(np.asarray(self.table.start_ns, np.int64), self.flow_dst)
@@ -771,6 +771,8 @@ class TraceIndex:
         lo = np.minimum(src_t, dst_t)
         hi = np.maximum(src_t, dst_t, out=src_t)
         by_lo = np.argsort(lo, kind="stable")
+        if len(by_lo) < 1 << 31:
+            by_lo = by_lo.astype(np.int32)
         lo_sorted = np.take(lo, by_lo, out=dst_t)
         hi_by_lo = np.take(hi, by_lo, out=lo)
         block_hi = (np.maximum.reduceat(hi_by_lo, np.arange(0, len(hi_by_lo), FLOW_BLOCK))
