@@ -23,6 +23,7 @@ from stepscope.model.events import (
     StatTable,
     TypedStats,
     narrow_codes,
+    narrow_durations,
 )
 from stepscope.model.locations import as_path, is_remote, read_bytes
 from stepscope.model.schema import NEGATIVE_DURATIONS, XLA_OP_METADATA
@@ -270,6 +271,7 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                   minlength=len(planes)).tolist()):
             if count:
                 planes[index].stats[NEGATIVE_DURATIONS] = count
+    duration_ns = narrow_durations(duration_ns)  # int32 where every one fits, as decoded
     kept_planes = _kept_planes(cols.lines.plane, [_has_metadata(p) or bool(planes[i].stats)
                                                   for i, p in enumerate(cols.planes)],
                                [p.name for p in planes])
@@ -386,6 +388,8 @@ def _keep_planes(planes: list[Plane], line_plane: Any, keep: NDArray[np.bool_]
 
 
 _CODE_TYPES: dict[int, type[np.integer[Any]]] = {2: np.int16, 4: np.int32}
+# The decoder's durations: int32 where every one fits, else int64 (as narrow_durations).
+_DURATION_TYPES: dict[int, type[np.integer[Any]]] = {4: np.int32, 8: np.int64}
 
 
 def _code_width(count: int) -> int:
@@ -484,7 +488,7 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
                                           strict=True)],
         line=codes("ev_line", col("ev_line", _CODE_TYPES[widths[0]]), len(line_plane)),
         name=codes("ev_name", name_col, len(dicts.names)), start_ns=col("ev_start", np.int64),
-        duration_ns=col("ev_dur", np.int64), typed=TypedStats(n_events, typed),
+        duration_ns=col("ev_dur", _DURATION_TYPES[raw["dur_bytes"]]), typed=TypedStats(n_events, typed),
         names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],
     )
 

@@ -467,8 +467,7 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
         if ends is not None:
             hi = ends[rows]
         else:
-            hi = table.duration_ns[rows]
-            hi += lo
+            hi = lo + table.duration_ns[rows]  # int64 (the durations may be int32)
         del rows
         np.maximum(lo, steps.start_ns[step], out=lo)
         np.minimum(hi, steps.end_ns[step], out=hi)
