@@ -19,10 +19,10 @@ from stepscope.model.events import EventTable, narrow_durations
 from stepscope.model.run_tables import RunTables
 from stepscope.run.run import Run
 from stepscope.run.tools import TOOLS
-
-from conftest import FIXTURES
 from test_xspace_decode_threads import both_ways
 from test_xspace_table_decoder import _twin, assert_same_table
+
+from conftest import FIXTURES
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 LONG_NS = 5_000_000_000  # 5 s: past int32 nanoseconds (a whole session, a long step)
@@ -172,3 +172,41 @@ def test_a_long_event_reads_back_from_file_and_cache(tmp_path: Path,
     back = cache.load_table(path)
     assert back is not None and back.duration_ns.dtype == np.int64
     assert int(back.duration_ns.max()) == LONG_NS
+
+
+def test_the_trace_structures_read_int32_durations_as_int64_ones() -> None:
+    """The compiled passes (track plan, overview order and sums, per-track rows and window
+    cells) read 4-byte durations in place: the same structures and windows as from int64."""
+    from stepscope.analysis.trace.trace_index import build, plan_tracks
+    from stepscope.analysis.trace.trace_overview import TraceOverview
+    from stepscope.analysis.trace.track_table import TrackTable, flows_of
+
+    path = FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+    table = reader_of(path)(path)
+    dur = np.minimum(table.duration_ns, INT32_MAX).astype(np.int64)
+    rows = np.arange(len(dur))
+    dur[rows % 3 == 1] = INT32_MAX - rows[rows % 3 == 1] % 997  # sums of a block pass 2**31
+    dur[rows % 17 == 2] = 0
+
+    def structures(durations: np.ndarray) -> list[object]:
+        t = dataclasses.replace(table, duration_ns=durations)
+        plan = plan_tracks(t)
+        ov = TraceOverview(t, plan)
+        out: list[object] = [plan.span, ov.key.tolist(), ov.longest.tolist(),
+                             ov.summed_before(np.arange(len(ov.key) + 1)).tolist(),
+                             json.dumps(ov.query(0, ov.span_ns, 700))]
+        by_start, ov.by_start = ov.by_start, None
+        tt = TrackTable(t, plan, by_start, ov.key, flows_of(t, plan))
+        out += [tt.depth.tolist(), tt.block_end.tolist()]
+        index = build(t)  # the full index, as the server builds it after the first window
+        for k in range(4):
+            width = max(tt.span_ns // 10**k, 1)
+            for a in (0, tt.span_ns // 3):
+                out.append(json.dumps(tt.query(a, a + width, 1500), default=str))
+                out.append(json.dumps(index.query(a, a + width, 1500), default=str))
+        out.append(json.dumps(index.search("a"), default=str))
+        return out
+
+    narrow = narrow_durations(dur)
+    assert narrow.dtype == np.int32
+    assert structures(narrow) == structures(dur)

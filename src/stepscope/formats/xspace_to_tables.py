@@ -271,7 +271,6 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                   minlength=len(planes)).tolist()):
             if count:
                 planes[index].stats[NEGATIVE_DURATIONS] = count
-    duration_ns = narrow_durations(duration_ns)  # int32 where every one fits, as decoded
     kept_planes = _kept_planes(cols.lines.plane, [_has_metadata(p) or bool(planes[i].stats)
                                                   for i, p in enumerate(cols.planes)],
                                [p.name for p in planes])
@@ -285,7 +284,9 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                 strict=True)],
         line=narrow_codes(ev.line, len(line_plane)), name=narrow_codes(name, len(dicts.names)),
         start_ns=start_ns,
-        duration_ns=duration_ns, typed=TypedStats(len(ev), typed), names=dicts.names,
+        # int32 where every one fits, as the compiled decoder writes them
+        duration_ns=narrow_durations(duration_ns), typed=TypedStats(len(ev), typed),
+        names=dicts.names,
         stats=side, hostnames=[text(h) for h in cols.hostnames],
     )
 
@@ -488,7 +489,8 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
                                           strict=True)],
         line=codes("ev_line", col("ev_line", _CODE_TYPES[widths[0]]), len(line_plane)),
         name=codes("ev_name", name_col, len(dicts.names)), start_ns=col("ev_start", np.int64),
-        duration_ns=col("ev_dur", _DURATION_TYPES[raw["dur_bytes"]]), typed=TypedStats(n_events, typed),
+        duration_ns=col("ev_dur", _DURATION_TYPES[raw["dur_bytes"]]),
+        typed=TypedStats(n_events, typed),
         names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],
     )
 
