@@ -78,6 +78,21 @@ def test_the_decoder_widens_once_at_the_first_duration_past_int32(
     assert len(decoder.cuts - {-1}) >= 4
 
 
+@pytest.mark.parametrize("ns,dtype", [(INT32_MAX, np.int32), (INT32_MAX + 1, np.int64)])
+def test_the_edge_of_int32_matches_the_twin(ns: int, dtype: type) -> None:
+    space = XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "op"
+    line = plane.lines.add(id=1, name="main", timestamp_ns=10)
+    for i, ps in enumerate((1_000, ns * 1000 - 499, 2_000)):  # rounds half up to ns
+        line.events.add(metadata_id=1, offset_ps=i * 1000, duration_ps=ps)
+    data = space.SerializeToString()
+    table = x2t.from_source(data)
+    assert table.duration_ns.dtype == dtype
+    assert table.duration_ns.tolist() == [1, ns, 2]
+    assert_same_table(table, _twin(data))
+
+
 @pytest.mark.parametrize("long_at", [[], [5]], ids=["int32", "int64"])
 def test_the_cache_keeps_the_durations_as_they_are(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch,
