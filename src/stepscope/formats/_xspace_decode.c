@@ -999,7 +999,8 @@ typedef struct {
     Buf ev_name;      /* int16 or int32 (wide_names): the table's name code, -1 for an id
                        * without metadata */
     Buf ev_start;     /* int64 ns: offset, then (at the line's end) plus its timestamp */
-    Buf ev_dur;       /* int64 ns, negative ones made 0 */
+    Buf ev_dur;       /* ns, negative ones made 0: int32 until one does not fit (wide_dur),
+                       * then int64 */
     /* lines */
     Buf ln_plane;     /* int32 */
     Buf ln_id;        /* int64 */
@@ -1024,6 +1025,10 @@ typedef struct {
     /* Codes written as int32 (1) or int16 (0): the columns the table keeps, written so
      * (no int32 column narrowed after, with both held: a fresh copy of each at 1 GB). */
     int wide_lines, wide_names, wide_stats;
+    /* Durations written as int64 (1) or int32 (0): int32 until the first that does not fit,
+     * where the column is widened once and goes on in int64 (long events are common: a
+     * file is not decoded again for them). */
+    int wide_dur;
     int *abandon;         /* the second half's: set when the first half failed */
     int tail_error;       /* the first half failed past its part of a cut line */
 } Table;
@@ -1037,6 +1042,30 @@ typedef struct {
             PUT((b), int16_t, (value));      \
         }                                    \
     } while (0)
+
+/* An int32 column made int64 in place, once: from the back, as each value's 8 bytes lie
+ * at or past its 4. */
+static int
+buf_widen32(Buf *b)
+{
+    size_t n = b->len / sizeof(int32_t);
+    if (buf_reserve(b, b->len) < 0) return -1;
+    const int32_t *narrow = (const int32_t *)b->data;
+    int64_t *wide = (int64_t *)b->data;
+    for (size_t i = n; i-- > 0;) wide[i] = narrow[i];
+    b->len = n * sizeof(int64_t);
+    return 0;
+}
+
+/* The table's durations widened to int64 (where they are not yet). */
+static int
+table_widen_durations(Table *t)
+{
+    if (t->wide_dur) return 0;
+    if (buf_widen32(&t->ev_dur) < 0) return -1;
+    t->wide_dur = 1;
+    return 0;
+}
 
 /* More lines than int16 codes hold, where the caller asked for them: OverflowError (it
  * decodes again with int32 lines). */
@@ -1126,7 +1155,12 @@ table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
     PUT_CODE(&t->ev_line, t->wide_lines, line_index);
     PUT_CODE(&t->ev_name, t->wide_names, name);
     PUT(&t->ev_start, int64_t, ps_to_ns(offset));
-    PUT(&t->ev_dur, int64_t, dur);
+    if (dur > INT32_MAX && table_widen_durations(t) < 0) return -1;
+    if (t->wide_dur) {
+        PUT(&t->ev_dur, int64_t, dur);
+    } else {
+        PUT(&t->ev_dur, int32_t, dur);
+    }
     t->n_events++;
     return 0;
 fail:
@@ -1596,6 +1630,11 @@ table_merge(Table *a, Table *b)
         lines + ((const int16_t *)b->ev_line.data)[b->n_events - 1] > INT16_MAX) {
         return lines_overflow();
     }
+    /* Durations as wide as the wider half's (a half widens where one does not fit). */
+    if ((a->wide_dur || b->wide_dur) &&
+        (table_widen_durations(a) < 0 || table_widen_durations(b) < 0)) {
+        return -1;
+    }
     /* plane k: the first half's count last, the second's first */
     int64_t *neg_a = (int64_t *)a->pl_negative.data, *neg_b = (int64_t *)b->pl_negative.data;
     neg_a[a->pl_negative.len / sizeof(int64_t) - 1] += neg_b[0];
@@ -1726,7 +1765,8 @@ table_walk_halves(Table *t, Map *maps, Py_ssize_t n_maps, int64_t near, int *rc,
 
 /* decode_table(source, maps, slots[, (line, name, stat name code widths: 2 or 4 bytes)],
  * threads=2, split_bytes=SPLIT_BYTES, near=-1) -> dict of columns (see xspace_to_tables.py),
- * and "cut_at": where the second half began, or -1; OverflowError where lines of 2 bytes
+ * "cut_at": where the second half began, or -1, and "dur_bytes": 4 where every duration fits
+ * int32 (ev_dur int32), else 8 (int64); OverflowError where lines of 2 bytes
  * were asked for and there are more than they hold.
  * maps: per plane (event_keys, event_codes, stat_keys, stat_codes), int64 keys sorted
  * (None for a plane without metadata)
@@ -1817,6 +1857,10 @@ decode_table(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *cut = PyLong_FromLongLong((long long)cut_at);
     failed = failed || cut == NULL || PyDict_SetItemString(out, "cut_at", cut) < 0;
     Py_XDECREF(cut);
+    /* The durations' width in bytes: 4 (int32) where every one fits, else 8. */
+    PyObject *dur_bytes = PyLong_FromLong(t.wide_dur ? 8 : 4);
+    failed = failed || dur_bytes == NULL || PyDict_SetItemString(out, "dur_bytes", dur_bytes) < 0;
+    Py_XDECREF(dur_bytes);
     PyObject *lists[3] = {line_texts(&t, 0), line_texts(&t, 1), plane_negatives(&t)};
     const char *list_names[3] = {"line_name", "line_display_name", "negative"};
     for (int i = 0; i < 3; i++) {

@@ -23,6 +23,7 @@ from stepscope.model.events import (
     StatTable,
     TypedStats,
     narrow_codes,
+    narrow_durations,
 )
 from stepscope.model.locations import as_path, is_remote, read_bytes
 from stepscope.model.schema import NEGATIVE_DURATIONS, XLA_OP_METADATA
@@ -283,7 +284,9 @@ def from_columns(cols: xc.XSpaceColumns) -> EventTable:
                                                 strict=True)],
         line=narrow_codes(ev.line, len(line_plane)), name=narrow_codes(name, len(dicts.names)),
         start_ns=start_ns,
-        duration_ns=duration_ns, typed=TypedStats(len(ev), typed), names=dicts.names,
+        # int32 where every one fits, as the compiled decoder writes them
+        duration_ns=narrow_durations(duration_ns), typed=TypedStats(len(ev), typed),
+        names=dicts.names,
         stats=side, hostnames=[text(h) for h in cols.hostnames],
     )
 
@@ -386,6 +389,8 @@ def _keep_planes(planes: list[Plane], line_plane: Any, keep: NDArray[np.bool_]
 
 
 _CODE_TYPES: dict[int, type[np.integer[Any]]] = {2: np.int16, 4: np.int32}
+# The decoder's durations: int32 where every one fits, else int64 (as narrow_durations).
+_DURATION_TYPES: dict[int, type[np.integer[Any]]] = {4: np.int32, 8: np.int64}
 
 
 def _code_width(count: int) -> int:
@@ -484,7 +489,8 @@ def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:
                                           strict=True)],
         line=codes("ev_line", col("ev_line", _CODE_TYPES[widths[0]]), len(line_plane)),
         name=codes("ev_name", name_col, len(dicts.names)), start_ns=col("ev_start", np.int64),
-        duration_ns=col("ev_dur", np.int64), typed=TypedStats(n_events, typed),
+        duration_ns=col("ev_dur", _DURATION_TYPES[raw["dur_bytes"]]),
+        typed=TypedStats(n_events, typed),
         names=dicts.names, stats=stats, hostnames=[text(h) for h in space.hostnames],
     )
 

@@ -249,6 +249,9 @@ def _columns(table: EventTable) -> list[tuple[str, NDArray[Any]]]:
 # Dictionary-code columns (lines, event and stat names) are int16 where every code fits
 # (``events.narrow_codes``), else int32.
 _CODES = (np.int16, np.int32)
+# Durations are stored as the table holds them: int32 where every one fits
+# (``events.narrow_durations``), else int64.
+_DURATIONS = (np.int32, np.int64)
 
 
 def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
@@ -290,7 +293,7 @@ def _table(meta: dict[str, Any], cols: Arrays) -> EventTable:
         line=take("line", _CODES, n_events),
         name=take("name", _CODES, n_events),
         start_ns=take("start_ns", np.int64, n_events),
-        duration_ns=take("duration_ns", np.int64, n_events),
+        duration_ns=take("duration_ns", _DURATIONS, n_events),
         typed=TypedStats(n_events, {str(k): _typed(cols, str(k), n_events)
                                     for k in meta["typed"]}),
         names=_strings(meta["names"]),

@@ -26,10 +26,11 @@ from stepscope import version
 from stepscope.model import locations
 
 # Bump whenever the file layout, or the EventTable it holds, changes.
-FORMAT_VERSION = 9  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
+FORMAT_VERSION = 10  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
 # texts by index; 5: stats with no metadata named "<unknown stat>" (never code -1); 6: XSpace
 # tables carry stepscope_hlo_op_names; 7: and stepscope_hlo_op_types; 8: device planes carry
-# stepscope_xla_op_metadata; 9: lines, event and stat names int16 where every code fits
+# stepscope_xla_op_metadata; 9: lines, event and stat names int16 where every code fits;
+# 10: durations int32 where every one fits
 
 MAGIC = b"stepscope-cache\n"
 PREFIX = struct.Struct("<16sQQ16sI4x")

@@ -97,6 +97,26 @@ def narrow_codes(codes: NDArray[np.integer[Any]], count: int) -> Codes:
     return np.asarray(codes, dtype=np.int32)
 
 
+Durations = NDArray[np.int32] | NDArray[np.int64]  # ns: int32 where every duration fits
+
+
+def narrow_durations(durations: NDArray[np.integer[Any]]) -> Durations:
+    """Durations in ns as int32 where every one fits (events up to 2.147 s: most tables),
+    else int64. Readers index and compare them as they are; arithmetic that can pass 2**31
+    (a product, the sum of two, an end ``start + duration`` with int64 starts is safe) casts
+    first, and sums widen (``np.sum``, ``np.cumsum`` and ``np.add.reduceat`` with
+    ``dtype=np.int64``)."""
+    column = np.asarray(durations)
+    if column.dtype == np.int32:
+        return column
+    if len(column) and (int(column.min()) < _INT32.min or int(column.max()) > _INT32.max):
+        return np.asarray(column, dtype=np.int64)
+    return np.asarray(column, dtype=np.int32)
+
+
+_INT32 = np.iinfo(np.int32)
+
+
 def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
     """``np.isin(codes, wanted)`` for a column of small non-negative codes (names, lines,
     planes): one lookup into a table of flags, where np.isin sorts or builds temporaries of
@@ -227,7 +247,7 @@ class EventTable:
     line: Codes  # per event: index into the line_* columns (int16 where they fit)
     name: Codes  # per event: index into names (int16 where they fit)
     start_ns: I64
-    duration_ns: I64
+    duration_ns: Durations  # int32 where every one fits (narrow_durations), else int64
     typed: Mapping[str, I64]  # TYPED_STATS → column (MISSING where absent); TypedStats
     # when read from a file or the cache
     names: list[str]

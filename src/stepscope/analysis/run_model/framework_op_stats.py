@@ -624,8 +624,7 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         unit = 1000
     else:
         start = table.start_ns[rows]
-        end = table.duration_ns[rows]
-        end += start
+        end = start + table.duration_ns[rows]  # int64 (the durations may be int32)
     line = table.line[rows]  # int32: the interval functions take any integers
     self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)

@@ -464,11 +464,8 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
         if len(rows) == 0:
             continue
         lo = table.start_ns[rows]
-        if ends is not None:
-            hi = ends[rows]
-        else:
-            hi = table.duration_ns[rows]
-            hi += lo
+        # int64 ends (the durations may be int32: not added to in place)
+        hi = ends[rows] if ends is not None else lo + table.duration_ns[rows]
         del rows
         np.maximum(lo, steps.start_ns[step], out=lo)
         np.minimum(hi, steps.end_ns[step], out=hi)

@@ -308,8 +308,7 @@ def python_views(table: EventTable, host: str, *, source: str | None = None,
 def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64]:
     """The rows overlapping [t0, t1) (zero-length ones inside it), and their clipped spans."""
     start = table.start_ns[rows]
-    end = table.duration_ns[rows]
-    end += start
+    end = start + table.duration_ns[rows]  # int64 (the durations may be int32)
     keep = ((start < t1) & (end > t0)) | ((end == start) & (start >= t0) & (start < t1))
     if not keep.all():  # usually all are kept: no second copy of each column
         rows, start, end = rows[keep], start[keep], end[keep]

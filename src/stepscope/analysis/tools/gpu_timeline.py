@@ -396,7 +396,7 @@ def _launch_stats(ops: GpuOps, sel: I64, options: Options) -> LaunchStats:
     short = gpu_all < options.short_kernel_ns
     with_launch = sel[ops.launch[sel] >= 0]
     launch = ops.launch[with_launch]
-    cpu = table.duration_ns[launch]
+    cpu = np.asarray(table.duration_ns[launch], np.int64)  # the launches' only
     call_end = table.start_ns[launch] + cpu
     delay = np.maximum(ops.start[with_launch] - call_end, 0)
     gpu = ops.end[with_launch] - ops.start[with_launch]

@@ -379,7 +379,7 @@ table_rows(PyObject *self, PyObject *args)
     }
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
-    if (get_column(key_o, &key, 0, "key") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
+    if (get_column(key_o, &key, 0, "key") < 0 || get_ints(dur_o, &dur, 0, "dur") < 0
         || get_ints(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
         || get_sized(depth_o, &depth, 4, 1, "depth") < 0
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
@@ -391,8 +391,8 @@ table_rows(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
         goto done;
     }
-    const int64_t *k = key.view.buf, *d = dur.view.buf, *o = off.view.buf;
-    const void *rw = row.view.buf;
+    const int64_t *k = key.view.buf, *o = off.view.buf;
+    const void *rw = row.view.buf, *d = dur.view.buf;
     for (Py_ssize_t t = 0; t < tracks; t++) {
         if (o[t] < 0 || o[t] > o[t + 1] || o[t + 1] > n) {
             PyErr_SetString(PyExc_ValueError, "offsets must rise within the events");
@@ -421,7 +421,8 @@ table_rows(PyObject *self, PyObject *args)
                 status = 2;
                 break;
             }
-            int64_t s = k[i] & mask, len = d[r] > 1 ? d[r] : 1, e = s + len;
+            int64_t dr = int_at(d, dur.view.itemsize, r);
+            int64_t s = k[i] & mask, len = dr > 1 ? dr : 1, e = s + len;
             Py_ssize_t at = next_row(&trees, &stack, &nested, s, e);
             if (at < 0) {
                 status = 1;
@@ -474,7 +475,7 @@ line_counts(PyObject *self, PyObject *args)
         goto done;
     }
     line.n = line.view.len / size;
-    if (get_column(start_o, &start, 0, "start") < 0 || get_column(dur_o, &dur, 0, "dur") < 0
+    if (get_column(start_o, &start, 0, "start") < 0 || get_ints(dur_o, &dur, 0, "dur") < 0
         || get_column(count_o, &count, 1, "count") < 0) {
         goto done;
     }
@@ -483,7 +484,8 @@ line_counts(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "line, start and dur must be as long");
         goto done;
     }
-    const int64_t *s = start.view.buf, *d = dur.view.buf;
+    const int64_t *s = start.view.buf;
+    const void *d = dur.view.buf;
     int64_t *c = count.view.buf, latest = INT64_MIN;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -495,7 +497,8 @@ line_counts(PyObject *self, PyObject *args)
             break;
         }
         c[li]++;
-        int64_t e = s[i] + (d[i] > 1 ? d[i] : 1);
+        int64_t di = int_at(d, dur.view.itemsize, i);
+        int64_t e = s[i] + (di > 1 ? di : 1);
         if (e > latest) {
             latest = e;
         }
@@ -528,7 +531,7 @@ sums_before(PyObject *self, PyObject *args)
     }
     Column dur = {0}, order = {0}, cum = {0}, pos = {0}, out = {0};
     PyObject *result = NULL;
-    if (get_column(dur_o, &dur, 0, "dur") < 0 || get_ints(order_o, &order, 0, "order") < 0
+    if (get_ints(dur_o, &dur, 0, "dur") < 0 || get_ints(order_o, &order, 0, "order") < 0
         || get_column(cum_o, &cum, 0, "block_cum") < 0 || get_column(pos_o, &pos, 0, "pos") < 0
         || get_column(out_o, &out, 1, "out") < 0) {
         goto done;
@@ -538,7 +541,8 @@ sums_before(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "sums_before: columns of mismatched lengths");
         goto done;
     }
-    const int64_t *d = dur.view.buf, *c = cum.view.buf, *p = pos.view.buf;
+    const void *d = dur.view.buf;
+    const int64_t *c = cum.view.buf, *p = pos.view.buf;
     int64_t *o = out.view.buf;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -556,7 +560,8 @@ sums_before(PyObject *self, PyObject *args)
                 bad = 1;
                 break;
             }
-            sum += d[row] > 0 ? d[row] : 0;
+            int64_t dr = int_at(d, dur.view.itemsize, row);
+            sum += dr > 0 ? dr : 0;
         }
         o[i] = sum;
     }
@@ -652,8 +657,8 @@ tied_cmp(const void *a, const void *b)
 /* Events of one key (sorted: the keys in order's order) put longer first (later end), then
  * by row. 0 when out of memory. */
 static int
-order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
-           Py_ssize_t size)
+order_ties(const int64_t *sorted, const void *end, Py_ssize_t end_size, Py_ssize_t n,
+           void *order, Py_ssize_t size)
 {
     /* Events starting together: the longer first, then by row (a few at a time, usually). */
     Tied *tied = NULL;
@@ -674,7 +679,7 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
                 }
             }
             for (Py_ssize_t k = 0; k < g; k++) {
-                int64_t row = int_at(order, size, a + k), e = end[row];
+                int64_t row = int_at(order, size, a + k), e = int_at(end, end_size, row);
                 tied[k].neg_end = -(e > 1 ? e : 1);  /* lengths too: as laid out */
                 tied[k].row = row;
             }
@@ -704,8 +709,8 @@ order_ties(const int64_t *sorted, const int64_t *end, Py_ssize_t n, void *order,
 /* The runs [starts[i], starts[i + 1]) merged into order (table rows) and sorted (keys); then
  * the events of one key put longer first (later end), then by row. 0 when out of memory. */
 static int
-merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_ssize_t n_runs,
-           int64_t *order, int64_t *sorted)
+merge_runs(const int64_t *key, const void *end, Py_ssize_t end_size, Py_ssize_t n, Run *runs,
+           Py_ssize_t n_runs, int64_t *order, int64_t *sorted)
 {
     Run *heap = malloc(sizeof(Run) * (size_t)(n_runs ? n_runs : 1));
     if (!heap) {
@@ -747,7 +752,7 @@ merge_runs(const int64_t *key, const int64_t *end, Py_ssize_t n, Run *runs, Py_s
         }
     }
     free(heap);
-    return order_ties(sorted, end, n, order, 8);
+    return order_ties(sorted, end, end_size, n, order, 8);
 }
 
 static PyObject *
@@ -762,7 +767,7 @@ order_by_key(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     Run *runs = NULL;
     int have_sorted = sorted_o != Py_None;
-    if (get_column(key_o, &key, 0, "key") < 0 || get_column(end_o, &end, 0, "end") < 0
+    if (get_column(key_o, &key, 0, "key") < 0 || get_ints(end_o, &end, 0, "end") < 0
         || get_ints(order_o, &order, 1, "order") < 0
         || (have_sorted && get_column(sorted_o, &sorted, 1, "sorted") < 0)) {
         goto done;
@@ -795,7 +800,8 @@ order_by_key(PyObject *self, PyObject *args)
                 out[i] = (int32_t)i;
             }
         }
-        ok = order_ties(k, end.view.buf, n, order.view.buf, order.view.itemsize);
+        ok = order_ties(k, end.view.buf, end.view.itemsize, n, order.view.buf,
+                        order.view.itemsize);
         Py_END_ALLOW_THREADS
         if (!ok) {
             PyErr_NoMemory();
@@ -829,7 +835,8 @@ order_by_key(PyObject *self, PyObject *args)
     qsort(runs, (size_t)n_runs, sizeof(Run), run_cmp);
     int ok;
     Py_BEGIN_ALLOW_THREADS
-    ok = merge_runs(k, end.view.buf, n, runs, n_runs, order.view.buf, sorted.view.buf);
+    ok = merge_runs(k, end.view.buf, end.view.itemsize, n, runs, n_runs, order.view.buf,
+                    sorted.view.buf);
     Py_END_ALLOW_THREADS
     if (!ok) {
         PyErr_NoMemory();
@@ -1344,6 +1351,7 @@ typedef struct {
     Py_ssize_t n_touched;
     int64_t rows;       /* the track's rows */
     Py_ssize_t n_dur;   /* the duration column's length (table rows) */
+    Py_ssize_t dur_size; /* its items' bytes: 4 or 8 */
     uint64_t width;
     int64_t span;       /* < 0: nothing is a pixel wide */
     Grow wide;          /* positions of the events at least a pixel wide, in order */
@@ -1354,7 +1362,7 @@ enum { SEG_OK, SEG_BAD, SEG_OOM };
 /* Events at positions lo..hi-1 counted (or listed as wide): one instantiation per width of
  * the table rows and the rows columns (4 or 8 bytes), read as they are. */
 #define COUNT_SEGMENT(NAME, ET, DT)                                                          \
-    static int NAME(const ET *ev_row, const DT *depth, const int64_t *dur, Py_ssize_t lo,    \
+    static int NAME(const ET *ev_row, const DT *depth, const void *dur, Py_ssize_t lo,       \
                     Py_ssize_t hi, Sums *s)                                                  \
     {                                                                                        \
         Py_ssize_t nt = s->n_touched;                                                        \
@@ -1372,7 +1380,7 @@ enum { SEG_OK, SEG_BAD, SEG_OOM };
                 rc = SEG_BAD;                                                                \
                 break;                                                                       \
             }                                                                                \
-            int64_t d = dur[e];                                                              \
+            int64_t d = int_at(dur, s->dur_size, (Py_ssize_t)e);                             \
             /* As NumPy's int64 product (wrapping). */                                       \
             if (span >= 0 && (int64_t)((uint64_t)d * uw) >= span) {                          \
                 if (!grow_room(&s->wide, 1)) {                                               \
@@ -1415,7 +1423,7 @@ COUNT_SEGMENT(count_32_64, int32_t, int64_t)
 
 static int
 count_segment(const void *ev_row, Py_ssize_t esize, const void *depth, Py_ssize_t dsize,
-              const int64_t *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
+              const void *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
 {
     if (esize == 8) {
         return dsize == 4 ? count_64_32(ev_row, depth, dur, lo, hi, s)
@@ -1512,7 +1520,8 @@ window_cells(PyObject *self, PyObject *args)
     int64_t *by_row = NULL;
     int got = 0;
     for (; got < WC_N; got++) {
-        if (got == WC_DEPTH || got == WC_EV_ROW) {  /* 4- or 8-byte integers, read as they are */
+        if (got == WC_DEPTH || got == WC_EV_ROW || got == WC_DUR) {
+            /* 4- or 8-byte integers, read as they are */
             if (get_ints(o[got], &col[got], 0, names[got]) < 0) {
                 goto done;
             }
@@ -1528,7 +1537,8 @@ window_cells(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "window_cells: columns of unexpected lengths");
         goto done;
     }
-    const int64_t *key = col[WC_KEY].view.buf, *dur = col[WC_DUR].view.buf;
+    const int64_t *key = col[WC_KEY].view.buf;
+    const void *dur = col[WC_DUR].view.buf;
     const void *depth = col[WC_DEPTH].view.buf, *ev_row = col[WC_EV_ROW].view.buf;
     Py_ssize_t dsize = col[WC_DEPTH].view.itemsize, esize = col[WC_EV_ROW].view.itemsize;
     const int64_t *ids = col[WC_IDS].view.buf, *a = col[WC_A].view.buf;
@@ -1561,6 +1571,7 @@ window_cells(PyObject *self, PyObject *args)
         goto done;
     }
     s.n_dur = col[WC_DUR].n;
+    s.dur_size = col[WC_DUR].view.itemsize;
     s.width = (uint64_t)w;
     s.span = (int64_t)span_;
     int rc = SEG_OK;
@@ -1642,17 +1653,21 @@ static PyMethodDef methods[] = {
      "table_rows(key, bits, dur, rows, offsets, depth, block_end, block): for events by "
      "(track, start) (key: track << bits | start, int64; rows: their table rows, int64 or "
      "int32; dur: "
-     "the table's durations, int64), each one's row written into depth (int32) and per block "
+     "the table's durations, int32 or int64), each one's row written into depth (int32) and "
+     "per block "
      "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
     {"line_counts", line_counts, METH_VARARGS,
-     "line_counts(line, start, dur, count): per line (int16 or int32 codes) its events "
+     "line_counts(line, start, dur, count): per line (int16 or int32 codes; dur int32 or "
+     "int64) its events "
      "added into count (int64, one per line); returns the latest start + max(dur, 1)."},
     {"sums_before", sums_before, METH_VARARGS,
      "sums_before(dur, order, block_cum, block, pos, out): per position in order (int32 or "
-     "int64 rows into dur), the durations (none negative) before it summed: block_cum[pos // "
+     "int64 rows into dur, int32 or int64), the durations (none negative) before it summed: "
+     "block_cum[pos // "
      "block] plus its block's events before it; written into out (int64)."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
+     "(end: int64, or int32 durations) "
      "(equal keys: the later end, or longer length, first (at least 1), then by row) into order "
      "(int64; int32 too where key is in order already), the keys so into sorted; "
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
@@ -1664,7 +1679,8 @@ static PyMethodDef methods[] = {
      "before[before_off[i]:before_off[i+1]] then a[i] to b[i] (start order), each event's "
      "pixel column how many of inner (the inner column boundaries) are at or before its "
      "start: those a pixel wide (duration * width >= span; span < 0: none) listed, the others "
-     "counted and their durations summed per (row, column). Returns (wide, cells) as bytes "
+     "counted and their durations (int32 or int64) summed per (row, column). Returns (wide, "
+     "cells) as bytes "
      "of int64 records: (track, position) by track, row, position; (track, row, column, "
      "count, covered) by track, row, column."},
     {"stat_flows", stat_flows, METH_VARARGS,

@@ -209,7 +209,7 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
     return sorted_by_key((track << np.int64(bits)) | start, lay_end)
 
 
-def sorted_by_key(key: I64, lay_end: I64) -> tuple[Rows, I64]:
+def sorted_by_key(key: I64, lay_end: I64 | NDArray[np.int32]) -> tuple[Rows, I64]:
     """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
     table order) and the ends as laid out, or the durations (either orders the events of one
     key alike: the longer first, at least 1 ns long): (the order, the keys in it). The order's
@@ -221,7 +221,8 @@ def sorted_by_key(key: I64, lay_end: I64) -> tuple[Rows, I64]:
         # shorter than RUN_EVENTS on average), the general sort below.
         # int32 rows where they fit: the order is kept (the per-track table's rows).
         order: Rows = np.empty(len(key), np.int32 if len(key) < 1 << 31 else np.int64)
-        end = np.ascontiguousarray(lay_end, np.int64)
+        # int32 durations as they are (the compiled pass reads 4- or 8-byte items).
+        end = np.ascontiguousarray(lay_end, None if lay_end.dtype == np.int32 else np.int64)
         runs = native.order_by_key(key, end, order, None, len(key) // RUN_EVENTS + 1)
         if runs >= 0:  # in order already (a profile's lines in track order): no copy
             return order, key
@@ -622,7 +623,7 @@ class TraceIndex:
         back &= (self.ekey[prev] & self.mask) > t0
         lo = lo - back
         pos = self.lpos[_ranges(lo, hi)]
-        dur = self.table.duration_ns[self.ev_row[pos]]
+        dur = np.asarray(self.table.duration_ns[self.ev_row[pos]], np.int64)  # no int32 product
         return np.sort(np.asarray(pos[dur * w >= span], np.int64))
 
     def _aggregates(self, segs: I64, a: I64, b: I64, wide: I64, bnd: I64, span: int,
@@ -637,7 +638,7 @@ class TraceIndex:
         if len(s_idx):
             pos = _ranges(a[s_idx], b[s_idx])
             seg = np.repeat(segs[s_idx], (b - a)[s_idx])
-            dur = self.table.duration_ns[self.ev_row[pos]]
+            dur = np.asarray(self.table.duration_ns[self.ev_row[pos]], np.int64)
             narrow = dur * w < span
             pos, seg, dur = pos[narrow], seg[narrow], dur[narrow]
             col = np.clip(np.searchsorted(bnd, self._start(pos), side="right") - 1, 0, w - 1)
@@ -1111,7 +1112,7 @@ def plan_tracks(table: EventTable) -> TrackPlan:
         has_value[value_rows] = True
     per_line = np.zeros(n_lines, np.int64)
     samples = np.zeros(n_lines, np.int64)
-    duration = np.asarray(table.duration_ns, np.int64)
+    duration = table.duration_ns  # int32 or int64, as the table holds it: no copy
     native = compiled_layout()
     latest = None  # every event's latest end, where found on the way
     if native is not None and everything and has_value is None and n \
@@ -1150,7 +1151,7 @@ def plan_tracks(table: EventTable) -> TrackPlan:
     counted = bool(counter_line.any())
     for lo in range(0, n if latest is None else 0, CHUNK):
         at = slice(lo, lo + CHUNK)
-        ends = np.maximum(duration[at], 1)
+        ends = np.maximum(duration[at], 1, dtype=np.int64)
         ends += start[at]
         if everything and not counted:  # the usual case: every event drawn
             span = max(span, int(ends.max()) - origin)
@@ -1218,7 +1219,7 @@ def event_columns(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64, I6
         ev_rows = np.arange(len(table), dtype=np.int64)  # every event: no gathers
         track = plan.track_of_line[table.line]
         rel = np.asarray(table.start_ns, np.int64) - plan.origin
-        edur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+        edur = np.maximum(table.duration_ns, 0, dtype=np.int64)
     else:
         ev_rows = shown
         track = plan.track_of_line[table.line[ev_rows]]

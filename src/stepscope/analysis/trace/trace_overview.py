@@ -39,7 +39,7 @@ from stepscope.analysis.trace.trace_index import (
     window_counters,
     with_pids,
 )
-from stepscope.model.events import EventTable
+from stepscope.model.events import Durations, EventTable
 
 I64 = NDArray[np.int64]
 SUM_BLOCK = 16  # events per block of summed durations (``TraceOverview.summed_before``)
@@ -101,7 +101,7 @@ class TraceOverview:
         most SUM_BLOCK - 1 of them, read where asked: no running sum as long as the events)."""
         pos = np.asarray(pos, np.int64)
         native = compiled_layout()
-        if native is not None and self._edur.dtype == np.int64 \
+        if native is not None and self._edur.dtype in (np.int32, np.int64) \
                 and self._order.dtype in (np.int32, np.int64):
             sums = np.empty(pos.shape, np.int64)
             native.sums_before(np.ascontiguousarray(self._edur),
@@ -167,7 +167,7 @@ class TraceOverview:
         }
 
 
-def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
+def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, Durations]:
     """The events' order by (track, start) (``sorted_by_track_and_start``), the composite
     keys in it, and the durations (in table order; negative ones drawn as 0). Where every
     event is drawn (the usual case) the keys are made in place from the table's columns:
@@ -176,7 +176,7 @@ def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
         _, track, rel, edur, lay_end = event_columns(table, plan)
         by_start, key = sorted_by_track_and_start(track, rel, lay_end, plan.bits)
         return by_start, key, edur
-    duration = np.asarray(table.duration_ns, np.int64)
+    duration = table.duration_ns  # int32 or int64, as the table holds it: no copy
     key = np.asarray(table.start_ns, np.int64) - plan.origin
     # The tracks joined in a chunk at a time (no column of every event's track), and the
     # durations order events starting together (no column of ends).
@@ -189,7 +189,7 @@ def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, I64]:
     return by_start, key, duration
 
 
-def _summed_by_block(edur: I64, order: NDArray[np.integer[Any]], offsets: I64
+def _summed_by_block(edur: Durations, order: NDArray[np.integer[Any]], offsets: I64
                      ) -> tuple[I64, I64]:
     """(the durations as drawn (none negative) in ``order``, summed before each block of
     SUM_BLOCK events; per track (events ``offsets[t]`` to ``offsets[t + 1]``) the longest),
@@ -202,7 +202,7 @@ def _summed_by_block(edur: I64, order: NDArray[np.integer[Any]], offsets: I64
         dur = np.take(edur, order[lo:hi])
         np.maximum(dur, 0, out=dur)
         first = lo // SUM_BLOCK
-        sums = np.add.reduceat(dur, np.arange(0, hi - lo, SUM_BLOCK))
+        sums = np.add.reduceat(dur, np.arange(0, hi - lo, SUM_BLOCK), dtype=np.int64)
         block_cum[1 + first:1 + first + len(sums)] = sums
         # The tracks with events in this chunk, each one's longest among them.
         inside = np.flatnonzero(np.minimum(offsets[1:], hi) > np.maximum(offsets[:-1], lo))

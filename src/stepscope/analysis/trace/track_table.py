@@ -92,7 +92,7 @@ class TrackTable(TraceIndex):
             # as long as the events made on the way (each costs its memory's first touch).
             self.depth: NDArray[np.int32] = np.empty(n, np.int32)
             self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
-            native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns, np.int64),
+            native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns),
                               self.ev_row, self.offsets,
                               self.depth, self.block_end, BLOCK)
         else:
@@ -133,7 +133,7 @@ class TrackTable(TraceIndex):
         table's durations, laid out per track (``rows_in_start_order``)."""
         n, table = len(self.key), self.table
         start = self.key & self.mask
-        lay_end = np.take(np.asarray(table.duration_ns, np.int64), self.ev_row)
+        lay_end = np.take(table.duration_ns, self.ev_row).astype(np.int64, copy=False)
         np.maximum(lay_end, 1, out=lay_end)
         lay_end += start
         if compiled_layout() is not None:
@@ -301,7 +301,7 @@ class TrackTable(TraceIndex):
         before_all = np.concatenate(before) if before else np.zeros(0, np.int64)
         wide, cells = native.window_cells(
             self.key, self.depth, self.ev_row,
-            np.ascontiguousarray(self.table.duration_ns, np.int64), ids, a, b, rows,
+            np.ascontiguousarray(self.table.duration_ns), ids, a, b, rows,
             np.ascontiguousarray(before_all, np.int64), before_off,
             np.ascontiguousarray(inner, np.int64), self.bits, w,
             span if span < 1 << 63 else -1)  # a span past int64: no product reaches it
