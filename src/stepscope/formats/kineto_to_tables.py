@@ -73,7 +73,15 @@ from stepscope.formats.step_stats_to_tables import tf_timeline_to_table
 from stepscope.formats.tf_timeline_to_step_stats import is_tf_timeline
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
-from stepscope.model.events import MISSING, TYPED_STATS, EventTable, Plane, StatTable
+from stepscope.model.events import (
+    MISSING,
+    TYPED_STATS,
+    EventTable,
+    Plane,
+    StatTable,
+    narrow_codes,
+    narrow_durations,
+)
 from stepscope.model.locations import as_path, read_bytes
 
 I32 = NDArray[np.int32]
@@ -845,8 +853,9 @@ def _to_table(doc: dict[str, Any]) -> EventTable:
     host = doc.get("host_name")
     return EventTable(
         planes=planes, line_plane=line_plane, line_id=line_id, line_name=line_name,
-        line=row_line.astype(np.int32), name=name_code.astype(np.int32),
-        start_ns=start_ns, duration_ns=duration_ns, typed=typed, names=names, stats=side,
+        line=narrow_codes(row_line, len(line_name)), name=narrow_codes(name_code, len(names)),
+        start_ns=start_ns, duration_ns=narrow_durations(duration_ns), typed=typed, names=names,
+        stats=side,
         hostnames=[host] if isinstance(host, str) and host else [],
     )
 
