@@ -38,7 +38,7 @@ from stepscope.analysis.versions import INDEX_VERSION as INDEX_VERSION  # bumped
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model import stat_kinds as sk
-from stepscope.model.events import MISSING, EventTable, Plane, TypedStats
+from stepscope.model.events import MISSING, Durations, EventTable, Plane, TypedStats
 from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
@@ -209,7 +209,7 @@ def sorted_by_track_and_start(track: I64, start: I64, lay_end: I64, bits: int
     return sorted_by_key((track << np.int64(bits)) | start, lay_end)
 
 
-def sorted_by_key(key: I64, lay_end: I64 | NDArray[np.int32]) -> tuple[Rows, I64]:
+def sorted_by_key(key: I64, lay_end: Durations) -> tuple[Rows, I64]:
     """``sorted_by_track_and_start`` from the composite keys ``track << bits | start`` (in
     table order) and the ends as laid out, or the durations (either orders the events of one
     key alike: the longer first, at least 1 ns long): (the order, the keys in it). The order's
