@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import stepscope
@@ -645,3 +646,33 @@ def test_input_wait_without_recorded_stages_is_other_reading(tmp_path: Path) -> 
     assert waited > 0 and not result["ops"] and not result["pipelines"]
     assert result["host_breakdown"]["other"] == pytest.approx(waited, rel=1e-3)
     assert result["host_breakdown_percent"]["other"] == pytest.approx(100.0)
+
+
+def test_a_stages_typical_call_is_its_lower_quartile_and_an_async_stages_is_its_mean() -> None:
+    # A serial map of five calls of 5-6 µs, two of which were preempted for ms, reading a source;
+    # a parallel map whose three calls wait 30 µs each on a producer that took 60 µs in all.
+    from stepscope.analysis.run_model.input_bottleneck import (
+        IteratorEvents,
+        node_totals,
+        per_call_ns,
+        work_ns,
+    )
+    nodes = ["Iterator::Map", "Iterator::Map::Range", "Iterator::ParallelMap",
+             "Iterator::ParallelMap::Range"]
+    node = np.array([0] * 5 + [1] * 4 + [2] * 3 + [3] * 3, np.int64)
+    own = np.array([6_000, 4_000_000, 5_000, 9_000_000, 5_500] + [1_000] * 4 + [30_000] * 3
+                   + [20_000] * 3, np.int64)
+    start = np.arange(len(node), dtype=np.int64) * 10_000_000
+    ev = IteratorEvents(nodes, np.arange(len(node), dtype=np.int64), node,
+                        np.where(node == 3, 1, 0).astype(np.int64), start, start + own, own)
+    totals = node_totals(ev)
+    asynchronous = {"Iterator::ParallelMap"}
+    work = work_ns(nodes, totals, asynchronous)
+    typical = per_call_ns(ev, totals, work, asynchronous).tolist()
+    assert typical[0] == 5_500  # the lower quartile: not the mean (2.6 ms), nor the median
+    assert typical[1] == 1_000
+    assert typical[2] == (90_000 - 60_000) // 3  # its wait less its producer's time, a call
+    assert typical[3] == 20_000
+    empty = IteratorEvents(nodes, *(np.zeros(0, np.int64) for _ in range(6)))
+    assert per_call_ns(empty, node_totals(empty), work_ns(nodes, node_totals(empty), set()),
+                       set()).tolist() == [0, 0, 0, 0]

@@ -42,6 +42,7 @@ from stepscope.analysis.run_model.input_bottleneck import (
     find_pipelines,
     iterator_events,
     node_totals,
+    per_call_ns,
     work_ns,
 )
 from stepscope.analysis.run_model.kernel_stats import (
@@ -101,6 +102,10 @@ class HostInput:
     counted_ns: list[int] = field(default_factory=list)
     # tf.data's Root wrappers around the output stages: [calls, total ns, self ns]
     root: list[int] = field(default_factory=lambda: [0, 0, 0])
+    # Each stage's own work in a typical call: the lower quartile of its calls' self times
+    # (interference on a busy machine only adds time, to half the calls); an asynchronous
+    # stage's work a call on average (its calls wait; no one call is its work).
+    per_call_ns: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "calls": self.calls, "total_ns": self.total_ns,
@@ -108,7 +113,7 @@ class HostInput:
                 "bottleneck": self.bottleneck.to_dict(),
                 "pipelines": [p.to_dict() for p in self.pipelines],
                 "asynchronous": list(self.asynchronous), "counted_ns": self.counted_ns,
-                "root": list(self.root)}
+                "root": list(self.root), "per_call_ns": self.per_call_ns}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HostInput:
@@ -117,7 +122,8 @@ class HostInput:
                    list(d["categories"]), Bottleneck.from_dict(d["bottleneck"]),
                    [Pipeline.from_dict(p) for p in d.get("pipelines", [])],
                    [str(n) for n in d.get("asynchronous", [])],
-                   [int(x) for x in d["counted_ns"]], [int(x) for x in d["root"]])
+                   [int(x) for x in d["counted_ns"]], [int(x) for x in d["root"]],
+                   [int(x) for x in d["per_call_ns"]])
 
 
 @dataclass
@@ -393,7 +399,8 @@ def _host_input(name: str, table: EventTable) -> HostInput:
                      find_bottleneck(name, table, ev, pipelines), pipelines,
                      sorted(asynchronous),
                      [int(x) for x in (totals.self_ns if tf_data else work)],
-                     [ev.root_calls, ev.root_total_ns, ev.root_self_ns])
+                     [ev.root_calls, ev.root_total_ns, ev.root_self_ns],
+                     [int(x) for x in per_call_ns(ev, totals, work, asynchronous)])
 
 
 def _profile_start(table: EventTable) -> int | None:

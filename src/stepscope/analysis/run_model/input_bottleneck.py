@@ -339,6 +339,32 @@ def work_ns(nodes: list[str], totals: NodeTotals, asynchronous: set[str]) -> I64
     return work
 
 
+def per_call_ns(ev: IteratorEvents, totals: NodeTotals, work: I64,
+                asynchronous: set[str]) -> I64:
+    """Each stage's own work in a typical call (ns): the lower quartile of its calls' self
+    times, or, for an asynchronous stage, its work (see ``work_ns``) over its calls.
+
+    The lower quartile, not the mean or the median: on a busy machine interference only adds
+    time (a thread preempted inside a call, the wake-ups of the threads a TensorFlow function
+    runs on), and it added to half the calls. A serial map of ``x + 1`` measured 37 µs (median)
+    and 28 µs (lower quartile) quiet; beside 4 CPU hogs 42-90 µs and 25-32 µs. An asynchronous
+    stage's calls wait for producers on other threads, so no one call measures its work: there
+    the mean of what is left is all there is."""
+    n = len(ev.nodes)
+    out = np.zeros(n, np.int64)
+    if len(ev):
+        order = np.lexsort((ev.self_ns, ev.node))
+        node, own = ev.node[order], ev.self_ns[order]
+        first = np.searchsorted(node, np.arange(n), side="left")
+        count = np.searchsorted(node, np.arange(n), side="right") - first
+        has = count > 0
+        out[has] = own[(first + (count - 1) // 4)[has]]
+    for i, name in enumerate(ev.nodes):
+        if name in asynchronous:
+            out[i] = int(work[i]) // max(int(totals.calls[i]), 1)
+    return out
+
+
 def category_of(node: str, kids: list[str], asynchronous: set[str],
                 tf_data: bool = False) -> str:
     """The host-side input category of a stage (see CATEGORIES).
@@ -661,4 +687,5 @@ __all__ = ["ADVANCE_STAGES", "ASYNC_KINDS", "CATEGORIES", "CATEGORY_LABELS", "FI
            "Bottleneck", "GraphNode",
            "IteratorEvents", "NodeTotals", "Pipeline", "SLOW_CALL_NS", "async_nodes",
            "category_of", "children_of", "find_bottleneck", "find_pipelines", "iterator_events",
-           "kind_of", "node_totals", "normalize", "parent_of", "recommend", "work_ns"]
+           "kind_of", "node_totals", "normalize", "parent_of", "per_call_ns", "recommend",
+           "work_ns"]
