@@ -99,5 +99,8 @@ setup(
         # The trace viewer's row layout; trace_index._overlapping_rows is the Python twin.
         Extension("stepscope.analysis.trace._trace_layout",
                   ["src/stepscope/analysis/trace/_trace_layout.c"], optional=True),
+        # Interval nesting (parents, self times) in one walk; intervals.py has the NumPy twin.
+        Extension("stepscope.analysis.run_model._intervals",
+                  ["src/stepscope/analysis/run_model/_intervals.c"], optional=True),
     ],
 )

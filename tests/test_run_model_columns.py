@@ -14,6 +14,7 @@ from stepscope.analysis.run_model import steps as steps_mod
 from stepscope.analysis.run_model.overview_page import CategoryMasks
 from stepscope.formats import xspace_to_tables as x2t
 from stepscope.model import events as me
+from stepscope.native import compiled
 
 from conftest import FIXTURES
 
@@ -167,3 +168,63 @@ def test_parents_of_nested_intervals_match_a_stack(seed: int) -> None:
     group = np.array(groups, np.int16)
     start, end = np.array(starts, np.int64), np.array(ends, np.int64)
     assert intervals.parents(group, start, end).tolist() == _stack_parents(group, start, end)
+
+
+def _both_twins(monkeypatch: pytest.MonkeyPatch, group: Any, start: Any, end: Any
+                ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """(parents, self times) by the compiled walk, then by the NumPy twin."""
+    ours = intervals.parents(group, start, end), intervals.self_times(group, start, end)
+    with monkeypatch.context() as m:
+        m.setenv("STEPSCOPE_PURE_PYTHON", "1")
+        twin = intervals.parents(group, start, end), intervals.self_times(group, start, end)
+    return ours, twin
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_nesting_is_its_numpy_twin(monkeypatch: pytest.MonkeyPatch,
+                                               seed: int) -> None:
+    # Nested, partly overlapping, zero-length and negative intervals, ties, several groups,
+    # each integer width of group, in nesting order or not, and times near int64's ends.
+    if compiled("stepscope.analysis.run_model._intervals") is None:
+        pytest.skip("the compiled walk is not built")
+    rng = np.random.default_rng(1000 + seed)
+    for _ in range(60):
+        n = int(rng.integers(0, 80))
+        dtype = [np.int8, np.int16, np.int32, np.int64][int(rng.integers(0, 4))]
+        group = rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
+        span = int(rng.choice([4, 30, 2000]))
+        base = int(rng.choice([0, 0, 2**62, -2**62]))
+        start = base + rng.integers(0, span, n).astype(np.int64)
+        length = rng.integers(-3, span // 2 + 2, n).astype(np.int64)
+        length[rng.random(n) < 0.2] = 0
+        end = start + length
+        if rng.random() < 0.5:
+            order = np.lexsort((-np.maximum(end, start), start, group))
+            group, start, end = group[order], start[order], end[order]
+        ours, twin = _both_twins(monkeypatch, group, start, end)
+        assert ours[0].dtype == twin[0].dtype == np.int64
+        assert np.array_equal(ours[0], twin[0]) and np.array_equal(ours[1], twin[1])
+    # Deep nesting (the heap and the levels grow) and a million intervals in table order.
+    depth = 5000
+    start = np.arange(depth, dtype=np.int64)
+    end = 2 * depth - start
+    ours, twin = _both_twins(monkeypatch, np.zeros(depth, np.int16), start, end)
+    assert ours[0].tolist() == [-1, *range(depth - 1)] == twin[0].tolist()
+    assert np.array_equal(ours[1], twin[1])
+
+
+def test_the_compiled_nesting_refuses_bad_columns() -> None:
+    module = compiled("stepscope.analysis.run_model._intervals")
+    if module is None:
+        pytest.skip("the compiled walk is not built")
+    z = np.zeros(3, np.int64)
+    with pytest.raises(ValueError):
+        module.nest(z, z, np.zeros(2, np.int64), None, None, None)
+    with pytest.raises(ValueError):
+        module.nest(z, z, z, np.array([0, 1, 7], np.int64), np.empty(3, np.int64), None)
+    with pytest.raises(TypeError):
+        module.nest(z, z.astype(np.int32), z, None, None, None)
+    with pytest.raises(TypeError):
+        module.nest(z, z, z, None, np.empty(3, np.float64), None)
+    assert module.nest(z, z, z, None, None, None) is True
+    assert module.nest(np.array([1, 0], np.int8), z[:2], z[:2], None, None, None) is False

@@ -8,7 +8,9 @@ recorder's records; twin: ``capture.trace.PyTrace``, ``capture.recorder``), ``ca
 XEvent bytes; twin: ``formats.xplane_encoder``) and ``analysis.trace._trace_layout`` (the trace
 viewer's row layout, its (track, start) order, its flows and their stats; twins:
 ``analysis.trace.trace_index.layout_depth``, the sort in ``sorted_by_track_and_start``,
-``_stat_flows``' pure path: ``_int_stats``, ``_lookup``, ``_producer_flows``). ``compiled`` gives
+``_stat_flows``' pure path: ``_int_stats``, ``_lookup``, ``_producer_flows``) and
+``analysis.run_model._intervals`` (intervals' parents and self times in one walk; twin: the
+NumPy passes of ``analysis.run_model.intervals``). ``compiled`` gives
 the compiled module, or None where it is not built or ``STEPSCOPE_PURE_PYTHON`` is set (the
 tests run both twins so).
 """

@@ -42,6 +42,7 @@ FAST_PATHS: tuple[tuple[str, str], ...] = (
     ("stepscope.formats._xspace_decode", "XSpace decoding"),
     ("stepscope.formats._xplane_encode", "XSpace encoding"),
     ("stepscope.analysis.trace._trace_layout", "the trace viewer's row layout"),
+    ("stepscope.analysis.run_model._intervals", "events' nesting and self times"),
 )
 
 

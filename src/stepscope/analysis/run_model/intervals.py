@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from stepscope.native import compiled
+
 I64 = NDArray[np.int64]
 
 _CHUNK = 1 << 20  # intervals a search handles at a time (its int64 answers: 8 MB)
@@ -45,6 +47,34 @@ def _on_one_axis(group: NDArray[np.integer[Any]], start: I64, end: I64
     return rank[:n] + offset, rank[n:] + offset, times
 
 
+def _nest(group: NDArray[np.integer[Any]], start: I64, end: I64, want_parents: bool,
+          want_self: bool) -> tuple[I64 | None, I64 | None] | None:
+    """Parents and self times by the compiled walk (``_intervals``), or None where it is not
+    built. It holds the answers and the deepest nesting only: the NumPy passes hold several
+    columns as long as the intervals (over millions of events, the analysis's peak)."""
+    module = compiled("stepscope.analysis.run_model._intervals")
+    if module is None:
+        return None
+    group = np.ascontiguousarray(group)
+    if group.dtype.kind != "i":
+        group = group.astype(np.int64)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    n = len(start)
+    parent = np.empty(n, np.int64) if want_parents else None
+    own = np.empty(n, np.int64) if want_self else None
+    if not module.nest(group, start, end, None, parent, own):
+        # Not in nesting order (by group, start, the longer first): sorted so, ties as given.
+        later_first = np.maximum(end, start)
+        np.negative(later_first, out=later_first)
+        order = np.lexsort((later_first, start, group))
+        del later_first
+        if n < 1 << 31:
+            order = order.astype(np.int32)
+        module.nest(group, start, end, order, parent, own)
+    return parent, own
+
+
 def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     """For each interval, the index of its direct parent in the same group (any integer
     column: a table's int32 lines need no int64 copy), or -1.
@@ -53,6 +83,14 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     interval that only partly overlaps an earlier one is treated as its child, and any part
     of it past the parent's end is ignored by callers that clip.
     """
+    found = _nest(group, start, end, True, False) if len(start) else None
+    if found is not None and found[0] is not None:
+        return found[0]
+    return _parents_numpy(group, start, end)
+
+
+def _parents_numpy(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
+    """``parents`` by NumPy passes over whole columns (the twin of the compiled walk)."""
     n = len(start)
     if n == 0:
         return np.full(0, -1, dtype=np.int64)
@@ -115,9 +153,21 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     return out
 
 
+def parents_and_self_times(group: NDArray[np.integer[Any]], start: I64, end: I64
+                           ) -> tuple[I64, I64]:
+    """``parents`` and ``self_times`` of the same intervals, by one walk where it is built."""
+    found = _nest(group, start, end, True, True) if len(start) else None
+    if found is not None and found[0] is not None and found[1] is not None:
+        return found[0], found[1]
+    return parents(group, start, end), self_times(group, start, end)
+
+
 def self_times(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     """Each interval's length minus the (clipped) lengths of its direct children."""
-    parent = parents(group, start, end)
+    found = _nest(group, start, end, False, True) if len(start) else None
+    if found is not None and found[1] is not None:
+        return found[1]
+    parent = _parents_numpy(group, start, end)
     duration = end - start  # after the parents: not held through their peak
     np.maximum(duration, 0, out=duration)
     child = np.flatnonzero(parent >= 0)

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.csv_table import csv_text
-from stepscope.analysis.run_model.intervals import parents
+from stepscope.analysis.run_model.intervals import parents_and_self_times, self_times
 from stepscope.analysis.run_model.steps import Steps
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
@@ -399,15 +399,13 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     # The functions' codes before the nesting: 4 B a call held through it, not the rows' 8.
     name, names = _compact(table.names, table.name[rows])
     del rows
-    parent = parents(line, start, end)
+    # (A table's durations are never negative: the self times are each call's time less its
+    # children's, clipped to it.)
+    parent, self_ns = parents_and_self_times(line, start, end)
     if len(parent) < 1 << 31:  # int32: held through the call paths
         parent = parent.astype(np.int32)
     dur = end - start
-    self_ns = dur.copy()
-    kids = np.flatnonzero(parent >= 0)
-    np.subtract.at(self_ns, parent[kids], np.minimum(end[kids], end[parent[kids]]) - start[kids])
-    del kids, start, end
-    np.maximum(self_ns, 0, out=self_ns)
+    del start, end
     # A thread's Python time is what its outermost calls cover; its count, all its calls.
     # (Before the call paths, so that the lines are not held through them.)
     threads = _threads(table, line, np.where(parent >= 0, 0, dur))
@@ -572,18 +570,8 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     other = ~python_code[table.name[mine]]
     # Each column is dropped once the next has what it needs of it (millions of calls).
     if source == TRACER:
-        parent = parents(table.line[mine], start, end)
+        weight = self_times(table.line[mine], start, end)  # less each child's clipped time
         del mine
-        weight = end - start  # the self time: less each child's (clipped) time
-        kids = np.flatnonzero(parent >= 0)
-        up = parent[kids]
-        del parent
-        taken = np.minimum(end[kids], end[up])
-        taken -= start[kids]
-        del kids
-        np.subtract.at(weight, up, taken)
-        del up, taken
-        np.maximum(weight, 0, out=weight)
     else:
         del mine
         weight = end - start  # a sample's innermost frame is its name
