@@ -551,3 +551,33 @@ def test_hostile_python_planes_give_views_or_one_clear_error(tmp_path: Path) -> 
         python_views(table, host, start_ns=10, end_ns=5)
     with pytest.raises(StepscopeError):
         python_views(table, host, source="nonsense")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_compiled_call_paths_are_their_numpy_twin(seed: int) -> None:
+    # Calls nested on a few threads (parents in int32 and int64), names of every width: the
+    # same nodes, numbered the same (a level at a time, by parent node then name).
+    from stepscope.analysis.run_model import intervals
+    from stepscope.analysis.run_model.python_views import _paths, _paths_numpy
+    from stepscope.native import compiled
+    if compiled("stepscope.analysis.run_model._intervals") is None:
+        pytest.skip("the compiled walk is not built")
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n = int(rng.integers(0, 300))
+        start = rng.integers(0, 200, n).astype(np.int64)
+        end = start + rng.integers(0, 80, n)
+        parent = intervals.parents(rng.integers(0, 3, n).astype(np.int16), start, end)
+        if rng.random() < 0.5:
+            parent = parent.astype(np.int32)
+        name = rng.integers(0, int(rng.integers(1, 8)), n).astype(
+            [np.int16, np.int32, np.int64][int(rng.integers(0, 3))])
+        ours, twin = _paths(parent, name), _paths_numpy(parent, name)
+        for a, b in zip(ours, twin, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    module = compiled("stepscope.analysis.run_model._intervals")
+    node = np.empty(2, np.int32)
+    with pytest.raises(ValueError):  # a cycle of parents
+        module.paths(np.array([1, 0], np.int64), np.zeros(2, np.int64), node)
+    with pytest.raises(ValueError):  # a parent out of range
+        module.paths(np.array([5, -1], np.int64), np.zeros(2, np.int64), node)

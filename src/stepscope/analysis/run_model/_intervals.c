@@ -1,5 +1,6 @@
 /* Interval nesting in one pass: the compiled twin of intervals.parents and intervals.self_times
- * (the same answers, by the same rule).
+ * (the same answers, by the same rule); and the call paths of nested calls, the twin of
+ * python_views._paths (see paths below).
  *
  * The NumPy twin sorts every interval by (group, start, the longer first), finds each one's
  * depth (how many earlier intervals of its group end after it starts) with a sort of the ends
@@ -261,11 +262,269 @@ done:
     return result;
 }
 
+/* A hash map of (node, name) pairs to a number, open addressing: a level's distinct pairs. */
+typedef struct {
+    int64_t *up, *name, *value; /* value -1: empty slot */
+    Py_ssize_t cap, len;
+} PairMap;
+
+static inline uint64_t
+pair_hash(int64_t a, int64_t b)
+{
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)b + 0x632BE59BD9B4E019ULL);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 32);
+}
+
+static int
+pairs_init(PairMap *m, Py_ssize_t cap)
+{
+    m->cap = cap;
+    m->len = 0;
+    m->up = malloc((size_t)cap * sizeof(int64_t));
+    m->name = malloc((size_t)cap * sizeof(int64_t));
+    m->value = malloc((size_t)cap * sizeof(int64_t));
+    if (m->up == NULL || m->name == NULL || m->value == NULL) return -1;
+    for (Py_ssize_t i = 0; i < cap; i++) m->value[i] = -1;
+    return 0;
+}
+
+static void
+pairs_free(PairMap *m)
+{
+    free(m->up);
+    free(m->name);
+    free(m->value);
+    m->up = m->name = m->value = NULL;
+}
+
+/* The slot of (a, b): where it is, or the empty slot where it would go. */
+static Py_ssize_t
+pairs_slot(const PairMap *m, int64_t a, int64_t b)
+{
+    Py_ssize_t mask = m->cap - 1, at = (Py_ssize_t)(pair_hash(a, b) & (uint64_t)mask);
+    while (m->value[at] >= 0 && (m->up[at] != a || m->name[at] != b)) at = (at + 1) & mask;
+    return at;
+}
+
+/* (a, b) kept (numbered in order of first sight); -1 out of memory. */
+static int
+pairs_add(PairMap *m, int64_t a, int64_t b)
+{
+    if (2 * (m->len + 1) > m->cap) {
+        PairMap bigger;
+        if (pairs_init(&bigger, 2 * m->cap) < 0) {
+            pairs_free(&bigger);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < m->cap; i++) {
+            if (m->value[i] < 0) continue;
+            Py_ssize_t at = pairs_slot(&bigger, m->up[i], m->name[i]);
+            bigger.up[at] = m->up[i];
+            bigger.name[at] = m->name[i];
+            bigger.value[at] = m->value[i];
+        }
+        bigger.len = m->len;
+        pairs_free(m);
+        *m = bigger;
+    }
+    Py_ssize_t at = pairs_slot(m, a, b);
+    if (m->value[at] < 0) {
+        m->up[at] = a;
+        m->name[at] = b;
+        m->value[at] = m->len++;
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t up, name;
+    Py_ssize_t slot;
+} PairRef;
+
+static int
+pair_cmp(const void *x, const void *y)
+{
+    const PairRef *a = x, *b = y;
+    if (a->up != b->up) return a->up < b->up ? -1 : 1;
+    if (a->name != b->name) return a->name < b->name ? -1 : 1;
+    return 0;
+}
+
+/* paths(parent, name, node) -> (bytes, bytes)
+ *
+ * Items (calls) grouped by call path, a nesting level at a time, as python_views._paths does
+ * it: parent holds each item's parent item (-1: a root; 4- or 8-byte integers), name its
+ * name code (>= 0; integers of any width). Writes each item's node into node (4- or 8-byte,
+ * writable) and gives each node's parent node (-1 at the roots) and name code, as int64 bytes.
+ * Nodes are numbered a level at a time, the roots' first, and within a level by (parent node,
+ * name): the NumPy twin's order. Its memory: 8 bytes an item (a depth and a place in the
+ * level order, or a depth and the chain being walked), and a level's distinct paths. */
+static PyObject *
+paths(PyObject *self_mod, PyObject *args)
+{
+    PyObject *parent_o, *name_o, *node_o;
+    if (!PyArg_ParseTuple(args, "OOO", &parent_o, &name_o, &node_o)) {
+        return NULL;
+    }
+    Column parent = {0}, name = {0}, node = {0};
+    PyObject *result = NULL;
+    int32_t *depth = NULL, *stack = NULL, *order = NULL;
+    Py_ssize_t *bounds = NULL;
+    int64_t *out_up = NULL, *out_name = NULL;
+    PairRef *refs = NULL;
+    PairMap map = {0};
+    Py_ssize_t made = 0, out_cap = 0;
+    if (get_ints(parent_o, &parent, 4 | 8, 0, "parent") < 0 ||
+        get_ints(name_o, &name, 1 | 2 | 4 | 8, 0, "name") < 0 ||
+        get_ints(node_o, &node, 4 | 8, 1, "node") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = parent.n;
+    if (name.n != n || node.n != n) {
+        PyErr_SetString(PyExc_ValueError, "paths: columns of different lengths");
+        goto done;
+    }
+    if (n > INT32_MAX) { /* a table's rows are fewer */
+        PyErr_SetString(PyExc_ValueError, "paths: more than 2**31 items");
+        goto done;
+    }
+    int bad = 0, nomem = 0;
+    Py_ssize_t levels = 0;
+    Py_BEGIN_ALLOW_THREADS
+    depth = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    stack = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (depth == NULL || stack == NULL) nomem = 1;
+    for (Py_ssize_t i = 0; i < n && !nomem && !bad; i++) {
+        int64_t v = int_at(name.view.buf, name.size, i), p = int_at(parent.view.buf, parent.size, i);
+        if (v < 0 || p < -1 || p >= n) bad = 1;
+        depth[i] = -1;
+    }
+    /* Depths: up each chain to a root or a known depth, then back down it. */
+    for (Py_ssize_t i = 0; i < n && !nomem && !bad; i++) {
+        Py_ssize_t top = 0, at = i;
+        while (at >= 0 && depth[at] < 0) {
+            if (top == n) { /* a cycle: no item is its own ancestor */
+                bad = 1;
+                break;
+            }
+            stack[top++] = (int32_t)at;
+            at = (Py_ssize_t)int_at(parent.view.buf, parent.size, at);
+        }
+        if (bad) break;
+        int32_t d = at >= 0 ? depth[at] : -1;
+        while (top) depth[stack[--top]] = ++d;
+        if (d + 1 > levels) levels = d + 1;
+    }
+    free(stack);
+    stack = NULL;
+    /* The items by level, in item order within each (a counting sort). */
+    if (!nomem && !bad) {
+        bounds = calloc((size_t)levels + 1, sizeof(Py_ssize_t));
+        order = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+        if (bounds == NULL || order == NULL) nomem = 1;
+    }
+    if (!nomem && !bad) {
+        for (Py_ssize_t i = 0; i < n; i++) bounds[depth[i] + 1]++;
+        for (Py_ssize_t l = 0; l < levels; l++) bounds[l + 1] += bounds[l];
+        for (Py_ssize_t i = 0; i < n; i++) order[bounds[depth[i]]++] = (int32_t)i;
+        for (Py_ssize_t l = levels; l > 0; l--) bounds[l] = bounds[l - 1];
+        bounds[0] = 0;
+    }
+    free(depth);
+    depth = NULL;
+    if (!nomem && !bad && pairs_init(&map, 64) < 0) nomem = 1;
+    for (Py_ssize_t l = 0; l < levels && !nomem && !bad; l++) {
+        Py_ssize_t lo = bounds[l], hi = bounds[l + 1];
+        map.len = 0;
+        for (Py_ssize_t k = 0; k < map.cap; k++) map.value[k] = -1;
+        for (Py_ssize_t k = lo; k < hi; k++) {
+            Py_ssize_t i = order[k];
+            int64_t up = l ? int_at(node.view.buf, node.size,
+                                    (Py_ssize_t)int_at(parent.view.buf, parent.size, i)) : -1;
+            if (pairs_add(&map, up, int_at(name.view.buf, name.size, i)) < 0) {
+                nomem = 1;
+                break;
+            }
+        }
+        if (nomem) break;
+        /* The level's paths in (parent node, name) order: their nodes, numbered on. */
+        PairRef *r = realloc(refs, (size_t)(map.len ? map.len : 1) * sizeof(PairRef));
+        if (r == NULL) {
+            nomem = 1;
+            break;
+        }
+        refs = r;
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = 0; k < map.cap; k++) {
+            if (map.value[k] >= 0) {
+                refs[m].up = map.up[k];
+                refs[m].name = map.name[k];
+                refs[m].slot = k;
+                m++;
+            }
+        }
+        qsort(refs, (size_t)m, sizeof(PairRef), pair_cmp);
+        if (made + m > out_cap) {
+            Py_ssize_t cap = out_cap ? out_cap : 64;
+            while (cap < made + m) cap *= 2;
+            int64_t *a = realloc(out_up, (size_t)cap * sizeof(int64_t));
+            if (a == NULL) { nomem = 1; break; }
+            out_up = a;
+            int64_t *b = realloc(out_name, (size_t)cap * sizeof(int64_t));
+            if (b == NULL) { nomem = 1; break; }
+            out_name = b;
+            out_cap = cap;
+        }
+        for (Py_ssize_t j = 0; j < m; j++) {
+            out_up[made + j] = refs[j].up;
+            out_name[made + j] = refs[j].name;
+            map.value[refs[j].slot] = made + j;
+        }
+        for (Py_ssize_t k = lo; k < hi; k++) {
+            Py_ssize_t i = order[k];
+            int64_t up = l ? int_at(node.view.buf, node.size,
+                                    (Py_ssize_t)int_at(parent.view.buf, parent.size, i)) : -1;
+            int64_t v = map.value[pairs_slot(&map, up, int_at(name.view.buf, name.size, i))];
+            if (node.size == 4) ((int32_t *)node.view.buf)[i] = (int32_t)v;
+            else ((int64_t *)node.view.buf)[i] = v;
+        }
+        made += m;
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+    } else if (bad) {
+        PyErr_SetString(PyExc_ValueError,
+                        "paths: a name below 0, a parent out of range, or a cycle of parents");
+    } else {
+        result = Py_BuildValue("(y#y#)", (const char *)out_up, made * (Py_ssize_t)sizeof(int64_t),
+                               (const char *)out_name, made * (Py_ssize_t)sizeof(int64_t));
+    }
+done:
+    free(depth);
+    free(stack);
+    free(order);
+    free(bounds);
+    free(refs);
+    free(out_up);
+    free(out_name);
+    pairs_free(&map);
+    release(&parent);
+    release(&name);
+    release(&node);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, order, parent, self) -> bool: each interval's parent and self "
      "time in one walk in nesting order (False, nothing written, where order is None and the "
      "intervals are not in that order)."},
+    {"paths", paths, METH_VARARGS,
+     "paths(parent, name, node) -> (bytes, bytes): items grouped by call path a level at a "
+     "time (each item's node written; each node's parent node and name as int64 bytes)."},
     {NULL, NULL, 0, NULL},
 };
 

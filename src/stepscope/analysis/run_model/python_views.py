@@ -32,6 +32,7 @@ from stepscope.analysis.run_model.steps import Steps
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
 from stepscope.model.events import EventTable, is_in
+from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -337,6 +338,22 @@ def _paths(parent: NDArray[np.integer[Any]], name: NDArray[np.integer[Any]]
     """Items grouped by call path, a nesting level at a time: (each item's node, each node's
     parent node, each node's name). Items' nodes and order int32 where they fit (columns of
     every call, held through the levels)."""
+    n = len(parent)
+    small = np.int32 if n < 1 << 31 else np.int64
+    module = compiled("stepscope.analysis.run_model._intervals")
+    if module is not None and n and n < 1 << 31 and int(name.min()) >= 0:
+        # One walk: a depth and a place an item, and a level's paths (the passes below hold
+        # several int64 columns of a level's items at once).
+        built: NDArray[np.integer[Any]] = np.empty(n, dtype=small)
+        ups, names = module.paths(parent, name, built)
+        return (built, np.frombuffer(ups, np.int64).copy(),
+                np.frombuffer(names, np.int64).copy())
+    return _paths_numpy(parent, name)
+
+
+def _paths_numpy(parent: NDArray[np.integer[Any]], name: NDArray[np.integer[Any]]
+                 ) -> tuple[NDArray[np.integer[Any]], I64, I64]:
+    """``_paths`` by NumPy passes a level at a time (the twin of the compiled walk)."""
     n = len(parent)
     small = np.int32 if n < 1 << 31 else np.int64
     node: NDArray[np.integer[Any]] = np.full(n, -1, dtype=small)

@@ -176,8 +176,9 @@ def find_steps(table: EventTable) -> Steps:
             return steps
 
     empty = np.zeros(0, dtype=np.int64)
+    # As narrow as assign makes it (no step's index to fit): int16, not int32.
     return Steps("none", "", empty, empty, empty, empty,
-                 np.full(len(table), -1, dtype=np.int32))
+                 np.full(len(table), -1, dtype=np.int16))
 
 
 def _as_int(text: str, default: int) -> int:
