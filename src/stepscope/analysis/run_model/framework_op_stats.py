@@ -270,43 +270,47 @@ def classify(table: EventTable) -> OpEvents:
         not_op = np.array([n in _NOT_OP_NAMES for n in table.names] + [False], dtype=bool)
         worker = np.array([n.startswith(schema.DATALOADER_WORKER_LINE_PREFIX)
                            for n in table.line_name] + [False], dtype=bool)
-        # int32 rows where they fit (rows_where): half the memory, held through what follows.
-        on_host &= ~step_marker
-        on_host &= ~not_op[table.name]
-        on_host &= ~worker[table.line]
-        host_rows = rows_where(on_host)
+        # A flag an event (1 byte), not a row an event (4): held through what follows.
+        host = on_host
         del on_host
+        host &= ~step_marker
+        host &= ~not_op[table.name]
+        host &= ~worker[table.line]
         # Events merged from PyTorch's profiler keep their Kineto category: those are ops
         # only when it says so (not the CUDA runtime calls, not the memory records).
-        # (No categories, as in XSpace files: none is; no copy of -1 for every host row.)
-        categorised = category[host_rows] >= 0 if categories \
-            else np.zeros(len(host_rows), dtype=bool)
+        # (No categories, as in XSpace files: none is, and no flag an event says so.)
+        categorised = host & (category >= 0) if categories else None
         # Events merged from TensorFlow's or JAX's profiler are ops by their rules: TensorFlow
         # ops and tf.data stages, and XLA ops run on the host (those with an hlo_op stat,
         # as the XLA tools count them), not the runtime around them (PjRt calls, waits).
-        bridged = np.zeros(len(table), dtype=bool)
         bridge_rows, _, _ = table.text_stat(schema.BRIDGE)
-        bridged[bridge_rows] = True
-        if stepscope_made and bridged.any():
+        if stepscope_made and len(bridge_rows):
+            bridged = np.zeros(len(table), dtype=bool)
+            bridged[bridge_rows] = True
+            bridged &= host
             xla_rows, _, _ = table.text_stat(_HLO_OP)
             is_xla = np.zeros(len(table), dtype=bool)
             is_xla[xla_rows] = True
-            theirs = host_rows[~categorised & bridged[host_rows]]
-            _fill(op, theirs[is_xla[theirs]], table, lambda n: code_of(HOST, n, n))
-            rest = theirs[~is_xla[theirs]]
-            _fill(op, rest, table, lambda n: host_op(n, framework_rules=True))
-            categorised |= bridged[host_rows]
-        # Usually nothing is (TensorFlow, JAX): then no copy of every host row.
-        _fill(op, host_rows[~categorised] if categorised.any() else host_rows, table, host_op)
+            theirs = bridged & ~categorised if categorised is not None else bridged.copy()
+            _fill(op, theirs & is_xla, table, lambda n: code_of(HOST, n, n))
+            _fill(op, theirs & ~is_xla, table, lambda n: host_op(n, framework_rules=True))
+            del theirs, is_xla
+            categorised = bridged if categorised is None else categorised | bridged
+            del bridged
+        # Usually nothing is (TensorFlow, JAX): then no second flag an event.
+        _fill(op, host & ~categorised if categorised is not None and categorised.any()
+              else host, table, host_op)
+        del categorised
         for cat_code, cat in enumerate(categories):
             if cat in KINETO_HOST_OPS:
-                rows = host_rows[category[host_rows] == cat_code]
                 op_type = "user_annotation" if cat == "user_annotation" else None
-                _fill(op, rows, table, lambda n, t=op_type: code_of(HOST, t or n, n))
+                _fill(op, host & (category == cat_code), table,
+                      lambda n, t=op_type: code_of(HOST, t or n, n))
         if not stepscope_made and not step_stats:
             # XProf's rule for its XSpace files; a legacy timeline's reference is TensorFlow's
             # own timeline, one op per node (its memory records are no more occurrences).
-            _tf_op_stat_host_ops(table, op, host_rows, code_of, ops)
+            _tf_op_stat_host_ops(table, op, host, code_of, ops)
+        del host
         xla = _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)
@@ -319,16 +323,15 @@ def classify(table: EventTable) -> OpEvents:
                     *xla, xprof_idle=not categories and not stepscope_made)
 
 
-def _tf_op_stat_host_ops(table: EventTable, op: I32, host_rows: NDArray[np.integer[Any]],
-                         code_of: Any,
+def _tf_op_stat_host_ops(table: EventTable, op: I32, host: NDArray[np.bool_], code_of: Any,
                          ops: dict[tuple[str, str, str], int]) -> None:
     """Host events that are no op by name but carry a ``tf_op`` stat are that op, as XProf
-    counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say)."""
+    counts them (XLA's kernel launches, ``XlaModule:``; memory records, whatever they say).
+    ``host`` flags the host events that may be ops; it is changed (the caller's last use)."""
     rows, codes, values = table.text_stat("tf_op")
     if len(rows) == 0:
         return
-    on_host = np.zeros(len(table), dtype=bool)
-    on_host[host_rows] = True
+    on_host = host
     # Memory records are no op by our name rule, but XProf reads their tf_op stat too.
     not_op = np.array([n in _NOT_OP_NAMES for n in table.names], dtype=bool)
     on_host |= not_op[table.name] & ~device_planes(table)[table.plane] if len(table.names) \
@@ -365,23 +368,35 @@ def _derived_line(table: EventTable) -> NDArray[np.bool_]:
 _FILL_CHUNK = 1 << 20
 
 
-def _fill(op: I32, rows: NDArray[np.integer[Any]], table: EventTable, code_for: Any) -> None:
-    """Set ``op`` for ``rows`` by name code, calling ``code_for(name)`` once per name."""
+def _fill(op: I32, rows: NDArray[np.integer[Any]] | NDArray[np.bool_], table: EventTable,
+          code_for: Any) -> None:
+    """Set ``op`` for ``rows`` (rows, or a flag an event) by name code, calling
+    ``code_for(name)`` once per name."""
     if len(rows) == 0:
         return
+    flags = rows.dtype == np.bool_
+
+    def names(i: int) -> Any:
+        """The name codes of the chunk of rows from ``i``."""
+        if flags:
+            return table.name[i:i + _FILL_CHUNK][rows[i:i + _FILL_CHUNK]]
+        return table.name[rows[i:i + _FILL_CHUNK]]
+
     # A lookup table by name code, not a sort of the rows (np.unique): names are few, rows
     # millions, and a sort holds several copies of them. Names ascending, as np.unique gave:
     # ``code_for`` numbers new ops in the order it is called.
     # A chunk of rows at a time: no name and code column of every row at once.
     present = np.zeros(len(table.names), dtype=bool)
     for i in range(0, len(rows), _FILL_CHUNK):
-        present[table.name[rows[i:i + _FILL_CHUNK]]] = True
+        present[names(i)] = True
     lookup = np.full(len(present), -1, dtype=np.int32)
     for c in np.flatnonzero(present).tolist():
         lookup[c] = code_for(table.names[c])
     for i in range(0, len(rows), _FILL_CHUNK):
-        part = rows[i:i + _FILL_CHUNK]
-        op[part] = lookup[table.name[part]]
+        if flags:
+            op[i:i + _FILL_CHUNK][rows[i:i + _FILL_CHUNK]] = lookup[names(i)]
+        else:
+            op[rows[i:i + _FILL_CHUNK]] = lookup[names(i)]
 
 
 def _classify_xspace_device(table: EventTable, op: I32, on_device: NDArray[np.bool_],
