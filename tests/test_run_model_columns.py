@@ -228,3 +228,30 @@ def test_the_compiled_nesting_refuses_bad_columns() -> None:
         module.nest(z, z, z, None, np.empty(3, np.float64), None)
     assert module.nest(z, z, z, None, None, None) is True
     assert module.nest(np.array([1, 0], np.int8), z[:2], z[:2], None, None, None) is False
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_compiled_union_is_its_numpy_twin(seed: int) -> None:
+    # Empty, negative, touching and nested intervals on a few groups of every integer width,
+    # times near int64's ends: the same segments, in the same order and dtypes.
+    if compiled("stepscope.analysis.run_model._intervals") is None:
+        pytest.skip("the compiled walk is not built")
+    rng = np.random.default_rng(2000 + seed)
+    for _ in range(80):
+        n = int(rng.integers(0, 100))
+        dtype = [np.int8, np.int16, np.int32, np.int64][int(rng.integers(0, 4))]
+        group = rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
+        base = int(rng.choice([0, 0, 2**62, -2**62]))
+        start = base + rng.integers(0, int(rng.choice([5, 60, 3000])), n).astype(np.int64)
+        end = start + rng.integers(-3, 40, n)
+        ours, twin = intervals.merged(group, start, end), intervals._merged_numpy(group, start,
+                                                                                  end)
+        for a, b in zip(ours, twin, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    module = compiled("stepscope.analysis.run_model._intervals")
+    z = np.zeros(2, np.int64)
+    with pytest.raises(ValueError):  # a position out of range
+        module.merge(z, z, z + 1, np.array([0, 5], np.int64), None, None, None)
+    with pytest.raises(ValueError):  # more segments than the columns hold
+        module.merge(np.array([0, 1], np.int64), z, z + 1, np.array([0, 1], np.int64),
+                     np.empty(1, np.int64), np.empty(1, np.int64), np.empty(1, np.int64))

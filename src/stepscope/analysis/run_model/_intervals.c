@@ -1,6 +1,7 @@
 /* Interval nesting in one pass: the compiled twin of intervals.parents and intervals.self_times
- * (the same answers, by the same rule); and the call paths of nested calls, the twin of
- * python_views._paths (see paths below).
+ * (the same answers, by the same rule); the union of intervals, the twin of intervals.merged
+ * (see merge below); and the call paths of nested calls, the twin of python_views._paths
+ * (see paths below).
  *
  * The NumPy twin sorts every interval by (group, start, the longer first), finds each one's
  * depth (how many earlier intervals of its group end after it starts) with a sort of the ends
@@ -517,11 +518,97 @@ done:
     return result;
 }
 
+/* merge(group, start, end, order, seg_group, seg_start, seg_end) -> int
+ *
+ * The union of each group's intervals as disjoint segments, as intervals.merged gives them:
+ * order holds the positions (4- or 8-byte) of the intervals that are not empty (end > start)
+ * by (group, start); a segment begins where an interval of a new group, or one starting
+ * after every earlier one of its group ended, comes. Gives the number of segments; where
+ * seg_group, seg_start and seg_end (writable int64 columns at least that long) are given,
+ * writes the segments' group, start and end there (else only counts: the caller sizes them). */
+static PyObject *
+merge(PyObject *self_mod, PyObject *args)
+{
+    PyObject *group_o, *start_o, *end_o, *order_o, *g_o, *s_o, *e_o;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &group_o, &start_o, &end_o, &order_o, &g_o, &s_o,
+                          &e_o)) {
+        return NULL;
+    }
+    Column group = {0}, start = {0}, end = {0}, order = {0}, og = {0}, os = {0}, oe = {0};
+    PyObject *result = NULL;
+    int write = g_o != Py_None;
+    if (get_ints(group_o, &group, 1 | 2 | 4 | 8, 0, "group") < 0 ||
+        get_ints(start_o, &start, 8, 0, "start") < 0 || get_ints(end_o, &end, 8, 0, "end") < 0 ||
+        get_ints(order_o, &order, 4 | 8, 0, "order") < 0 ||
+        (write && (get_ints(g_o, &og, 8, 1, "seg_group") < 0 ||
+                   get_ints(s_o, &os, 8, 1, "seg_start") < 0 ||
+                   get_ints(e_o, &oe, 8, 1, "seg_end") < 0))) {
+        goto done;
+    }
+    Py_ssize_t n = start.n, m = order.n;
+    if (group.n != n || end.n != n || m > n ||
+        (write && (os.n != og.n || oe.n != og.n))) {
+        PyErr_SetString(PyExc_ValueError, "merge: columns of mismatched lengths");
+        goto done;
+    }
+    const int64_t *s = start.view.buf, *e = end.view.buf;
+    int64_t *sg = write ? og.view.buf : NULL, *ss = write ? os.view.buf : NULL;
+    int64_t *se = write ? oe.view.buf : NULL;
+    Py_ssize_t cap = write ? og.n : 0, count = 0;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t g_prev = 0, reach = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t i = int_at(order.view.buf, order.size, k);
+        if (i < 0 || i >= n) {
+            bad = 1;
+            break;
+        }
+        int64_t g = int_at(group.view.buf, group.size, (Py_ssize_t)i);
+        if (k == 0 || g != g_prev || s[i] > reach) {
+            if (write) {
+                if (count >= cap) {
+                    bad = 2;
+                    break;
+                }
+                sg[count] = g;
+                ss[count] = s[i];
+            }
+            count++;
+            g_prev = g;
+            reach = e[i];
+        } else if (e[i] > reach) {
+            reach = e[i];
+        }
+        if (write) se[count - 1] = reach;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad == 1) {
+        PyErr_SetString(PyExc_ValueError, "merge: an order position out of range");
+    } else if (bad == 2) {
+        PyErr_SetString(PyExc_ValueError, "merge: more segments than the columns hold");
+    } else {
+        result = PyLong_FromSsize_t(count);
+    }
+done:
+    release(&group);
+    release(&start);
+    release(&end);
+    release(&order);
+    release(&og);
+    release(&os);
+    release(&oe);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(group, start, end, order, parent, self) -> bool: each interval's parent and self "
      "time in one walk in nesting order (False, nothing written, where order is None and the "
      "intervals are not in that order)."},
+    {"merge", merge, METH_VARARGS,
+     "merge(group, start, end, order, seg_group, seg_start, seg_end) -> int: the union of "
+     "each group's intervals as disjoint segments (counted only where seg_group is None)."},
     {"paths", paths, METH_VARARGS,
      "paths(parent, name, node) -> (bytes, bytes): items grouped by call path a level at a "
      "time (each item's node written; each node's parent node and name as int64 bytes)."},

@@ -189,6 +189,35 @@ def self_times(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
 def merged(group: NDArray[np.integer[Any]], start: I64, end: I64
            ) -> tuple[NDArray[np.integer[Any]], I64, I64]:
     """The union of each group's intervals as disjoint segments: (group, start, end)."""
+    module = compiled("stepscope.analysis.run_model._intervals")
+    if module is None or not len(start):
+        return _merged_numpy(group, start, end)
+    dtype = group.dtype
+    group = np.ascontiguousarray(group)
+    if group.dtype.kind != "i":
+        group = group.astype(np.int64)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    # The non-empty intervals by (group, start), ties as given: one int64 position each, and
+    # a walk that holds nothing else (the NumPy passes hold several columns as long).
+    keep = end > start
+    if keep.all():
+        del keep
+        order = np.lexsort((start, group))
+    else:
+        rows = np.flatnonzero(keep)
+        del keep
+        order = rows[np.lexsort((start[rows], group[rows]))]
+        del rows
+    count = module.merge(group, start, end, order, None, None, None)
+    seg_group, seg_start, seg_end = (np.empty(count, np.int64) for _ in range(3))
+    module.merge(group, start, end, order, seg_group, seg_start, seg_end)
+    return seg_group.astype(dtype, copy=False), seg_start, seg_end
+
+
+def _merged_numpy(group: NDArray[np.integer[Any]], start: I64, end: I64
+                  ) -> tuple[NDArray[np.integer[Any]], I64, I64]:
+    """``merged`` by NumPy passes over whole columns (the twin of the compiled walk)."""
     keep = end > start
     if not keep.all():
         group, start, end = group[keep], start[keep], end[keep]

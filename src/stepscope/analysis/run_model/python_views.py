@@ -263,12 +263,27 @@ def _rows_of(table: EventTable, plane: int, thread: str | None) -> tuple[I64, st
     return rows.astype(np.int64), thread
 
 
-def _threads(table: EventTable, line: NDArray[np.integer[Any]], weight: I64
-             ) -> dict[str, list[Any]]:
-    """Per line: its id, name, time and count (of rows), the busiest first."""
-    lines, inverse = _used_codes(line, len(table.line_id))
-    total = np.bincount(inverse, weights=weight, minlength=len(lines)).astype(np.int64)
-    calls = np.bincount(inverse, minlength=len(lines)).astype(np.int64)
+_THREADS_CHUNK = 1 << 18  # rows a time in _threads and _clip: their temporaries stay ~2 MB
+
+
+def _threads(table: EventTable, line: NDArray[np.integer[Any]], weight: I64,
+             counted: NDArray[np.bool_] | None = None) -> dict[str, list[Any]]:
+    """Per line: its id, name, time and count (of rows), the busiest first. A row's time is
+    its ``weight``, where ``counted`` (None: every row's)."""
+    size = len(table.line_id)
+    total = np.zeros(size, np.int64)
+    calls = np.zeros(size, np.int64)
+    # Summed a chunk of rows at a time: no index, float weight or masked weight of every row
+    # (a tracer's millions of calls) held at once. Table lines are codes below ``size``.
+    for i in range(0, len(line), _THREADS_CHUNK):
+        part = line[i:i + _THREADS_CHUNK]
+        w = weight[i:i + _THREADS_CHUNK]
+        if counted is not None:
+            w = np.where(counted[i:i + _THREADS_CHUNK], w, 0)
+        total += np.bincount(part, weights=w, minlength=size).astype(np.int64)
+        calls += np.bincount(part, minlength=size)
+    lines = np.flatnonzero(calls)
+    total, calls = total[lines], calls[lines]
     order = np.argsort(-total, kind="stable")
     return {"line_id": [int(table.line_id[lines[i]]) for i in order],
             "name": [table.line_name[lines[i]] for i in order],
@@ -308,12 +323,19 @@ def python_views(table: EventTable, host: str, *, source: str | None = None,
 
 def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64]:
     """The rows overlapping [t0, t1) (zero-length ones inside it), and their clipped spans."""
-    start = table.start_ns[rows]
-    end = start + table.duration_ns[rows]  # int64 (the durations may be int32)
-    keep = ((start < t1) & (end > t0)) | ((end == start) & (start >= t0) & (start < t1))
-    if not keep.all():  # usually all are kept: no second copy of each column
-        rows, start, end = rows[keep], start[keep], end[keep]
+    # Which rows to keep first, a chunk at a time, then the spans of those alone: no span
+    # columns of every row beside those of the kept ones.
+    keep = np.empty(len(rows), bool)
+    for i in range(0, len(rows), _THREADS_CHUNK):
+        part = rows[i:i + _THREADS_CHUNK]
+        s = table.start_ns[part]
+        e = s + table.duration_ns[part]  # int64 (the durations may be int32)
+        keep[i:i + len(part)] = ((s < t1) & (e > t0)) | ((e == s) & (s >= t0) & (s < t1))
+    if not keep.all():  # usually all are kept: no second copy of the rows
+        rows = rows[keep]
     del keep
+    start = table.start_ns[rows]
+    end = start + table.duration_ns[rows]
     np.maximum(start, t0, out=start)
     np.minimum(end, t1, out=end)
     return rows, start, end
@@ -425,7 +447,7 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     del start, end
     # A thread's Python time is what its outermost calls cover; its count, all its calls.
     # (Before the call paths, so that the lines are not held through them.)
-    threads = _threads(table, line, np.where(parent >= 0, 0, dur))
+    threads = _threads(table, line, dur, parent < 0)
     del line
     node, node_parent, node_name = _paths(parent, name)
     del name, parent
