@@ -255,3 +255,39 @@ def test_the_compiled_union_is_its_numpy_twin(seed: int) -> None:
     with pytest.raises(ValueError):  # more segments than the columns hold
         module.merge(np.array([0, 1], np.int64), z, z + 1, np.array([0, 1], np.int64),
                      np.empty(1, np.int64), np.empty(1, np.int64), np.empty(1, np.int64))
+
+
+@pytest.mark.parametrize("path", XPLANE_FIXTURES, ids=lambda p: p.name)
+def test_step_groups_without_an_order_are_those_with_one(path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A decoded file's rows are in (line, start) order: the grouping then makes no order of
+    # its own. Made anyway (as for a table that is not), it groups every event the same.
+    from stepscope.analysis.run_model.steps import find_steps
+    table = x2t.load_xspace(path)
+    steps = find_steps(table)
+    if not step_groups.has_links(table) or not len(steps):
+        pytest.skip("no producer/consumer stats or no steps")
+    assert step_groups._in_line_start_order(table)
+    seed = steps.event_step.copy()
+    ours = step_groups.grouped_step(table, seed.copy())
+    monkeypatch.setattr(step_groups, "_in_line_start_order", lambda t: False)
+    assert np.array_equal(step_groups.grouped_step(table, seed.copy()), ours)
+    assert (ours >= 0).sum() >= (seed >= 0).sum()
+
+
+def test_line_start_order_is_checked_across_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+    monkeypatch.setattr(step_groups, "_ORDER_CHUNK", 3)
+    line = np.array([0, 0, 0, 1, 1, 1, 1, 2], np.int16)
+    start = np.array([1, 2, 2, 0, 5, 6, 9, 3], np.int64)
+    ordered = SimpleNamespace(line=line, start_ns=start)
+    assert step_groups._in_line_start_order(ordered)
+    for at in range(1, len(line)):  # a step back anywhere, a chunk's edge included
+        swapped = start.copy()
+        swapped[at - 1], swapped[at] = start[at], start[at - 1]
+        want = bool(np.array_equal(np.lexsort((swapped, line)), np.arange(len(line))))
+        assert step_groups._in_line_start_order(SimpleNamespace(line=line,
+                                                                start_ns=swapped)) == want
+    assert not step_groups._in_line_start_order(SimpleNamespace(line=line[::-1].copy(),
+                                                                start_ns=start))
+    assert step_groups._in_line_start_order(SimpleNamespace(line=line[:1], start_ns=start[:1]))

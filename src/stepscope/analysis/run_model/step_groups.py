@@ -84,13 +84,27 @@ def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, 
             (rows[~is_parent], kind[~is_parent], key[~is_parent]))
 
 
-def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64
+_ORDER_CHUNK = 1 << 20  # events a time in _in_line_start_order: its flags stay ~1 MB
+
+
+def _in_line_start_order(table: EventTable) -> bool:
+    """Whether the table's rows are in (line, start) order (``lexsort`` would keep them)."""
+    line, start = table.line, table.start_ns
+    for i in range(0, max(len(line) - 1, 0), _ORDER_CHUNK):
+        a, s = line[i:i + _ORDER_CHUNK + 1], start[i:i + _ORDER_CHUNK + 1]
+        if not bool(np.all((a[1:] > a[:-1]) | ((a[1:] == a[:-1]) & (s[1:] >= s[:-1])))):
+            return False
+    return True
+
+
+def _descendants(table: EventTable, order: I64 | None, line_start: I64, roots: I64
                  ) -> tuple[I64, I64]:
-    """Events nested under each of ``roots`` on the root's own line: (root index, row)."""
+    """Events nested under each of ``roots`` on the root's own line: (root index, row).
+    ``order``: the events by (line, start), None where the table's rows are in it."""
     if len(roots) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     line = table.line[roots].astype(np.int64)
-    starts = table.start_ns[order]
+    starts = table.start_ns if order is None else table.start_ns[order]
     lo_line, hi_line = line_start[line], line_start[line + 1]
     # Within the line's stretch of ``order`` (sorted by start), the events starting inside
     # the root's span; events on one thread nest, so those are its descendants.
@@ -104,7 +118,7 @@ def _descendants(table: EventTable, order: I64, line_start: I64, roots: I64
     owner = np.repeat(np.arange(len(roots), dtype=np.int64), count)
     first = np.repeat(lo - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
     pos = first + np.arange(total, dtype=np.int64)
-    return owner, order[pos]
+    return owner, pos if order is None else order[pos]
 
 
 def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
@@ -133,17 +147,29 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
         _keys(table, CONSUMER_TYPE, CONSUMER_ID), (ec_rows, ec_type, ec_id), strict=True))
     if len(p_rows) == 0 or len(c_rows) == 0:
         return out
-    # One code per (type, id) pair, shared by producers and consumers.
-    kinds, ids = np.concatenate([p_type, c_type]), np.concatenate([p_id, c_id])
-    order_pairs = np.lexsort((ids, kinds))
-    k_sorted, i_sorted = kinds[order_pairs], ids[order_pairs]
-    fresh = np.concatenate([[True], (k_sorted[1:] != k_sorted[:-1])
-                            | (i_sorted[1:] != i_sorted[:-1])])
-    code = np.empty(len(kinds), dtype=np.int64)
-    code[order_pairs] = np.cumsum(fresh) - 1
+    # One code per (type, id) pair, shared by producers and consumers (any numbering: only
+    # equal pairs' codes need be equal). By hashed distinct values and searches of them, each
+    # column let go once used: a sort of the pairs held several columns as long as every link
+    # at once, most of the grouping's peak.
+    ids = np.concatenate([p_id, c_id])
+    del p_id, c_id
+    code = np.searchsorted(np.unique(ids), ids).astype(np.int64)
+    del ids
+    kinds = np.concatenate([p_type, c_type])
+    del p_type, c_type
+    distinct_kinds = np.unique(kinds)
+    code *= np.int64(len(distinct_kinds))
+    code += np.searchsorted(distinct_kinds, kinds)
+    del kinds
+    code = np.searchsorted(np.unique(code), code).astype(np.int64)
     p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
-    order = np.asarray(np.lexsort((table.start_ns, table.line)), np.int64)  # no copy
-    line_start = np.searchsorted(table.line[order], np.arange(len(table.line_name) + 1))
+    # The events by (line, start): None where the table holds them so already (a decoded
+    # file's lines in order, each one's events in time order), and then no order and no
+    # starts in that order (8 bytes an event each) are made.
+    order = None if _in_line_start_order(table) else \
+        np.asarray(np.lexsort((table.start_ns, table.line)), np.int64)
+    line_start = np.searchsorted(table.line if order is None else table.line[order],
+                                 np.arange(len(table.line_name) + 1))
     line_start = line_start.astype(np.int64)
     for _ in range(_MAX_ROUNDS):
         linked = out[p_rows] >= 0
