@@ -65,8 +65,12 @@ def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
     """Load one host's file and build its model (the unit of work of every engine)."""
     from stepscope.analysis.run_model import build_host, host_to_dict
     from stepscope.formats.run_reader import load_file
-    from stepscope.run.storage import memory_keeper
+    from stepscope.run.storage import map_large_blocks, memory_keeper
 
+    # The passes' columns of a MB or more handed back to the system as each is freed, not
+    # kept in the heap: their peaks then do not stack (a 48 MB TensorFlow profile's report
+    # peaked at 182 MiB with glibc's own threshold, 167 MiB so), as the server has them.
+    map_large_blocks()
     # Every failure becomes this host's reason, here, so that every engine gives the same
     # answer for it (the host named in failed_hosts, the others reported): the local engine
     # raising, the pool naming it and Ray wrapping it in its own traceback differed.
