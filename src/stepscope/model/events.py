@@ -153,6 +153,25 @@ def rows_where(mask: NDArray[np.bool_]) -> NDArray[np.int32] | I64:
     return out
 
 
+def distinct(values: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
+    """The distinct values, ascending: ``np.unique(values)`` by a sort. NumPy 2's own takes a
+    hash set where it can, 20-30 times slower than a sort over a million distinct ids."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    fresh = np.empty(len(ordered), dtype=bool)
+    fresh[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=fresh[1:])
+    return ordered[fresh]
+
+
+def codes_of(values: NDArray[np.integer[Any]]) -> tuple[NDArray[np.integer[Any]], I64]:
+    """(the distinct values ascending, each value's index among them): ``np.unique(values,
+    return_inverse=True)``, holding a sorted copy and the indices, not a sort's index too."""
+    found = distinct(values)
+    return found, np.searchsorted(found, values).astype(np.int64)
+
+
 def typed_rows(table: EventTable, stat: str) -> tuple[I64, I64]:
     """The events of ``table`` that carry typed stat ``stat`` (ascending) and its values,
     from the sparse rows where the table keeps them so (no dense column is made)."""

@@ -36,7 +36,7 @@ from stepscope.analysis.run_model import intervals
 from stepscope.analysis.run_model.frameworks import input_library_of
 from stepscope.analysis.run_model.steps import device_planes
 from stepscope.model import schema
-from stepscope.model.events import EventTable
+from stepscope.model.events import EventTable, codes_of, distinct
 
 I64 = NDArray[np.int64]
 
@@ -235,7 +235,7 @@ def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
                 memo[each] = result
             return result
 
-        distinct_ids, inverse = _codes_of(row_id[with_id])
+        distinct_ids, inverse = codes_of(row_id[with_id])
         results = [root_id(i) for i in distinct_ids.tolist()]
         ok = np.array([r is not None for r in results], bool)
         value = np.array([0 if r is None else r for r in results], np.int64)
@@ -243,11 +243,11 @@ def _pipelines_of(table: EventTable, nodes: list[str], rows: I64, node: I64,
         found[with_id] = value[inverse]
     # The distinct keys: (root, found id) pairs, named as text once each. The found ids are
     # few: coded first, then one small key a row (not a sort of rows of three).
-    found_ids, found_code = _codes_of(found)
+    found_ids, found_code = codes_of(found)
     found_code += 1
     found_code[~has] = 0
     del has, found
-    pair_keys, pair_of = _codes_of(root * np.int64(len(found_ids) + 1) + found_code)
+    pair_keys, pair_of = codes_of(root * np.int64(len(found_ids) + 1) + found_code)
     del root, found_code
     pairs = [(int(k) // (len(found_ids) + 1), int(k) % (len(found_ids) + 1)) for k in pair_keys]
     names = [f"{roots[r]}#{int(found_ids[c - 1])}" if c else roots[r] for r, c in pairs]
@@ -332,8 +332,8 @@ def async_nodes(ev: IteratorEvents) -> set[str]:
 
 def _distinct_pairs(a: I64, b: I64) -> list[tuple[int, int]]:
     """The distinct (a, b) pairs of two columns of non-negative integers, ascending: one int64
-    key a row and a hashed unique (a sort of rows of two, ``np.unique(axis=...)``, took a
-    quarter of a second over a million iterator events)."""
+    key a row, sorted (a sort of rows of two, ``np.unique(axis=...)``, took a quarter of a
+    second over a million iterator events)."""
     if not len(a):
         return []
     width = int(b.max()) + 1
@@ -341,16 +341,8 @@ def _distinct_pairs(a: I64, b: I64) -> list[tuple[int, int]]:
         return [(int(x), int(y)) for x, y in np.unique(np.stack([a, b]), axis=1).T.tolist()]
     key = np.asarray(a, np.int64) * np.int64(width)
     key += b
-    distinct = np.unique(key)
-    return list(zip((distinct // width).tolist(), (distinct % width).tolist(), strict=True))
-
-
-def _codes_of(values: I64) -> tuple[I64, I64]:
-    """(the distinct values ascending, each row's index among them): ``np.unique(values,
-    return_inverse=True)`` by a hashed unique and a search of the few distinct values, not a
-    sort of every row."""
-    distinct = np.unique(values)
-    return distinct, np.searchsorted(distinct, values).astype(np.int64)
+    found = distinct(key)
+    return list(zip((found // width).tolist(), (found % width).tolist(), strict=True))
 
 
 def work_ns(nodes: list[str], totals: NodeTotals, asynchronous: set[str]) -> I64:

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.steps import StepCodes
-from stepscope.model.events import EventTable
+from stepscope.model.events import EventTable, codes_of
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -148,20 +148,21 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
     if len(p_rows) == 0 or len(c_rows) == 0:
         return out
     # One code per (type, id) pair, shared by producers and consumers (any numbering: only
-    # equal pairs' codes need be equal). By hashed distinct values and searches of them, each
-    # column let go once used: a sort of the pairs held several columns as long as every link
-    # at once, most of the grouping's peak.
+    # equal pairs' codes need be equal). By distinct values and searches of them, each column
+    # let go once used: a sort of the pairs held several columns as long as every link at
+    # once, most of the grouping's peak.
     ids = np.concatenate([p_id, c_id])
     del p_id, c_id
-    code = np.searchsorted(np.unique(ids), ids).astype(np.int64)
+    code = codes_of(ids)[1]
     del ids
     kinds = np.concatenate([p_type, c_type])
     del p_type, c_type
-    distinct_kinds = np.unique(kinds)
-    code *= np.int64(len(distinct_kinds))
-    code += np.searchsorted(distinct_kinds, kinds)
+    distinct_kinds, kind_code = codes_of(kinds)
     del kinds
-    code = np.searchsorted(np.unique(code), code).astype(np.int64)
+    code *= np.int64(len(distinct_kinds))
+    code += kind_code
+    del kind_code
+    code = codes_of(code)[1]
     p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
     # The events by (line, start): None where the table holds them so already (a decoded
     # file's lines in order, each one's events in time order), and then no order and no
