@@ -52,10 +52,12 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I6
     t_rows, t_val = table.int_stat(type_stat)
     i_rows, i_val = table.int_stat(id_stat)
     # Joined by a search over the type stat's rows (the last one where an event has two),
-    # not through a column of every event (8 B an event).
-    order = np.argsort(t_rows, kind="stable")
-    t_rows, t_val = t_rows[order], t_val[order]
-    del order
+    # not through a column of every event (8 B an event). The stat table lists stats by event,
+    # so the rows come ascending: sorted only where they do not.
+    if bool(np.any(t_rows[1:] < t_rows[:-1])):
+        order = np.argsort(t_rows, kind="stable")
+        t_rows, t_val = t_rows[order], t_val[order]
+        del order
     at = np.searchsorted(t_rows, i_rows, side="right") - 1
     both = at >= 0
     both[both] = t_rows[at[both]] == i_rows[both]
@@ -77,8 +79,14 @@ def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, 
     rows, step_id, iter_num, is_parent = rows[keep], step_id[keep], iter_num[keep], is_parent[keep]
     if len(rows) == 0:
         return (none, none, none), (none, none, none)
-    _, key = np.unique(np.stack([step_id, iter_num], axis=1), axis=0, return_inverse=True)
-    key = key.reshape(-1).astype(np.int64)
+    # One key per (step id, iteration) pair (only equal pairs' keys need be equal): sorted
+    # distinct values and searches, not a sort of rows of two (a fifth of a second here).
+    key = codes_of(step_id)[1]
+    iterations, iteration = codes_of(iter_num)
+    key *= np.int64(len(iterations))
+    key += iteration
+    del iteration
+    key = codes_of(key)[1]
     kind = np.full(len(rows), _EXECUTOR_LINK, dtype=np.int64)
     return ((rows[is_parent], kind[is_parent], key[is_parent]),
             (rows[~is_parent], kind[~is_parent], key[~is_parent]))
