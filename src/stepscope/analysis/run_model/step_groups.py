@@ -20,6 +20,8 @@ traces) have ``has_links`` false and callers keep their time-based grouping.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -105,12 +107,13 @@ def _in_line_start_order(table: EventTable) -> bool:
     return True
 
 
-def _descendants(table: EventTable, order: I64 | None, line_start: I64, roots: I64
-                 ) -> tuple[I64, I64]:
-    """Events nested under each of ``roots`` on the root's own line: (root index, row).
-    ``order``: the events by (line, start), None where the table's rows are in it."""
-    if len(roots) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+_DESCENDANTS_CHUNK = 1 << 20  # descendants made at a time (each one's root and row: 16 B)
+
+
+def _spans(table: EventTable, order: I64 | None, line_start: I64, roots: I64
+           ) -> tuple[I64, I64]:
+    """Per root, the stretch [lo, hi) of the (line, start) order holding the events nested
+    under it on its own line. ``order``: that order, None where the table's rows are in it."""
     line = table.line[roots].astype(np.int64)
     starts = table.start_ns if order is None else table.start_ns[order]
     lo_line, hi_line = line_start[line], line_start[line + 1]
@@ -119,14 +122,29 @@ def _descendants(table: EventTable, order: I64 | None, line_start: I64, roots: I
     lo = lo_line + _search(starts, lo_line, hi_line, table.start_ns[roots], "left")
     end = table.start_ns[roots] + table.duration_ns[roots]  # the roots' only: no column
     hi = lo_line + _search(starts, lo_line, hi_line, end, "left")
-    count = np.maximum(hi - lo, 0)
-    total = int(count.sum())
-    if total == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    owner = np.repeat(np.arange(len(roots), dtype=np.int64), count)
-    first = np.repeat(lo - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
-    pos = first + np.arange(total, dtype=np.int64)
-    return owner, pos if order is None else order[pos]
+    return lo, np.maximum(hi, lo)
+
+
+def _descendants(order: I64 | None, lo: I64, hi: I64) -> Iterator[tuple[I64, I64]]:
+    """The events nested under roots (their stretches ``lo``, ``hi``: see ``_spans``), as
+    (root index, row) pairs, in parts of about ``_DESCENDANTS_CHUNK``, roots in order (a
+    root's own events in one part): not a root and a row of every descendant at once."""
+    count = hi - lo
+    ends = np.cumsum(count)
+    at = 0
+    while at < len(lo):
+        # Roots up to the one that passes the chunk's size (at least one root a part).
+        stop = max(int(np.searchsorted(ends, (ends[at - 1] if at else 0) + _DESCENDANTS_CHUNK,
+                                       side="right")), at + 1)
+        part = count[at:stop]
+        total = int(part.sum())
+        if total:
+            owner = np.repeat(np.arange(at, stop, dtype=np.int64), part)
+            first = np.repeat(lo[at:stop] - np.concatenate([[0], np.cumsum(part)[:-1]]), part)
+            pos = first + np.arange(total, dtype=np.int64)
+            del first
+            yield owner, pos if order is None else order[pos]
+        at = stop
 
 
 def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
@@ -197,9 +215,13 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
             break
         roots = c_rows[new]
         out[roots] = got[new]
-        owner, rows = _descendants(table, order, line_start, roots)
-        free = out[rows] < 0
-        out[rows[free]] = out[roots[owner[free]]]
+        # Each root's step to the events nested under it that have none yet; where several
+        # roots hold one, the last root's (as one assignment of every pair would give).
+        free = out < 0
+        lo, hi = _spans(table, order, line_start, roots)
+        for owner, rows in _descendants(order, lo, hi):
+            take = free[rows]
+            out[rows[take]] = out[roots[owner[take]]]
     return out
 
 
