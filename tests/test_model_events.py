@@ -98,3 +98,18 @@ def test_typed_stats_are_kept_sparse() -> None:
     for row in (int(carried[0]), int(carried[-1]), 0, len(table) - 1):
         expected = {k: int(c[row]) for k, c in dense.items() if c[row] != me.MISSING}
         assert table.typed_at(row) == expected == again.at(row)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distinct_values_and_their_codes_are_numpys(seed: int) -> None:
+    from stepscope.model.events import codes_of, distinct
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 7, 1000):
+        for dtype, high in ((np.int16, 40), (np.int32, 5), (np.int64, 2**62)):
+            values = rng.integers(-high, high, n).astype(dtype)
+            want, inverse = np.unique(values, return_inverse=True)
+            got = distinct(values)
+            assert got.dtype == values.dtype and np.array_equal(got, want)
+            found, codes = codes_of(values)
+            assert np.array_equal(found, want)
+            assert codes.dtype == np.int64 and np.array_equal(codes, inverse.reshape(-1))
