@@ -661,8 +661,8 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         has_group = np.zeros(n_ops, dtype=bool)
         has_group[group_op[group_op >= 0]] = True
         count = np.where(has_group, most, count)
-    total = np.bincount(code, weights=end - start, minlength=n_ops)
-    own = np.bincount(code, weights=self_ns, minlength=n_ops)
+    total = _summed(code, n_ops, lambda a, b: end[a:b] - start[a:b])
+    own = _summed(code, n_ops, lambda a, b: self_ns[a:b])
     idle: list[OpRow] = []
     if include_idle and events.xprof_idle:
         idle = _xprof_idle_rows(table, rows, start, end, self_ns, events, unit)
@@ -748,22 +748,41 @@ def _xprof_idle_rows(table: EventTable, rows: NDArray[np.integer[Any]], start: I
     return out
 
 
+_SUM_CHUNK = 1 << 20  # rows a time in _summed and _span_less_work: temporaries of ~8 MB
+
+
+def _summed(code: NDArray[np.integer[Any]], size: int, weights: Any) -> I64:
+    """Per code in 0..size-1, the sum of its rows' ``weights(a, b)`` (the weights of rows a
+    to b): ``np.bincount(code, weights=...)``, a chunk of rows at a time, so that no weight
+    column (nor its float copy) of every row is made. Sums in int64: exact, as the float
+    sums were below 2**53 ns."""
+    out = np.zeros(size, np.int64)
+    for a in range(0, len(code), _SUM_CHUNK):
+        b = a + _SUM_CHUNK
+        out += np.bincount(code[a:b], weights=weights(a, b), minlength=size).astype(np.int64)
+    return out
+
+
 def _span_less_work(line: NDArray[np.integer[Any]], start: I64, end: I64, work: Any) -> float:
     """Summed over lines: the span of a line's intervals less their work (never below 0)."""
     # Lines are few and small non-negative codes: each row's index among those used, by a
-    # lookup table (what np.unique's inverse is, without sorting every row).
+    # lookup table (what np.unique's inverse is, without sorting every row), a chunk of rows
+    # at a time.
     size = int(line.max()) + 1 if len(line) else 0
     used = np.zeros(size, dtype=bool)
     used[line] = True
     lines = np.flatnonzero(used)
     index = np.zeros(size, dtype=np.intp)
     index[lines] = np.arange(len(lines))
-    inverse = index[line]
     lo = np.full(len(lines), np.iinfo(np.int64).max, np.int64)
     hi = np.full(len(lines), np.iinfo(np.int64).min, np.int64)
-    np.minimum.at(lo, inverse, start)
-    np.maximum.at(hi, inverse, end)
-    busy = np.bincount(inverse, weights=work, minlength=len(lines))
+    busy = np.zeros(len(lines), np.float64)
+    for a in range(0, len(line), _SUM_CHUNK):
+        b = a + _SUM_CHUNK
+        inverse = index[line[a:b]]
+        np.minimum.at(lo, inverse, start[a:b])
+        np.maximum.at(hi, inverse, end[a:b])
+        busy += np.bincount(inverse, weights=work[a:b], minlength=len(lines))
     return float(np.maximum(hi - lo - busy, 0).sum())
 
 
