@@ -1,7 +1,9 @@
-"""Vectorised interval arithmetic over event columns: nesting and covered time.
+"""Interval arithmetic over event columns: nesting and covered time.
 
-Everything here works on whole columns at once (sorts, cumulative maxima, searchsorted), never
-on one event at a time, so that it keeps up with profiles of millions of events.
+Everything here works on whole columns at once, never on one event at a time in Python, so
+that it keeps up with profiles of millions of events: by a compiled walk over the columns
+where ``_intervals`` is built (it holds the answer and little else), else by NumPy passes
+(sorts, cumulative maxima, searchsorted), its twins, which give the same answers.
 """
 
 from __future__ import annotations
