@@ -55,6 +55,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/load_and_overview.py --json     # one JSON object
     .venv/bin/python benchmarks/load_and_overview.py --startup  # CLI and serve start-up only
     .venv/bin/python benchmarks/load_and_overview.py --quick --tf   # + the >= 100 MB TF profile
+    .venv/bin/python benchmarks/load_and_overview.py --tf-steps --no-xprof  # + TF with steps
 """
 
 from __future__ import annotations
@@ -839,6 +840,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tf", action="store_true",
                         help="add the >= 100 MB real TensorFlow profile (benchmarks/tf_profile.py "
                         "makes it once)")
+    parser.add_argument("--tf-steps", action="store_true",
+                        help="add a ~40 MiB TensorFlow profile with marked steps and context "
+                        "links (tf_profile.tf_steps_profile makes it once): the step grouping's "
+                        "work, which the Keras capture lacks")
     parser.add_argument("--startup", action="store_true",
                         help="measure start-up only: the CLI's fixed cost and a fresh server's "
                         "first window (on the 10 MB profile)")
@@ -884,11 +889,14 @@ def main(argv: list[str] | None = None) -> int:
             made = generated_profile(args.workdir, target, estimate)
             profiles.append({"label": _size_label(target), "path": made["path"],
                              "steps": made["steps"]})
-    if args.tf:
+    if args.tf or args.tf_steps:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from tf_profile import tf_profile
+        from tf_profile import tf_profile, tf_steps_profile
 
-        args.profile.append(tf_profile())
+        if args.tf_steps:
+            args.profile.append(tf_steps_profile())
+        if args.tf:
+            args.profile.append(tf_profile())
     profiles += [{"label": f"{p.parent.name}/{p.name}", "path": str(p), "steps": None}
                  for p in args.profile]
 

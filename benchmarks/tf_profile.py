@@ -1,5 +1,6 @@
 """A >= 100 MB real TensorFlow profile, made once and kept under ``$STEPSCOPE_BENCH_DIR``
-(default ``.bench-profiles/``).
+(default ``.bench-profiles/``); and one of about 40 MiB with marked steps
+(``tf_steps_profile``).
 
 A child process trains a small CNN (Keras, fed by ``tf.data``) on the CPU under
 ``tf.profiler.experimental.server.start(port)``; this process captures a few seconds of it
@@ -115,6 +116,55 @@ def tf_profile(min_bytes: int = MIN_BYTES, directory: Path = TF_DIR) -> Path:
             return path
         size = path.stat().st_size if path is not None else 0
         duration = int(duration * min(max(min_bytes * 1.3 / max(size, 1), 1.5), 8))
+
+
+STEPS_DIR = BENCH_DIR / "report_tf_steps"  # the profile with steps and context links
+
+# A tf.data pipeline with Python in it (py_function: context links between the step and the
+# pipeline's threads), each step marked as TensorFlow marks one (Trace with step_num, _r=1):
+# the step grouping's and the input analysis' work, which the Keras capture above lacks (Keras
+# 3 marks no steps). Its argv: logdir, steps.
+STEPS = r"""
+import sys, tensorflow as tf
+logdir, steps = sys.argv[1], int(sys.argv[2])
+def double(v):
+    return v * 2
+ds = (tf.data.Dataset.from_tensor_slices(tf.random.normal([8192, 32]))
+      .map(lambda x: tf.py_function(double, [x], tf.float32)).map(lambda x: x + 1)
+      .batch(32).repeat())
+w = tf.Variable(tf.random.normal([32, 32]))
+@tf.function
+def step(x):
+    return tf.reduce_sum(tf.nn.relu(x @ w))
+it = iter(ds)
+for _ in range(3):
+    step(next(it))
+tf.profiler.experimental.start(logdir)
+for i in range(steps):
+    with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+        step(next(it))
+tf.profiler.experimental.stop()
+"""
+
+
+def tf_steps_profile(min_bytes: int = 40 * 2**20, directory: Path = STEPS_DIR) -> Path:
+    """A TensorFlow profile of at least ``min_bytes`` (default 40 MiB) with marked steps and
+    context links, kept in ``directory`` (recorded on first use: about 30 KB a step)."""
+    files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"))
+    if files and files[-1].stat().st_size >= min_bytes:
+        return files[-1]
+    steps = 1500
+    while True:
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+        subprocess.run([sys.executable, "-c", STEPS, str(directory), str(steps)], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        files = sorted(directory.glob("plugins/profile/*/*.xplane.pb"))
+        size = files[-1].stat().st_size if files else 0
+        if files and size >= min_bytes:
+            return files[-1]
+        steps = int(steps * min(max(min_bytes * 1.2 / max(size, 1), 1.5), 8))
 
 
 if __name__ == "__main__":
