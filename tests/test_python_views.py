@@ -35,6 +35,8 @@ from stepscope.formats.run_reader import load
 from stepscope.model import schema
 from stepscope.run.loader import run_model_of
 
+from twins import compiled_only
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Each step: heavy 6 units, medium 2, recurse 1 (five levels of 1/5), gen 1 (ten resumes of
@@ -553,6 +555,7 @@ def test_hostile_python_planes_give_views_or_one_clear_error(tmp_path: Path) -> 
         python_views(table, host, source="nonsense")
 
 
+@compiled_only("_intervals")
 @pytest.mark.parametrize("seed", range(12))
 def test_the_compiled_call_paths_are_their_numpy_twin(seed: int) -> None:
     # Calls nested on a few threads (parents in int32 and int64), names of every width: the
@@ -560,8 +563,6 @@ def test_the_compiled_call_paths_are_their_numpy_twin(seed: int) -> None:
     from stepscope.analysis.run_model import intervals
     from stepscope.analysis.run_model.python_views import _paths, _paths_numpy
     from stepscope.native import compiled
-    if compiled("stepscope.analysis.run_model._intervals") is None:
-        pytest.skip("the compiled walk is not built")
     rng = np.random.default_rng(seed)
     for _ in range(40):
         n = int(rng.integers(0, 300))
@@ -576,6 +577,7 @@ def test_the_compiled_call_paths_are_their_numpy_twin(seed: int) -> None:
         for a, b in zip(ours, twin, strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     module = compiled("stepscope.analysis.run_model._intervals")
+    assert module is not None
     node = np.empty(2, np.int32)
     with pytest.raises(ValueError):  # a cycle of parents
         module.paths(np.array([1, 0], np.int64), np.zeros(2, np.int64), node)

@@ -17,6 +17,7 @@ from stepscope.model import events as me
 from stepscope.native import compiled
 
 from conftest import FIXTURES
+from twins import compiled_only
 
 XPLANE_FIXTURES = sorted(FIXTURES.rglob("*.xplane.pb"))
 
@@ -170,6 +171,19 @@ def test_parents_of_nested_intervals_match_a_stack(seed: int) -> None:
     assert intervals.parents(group, start, end).tolist() == _stack_parents(group, start, end)
 
 
+def _random_intervals(rng: np.random.Generator, n: int) -> tuple[Any, Any, Any]:
+    """Nested, partly overlapping, zero-length and negative intervals, ties, a few groups of
+    an integer width drawn at random, times near int64's ends or not."""
+    dtype = [np.int8, np.int16, np.int32, np.int64][int(rng.integers(0, 4))]
+    group = rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
+    span = int(rng.choice([4, 30, 2000]))
+    base = int(rng.choice([0, 0, 2**62, -2**62]))
+    start = base + rng.integers(0, span, n).astype(np.int64)
+    length = rng.integers(-3, span // 2 + 2, n).astype(np.int64)
+    length[rng.random(n) < 0.2] = 0
+    return group, start, start + length
+
+
 def _both_twins(monkeypatch: pytest.MonkeyPatch, group: Any, start: Any, end: Any
                 ) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
     """(parents, self times) by the compiled walk, then by the NumPy twin."""
@@ -180,31 +194,21 @@ def _both_twins(monkeypatch: pytest.MonkeyPatch, group: Any, start: Any, end: An
     return ours, twin
 
 
+@compiled_only("_intervals")
 @pytest.mark.parametrize("seed", range(40))
 def test_the_compiled_nesting_is_its_numpy_twin(monkeypatch: pytest.MonkeyPatch,
                                                seed: int) -> None:
-    # Nested, partly overlapping, zero-length and negative intervals, ties, several groups,
-    # each integer width of group, in nesting order or not, and times near int64's ends.
-    if compiled("stepscope.analysis.run_model._intervals") is None:
-        pytest.skip("the compiled walk is not built")
+    # Random intervals (_random_intervals), in nesting order or not.
     rng = np.random.default_rng(1000 + seed)
     for _ in range(60):
-        n = int(rng.integers(0, 80))
-        dtype = [np.int8, np.int16, np.int32, np.int64][int(rng.integers(0, 4))]
-        group = rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
-        span = int(rng.choice([4, 30, 2000]))
-        base = int(rng.choice([0, 0, 2**62, -2**62]))
-        start = base + rng.integers(0, span, n).astype(np.int64)
-        length = rng.integers(-3, span // 2 + 2, n).astype(np.int64)
-        length[rng.random(n) < 0.2] = 0
-        end = start + length
+        group, start, end = _random_intervals(rng, int(rng.integers(0, 80)))
         if rng.random() < 0.5:
             order = np.lexsort((-np.maximum(end, start), start, group))
             group, start, end = group[order], start[order], end[order]
         ours, twin = _both_twins(monkeypatch, group, start, end)
         assert ours[0].dtype == twin[0].dtype == np.int64
         assert np.array_equal(ours[0], twin[0]) and np.array_equal(ours[1], twin[1])
-    # Deep nesting (the heap and the levels grow) and a million intervals in table order.
+    # Deep nesting: the heap and the levels grow.
     depth = 5000
     start = np.arange(depth, dtype=np.int64)
     end = 2 * depth - start
@@ -213,10 +217,10 @@ def test_the_compiled_nesting_is_its_numpy_twin(monkeypatch: pytest.MonkeyPatch,
     assert np.array_equal(ours[1], twin[1])
 
 
+@compiled_only("_intervals")
 def test_the_compiled_nesting_refuses_bad_columns() -> None:
     module = compiled("stepscope.analysis.run_model._intervals")
-    if module is None:
-        pytest.skip("the compiled walk is not built")
+    assert module is not None
     z = np.zeros(3, np.int64)
     with pytest.raises(ValueError):
         module.nest(z, z, np.zeros(2, np.int64), None, None, None)
@@ -230,25 +234,19 @@ def test_the_compiled_nesting_refuses_bad_columns() -> None:
     assert module.nest(np.array([1, 0], np.int8), z[:2], z[:2], None, None, None) is False
 
 
+@compiled_only("_intervals")
 @pytest.mark.parametrize("seed", range(20))
 def test_the_compiled_union_is_its_numpy_twin(seed: int) -> None:
-    # Empty, negative, touching and nested intervals on a few groups of every integer width,
-    # times near int64's ends: the same segments, in the same order and dtypes.
-    if compiled("stepscope.analysis.run_model._intervals") is None:
-        pytest.skip("the compiled walk is not built")
+    # Random intervals (_random_intervals): the same segments, in the same order and dtypes.
     rng = np.random.default_rng(2000 + seed)
     for _ in range(80):
-        n = int(rng.integers(0, 100))
-        dtype = [np.int8, np.int16, np.int32, np.int64][int(rng.integers(0, 4))]
-        group = rng.integers(0, int(rng.integers(1, 5)), n).astype(dtype)
-        base = int(rng.choice([0, 0, 2**62, -2**62]))
-        start = base + rng.integers(0, int(rng.choice([5, 60, 3000])), n).astype(np.int64)
-        end = start + rng.integers(-3, 40, n)
+        group, start, end = _random_intervals(rng, int(rng.integers(0, 100)))
         ours, twin = intervals.merged(group, start, end), intervals._merged_numpy(group, start,
                                                                                   end)
         for a, b in zip(ours, twin, strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     module = compiled("stepscope.analysis.run_model._intervals")
+    assert module is not None
     z = np.zeros(2, np.int64)
     with pytest.raises(ValueError):  # a position out of range
         module.merge(z, z, z + 1, np.array([0, 5], np.int64), None, None, None)

@@ -26,7 +26,11 @@ TWINS = [pytest.param(True, id="compiled"), pytest.param(False, id="pure-python"
 
 def built(name: str) -> bool:
     """Whether the compiled module ``name`` (``_fastpath``, ``_pyhook``, ``_xplane_encode``,
-    ``_xspace_decode``, ``_trace_layout``) is built and used."""
+    ``_xspace_decode``, ``_trace_layout``, ``_intervals``) is built and used."""
+    if name == "_intervals":  # read at each call, as the layout
+        from stepscope.native import compiled
+
+        return compiled("stepscope.analysis.run_model._intervals") is not None
     if name == "_xspace_decode":
         from stepscope.formats.xspace_columns import compiled
 
