@@ -65,10 +65,9 @@ def in_process(path: Path) -> None:
         overview = TraceOverview(table, plan)
     with _Stage("coarse window"):
         overview.query(0, overview.span_ns, 2000)
-    by_start, overview.by_start = overview.by_start, None
     with _Stage("track table"):
-        events = TrackTable(table, plan, by_start, overview.key, flows)
-    del overview, by_start
+        events = TrackTable(table, plan, overview.order, flows)
+    del overview
     with _Stage("exact window"):
         events.query(0, events.span_ns, 2000)
     print(f"  {len(table):,} events")

@@ -207,11 +207,12 @@ def test_the_trace_structures_read_int32_durations_as_int64_ones() -> None:
         t = dataclasses.replace(table, duration_ns=durations)
         plan = plan_tracks(t)
         ov = TraceOverview(t, plan)
-        out: list[object] = [plan.span, ov.key.tolist(), ov.longest.tolist(),
-                             ov.summed_before(np.arange(len(ov.key) + 1)).tolist(),
+        every = np.arange(ov.order.n)
+        out: list[object] = [plan.span, ov.order.starts(every).tolist(),
+                             ov.order.order().tolist(), ov.longest.tolist(),
+                             ov.summed_before(np.arange(ov.order.n + 1)).tolist(),
                              json.dumps(ov.query(0, ov.span_ns, 700))]
-        by_start, ov.by_start = ov.by_start, None
-        tt = TrackTable(t, plan, by_start, ov.key, flows_of(t, plan))
+        tt = TrackTable(t, plan, ov.order, flows_of(t, plan))
         out += [tt.depth.tolist(), tt.block_end.tolist()]
         index = build(t)  # the full index, as the server builds it after the first window
         for k in range(4):

@@ -13,6 +13,7 @@ import pytest
 from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import TraceIndex, TraceQueryError, build, window_bounds
 from stepscope.analysis.trace.trace_overview import SUM_BLOCK, TraceOverview
+from stepscope.analysis.trace.track_order import TrackOrder
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles
 from waiting import final_api, until
@@ -64,35 +65,50 @@ def _from_index(ix: TraceIndex, start_ns: int, end_ns: int, width: int
     return out
 
 
+def _overviews(table: EventTable) -> list[TraceOverview]:
+    """The overview with its order as ``TrackOrder.of`` gives it, and sorted into columns."""
+    plan = ti.plan_tracks(table)
+    return [TraceOverview(table, plan), TraceOverview(table, plan, TrackOrder.sorted(table, plan))]
+
+
 def test_overview_counts_what_the_index_shows(tables: list[EventTable]) -> None:
+    own_order = []
     for k, table in enumerate(tables):
-        ix, ov = build(table), TraceOverview(table)
-        full, coarse = ix.meta(), ov.meta()
-        assert coarse["coarse"] and "coarse" not in full
-        for key in ("origin_ns", "span_ns", "events", "counter_samples", "sections"):
-            assert coarse[key] == full[key], key
-        for a, b in zip(coarse["tracks"], full["tracks"], strict=True):
-            assert {**a, "rows": b["rows"]} == b
-            assert a["rows"] == (0 if a["kind"] == "counter" else 1)
-        for start, end, width in _windows(ix.span_ns, k):
-            answer = ov.query(start, end, width)
-            assert answer["coarse"] and not answer["events"]["id"]
-            assert set(answer["aggregates"]["row"]) <= {0}
-            expected = _from_index(ix, start, end, width)
-            assert _cells(answer) == expected
-            # The full answer: its events and blocks on every row of a track, together.
-            shown = ix.query(start, end, width)
-            per_track: dict[int, int] = {}
-            for t in shown["events"]["track"]:
-                per_track[t] = per_track.get(t, 0) + 1
-            for t, n in zip(shown["aggregates"]["track"], shown["aggregates"]["count"],
-                            strict=True):
-                per_track[t] = per_track.get(t, 0) + n
-            coarse_track: dict[int, int] = {}
-            for (t, _), (n, _) in expected.items():
-                coarse_track[t] = coarse_track.get(t, 0) + n
-            assert per_track == coarse_track
-            assert answer["counters"] == shown["counters"]
+        ix = build(table)
+        for ov in _overviews(table):
+            own_order.append(ov.order.in_table)
+            _counts_as_index(ix, ov, k)
+    assert any(own_order) and not all(own_order)  # both forms of the order checked
+
+
+def _counts_as_index(ix: TraceIndex, ov: TraceOverview, k: int) -> None:
+    """The overview's counts per track and pixel column are the full index's."""
+    full, coarse = ix.meta(), ov.meta()
+    assert coarse["coarse"] and "coarse" not in full
+    for key in ("origin_ns", "span_ns", "events", "counter_samples", "sections"):
+        assert coarse[key] == full[key], key
+    for a, b in zip(coarse["tracks"], full["tracks"], strict=True):
+        assert {**a, "rows": b["rows"]} == b
+        assert a["rows"] == (0 if a["kind"] == "counter" else 1)
+    for start, end, width in _windows(ix.span_ns, k):
+        answer = ov.query(start, end, width)
+        assert answer["coarse"] and not answer["events"]["id"]
+        assert set(answer["aggregates"]["row"]) <= {0}
+        expected = _from_index(ix, start, end, width)
+        assert _cells(answer) == expected
+        # The full answer: its events and blocks on every row of a track, together.
+        shown = ix.query(start, end, width)
+        per_track: dict[int, int] = {}
+        for t in shown["events"]["track"]:
+            per_track[t] = per_track.get(t, 0) + 1
+        for t, n in zip(shown["aggregates"]["track"], shown["aggregates"]["count"],
+                        strict=True):
+            per_track[t] = per_track.get(t, 0) + n
+        coarse_track: dict[int, int] = {}
+        for (t, _), (n, _) in expected.items():
+            coarse_track[t] = coarse_track.get(t, 0) + n
+        assert per_track == coarse_track
+        assert answer["counters"] == shown["counters"]
 
 
 def test_only_some_tracks_and_bad_windows(tables: list[EventTable]) -> None:
@@ -113,14 +129,14 @@ def test_index_from_the_overview_order_is_the_same_index(tables: list[EventTable
     answers of the index built on its own."""
     for table in tables:
         alone = build(table)
-        ov = TraceOverview(table)
-        handed = build(table, plan=ov.plan, by_start=ov.by_start)
-        assert handed.header == alone.header
-        assert handed.arrays.keys() == alone.arrays.keys()
-        for name, array in alone.arrays.items():
-            assert np.array_equal(handed.arrays[name], array), name
-        for start, end, width in _windows(alone.span_ns, 3)[:5]:
-            assert handed.query(start, end, width) == alone.query(start, end, width)
+        for ov in _overviews(table):
+            handed = build(table, plan=ov.plan, by_start=ov.order.order())
+            assert handed.header == alone.header
+            assert handed.arrays.keys() == alone.arrays.keys()
+            for name, array in alone.arrays.items():
+                assert np.array_equal(handed.arrays[name], array), name
+            for start, end, width in _windows(alone.span_ns, 3)[:5]:
+                assert handed.query(start, end, width) == alone.query(start, end, width)
 
 
 def test_a_large_trace_answers_coarsely_through_the_api(tmp_path: Path,
@@ -242,24 +258,27 @@ def test_sums_before_any_position_equal_a_running_sum(tables: list[EventTable],
     (the compiled pass and its NumPy twin) is the running sum's, and bad positions are one
     clear error."""
     for table in tables:
-        overview = TraceOverview(table)
-        order = np.asarray(overview.by_start, np.int64)
-        running = np.r_[0, np.cumsum(np.maximum(overview._edur[order], 0))]
-        pos = np.r_[np.arange(len(order) + 1), len(order), 0, 7 % (len(order) + 1)]
-        assert np.array_equal(overview.summed_before(pos), running[pos])
-        grid = pos[: (len(pos) // 3) * 3].reshape(3, -1)
-        assert np.array_equal(overview.summed_before(grid), running[grid])
-        monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
-        assert np.array_equal(overview.summed_before(pos), running[pos])
-        monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
+        for overview in _overviews(table):
+            order = np.asarray(overview.order.order(), np.int64)
+            running = np.r_[0, np.cumsum(np.maximum(overview.order.durations[order], 0))]
+            pos = np.r_[np.arange(len(order) + 1), len(order), 0, 7 % (len(order) + 1)]
+            assert np.array_equal(overview.summed_before(pos), running[pos])
+            grid = pos[: (len(pos) // 3) * 3].reshape(3, -1)
+            assert np.array_equal(overview.summed_before(grid), running[grid])
+            monkeypatch.setenv("STEPSCOPE_PURE_PYTHON", "1")
+            assert np.array_equal(overview.summed_before(pos), running[pos])
+            monkeypatch.delenv("STEPSCOPE_PURE_PYTHON")
     native = ti.compiled_layout()
     if native is None:
         return
     out = np.empty(1, np.int64)
-    for bad in (-1, len(order) + 1):
+    for overview in _overviews(tables[0]):
+        n, durations, by_start = overview.order.n, overview.order.durations, \
+            overview.order.by_start
+        for bad in (-1, n + 1):
+            with pytest.raises(ValueError):
+                native.sums_before(durations, by_start, overview.block_cum, SUM_BLOCK,
+                                   np.array([bad], np.int64), out)
         with pytest.raises(ValueError):
-            native.sums_before(overview._edur, overview._order, overview.block_cum, SUM_BLOCK,
-                               np.array([bad], np.int64), out)
-    with pytest.raises(ValueError):
-        native.sums_before(overview._edur, overview._order, overview.block_cum[:-1], SUM_BLOCK,
-                           np.array([0], np.int64), out)
+            native.sums_before(durations, by_start, overview.block_cum[:-1], SUM_BLOCK,
+                               np.array([0], np.int64), out)

@@ -16,6 +16,7 @@ from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePrevie
 from stepscope.model.events import EventTable
 from stepscope.run.storage import cached_preview, save_preview
 from test_trace_index import _profiles
+from test_trace_overview import _overviews
 from waiting import final_api, until
 
 from workloads import make_stepscope_run
@@ -36,8 +37,7 @@ def _per_track(answer: dict[str, Any]) -> dict[int, tuple[int, int]]:
 
 
 def test_preview_counts_what_the_overview_counts(tables: list[EventTable]) -> None:
-    for table in tables:
-        overview = TraceOverview(table)
+    for overview in (o for t in tables for o in _overviews(t)):
         preview = TracePreview.of(overview)
         assert preview.meta() == overview.meta()
         span = overview.span_ns

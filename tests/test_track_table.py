@@ -15,6 +15,7 @@ import pytest
 
 from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceQueryError, build, plan_tracks
+from stepscope.analysis.trace.track_order import TrackOrder
 from stepscope.analysis.trace.track_table import TrackTable, flows_of
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import EventTable
@@ -52,16 +53,24 @@ def _windows(span: int, seed: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _same_answers(table: EventTable) -> None:
+def _same_answers(table: EventTable) -> bool:
+    """The per-track table answers as the full index, with its order as ``TrackOrder.of``
+    gives it and sorted into columns; whether the former was the table's own order."""
     index = build(table)
-    events = TrackTable(table, plan_tracks(table))
+    plan = plan_tracks(table)
+    own = TrackTable(table, plan)
+    for events in (own, TrackTable(table, plan, TrackOrder.sorted(table, plan))):
+        _same_as_index(table, events, index)
+    return own.order.in_table
+
+
+def _same_as_index(table: EventTable, events: TrackTable, index: ti.TraceIndex) -> None:
     assert events.meta() == index.meta()
     # The full index built from the table's layout (as the server builds it) is the same,
     # array for array.
-    handing = TrackTable(table, plan_tracks(table))
-    depth, by_start = handing.layout()
-    handed = build(table, plan=handing.plan, by_start=by_start, depth=depth,
-                   flows=handing.flows())
+    depth, by_start = events.layout()
+    handed = build(table, plan=events.plan, by_start=by_start, depth=depth,
+                   flows=events.flows())
     assert handed.header == index.header
     assert set(handed.arrays) == set(index.arrays)
     for key, array in index.arrays.items():
@@ -88,8 +97,10 @@ def _same_answers(table: EventTable) -> None:
 
 
 def test_windows_equal_the_full_index(stepscope_profile: Path, twin: bool) -> None:
-    for table in _profiles(stepscope_profile):
-        _same_answers(table)
+    own_order = [_same_answers(table) for table in _profiles(stepscope_profile)]
+    # Both forms of the order are checked: the recorded profiles hold their events in
+    # (track, start) order, the synthetic ones do not.
+    assert any(own_order) and not all(own_order)
 
 
 @compiled_only("_trace_layout")
@@ -137,17 +148,18 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
     table = synthetic_table(start, dur, rng.choice([0, 1, 4], n))
     plan = plan_tracks(table)
     events = TrackTable(table, plan)
-    depth, block_end = events._rows_of(events.by_start)
+    assert events.order.keys is not None  # random starts: the order is sorted, kept
+    depth, block_end = events._rows_of()
     assert depth.dtype == events.depth.dtype == np.int32
     assert np.array_equal(depth, events.depth)
     assert np.array_equal(block_end, events.block_end)
     assert int(depth.max()) > 3
     overview = TraceOverview(table, plan)
-    assert np.array_equal(overview.by_start, events.by_start)
-    assert np.array_equal(overview.key, events.key)
+    assert np.array_equal(overview.order.order(), events.order.order())
+    assert np.array_equal(overview.order.keys, events.order.keys)
     native = ti.compiled_layout()
     assert native is not None
-    key, rows = events.key, np.asarray(events.ev_row, np.int64)
+    key, rows = events.order.keys, np.asarray(events._table_rows, np.int64)
     good = (key, plan.bits, np.asarray(table.duration_ns, np.int64), rows, events.offsets,
             np.empty(len(key), np.int32), np.empty(-(-len(key) // tt.BLOCK), np.int64),
             tt.BLOCK)
@@ -174,7 +186,7 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
                             np.r_[np.zeros(10_000, np.int64), rng.choice([0, 1], 5_000),
                                   np.ones(10_000, np.int64)])
     mixed_events = TrackTable(mixed, plan_tracks(mixed))
-    depth2, block_end2 = mixed_events._rows_of(mixed_events.by_start)
+    depth2, block_end2 = mixed_events._rows_of()
     assert np.array_equal(depth2, mixed_events.depth)
     assert np.array_equal(block_end2, mixed_events.block_end)
     assert int(depth2.max()) > 3
@@ -513,7 +525,10 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
     native = ti.compiled_layout()
     assert native is not None
     table = _many_per_column()
-    events = TrackTable(table, plan_tracks(table))
+    plan = plan_tracks(table)
+    events = TrackTable(table, plan, TrackOrder.sorted(table, plan))
+    keys, ev_row = events.order.keys, events._table_rows
+    assert keys is not None and ev_row is not None
     ids = events._event_tracks(None)
     a = events.offsets[ids].astype(np.int64)
     b = events.offsets[ids + 1].astype(np.int64)
@@ -523,7 +538,7 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
     dur = np.asarray(table.duration_ns, np.int64)
 
     def cells(**change: Any) -> tuple[bytes, bytes]:
-        args = dict(key=events.key, depth=events.depth, ev_row=events.ev_row, dur=dur, ids=ids,
+        args = dict(key=keys, depth=events.depth, ev_row=ev_row, dur=dur, ids=ids,
                     a=a, b=b, rows=rows, before=no_before, before_off=before_off, inner=inner,
                     bits=events.bits, w=9, span=events.span_ns)
         args.update(change)
@@ -531,19 +546,19 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
 
     wide, agg = cells()
     assert len(wide) and len(agg)
-    assert cells(ev_row=events.ev_row.astype(np.int32),
+    assert cells(ev_row=ev_row.astype(np.int32),
                  depth=events.depth.astype(np.int64)) == (wide, agg)
     assert cells(span=-1)[0] == b""  # nothing a pixel wide
     for bad in (dict(rows=rows - 1), dict(b=b + 1), dict(before=np.array([-1], np.int64),
                                                          before_off=np.r_[0, 1, 1, 1]),
-                dict(ev_row=np.full(len(events.key), len(table), np.int64)),
+                dict(ev_row=np.full(len(keys), len(table), np.int64)),
                 dict(inner=inner[:-1]), dict(a=a[:1]), dict(bits=63)):
         with pytest.raises(ValueError):
             cells(**bad)
     with pytest.raises(TypeError):
         cells(depth=events.depth.astype(np.int16))
     with pytest.raises(TypeError):
-        cells(key=events.key.astype(np.int32))
+        cells(key=keys.astype(np.int32))
 
 
 def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Path,
@@ -633,3 +648,66 @@ def test_a_window_does_not_wait_for_flows_being_sorted(stepscope_profile: Path,
             assert waiting.query(a, b, 10) == plain.query(a, b, 10)
         checked += 1
     assert checked
+
+
+@compiled_only("_trace_layout")
+def test_the_tables_own_order_is_taken_only_where_it_holds(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A table holding its events by (track, start), those starting together longer first,
+    is its own order (no columns kept): the sorted order's offsets, starts, durations and
+    searches, and the compiled passes reading its starts and rows give the same rows and
+    windows. Out of that order anywhere (a later start first, across a chunk's edge too; a
+    shorter event first of two starting together; a track before an earlier one), or with
+    rows not drawn, it is sorted."""
+    from stepscope.analysis.trace import track_order
+
+    monkeypatch.setattr(track_order, "CHUNK", 1000)
+    rng = np.random.default_rng(3)
+    n = 12_000
+    line = rng.choice([0, 1, 3], n)
+    start = rng.integers(0, 2_000_000, n)
+    start[::7] = start[1::7]  # events starting together
+    dur = (10 ** rng.uniform(0, 4, n)).astype(np.int64)
+    dur[::13] = 0
+    by = np.lexsort((-np.maximum(dur, 1), start, line))
+    table = synthetic_table(start[by], dur[by], line[by])
+    plan = plan_tracks(table)
+    own, kept = TrackOrder.of(table, plan), TrackOrder.sorted(table, plan)
+    assert own.in_table and own.keys is None and not kept.in_table
+    assert np.array_equal(kept.order(), np.arange(n)) and np.array_equal(own.order(), kept.order())
+    assert np.array_equal(own.offsets, kept.offsets)
+    pos = rng.integers(0, n, 500)
+    assert np.array_equal(own.starts(pos), kept.starts(pos))
+    assert np.array_equal(own.durations_at(pos), kept.durations_at(pos))
+    ids = np.array([2, 0, 1], np.int64)
+    times = np.sort(rng.integers(0, plan.span + 1, (3, 40)), axis=1)
+    assert np.array_equal(own.search(ids, times), kept.search(ids, times))
+    mine, theirs = TrackTable(table, plan, own), TrackTable(table, plan, kept)
+    assert np.array_equal(mine.depth, theirs.depth)
+    assert np.array_equal(mine.block_end, theirs.block_end)
+    for a, b, w in _windows(plan.span, 3)[:25]:
+        assert mine.query(a, b, w) == theirs.query(a, b, w), (a, b, w)
+    rows = rng.integers(0, n, 200)
+    for x, y in zip(mine.where(rows), theirs.where(rows), strict=True):
+        assert np.array_equal(x, y)
+
+    def out_of_order(**columns: np.ndarray) -> bool:
+        changed = dataclasses.replace(table, **columns)
+        return not TrackOrder.of(changed, plan_tracks(changed)).in_table
+
+    later = table.start_ns.copy()
+    edge = 1000 + int(np.flatnonzero(table.line[1000:] == table.line[999])[0])
+    assert table.line[edge] == table.line[edge - 1]
+    later[edge - 1] = later[edge] + 1  # a later start just before a chunk's edge
+    assert out_of_order(start_ns=later)
+    tie = np.flatnonzero((table.start_ns[1:] == table.start_ns[:-1])
+                         & (table.line[1:] == table.line[:-1])
+                         & (np.maximum(table.duration_ns[1:], 1)
+                            < np.maximum(table.duration_ns[:-1], 1)))[0]
+    shorter_first = table.duration_ns.copy()
+    shorter_first[[tie, tie + 1]] = shorter_first[[tie + 1, tie]]
+    assert out_of_order(duration_ns=shorter_first)
+    assert out_of_order(line=table.line[::-1].copy())
+    not_drawn = plan_tracks(table)
+    not_drawn.included[5] = False
+    assert track_order.in_table_order(table, not_drawn) is None

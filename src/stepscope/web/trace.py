@@ -121,10 +121,8 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
             run.partials[key] = (overview, time.monotonic())
             if kept is not None and preview is None:
                 save_preview(kept, TracePreview.of(overview))
-            by_start, overview.by_start = overview.by_start, None
-            events = TrackTable(table, plan, by_start, overview.key, flows.result())
+            events = TrackTable(table, plan, overview.order, flows.result())
             events.flow_times_coming = True  # made below, once the first window is out
-            del by_start
             # The table answers every view exactly from now: the overview is let go.
             run.partials[table_key] = (events, time.monotonic())
             run.partials.pop(key, None)

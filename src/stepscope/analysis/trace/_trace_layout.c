@@ -363,30 +363,56 @@ done:
 
 
 
+/* Where `origin` is given (not None), the keys are a table's own starts: read whole (mask: all
+ * bits), each relative to origin (base); else composite keys, masked, base 0. */
+static int
+start_mode(PyObject *origin, int64_t *mask, int64_t *base)
+{
+    if (origin == Py_None) {
+        return 0;
+    }
+    long long value = PyLong_AsLongLong(origin);
+    if (value == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *mask = -1;
+    *base = (int64_t)value;
+    return 0;
+}
+
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
  * read through the rows, the starts from the keys, so that no start or end column as long as
- * the events is made (each costs its memory's first touch). */
+ * the events is made (each costs its memory's first touch). Where the table holds its events
+ * in that order already, rows is None (position i is table row i) and origin is given: key is
+ * then the table's own starts, each relative to origin. */
 static PyObject *
 table_rows(PyObject *self, PyObject *args)
 {
-    PyObject *key_o, *dur_o, *row_o, *off_o, *depth_o, *bend_o;
+    PyObject *key_o, *dur_o, *row_o, *off_o, *depth_o, *bend_o, *origin_o = Py_None;
     int bits;
     Py_ssize_t block;
-    if (!PyArg_ParseTuple(args, "OiOOOOOn", &key_o, &bits, &dur_o, &row_o, &off_o, &depth_o,
-                          &bend_o, &block)) {
+    if (!PyArg_ParseTuple(args, "OiOOOOOn|O", &key_o, &bits, &dur_o, &row_o, &off_o, &depth_o,
+                          &bend_o, &block, &origin_o)) {
         return NULL;
     }
+    int64_t mask = bits >= 1 && bits <= 62 ? ((int64_t)1 << bits) - 1 : 0, base = 0;
+    if (start_mode(origin_o, &mask, &base) < 0) {
+        return NULL;
+    }
+    const int identity = row_o == Py_None;
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
     if (get_column(key_o, &key, 0, "key") < 0 || get_ints(dur_o, &dur, 0, "dur") < 0
-        || get_ints(row_o, &row, 0, "rows") < 0 || get_column(off_o, &off, 0, "offsets") < 0
+        || (!identity && get_ints(row_o, &row, 0, "rows") < 0)
+        || get_column(off_o, &off, 0, "offsets") < 0
         || get_sized(depth_o, &depth, 4, 1, "depth") < 0
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
         goto done;
     }
     Py_ssize_t n = key.n, tracks = off.n - 1;
-    if (bits < 1 || bits > 62 || block < 1 || row.n != n || depth.n != n || tracks < 0
+    if (bits < 1 || bits > 62 || block < 1 || (!identity && row.n != n) || depth.n != n
+        || tracks < 0
         || bend.n != (n + block - 1) / block || n >= ((Py_ssize_t)1 << 31)) {
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
         goto done;
@@ -400,7 +426,7 @@ table_rows(PyObject *self, PyObject *args)
         }
     }
     int32_t *out = depth.view.buf;
-    int64_t *be = bend.view.buf, mask = ((int64_t)1 << bits) - 1;
+    int64_t *be = bend.view.buf;
     Py_ssize_t m = dur.n;
     int status = 0;  /* 1: out of memory, 2: a row outside the durations */
     Trees trees = {malloc(sizeof(int64_t) * 128), malloc(sizeof(int64_t) * 128), 64};
@@ -416,13 +442,14 @@ table_rows(PyObject *self, PyObject *args)
         int nested = 1;
         stack.n = 0;
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
-            int64_t r = int_at(rw, row.view.itemsize, i);
+            int64_t r = identity ? (int64_t)i : int_at(rw, row.view.itemsize, i);
             if (r < 0 || r >= m) {
                 status = 2;
                 break;
             }
             int64_t dr = int_at(d, dur.view.itemsize, r);
-            int64_t s = k[i] & mask, len = dr > 1 ? dr : 1, e = s + len;
+            int64_t s = (int64_t)((uint64_t)(k[i] & mask) - (uint64_t)base);
+            int64_t len = dr > 1 ? dr : 1, e = s + len;
             Py_ssize_t at = next_row(&trees, &stack, &nested, s, e);
             if (at < 0) {
                 status = 1;
@@ -520,7 +547,8 @@ done:
 
 /* The durations (as drawn: none negative) of the events before each of some positions in an
  * order, summed: the sum before its block (block_cum) plus its block's events before it, read
- * through the order: the coarse overview's running sums, kept only per block. */
+ * through the order (None: the durations' own order): the coarse overview's running sums, kept
+ * only per block. */
 static PyObject *
 sums_before(PyObject *self, PyObject *args)
 {
@@ -531,12 +559,14 @@ sums_before(PyObject *self, PyObject *args)
     }
     Column dur = {0}, order = {0}, cum = {0}, pos = {0}, out = {0};
     PyObject *result = NULL;
-    if (get_ints(dur_o, &dur, 0, "dur") < 0 || get_ints(order_o, &order, 0, "order") < 0
+    const int identity = order_o == Py_None;
+    if (get_ints(dur_o, &dur, 0, "dur") < 0
+        || (!identity && get_ints(order_o, &order, 0, "order") < 0)
         || get_column(cum_o, &cum, 0, "block_cum") < 0 || get_column(pos_o, &pos, 0, "pos") < 0
         || get_column(out_o, &out, 1, "out") < 0) {
         goto done;
     }
-    Py_ssize_t n = order.n, m = dur.n;
+    Py_ssize_t m = dur.n, n = identity ? m : order.n;
     if (block < 1 || out.n != pos.n || cum.n != (n + block - 1) / block + 1) {
         PyErr_SetString(PyExc_ValueError, "sums_before: columns of mismatched lengths");
         goto done;
@@ -555,7 +585,7 @@ sums_before(PyObject *self, PyObject *args)
         Py_ssize_t q = (Py_ssize_t)(at / block);
         int64_t sum = c[q];
         for (Py_ssize_t j = q * block; j < at; j++) {
-            int64_t row = int_at(order.view.buf, order.view.itemsize, j);
+            int64_t row = identity ? (int64_t)j : int_at(order.view.buf, order.view.itemsize, j);
             if (row < 0 || row >= m) {
                 bad = 1;
                 break;
@@ -1375,7 +1405,8 @@ enum { SEG_OK, SEG_BAD, SEG_OOM };
          * make each event wait for the previous one's store). */                            \
         int64_t run_row = -1, run_cnt = 0, run_cov = 0;                                      \
         for (Py_ssize_t p = lo; p < hi; p++) {                                               \
-            uint64_t e = (uint64_t)(int64_t)ev_row[p], r = (uint64_t)(int64_t)depth[p];      \
+            uint64_t e = ev_row ? (uint64_t)(int64_t)ev_row[p] : (uint64_t)p;               \
+            uint64_t r = (uint64_t)(int64_t)depth[p];                                        \
             if (e >= n_dur || r >= rows) {                                                   \
                 rc = SEG_BAD;                                                                \
                 break;                                                                       \
@@ -1505,8 +1536,14 @@ window_cells(PyObject *self, PyObject *args)
     PyObject *o[WC_N];
     int bits;
     long long w_, span_;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_)) {
+    PyObject *origin_o = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_, &origin_o)) {
+        return NULL;
+    }
+    int64_t unused_mask = 0, origin = 0;
+    const int by_start = origin_o != Py_None, identity = o[WC_EV_ROW] == Py_None;
+    if (start_mode(origin_o, &unused_mask, &origin) < 0) {
         return NULL;
     }
     static const char *names[WC_N] = {"key", "depth", "ev_row", "duration", "ids", "a", "b",
@@ -1520,6 +1557,9 @@ window_cells(PyObject *self, PyObject *args)
     int64_t *by_row = NULL;
     int got = 0;
     for (; got < WC_N; got++) {
+        if (got == WC_EV_ROW && identity) {
+            continue;  /* position p is table row p */
+        }
         if (got == WC_DEPTH || got == WC_EV_ROW || got == WC_DUR) {
             /* 4- or 8-byte integers, read as they are */
             if (get_ints(o[got], &col[got], 0, names[got]) < 0) {
@@ -1530,7 +1570,7 @@ window_cells(PyObject *self, PyObject *args)
         }
     }
     Py_ssize_t n = col[WC_KEY].n, k_tracks = col[WC_IDS].n, w = (Py_ssize_t)w_;
-    if (col[WC_DEPTH].n != n || col[WC_EV_ROW].n != n || col[WC_A].n != k_tracks
+    if (col[WC_DEPTH].n != n || (!identity && col[WC_EV_ROW].n != n) || col[WC_A].n != k_tracks
         || col[WC_B].n != k_tracks || col[WC_ROWS].n != k_tracks
         || col[WC_BEFORE_OFF].n != k_tracks + 1 || w < 1 || col[WC_INNER].n != w - 1
         || bits < 1 || bits > 62) {
@@ -1540,7 +1580,8 @@ window_cells(PyObject *self, PyObject *args)
     const int64_t *key = col[WC_KEY].view.buf;
     const void *dur = col[WC_DUR].view.buf;
     const void *depth = col[WC_DEPTH].view.buf, *ev_row = col[WC_EV_ROW].view.buf;
-    Py_ssize_t dsize = col[WC_DEPTH].view.itemsize, esize = col[WC_EV_ROW].view.itemsize;
+    Py_ssize_t dsize = col[WC_DEPTH].view.itemsize;
+    Py_ssize_t esize = identity ? 8 : col[WC_EV_ROW].view.itemsize;
     const int64_t *ids = col[WC_IDS].view.buf, *a = col[WC_A].view.buf;
     const int64_t *b = col[WC_B].view.buf, *rows = col[WC_ROWS].view.buf;
     const int64_t *before = col[WC_BEFORE].view.buf, *before_off = col[WC_BEFORE_OFF].view.buf;
@@ -1586,10 +1627,13 @@ window_cells(PyObject *self, PyObject *args)
         for (Py_ssize_t j = before_off[i]; j < before_off[i + 1] && rc == SEG_OK; j++) {
             rc = count_segment(ev_row, esize, depth, dsize, dur, before[j], before[j] + 1, &s);
         }
-        const int64_t base = ids[i] << bits;
+        /* The keys: the track in the high bits, or (by_start) the table's own starts. An inner
+         * edge is below 1 << bits, so OR and + agree on the composite keys. */
+        const uint64_t base = by_start ? (uint64_t)origin : (uint64_t)ids[i] << bits;
         Py_ssize_t pos = a[i], end_all = b[i] > a[i] ? b[i] : a[i];
         for (Py_ssize_t c = 0; c < w && rc == SEG_OK; c++) {
-            Py_ssize_t end = c < w - 1 ? edge_after(key, pos, end_all, base | inner[c]) : end_all;
+            Py_ssize_t end = c < w - 1
+                ? edge_after(key, pos, end_all, (int64_t)(base + (uint64_t)inner[c])) : end_all;
             rc = count_segment(ev_row, esize, depth, dsize, dur, pos, end, &s);
             if (rc == SEG_OK && s.n_touched && !flush_column(&cells, &s, c)) {
                 rc = SEG_OOM;
@@ -1655,7 +1699,9 @@ static PyMethodDef methods[] = {
      "int32; dur: "
      "the table's durations, int32 or int64), each one's row written into depth (int32) and "
      "per block "
-     "of events the latest end (start + max(dur, 1)) into block_end (int64)."},
+     "of events the latest end (start + max(dur, 1)) into block_end (int64). rows None: "
+     "position i is table row i; origin (optional) given: key is the table's own starts "
+     "(int64), relative to origin."},
     {"line_counts", line_counts, METH_VARARGS,
      "line_counts(line, start, dur, count): per line (int16 or int32 codes; dur int32 or "
      "int64) its events "
@@ -1664,7 +1710,8 @@ static PyMethodDef methods[] = {
      "sums_before(dur, order, block_cum, block, pos, out): per position in order (int32 or "
      "int64 rows into dur, int32 or int64), the durations (none negative) before it summed: "
      "block_cum[pos // "
-     "block] plus its block's events before it; written into out (int64)."},
+     "block] plus its block's events before it; written into out (int64). order None: "
+     "the durations' own order."},
     {"order_by_key", order_by_key, METH_VARARGS,
      "order_by_key(key, end, order, sorted, max_runs): the rows of key (int64) in key order "
      "(end: int64, or int32 durations) "
@@ -1682,7 +1729,8 @@ static PyMethodDef methods[] = {
      "counted and their durations (int32 or int64) summed per (row, column). Returns (wide, "
      "cells) as bytes "
      "of int64 records: (track, position) by track, row, position; (track, row, column, "
-     "count, covered) by track, row, column."},
+     "count, covered) by track, row, column. ev_row None: position p is table row p; "
+     "origin (optional) given: key is the table's own starts (int64), relative to origin."},
     {"stat_flows", stat_flows, METH_VARARGS,
      "stat_flows(name, kind, event, value, slot, keep, line, off, producers, src, dst, "
      "k_int64, k_uint64): the producer -> consumer flows of the stat table (slot per name "

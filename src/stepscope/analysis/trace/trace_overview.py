@@ -1,9 +1,10 @@
 """The trace viewer's coarse overview of one host: every track's events counted per pixel
 column, answered straight from the event table while the full index (``trace_index``) builds.
 
-It needs no layout: only the events' order by (track, start), which the index's layout starts
-from and is handed on to it, and the durations in that order summed per block of SUM_BLOCK
-events (12 bytes an event in all); a window query is then a few binary searches per track and
+It needs no layout: only the events' order by (track, start) (``track_order``: nothing at all
+where the table holds them so, as a decoded file's usually does), which the per-track table
+and the index's layout take over, and the durations in that order summed per block of
+SUM_BLOCK events; a window query is then a few binary searches per track and
 pixel column, and a block's part read through the order, so the first picture of a large trace
 comes seconds before the index that can answer everything. Its tracks, sections,
 time origin and span are the full index's; each events track has one row, and every event
@@ -29,17 +30,14 @@ from stepscope.analysis.trace.trace_index import (
     TrackPlan,
     compiled_layout,
     counter_arrays,
-    event_columns,
     plan_tracks,
     sections_of,
-    shown_rows,
-    sorted_by_key,
-    sorted_by_track_and_start,
     window_bounds,
     window_counters,
     with_pids,
 )
-from stepscope.model.events import Durations, EventTable
+from stepscope.analysis.trace.track_order import TrackOrder
+from stepscope.model.events import EventTable
 
 I64 = NDArray[np.int64]
 SUM_BLOCK = 16  # events per block of summed durations (``TraceOverview.summed_before``)
@@ -51,7 +49,9 @@ class TraceOverview:
 
     coarse = True
 
-    def __init__(self, table: EventTable, plan: TrackPlan | None = None) -> None:
+    def __init__(self, table: EventTable, plan: TrackPlan | None = None,
+                 order: TrackOrder | None = None) -> None:
+        """``order``: the events' order by (track, start) (``TrackOrder.of``), when made."""
         self.plan = plan or plan_tracks(table)
         plan = self.plan
         self.origin_ns = plan.origin
@@ -61,20 +61,13 @@ class TraceOverview:
         if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
             raise TraceQueryError("This profile has too many tracks or too long a time span "
                                   "for the trace viewer's index.")
-        #: The events' order by (track, start): the full index's layout starts from it.
-        self.by_start: I64 | None
-        self.by_start, self.key, edur = _order(table, plan)
-        order = self.by_start
-        #: The order, kept here too (``by_start`` is handed on while this still answers).
-        self._order = order
-        #: The durations ``order`` points into (the table's, or the drawn events').
-        self._edur = edur
+        #: The events' order by (track, start): the per-track table answers from it next,
+        #: and the full index's layout starts from it.
+        self.order = order or TrackOrder.of(table, plan)
         # Per track: its events and the longest of them as laid out (at least 1 ns): how far
         # back an event may start and still reach into a window.
-        offsets = np.searchsorted(self.key, np.arange(n_tracks + 1, dtype=np.int64)
-                                  << np.int64(self.bits))
-        per_track = np.diff(offsets)
-        self.block_cum, self.longest = _summed_by_block(edur, order, offsets)
+        per_track = np.diff(self.order.offsets)
+        self.block_cum, self.longest = _summed_by_block(self.order)
         full = np.flatnonzero(per_track > 0)
         self.longest[full] = np.maximum(self.longest[full], 1)
         self.counters = counter_arrays(table, plan)
@@ -83,7 +76,7 @@ class TraceOverview:
                              "counter" if plan.counter_line[li] else "events",
                              0 if plan.counter_line[li] else 1, int(per_track[i]))
                        for i, li in enumerate(plan.track_line)]
-        self.events = len(order)
+        self.events = self.order.n
         self.table = table
 
     def meta(self) -> dict[str, Any]:
@@ -101,11 +94,14 @@ class TraceOverview:
         most SUM_BLOCK - 1 of them, read where asked: no running sum as long as the events)."""
         pos = np.asarray(pos, np.int64)
         native = compiled_layout()
-        if native is not None and self._edur.dtype in (np.int32, np.int64) \
-                and self._order.dtype in (np.int32, np.int64):
+        order = self.order
+        by_start = order.by_start
+        if native is not None and order.durations.dtype in (np.int32, np.int64) \
+                and (by_start is None or by_start.dtype in (np.int32, np.int64)):
             sums = np.empty(pos.shape, np.int64)
-            native.sums_before(np.ascontiguousarray(self._edur),
-                               np.ascontiguousarray(self._order), self.block_cum, SUM_BLOCK,
+            native.sums_before(np.ascontiguousarray(order.durations),
+                               None if by_start is None else np.ascontiguousarray(by_start),
+                               self.block_cum, SUM_BLOCK,
                                np.ascontiguousarray(pos).reshape(-1), sums.reshape(-1))
             return sums
         block = pos // SUM_BLOCK
@@ -118,7 +114,7 @@ class TraceOverview:
             part = some[lo:lo + _SUMS_AT_ONCE]
             inside = step[None, :] < rest[part, None]
             at = np.where(inside, first[part, None] * SUM_BLOCK + step[None, :], 0)
-            dur = np.maximum(self._edur[self._order[at]], 0)
+            dur = np.maximum(order.durations_at(at), 0)
             dur[~inside] = 0
             flat[part] += dur.sum(axis=1)
         return out
@@ -135,21 +131,20 @@ class TraceOverview:
             ids = ids[np.isin(ids, np.asarray(tracks, np.int64))]
         if t0 >= t1:
             ids = ids[:0]
-        shift = np.int64(self.bits)
-        base = ids << shift
+        order = self.order
         # Events starting inside the window, counted per column from the sorted starts.
         inner = np.clip(bnd[1:w], t0, t1)
-        edges = np.searchsorted(self.key, np.concatenate(
-            [(base | t0)[:, None], base[:, None] | inner[None, :], (base | t1)[:, None]],
-            axis=1), side="left")
+        times = np.empty((len(ids), w + 1), np.int64)
+        times[:, 0], times[:, 1:w], times[:, w] = t0, inner[None, :], t1
+        edges = order.search(ids, times)
         count = np.diff(edges, axis=1)
         covered = np.diff(self.summed_before(edges), axis=1)
         # Events starting before the window that reach into it: the first column's.
-        back = np.searchsorted(self.key, base | np.maximum(t0 - self.longest[ids], 0))
+        back = order.search(ids, np.maximum(t0 - self.longest[ids], 0))
         for i in np.flatnonzero(back < edges[:, 0]).tolist():
             pos = np.arange(back[i], edges[i, 0])
-            dur = np.maximum(self._edur[self._order[pos]], 0)
-            start = self.key[pos] & ((np.int64(1) << shift) - 1)
+            dur = np.maximum(order.durations_at(pos), 0)
+            start = order.starts(pos)
             reach = start + np.maximum(dur, 1) > t0
             count[i, 0] += int(reach.sum())
             covered[i, 0] += int(dur[reach].sum())
@@ -167,39 +162,16 @@ class TraceOverview:
         }
 
 
-def _order(table: EventTable, plan: TrackPlan) -> tuple[I64, I64, Durations]:
-    """The events' order by (track, start) (``sorted_by_track_and_start``), the composite
-    keys in it, and the durations (in table order; negative ones drawn as 0). Where every
-    event is drawn (the usual case) the keys are made in place from the table's columns:
-    three columns an event at most at once, not ``event_columns``' six."""
-    if shown_rows(table, plan) is not None:
-        _, track, rel, edur, lay_end = event_columns(table, plan)
-        by_start, key = sorted_by_track_and_start(track, rel, lay_end, plan.bits)
-        return by_start, key, edur
-    duration = table.duration_ns  # int32 or int64, as the table holds it: no copy
-    key = np.asarray(table.start_ns, np.int64) - plan.origin
-    # The tracks joined in a chunk at a time (no column of every event's track), and the
-    # durations order events starting together (no column of ends).
-    shift = np.int64(plan.bits)
-    for lo in range(0, len(key), CHUNK):
-        track = np.take(plan.track_of_line, table.line[lo:lo + CHUNK])
-        track <<= shift
-        key[lo:lo + CHUNK] |= track
-    by_start, key = sorted_by_key(key, duration)
-    return by_start, key, duration
-
-
-def _summed_by_block(edur: Durations, order: NDArray[np.integer[Any]], offsets: I64
-                     ) -> tuple[I64, I64]:
+def _summed_by_block(order: TrackOrder) -> tuple[I64, I64]:
     """(the durations as drawn (none negative) in ``order``, summed before each block of
-    SUM_BLOCK events; per track (events ``offsets[t]`` to ``offsets[t + 1]``) the longest),
-    a chunk of events at a time: no column as long as the events is made."""
-    n = len(order)
+    SUM_BLOCK events; per track the longest), a chunk of events at a time: no column as long
+    as the events is made."""
+    n, offsets = order.n, order.offsets
     block_cum = np.zeros(-(-n // SUM_BLOCK) + 1, np.int64)
     longest = np.zeros(len(offsets) - 1, np.int64)
     for lo in range(0, n, CHUNK):  # CHUNK is a multiple of SUM_BLOCK
         hi = min(lo + CHUNK, n)
-        dur = np.take(edur, order[lo:hi])
+        dur = order.durations_between(lo, hi)
         np.maximum(dur, 0, out=dur)
         first = lo // SUM_BLOCK
         sums = np.add.reduceat(dur, np.arange(0, hi - lo, SUM_BLOCK), dtype=np.int64)

@@ -56,10 +56,10 @@ class TracePreview:
         ids = np.array([t.id for t in overview.tracks if t.kind == "events"], np.int64)
         bins = max(1, min(BINS, MAX_CELLS // max(len(ids), 1)))
         bin_ns = overview.span_ns // bins + 1  # bins × bin_ns > span: every start in a bin
-        shift = np.int64(overview.bits)
-        edges = (ids[:, None] << shift) | (np.arange(bins + 1, dtype=np.int64) * bin_ns)[None, :]
-        edges[:, -1] = (ids + 1) << shift  # the last bin ends with the track
-        pos = np.searchsorted(overview.key, edges, side="left")
+        times = np.arange(bins, dtype=np.int64) * bin_ns
+        pos = np.empty((len(ids), bins + 1), np.int64)
+        pos[:, :-1] = overview.order.search(ids, np.broadcast_to(times, (len(ids), bins)))
+        pos[:, -1] = overview.order.offsets[ids + 1]  # the last bin ends with the track
         header = {"meta": overview.meta(), "bin_ns": bin_ns}
         arrays = {"track": ids, "count": np.diff(pos, axis=1).astype(np.int64),
                   "covered": np.diff(overview.summed_before(pos), axis=1).astype(np.int64),

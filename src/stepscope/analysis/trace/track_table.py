@@ -1,9 +1,10 @@
 """The trace viewer's per-track table of one host: every event's row, answered straight from
 the events in (track, start) order, before (and without) the full index (``trace_index``).
 
-The coarse overview (``trace_overview``) sorts the events by (track, start); this table keeps
-that order and adds, per event in it, its row (``layout_depth``: one compiled pass), and per
-block of ``BLOCK`` events the latest end among them. A window query is
+The coarse overview (``trace_overview``) puts the events in (track, start) order
+(``track_order``); this table keeps that order and adds, per event in it, its row
+(``layout_depth``: one compiled pass), and per block of ``BLOCK`` events the latest end among
+them. A window query is
 then, per track, two binary searches (the events starting inside the window) and the blocks
 before the window whose latest end reaches into it (the events still running at its start:
 as many blocks as rows at most), then one pass over the events found (compiled: no column
@@ -11,8 +12,8 @@ as long as them; ``_window_cells``). Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
-Memory: the keys (shared with the overview), the table rows (the order itself, where every
-event is on a track) and the rows (4 bytes): 12 to 20 bytes an event, no Python objects.
+Memory: the rows (4 bytes an event); where the table is not in that order already, the keys
+and the table rows too (shared with the overview): 4 to 20 bytes an event, no Python objects.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from stepscope.analysis.trace.trace_index import (
     MAX_MATCHES,
     EventNotFoundError,
     Flows,
+    Rows,
     TraceIndex,
     TraceQueryError,
     Track,
@@ -37,16 +39,15 @@ from stepscope.analysis.trace.trace_index import (
     _ranges,
     compiled_layout,
     counter_arrays,
-    event_columns,
     layout_depth,
     names_holding,
     rows_in_start_order,
     sections_of,
-    sorted_by_track_and_start,
     summed_by_name,
     window_bounds,
     window_counters,
 )
+from stepscope.analysis.trace.track_order import TrackOrder
 from stepscope.model.events import EventTable
 
 I64 = NDArray[np.int64]
@@ -58,10 +59,9 @@ class TrackTable(TraceIndex):
     """One host's events by (track, start) with their rows (see the module docstring); it
     answers every view as the full index does."""
 
-    def __init__(self, table: EventTable, plan: TrackPlan, by_start: I64 | None = None,
-                 key: I64 | None = None, flows: Flows | None = None) -> None:
-        """``by_start`` and ``key``: the events' order by (track, start) and the composite
-        keys ``track << bits | start`` in it (``sorted_by_track_and_start``), when made;
+    def __init__(self, table: EventTable, plan: TrackPlan, order: TrackOrder | None = None,
+                 flows: Flows | None = None) -> None:
+        """``order``: the events' order by (track, start) (``TrackOrder.of``), when made;
         ``flows``: ``flows_of(table, plan)``, when made (a server makes it in a thread of its
         own while the order is made)."""
         self.table = table
@@ -71,35 +71,31 @@ class TrackTable(TraceIndex):
         if int(max(n_tracks, 1)).bit_length() + self.bits > 62:
             raise TraceQueryError("This profile has too many tracks or too long a time span "
                                   "for the trace viewer's index.")
-        if by_start is None or key is None:
-            _, track, rel, _, lay_end = event_columns(table, plan)
-            by_start, key = sorted_by_track_and_start(track, rel, lay_end, self.bits)
-            del track, rel, lay_end
-        n = len(key)
-        #: Per event in (track, start) order: its key, table row and row.
-        self.key: I64 = key
+        order = order or TrackOrder.of(table, plan)
+        n = order.n
+        #: The events by (track, start): per event in that order, its start and table row.
+        self.order = order
         self._on_track_rows: Bools | None = None
-        # Every event of the table on a track (the usual case): the table rows in this order
-        # are the order itself, not a copy.
-        self.ev_row: I64 = by_start if n == len(table) else \
-            np.flatnonzero(self._on_track)[by_start]
-        self.offsets: I64 = np.searchsorted(
-            self.key, np.arange(n_tracks + 1, dtype=np.int64) << np.int64(self.bits)
-        ).astype(np.int64)
+        # Per event in that order, its table row: none kept where that is its position (the
+        # table in this order: the usual case), the order itself where every event of the
+        # table is on a track, else a column of its own.
+        by_start = order.by_start
+        self._table_rows: Rows | None = None if by_start is None else by_start \
+            if n == len(table) else np.flatnonzero(self._on_track)[by_start]
+        self.offsets: I64 = order.offsets
         native = compiled_layout()
         if native is not None and n < 1 << 31:
             # One compiled pass: starts from the keys, durations through the rows, no column
             # as long as the events made on the way (each costs its memory's first touch).
             self.depth: NDArray[np.int32] = np.empty(n, np.int32)
             self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
-            native.table_rows(key, self.bits, np.ascontiguousarray(table.duration_ns),
-                              self.ev_row, self.offsets,
-                              self.depth, self.block_end, BLOCK)
+            keys, origin = order.compiled_keys()
+            native.table_rows(keys, self.bits, np.ascontiguousarray(table.duration_ns),
+                              self._table_rows, self.offsets,
+                              self.depth, self.block_end, BLOCK, origin)
         else:
-            self.depth, self.block_end = self._rows_of(by_start)
-        #: The layout's input for the full index (``trace_index.build``): the order by
-        #: (track, start).
-        self.by_start: I64 | None = by_start
+            self.depth, self.block_end = self._rows_of()
+        self._handed = False
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
         self.counter_time = self.counters["counter_time"]
@@ -127,21 +123,23 @@ class TrackTable(TraceIndex):
         #: index after that, so that the first window does not share the CPU with it).
         self.answered = threading.Event()
 
-    def _rows_of(self, by_start: I64) -> tuple[NDArray[np.int32], I64]:
+    def _rows_of(self) -> tuple[NDArray[np.int32], I64]:
         """Each event's row and per block of ``BLOCK`` events the latest end (as laid out),
         without the compiled pass: starts and ends in this order made from the keys and the
         table's durations, laid out per track (``rows_in_start_order``)."""
-        n, table = len(self.key), self.table
-        start = self.key & self.mask
-        lay_end = np.take(table.duration_ns, self.ev_row).astype(np.int64, copy=False)
+        n = len(self)
+        every = np.arange(n, dtype=np.int64)
+        start = self._start(every)
+        lay_end = np.asarray(np.take(self.table.duration_ns, self._rows(every)), np.int64)
         np.maximum(lay_end, 1, out=lay_end)
         lay_end += start
         if compiled_layout() is not None:
             depth = rows_in_start_order(start, lay_end, self.offsets)
         else:  # the vectorised twin wants the events in table order
             n_tracks = len(self.offsets) - 1
+            by_start = self.order.order()
             order = np.empty(n, np.int64)
-            order[by_start] = np.arange(n, dtype=np.int64)
+            order[by_start] = every
             track = np.repeat(np.arange(n_tracks, dtype=np.int64), np.diff(self.offsets))
             in_table_order = layout_depth(track[order], start[order], lay_end[order],
                                           by_start)[0]
@@ -164,26 +162,30 @@ class TrackTable(TraceIndex):
         full index's build takes instead of finding them again."""
         return self.flow_src, self.flow_dst, self.flow_kind
 
-    def layout(self) -> tuple[NDArray[np.int32], I64]:
+    def layout(self) -> tuple[NDArray[np.int32], Rows]:
         """(each event's row, the order by (track, start)), both in that order: what the full
         index's build takes instead of laying the events out again (the rows are this table's
-        own, shared, not copied). Hands the order over (this table keeps none)."""
-        by_start, self.by_start = self.by_start, None
-        if by_start is None:
+        own, shared, not copied; the order is made where it is the table's own). Once."""
+        if self._handed:
             raise TraceQueryError("The track table's layout was handed over already.")
-        return self.depth, by_start
+        self._handed = True
+        return self.depth, self.order.order()
 
     # -- facts -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.key)
+        return self.order.n
+
+    def _rows(self, pos: NDArray[np.integer[Any]]) -> I64:
+        """The table rows of the events at positions ``pos``."""
+        return np.asarray(pos if self._table_rows is None else self._table_rows[pos], np.int64)
 
     def _start(self, pos: I64) -> I64:
-        return np.asarray(self.key[pos] & self.mask, np.int64)
+        return self.order.starts(pos)
 
     def _end(self, pos: I64) -> I64:
         """The ends as laid out (at least 1 ns after the start) of events at ``pos``."""
-        dur = np.asarray(self.table.duration_ns[self.ev_row[pos]], np.int64)
+        dur = np.asarray(self.table.duration_ns[self._rows(pos)], np.int64)
         return self._start(pos) + np.maximum(dur, 1)
 
     def _track_of(self, pos: I64) -> I64:
@@ -198,16 +200,21 @@ class TrackTable(TraceIndex):
         ok = np.flatnonzero((rows >= 0) & (rows < len(self.table)))
         ok = ok[self._on_track[rows[ok]]]
         r = rows[ok]
+        keys = self.order.keys
+        if keys is None:  # each row's position is itself
+            out[ok] = r
+            return out
         track = self.plan.track_of_line[self.table.line[r]]
         want = (track << np.int64(self.bits)) | (np.asarray(self.table.start_ns[r], np.int64)
                                                  - self.origin_ns)
-        pos = np.searchsorted(self.key, want, side="left")
-        n = len(self.key)
+        pos = np.searchsorted(keys, want, side="left")
+        n = len(keys)
+        assert self._table_rows is not None  # kept wherever the keys are
         while len(ok):
             pos = np.minimum(pos, n - 1)
-            found = self.ev_row[pos] == r
+            found = self._table_rows[pos] == r
             out[ok[found]] = pos[found]
-            more = ~found & (self.key[pos] == want) & (pos + 1 < n)
+            more = ~found & (keys[pos] == want) & (pos + 1 < n)
             ok, r, want, pos = ok[more], r[more], want[more], pos[more] + 1
         return out
 
@@ -227,9 +234,7 @@ class TrackTable(TraceIndex):
         running at ``t0``, then those starting inside."""
         if t0 >= t1 or not len(tracks):
             return np.zeros(0, np.int64)
-        shift = np.int64(self.bits)
-        a = np.searchsorted(self.key, (tracks << shift) | t0, side="left")
-        b = np.searchsorted(self.key, (tracks << shift) | t1, side="left")
+        a, b = self.order.search(tracks, np.full((len(tracks), 2), [t0, t1], np.int64)).T
         parts = [np.zeros(0, np.int64)]
         for i, t in enumerate(tracks.tolist()):
             parts.append(self._running(t, int(a[i]), t0))
@@ -255,16 +260,14 @@ class TrackTable(TraceIndex):
         ids = self._event_tracks(tracks)
         if t0 >= t1:
             ids = ids[:0]
-        shift = np.int64(self.bits)
-        a = np.searchsorted(self.key, (ids << shift) | t0, side="left")
-        b = np.searchsorted(self.key, (ids << shift) | t1, side="left")
+        a, b = self.order.search(ids, np.full((len(ids), 2), [t0, t1], np.int64)).T
         inner = np.clip(bnd[1:-1], t0, t1)
         # Per track, the events still running at t0 (a few blocks' worth at most).
         before = [self._running(t, int(a[i]), t0) for i, t in enumerate(ids.tolist())]
         wide_track, wide_pos, agg = self._window_cells(ids, a, b, before, inner, span, w)
         depth = self.depth[wide_pos].astype(np.int64)
         start = self._start(wide_pos)
-        wrows = self.ev_row[wide_pos].astype(np.int64)
+        wrows = self._rows(wide_pos)
         dur_w = np.asarray(self.table.duration_ns[wrows], np.int64)
         names = self.table.name[wrows]
         # A set, not np.unique: that imports numpy.ma on its first call (~20 ms of a fresh
@@ -299,12 +302,15 @@ class TrackTable(TraceIndex):
         before_off = np.zeros(len(ids) + 1, np.int64)
         np.cumsum([len(p) for p in before], out=before_off[1:])
         before_all = np.concatenate(before) if before else np.zeros(0, np.int64)
+        keys, origin = self.order.compiled_keys()
         wide, cells = native.window_cells(
-            self.key, self.depth, self.ev_row,
-            np.ascontiguousarray(self.table.duration_ns), ids, a, b, rows,
+            keys, self.depth, self._table_rows,
+            np.ascontiguousarray(self.table.duration_ns), np.ascontiguousarray(ids),
+            np.ascontiguousarray(a), np.ascontiguousarray(b), rows,
             np.ascontiguousarray(before_all, np.int64), before_off,
             np.ascontiguousarray(inner, np.int64), self.bits, w,
-            span if span < 1 << 63 else -1)  # a span past int64: no product reaches it
+            span if span < 1 << 63 else -1,  # a span past int64: no product reaches it
+            origin)
         pairs = np.frombuffer(wide, np.int64).reshape(-1, 2)
         agg = np.frombuffer(cells, np.int64).reshape(-1, 5)
         return pairs[:, 0], pairs[:, 1], [tuple(agg[:, k] for k in range(5))] if len(agg) \
@@ -314,7 +320,6 @@ class TrackTable(TraceIndex):
                             span: int, w: int) -> tuple[I64, I64, list[tuple[I64, ...]]]:
         """The NumPy twin of the compiled ``window_cells`` (``_window_cells``): a few
         columns as long as the events in view, per track."""
-        shift = np.int64(self.bits)
         columns = np.arange(w, dtype=np.int64)
         durations = self.table.duration_ns
         wide_parts: list[tuple[I64, I64]] = []
@@ -325,11 +330,11 @@ class TrackTable(TraceIndex):
                 continue
             # Positions, rows, pixel columns and durations of the track's events in view:
             # those running at t0 (column 0), then the run of those starting inside.
-            edges = np.searchsorted(self.key[ai:bi], (np.int64(t) << shift) | inner)
+            edges = self.order.search(np.array([t], np.int64), inner[None, :])[0] - ai
             col = np.concatenate([np.zeros(len(before[i]), np.int64), np.repeat(
                 columns, np.diff(np.r_[0, edges, max(bi - ai, 0)]))])
             pos = np.concatenate([before[i], np.arange(ai, bi, dtype=np.int64)])
-            dur = np.asarray(durations[self.ev_row[pos]], np.int64)
+            dur = np.asarray(durations[self._rows(pos)], np.int64)
             cell = self.depth[pos].astype(np.int64)
             cell *= w
             cell += col
@@ -368,7 +373,7 @@ class TrackTable(TraceIndex):
             raise TraceQueryError("The selection's end must be after its start.")
         t0, t1 = max(start_ns, 0), min(end_ns, int(self.mask))
         pos = self._overlapping(self._event_tracks(tracks), t0, t1)
-        return summed_by_name(self.table, self.ev_row[pos], start_ns, end_ns)
+        return summed_by_name(self.table, self._rows(pos), start_ns, end_ns)
 
     def search(self, text: str) -> dict[str, Any]:
         """Events whose name holds ``text`` (any case), in time order."""
@@ -377,12 +382,13 @@ class TrackTable(TraceIndex):
         codes = names_holding(self._lower_names, text)
         if not len(codes):
             return {"query": text, "total": 0, "matches": []}
-        hit = np.flatnonzero(np.isin(self.table.name[self.ev_row], codes))
+        names = self.table.name if self._table_rows is None else self.table.name[self._table_rows]
+        hit = np.flatnonzero(np.isin(names, codes))
         starts = self._start(hit)
         track, depth = self._track_of(hit), self.depth[hit].astype(np.int64)
         order = np.lexsort((depth, track, starts))[:MAX_MATCHES]
         pos = hit[order]
-        rows = self.ev_row[pos]
+        rows = self._rows(pos)
         return {"query": text, "total": int(len(hit)), "matches": {
             "id": rows.tolist(), "track": track[order].tolist(),
             "row": depth[order].tolist(), "start": starts[order].tolist(),
