@@ -661,7 +661,7 @@ def test_the_tables_own_order_is_taken_only_where_it_holds(monkeypatch: pytest.M
     rows not drawn, it is sorted."""
     from stepscope.analysis.trace import track_order
 
-    monkeypatch.setattr(track_order, "CHUNK", 1000)
+    monkeypatch.setattr(track_order, "CHECK_EVENTS", 1000)
     rng = np.random.default_rng(3)
     n = 12_000
     line = rng.choice([0, 1, 3], n)

@@ -60,7 +60,9 @@ MAX_MATCHES = 10_000  # search matches returned
 LEVELS = 64  # duration levels (floor(log2(ns)) of an int64 fits in 6 bits)
 _LEVEL_BITS = 6
 _LEVEL_BLOCK = 1 << 18  # events whose levels are made at a time
-_KEY_BLOCK = 1 << 20  # events whose index keys are made at a time
+# Events whose index keys are made at a time: each block's temporaries are a few hundred KB,
+# not a column as long as a profile of up to a million events.
+_KEY_BLOCK = 1 << 16
 # Events a chunked pass over the table takes at a time: its temporaries are a few MB, reused,
 # not columns as long as the table (each such column costs its memory's first touch).
 CHUNK = 1 << 20
@@ -1362,6 +1364,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         level[a:b] = _level(dur)
         np.cumsum(dur, out=cumdur[a + 1:b + 1])
         cumdur[a + 1:b + 1] += cumdur[a]
+        del dur
     cumdur = put(cumdur)
     max_level = int(level.max()) if len(level) else 0
     skey = np.empty(m, np.int64)
@@ -1370,6 +1373,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         rel = np.asarray(table.start_ns[ev_row[a:b]], np.int64)
         rel -= origin
         np.bitwise_or(seg[a:b], rel, out=skey[a:b])
+        del rel
     skey = put(skey)
     time_bits = (np.int64(1) << shift) - np.int64(1)
     ekey = np.empty(m, np.int64)
@@ -1380,6 +1384,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         end += skey[a:b] & time_bits
         end |= seg[a:b]
         ekey[a:b] = end
+        del end
     ekey = put(ekey)
     lkey_unsorted = seg
     del seg

@@ -23,7 +23,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.trace.trace_index import (
-    CHUNK,
     INDEX_VERSION,
     TraceQueryError,
     Track,
@@ -42,6 +41,7 @@ from stepscope.model.events import EventTable
 I64 = NDArray[np.int64]
 SUM_BLOCK = 16  # events per block of summed durations (``TraceOverview.summed_before``)
 _SUMS_AT_ONCE = 1 << 16  # positions whose block's part is summed at a time
+_SUM_EVENTS = 1 << 16  # events whose durations are summed at a time (a multiple of SUM_BLOCK)
 
 
 class TraceOverview:
@@ -169,8 +169,8 @@ def _summed_by_block(order: TrackOrder) -> tuple[I64, I64]:
     n, offsets = order.n, order.offsets
     block_cum = np.zeros(-(-n // SUM_BLOCK) + 1, np.int64)
     longest = np.zeros(len(offsets) - 1, np.int64)
-    for lo in range(0, n, CHUNK):  # CHUNK is a multiple of SUM_BLOCK
-        hi = min(lo + CHUNK, n)
+    for lo in range(0, n, _SUM_EVENTS):
+        hi = min(lo + _SUM_EVENTS, n)
         dur = order.durations_between(lo, hi)
         np.maximum(dur, 0, out=dur)
         first = lo // SUM_BLOCK

@@ -30,6 +30,9 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.model.events import Durations, EventTable
 
 I64 = NDArray[np.int64]
+# Events checked at a time (``in_table_order``): a few hundred KB of temporaries, not a column
+# as long as a profile of up to a million events.
+CHECK_EVENTS = 1 << 16
 
 
 class TrackOrder:
@@ -138,10 +141,11 @@ def in_table_order(table: EventTable, plan: TrackPlan) -> I64 | None:
         return None
     counts = np.zeros(len(plan.track_line), np.int64)
     starts, durations = table.start_ns, table.duration_ns
-    for lo in range(0, n, CHUNK):
-        hi = min(lo + CHUNK, n)
+    track_of_line = plan.track_of_line.astype(np.int32)  # (fewer tracks than 2**31)
+    for lo in range(0, n, CHECK_EVENTS):
+        hi = min(lo + CHECK_EVENTS, n)
         first = max(lo - 1, 0)  # the previous chunk's last event, to compare with
-        track = np.take(plan.track_of_line, table.line[first:hi])
+        track = np.take(track_of_line, table.line[first:hi])
         if not len(track) or int(track.min()) < 0:
             return None
         start = np.asarray(starts[first:hi], np.int64)
