@@ -172,6 +172,15 @@ def test_table_rows_pass_equals_its_twin_and_refuses_bad_columns(monkeypatch: py
                  good[:1] + (0,) + good[2:]):
         with pytest.raises((ValueError, TypeError)):
             native.table_rows(*args)
+    # The table's own starts read through the rows: the same rows and ends.
+    starts = np.asarray(table.start_ns, np.int64)
+    by_rows = (starts,) + good[1:5] + (np.empty(len(key), np.int32),
+                                       np.empty(-(-len(key) // tt.BLOCK), np.int64), tt.BLOCK)
+    native.table_rows(*by_rows, plan.origin)
+    assert np.array_equal(by_rows[5], events.depth)
+    assert np.array_equal(by_rows[6], events.block_end)
+    with pytest.raises(ValueError):
+        native.table_rows(starts[:-1], *by_rows[1:], plan.origin)
     # Tracks that nest for a while (parents, children, grandchildren, some starting
     # together, some of length 0) and then overlap: the pass's stack hands over to its trees
     # mid-track with the rows running then.
@@ -540,7 +549,7 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
     def cells(**change: Any) -> tuple[bytes, bytes]:
         args = dict(key=keys, depth=events.depth, ev_row=ev_row, dur=dur, ids=ids,
                     a=a, b=b, rows=rows, before=no_before, before_off=before_off, inner=inner,
-                    bits=events.bits, w=9, span=events.span_ns)
+                    bits=events.bits, w=9, span=events.span_ns, origin=None)
         args.update(change)
         return native.window_cells(*args.values())
 
@@ -559,6 +568,16 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
         cells(depth=events.depth.astype(np.int16))
     with pytest.raises(TypeError):
         cells(key=keys.astype(np.int32))
+    # The table's own starts read through the rows: the same cells; a row outside the
+    # starts, or starts not the table's length, one clear error.
+    starts = np.asarray(table.start_ns, np.int64)
+    assert cells(key=starts, origin=events.origin_ns) == (wide, agg)
+    far = ev_row.copy()
+    far[int(a[0]) + 3] = len(table)
+    with pytest.raises(ValueError):
+        cells(key=starts, origin=events.origin_ns, ev_row=far)
+    with pytest.raises(ValueError):
+        cells(key=starts[:-1], origin=events.origin_ns)
 
 
 def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Path,
@@ -650,15 +669,48 @@ def test_a_window_does_not_wait_for_flows_being_sorted(stepscope_profile: Path,
     assert checked
 
 
+def _same_as_sorted(table: EventTable, pieces: int, in_table: bool) -> None:
+    """``TrackOrder.of`` takes ``table``'s runs of rows as ``pieces`` pieces (in table order
+    or not) and answers as the sorted order: offsets, order, starts, durations, searches,
+    positions, and the per-track table's rows, windows and places."""
+    rng = np.random.default_rng(len(table))
+    plan = plan_tracks(table)
+    own, kept = TrackOrder.of(table, plan), TrackOrder.sorted(table, plan)
+    assert own.keys is None and own.pieces is not None and kept.keys is not None
+    assert len(own.pieces.row) == pieces and own.in_table == in_table
+    assert np.array_equal(own.order(), kept.order())
+    assert np.array_equal(own.offsets, kept.offsets)
+    n = len(table)
+    pos = rng.integers(0, n, 500)
+    assert np.array_equal(own.starts(pos), kept.starts(pos))
+    assert np.array_equal(own.durations_at(pos), kept.durations_at(pos))
+    assert np.array_equal(own.durations_between(7, n - 3), kept.durations_between(7, n - 3))
+    rows = np.asarray(kept.order(), np.int64)[pos]
+    assert np.array_equal(own.positions(rows), pos)
+    ids = np.arange(len(plan.track_line), dtype=np.int64)[::-1].copy()
+    times = np.sort(rng.integers(0, plan.span + 1, (len(ids), 40)), axis=1)
+    times[:, 0] = 0
+    assert np.array_equal(own.search(ids, times), kept.search(ids, times))
+    assert np.array_equal(own.search(ids, times[:, 5]), kept.search(ids, times[:, 5]))
+    mine, theirs = TrackTable(table, plan, own), TrackTable(table, plan, kept)
+    assert np.array_equal(mine.depth, theirs.depth)
+    assert np.array_equal(mine.block_end, theirs.block_end)
+    for a, b, w in _windows(plan.span, 3)[:25]:
+        assert mine.query(a, b, w) == theirs.query(a, b, w), (a, b, w)
+    some = rng.integers(0, n, 200)
+    for x, y in zip(mine.where(some), theirs.where(some), strict=True):
+        assert np.array_equal(x, y)
+
+
 @compiled_only("_trace_layout")
-def test_the_tables_own_order_is_taken_only_where_it_holds(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
-    """A table holding its events by (track, start), those starting together longer first,
-    is its own order (no columns kept): the sorted order's offsets, starts, durations and
-    searches, and the compiled passes reading its starts and rows give the same rows and
-    windows. Out of that order anywhere (a later start first, across a chunk's edge too; a
-    shorter event first of two starting together; a track before an earlier one), or with
-    rows not drawn, it is sorted."""
+def test_the_tables_runs_are_the_order_where_they_make_it(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A table whose lines' runs of rows are each in start order (those starting together
+    longer first), a track's runs one after another in time, is its own order in pieces (no
+    keys kept; no rows either where the pieces are in table order): the sorted order's
+    answers, through the compiled passes too. Out of order anywhere (a later start first,
+    across a block's edge too; a shorter event first of two starting together; a track's
+    runs overlapping in time), or with rows not drawn, it is sorted."""
     from stepscope.analysis.trace import track_order
 
     monkeypatch.setattr(track_order, "CHECK_EVENTS", 1000)
@@ -671,43 +723,41 @@ def test_the_tables_own_order_is_taken_only_where_it_holds(monkeypatch: pytest.M
     dur[::13] = 0
     by = np.lexsort((-np.maximum(dur, 1), start, line))
     table = synthetic_table(start[by], dur[by], line[by])
-    plan = plan_tracks(table)
-    own, kept = TrackOrder.of(table, plan), TrackOrder.sorted(table, plan)
-    assert own.in_table and own.keys is None and not kept.in_table
-    assert np.array_equal(kept.order(), np.arange(n)) and np.array_equal(own.order(), kept.order())
-    assert np.array_equal(own.offsets, kept.offsets)
-    pos = rng.integers(0, n, 500)
-    assert np.array_equal(own.starts(pos), kept.starts(pos))
-    assert np.array_equal(own.durations_at(pos), kept.durations_at(pos))
-    ids = np.array([2, 0, 1], np.int64)
-    times = np.sort(rng.integers(0, plan.span + 1, (3, 40)), axis=1)
-    assert np.array_equal(own.search(ids, times), kept.search(ids, times))
-    mine, theirs = TrackTable(table, plan, own), TrackTable(table, plan, kept)
-    assert np.array_equal(mine.depth, theirs.depth)
-    assert np.array_equal(mine.block_end, theirs.block_end)
-    for a, b, w in _windows(plan.span, 3)[:25]:
-        assert mine.query(a, b, w) == theirs.query(a, b, w), (a, b, w)
-    rows = rng.integers(0, n, 200)
-    for x, y in zip(mine.where(rows), theirs.where(rows), strict=True):
-        assert np.array_equal(x, y)
+    _same_as_sorted(table, 3, in_table=True)
+    # The lines' runs in another order than the tracks'.
+    runs = np.lexsort((np.arange(n), -table.line))
+    by_line_down = dataclasses.replace(table, line=table.line[runs].copy(),
+                                       start_ns=table.start_ns[runs].copy(),
+                                       duration_ns=table.duration_ns[runs].copy())
+    _same_as_sorted(by_line_down, 3, in_table=False)
+    # A line in two runs far apart in the table, one after the other in time.
+    zero = np.flatnonzero(table.line == 0)
+    half = zero[len(zero) // 2]
+    late_first = np.r_[zero[zero >= half], np.flatnonzero(table.line != 0), zero[zero < half]]
+    assert table.start_ns[half] > table.start_ns[half - 1]
+    split = dataclasses.replace(table, line=table.line[late_first].copy(),
+                                start_ns=table.start_ns[late_first].copy(),
+                                duration_ns=table.duration_ns[late_first].copy())
+    _same_as_sorted(split, 4, in_table=False)
 
-    def out_of_order(**columns: np.ndarray) -> bool:
-        changed = dataclasses.replace(table, **columns)
-        return not TrackOrder.of(changed, plan_tracks(changed)).in_table
+    def sorted_instead(changed: EventTable) -> bool:
+        return TrackOrder.of(changed, plan_tracks(changed)).keys is not None
 
     later = table.start_ns.copy()
     edge = 1000 + int(np.flatnonzero(table.line[1000:] == table.line[999])[0])
     assert table.line[edge] == table.line[edge - 1]
-    later[edge - 1] = later[edge] + 1  # a later start just before a chunk's edge
-    assert out_of_order(start_ns=later)
+    later[edge - 1] = later[edge] + 1  # a later start just before a block's edge
+    assert sorted_instead(dataclasses.replace(table, start_ns=later))
     tie = np.flatnonzero((table.start_ns[1:] == table.start_ns[:-1])
                          & (table.line[1:] == table.line[:-1])
                          & (np.maximum(table.duration_ns[1:], 1)
                             < np.maximum(table.duration_ns[:-1], 1)))[0]
     shorter_first = table.duration_ns.copy()
     shorter_first[[tie, tie + 1]] = shorter_first[[tie + 1, tie]]
-    assert out_of_order(duration_ns=shorter_first)
-    assert out_of_order(line=table.line[::-1].copy())
+    assert sorted_instead(dataclasses.replace(table, duration_ns=shorter_first))
+    overlapping = split.start_ns.copy()
+    overlapping[-1] = overlapping[0]  # the late run's start: the line's runs overlap
+    assert sorted_instead(dataclasses.replace(split, start_ns=overlapping))
     not_drawn = plan_tracks(table)
     not_drawn.included[5] = False
-    assert track_order.in_table_order(table, not_drawn) is None
+    assert track_order.line_pieces(table, not_drawn) is None

@@ -383,9 +383,9 @@ start_mode(PyObject *origin, int64_t *mask, int64_t *base)
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
  * read through the rows, the starts from the keys, so that no start or end column as long as
- * the events is made (each costs its memory's first touch). Where the table holds its events
- * in that order already, rows is None (position i is table row i) and origin is given: key is
- * then the table's own starts, each relative to origin. */
+ * the events is made (each costs its memory's first touch). Where origin is given, key is the
+ * table's own starts instead (read through the rows, each relative to origin); rows None:
+ * position i is table row i (the table holds its events in that order). */
 static PyObject *
 table_rows(PyObject *self, PyObject *args)
 {
@@ -400,7 +400,7 @@ table_rows(PyObject *self, PyObject *args)
     if (start_mode(origin_o, &mask, &base) < 0) {
         return NULL;
     }
-    const int identity = row_o == Py_None;
+    const int identity = row_o == Py_None, by_start = origin_o != Py_None;
     Column key = {0}, dur = {0}, row = {0}, off = {0}, depth = {0}, bend = {0};
     PyObject *result = NULL;
     if (get_column(key_o, &key, 0, "key") < 0 || get_ints(dur_o, &dur, 0, "dur") < 0
@@ -410,9 +410,9 @@ table_rows(PyObject *self, PyObject *args)
         || get_column(bend_o, &bend, 1, "block_end") < 0) {
         goto done;
     }
-    Py_ssize_t n = key.n, tracks = off.n - 1;
-    if (bits < 1 || bits > 62 || block < 1 || (!identity && row.n != n) || depth.n != n
-        || tracks < 0
+    Py_ssize_t n = depth.n, tracks = off.n - 1;
+    if (bits < 1 || bits > 62 || block < 1 || (!identity && row.n != n)
+        || key.n != (by_start ? dur.n : n) || tracks < 0
         || bend.n != (n + block - 1) / block || n >= ((Py_ssize_t)1 << 31)) {
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
         goto done;
@@ -448,7 +448,7 @@ table_rows(PyObject *self, PyObject *args)
                 break;
             }
             int64_t dr = int_at(d, dur.view.itemsize, r);
-            int64_t s = (int64_t)((uint64_t)(k[i] & mask) - (uint64_t)base);
+            int64_t s = (int64_t)((uint64_t)(k[by_start ? r : i] & mask) - (uint64_t)base);
             int64_t len = dr > 1 ? dr : 1, e = s + len;
             Py_ssize_t at = next_row(&trees, &stack, &nested, s, e);
             if (at < 0) {
@@ -1502,6 +1502,37 @@ edge_after(const int64_t *key, Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
     return lo;
 }
 
+/* As edge_after, the keys (the table's own starts, n_key of them) read through the positions'
+ * table rows; -1 for a row outside the keys. */
+static Py_ssize_t
+edge_after_rows(const int64_t *key, Py_ssize_t n_key, const void *rows, Py_ssize_t rsize,
+                Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
+{
+    enum { STRIDE = 128 };
+    int64_t r;
+    while (hi - lo > STRIDE) {
+        r = int_at(rows, rsize, lo + STRIDE - 1);
+        if (r < 0 || r >= n_key) {
+            return -1;
+        }
+        if (key[r] >= needle) {
+            break;
+        }
+        lo += STRIDE;
+    }
+    while (lo < hi) {
+        r = int_at(rows, rsize, lo);
+        if (r < 0 || r >= n_key) {
+            return -1;
+        }
+        if (key[r] >= needle) {
+            break;
+        }
+        lo++;
+    }
+    return lo;
+}
+
 /* Records of (row, key) pairs in `src` (stride `stride`, row at 0) into `dst` by row (a stable
  * counting sort; `by_row`: rows + 1 slots). */
 static void
@@ -1569,8 +1600,9 @@ window_cells(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    Py_ssize_t n = col[WC_KEY].n, k_tracks = col[WC_IDS].n, w = (Py_ssize_t)w_;
-    if (col[WC_DEPTH].n != n || (!identity && col[WC_EV_ROW].n != n) || col[WC_A].n != k_tracks
+    Py_ssize_t n = col[WC_DEPTH].n, k_tracks = col[WC_IDS].n, w = (Py_ssize_t)w_;
+    if (col[WC_KEY].n != (by_start ? col[WC_DUR].n : n)
+        || (!identity && col[WC_EV_ROW].n != n) || col[WC_A].n != k_tracks
         || col[WC_B].n != k_tracks || col[WC_ROWS].n != k_tracks
         || col[WC_BEFORE_OFF].n != k_tracks + 1 || w < 1 || col[WC_INNER].n != w - 1
         || bits < 1 || bits > 62) {
@@ -1632,8 +1664,15 @@ window_cells(PyObject *self, PyObject *args)
         const uint64_t base = by_start ? (uint64_t)origin : (uint64_t)ids[i] << bits;
         Py_ssize_t pos = a[i], end_all = b[i] > a[i] ? b[i] : a[i];
         for (Py_ssize_t c = 0; c < w && rc == SEG_OK; c++) {
-            Py_ssize_t end = c < w - 1
-                ? edge_after(key, pos, end_all, (int64_t)(base + (uint64_t)inner[c])) : end_all;
+            const int64_t needle = (int64_t)(base + (uint64_t)inner[c]);
+            Py_ssize_t end = c == w - 1 ? end_all
+                : by_start && !identity
+                ? edge_after_rows(key, col[WC_KEY].n, ev_row, esize, pos, end_all, needle)
+                : edge_after(key, pos, end_all, needle);
+            if (end < 0) {
+                rc = SEG_BAD;
+                break;
+            }
             rc = count_segment(ev_row, esize, depth, dsize, dur, pos, end, &s);
             if (rc == SEG_OK && s.n_touched && !flush_column(&cells, &s, c)) {
                 rc = SEG_OOM;
@@ -1701,7 +1740,7 @@ static PyMethodDef methods[] = {
      "per block "
      "of events the latest end (start + max(dur, 1)) into block_end (int64). rows None: "
      "position i is table row i; origin (optional) given: key is the table's own starts "
-     "(int64), relative to origin."},
+     "(int64), read through the rows, relative to origin."},
     {"line_counts", line_counts, METH_VARARGS,
      "line_counts(line, start, dur, count): per line (int16 or int32 codes; dur int32 or "
      "int64) its events "
@@ -1730,7 +1769,8 @@ static PyMethodDef methods[] = {
      "cells) as bytes "
      "of int64 records: (track, position) by track, row, position; (track, row, column, "
      "count, covered) by track, row, column. ev_row None: position p is table row p; "
-     "origin (optional) given: key is the table's own starts (int64), relative to origin."},
+     "origin (optional) given: key is the table's own starts (int64), read through ev_row, "
+     "relative to origin."},
     {"stat_flows", stat_flows, METH_VARARGS,
      "stat_flows(name, kind, event, value, slot, keep, line, off, producers, src, dst, "
      "k_int64, k_uint64): the producer -> consumer flows of the stat table (slot per name "

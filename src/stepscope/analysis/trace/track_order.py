@@ -2,17 +2,21 @@
 overview (``trace_overview``) and the per-track table (``track_table``) answer windows from,
 and what the full index's layout (``trace_index.build``) starts from.
 
-Most profiles hold their events in that order already: a decoded file gives a line's events
-in time order, line after line, and the tracks are the lines in that order. There the order
-is the table itself (``in_table_order``): nothing is kept but where each track's events begin
-(``offsets``); position p is table row p and the starts are the table's own. Elsewhere the
-order is kept as two columns: the positions among the drawn events (``by_start``) and the
-composite keys ``track << bits | start`` in that order (``sorted_by_track_and_start``), 12
-to 16 bytes an event. Either way events of one track starting together come longer first.
+Most profiles hold that order in pieces already: a decoded file gives each line's events in
+time order, line after line, and a track is a line (or a few, one after another in time: a
+profile merged from consecutive captures). There the order is those runs of table rows put
+in track order (``line_pieces``): each event's start is the table's own, read through its
+table row, and nothing is kept but the pieces and, where they are not in table order
+already, the table rows in the order (4 bytes an event; none at all where they are, as in
+most single captures). Elsewhere it is sorted and kept as two columns: the positions among
+the drawn events (``by_start``) and the composite keys ``track << bits | start`` in that
+order (``sorted_by_track_and_start``), 12 to 16 bytes an event. Either way events of one
+track starting together come longer first, then in table order.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,26 +34,69 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.model.events import Durations, EventTable
 
 I64 = NDArray[np.int64]
-# Events checked at a time (``in_table_order``): a few hundred KB of temporaries, not a column
+# Events checked at a time (``line_pieces``): a few hundred KB of temporaries, not a column
 # as long as a profile of up to a million events.
 CHECK_EVENTS = 1 << 16
+# At most this many pieces, and one per this many events: beyond, the table's runs are short
+# (events of lines interleaved) and a sort serves better.
+MAX_PIECES = 4096
+PIECE_EVENTS = 64
+
+
+@dataclass
+class Pieces:
+    """Runs of table rows (each one line's events, in start order) in (track, start) order:
+    piece k holds positions ``pos[k]`` to ``pos[k + 1]``, table rows from ``row[k]``, and
+    starts at ``first[k]`` (ns, as the table holds it); track t holds pieces ``track_off[t]``
+    to ``track_off[t + 1]``, one after another in time."""
+
+    track_off: I64
+    pos: I64
+    row: I64
+    first: I64
+
+    @property
+    def in_table(self) -> bool:
+        """Whether the pieces are in table order (position p is table row p)."""
+        return bool(np.array_equal(self.row, self.pos[:-1]))
+
+    def rows(self) -> Rows:
+        """The table row of every position (int32 where they fit), a block at a time."""
+        n = int(self.pos[-1])
+        out: Rows = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
+        for k, (lo, hi) in enumerate(zip(self.pos[:-1].tolist(), self.pos[1:].tolist(),
+                                          strict=True)):
+            base = int(self.row[k]) - lo
+            for a in range(lo, hi, CHECK_EVENTS):
+                b = min(a + CHECK_EVENTS, hi)
+                out[a:b] = np.arange(a + base, b + base, dtype=out.dtype)
+        return out
+
+    def positions(self, rows: I64) -> I64:
+        """The positions of table rows (each one of a piece's)."""
+        by_row = np.argsort(self.row, kind="stable")
+        k = by_row[np.searchsorted(self.row[by_row], rows, side="right") - 1]
+        return np.asarray(self.pos[k] + (rows - self.row[k]), np.int64)
 
 
 class TrackOrder:
     """One host's drawn events by (track, start) (see the module docstring)."""
 
     def __init__(self, table: EventTable, plan: TrackPlan, by_start: Rows | None,
-                 keys: I64 | None, durations: Durations, offsets: I64) -> None:
-        """``by_start`` and ``keys`` None: the table's own order (``in_table_order``);
-        ``durations``: the drawn events' (the table's own where every event is drawn);
-        ``offsets``: per track, where its events begin (and one more: the end)."""
+                 keys: I64 | None, durations: Durations, offsets: I64,
+                 pieces: Pieces | None = None) -> None:
+        """Sorted: ``by_start`` and ``keys``; in pieces: ``pieces``, with ``by_start`` the
+        table rows in this order (None where that is the table's own). ``durations``: the
+        drawn events' (the table's own where every event is drawn); ``offsets``: per track,
+        where its events begin (and one more: the end)."""
         self.table = table
         self.origin, self.bits = plan.origin, plan.bits
         self.mask = np.int64((1 << plan.bits) - 1)
         #: Per event in this order, its position among the drawn events (None: its own).
         self.by_start = by_start
-        #: Per event in this order, ``track << bits | start`` (None: in table order).
+        #: Per event in this order, ``track << bits | start`` (None: in pieces).
         self.keys = keys
+        self.pieces = pieces
         #: The drawn events' durations, in table order (negative ones drawn as 0).
         self.durations = durations
         self.offsets = offsets
@@ -57,12 +104,14 @@ class TrackOrder:
 
     @classmethod
     def of(cls, table: EventTable, plan: TrackPlan) -> TrackOrder:
-        """The order of ``table``'s drawn events: the table's own where it holds them so
-        (``in_table_order``), else sorted (``sorted_by_track_and_start``)."""
-        offsets = in_table_order(table, plan)
-        if offsets is not None:
-            return cls(table, plan, None, None, table.duration_ns, offsets)
-        return cls.sorted(table, plan)
+        """The order of ``table``'s drawn events: its runs of rows where they make it
+        (``line_pieces``), else sorted (``sorted_by_track_and_start``)."""
+        pieces = line_pieces(table, plan)
+        if pieces is None:
+            return cls.sorted(table, plan)
+        by_start = None if pieces.in_table else pieces.rows()
+        return cls(table, plan, by_start, None, table.duration_ns,
+                   pieces.pos[pieces.track_off], pieces)
 
     @classmethod
     def sorted(cls, table: EventTable, plan: TrackPlan) -> TrackOrder:
@@ -90,7 +139,8 @@ class TrackOrder:
         """The starts (relative to the origin) of the events at positions ``pos``."""
         if self.keys is not None:
             return np.asarray(self.keys[pos] & self.mask, np.int64)
-        start = np.asarray(self.table.start_ns[pos], np.int64)
+        rows = pos if self.by_start is None else np.take(self.by_start, pos)
+        start = np.asarray(self.table.start_ns[rows], np.int64)
         start -= np.int64(self.origin)
         return start
 
@@ -106,6 +156,12 @@ class TrackOrder:
             return np.array(self.durations[lo:hi])
         return np.take(self.durations, self.by_start[lo:hi])
 
+    def positions(self, rows: I64) -> I64:
+        """The positions of table rows, in pieces (every row one of a drawn event's)."""
+        if self.pieces is None:
+            raise ValueError("positions are found by key where the order is sorted")
+        return rows.copy() if self.by_start is None else self.pieces.positions(rows)
+
     def search(self, tracks: I64, times: I64) -> I64:
         """Per track ``tracks[i]``, the first position among its events of one starting at or
         after each of ``times[i]`` (relative to the origin, within the span; one time or a row
@@ -115,12 +171,34 @@ class TrackOrder:
         if self.keys is not None:
             base = (tracks << np.int64(self.bits)).reshape((-1,) + (1,) * (times.ndim - 1))
             return np.asarray(np.searchsorted(self.keys, base | times, side="left"), np.int64)
+        assert self.pieces is not None  # (not sorted: in pieces)
         out = np.empty(times.shape, np.int64)
-        starts = self.table.start_ns
         for i, t in enumerate(tracks.tolist()):
-            lo, hi = int(self.offsets[t]), int(self.offsets[t + 1])
-            out[i] = lo + np.searchsorted(starts[lo:hi], times[i] + np.int64(self.origin),
-                                          side="left")
+            want = np.asarray(times[i] + np.int64(self.origin), np.int64)
+            out[i] = self._search_track(t, want.reshape(-1)).reshape(want.shape)
+        return out
+
+    def _search_track(self, t: int, want: I64) -> I64:
+        """The first position of track ``t``'s events starting at or after each of ``want``
+        (ns, as the table holds them; one-dimensional): in the last of its pieces starting
+        before it."""
+        p = self.pieces
+        assert p is not None
+        k0, k1 = int(p.track_off[t]), int(p.track_off[t + 1])
+        starts = self.table.start_ns
+        if k1 - k0 <= 1:  # one piece (the usual case), or none: the track's first position
+            if k0 == k1:
+                return np.full(want.shape, int(self.offsets[t]), np.int64)
+            lo, r = int(p.pos[k0]), int(p.row[k0])
+            run = starts[r:r + int(p.pos[k0 + 1]) - lo]
+            return lo + np.searchsorted(run, want, side="left").astype(np.int64)
+        piece = k0 + np.maximum(np.searchsorted(p.first[k0:k1], want, side="left") - 1, 0)
+        out = np.empty(want.shape, np.int64)
+        for k in sorted(set(piece.tolist())):
+            here = piece == k
+            lo, r = int(p.pos[k]), int(p.row[k])
+            run = starts[r:r + int(p.pos[k + 1]) - lo]
+            out[here] = lo + np.searchsorted(run, want[here], side="left")
         return out
 
     def compiled_keys(self) -> tuple[NDArray[Any], int | None]:
@@ -131,36 +209,51 @@ class TrackOrder:
         return np.ascontiguousarray(self.table.start_ns, np.int64), int(self.origin)
 
 
-def in_table_order(table: EventTable, plan: TrackPlan) -> I64 | None:
-    """Per track, where its events begin (and one more: the end), where every event of the
-    table is drawn and the table holds them by (track, start), those of one track starting
-    together longer first (at least 1 ns); else None. A chunk of events at a time: no column
-    as long as the table is made."""
+def line_pieces(table: EventTable, plan: TrackPlan) -> Pieces | None:
+    """The (track, start) order as runs of table rows (``Pieces``), where every event of the
+    table is drawn, each run of rows of one line is in start order (those starting together
+    longer first, at least 1 ns) and a track's runs do not overlap in time (each starts after
+    the one before's last start); else None. A block of events at a time: no column as long
+    as the table is made."""
     n = len(table)
     if not n or shown_rows(table, plan) is not None:
         return None
-    counts = np.zeros(len(plan.track_line), np.int64)
-    starts, durations = table.start_ns, table.duration_ns
-    track_of_line = plan.track_of_line.astype(np.int32)  # (fewer tracks than 2**31)
+    starts, durations, lines = table.start_ns, table.duration_ns, table.line
+    most = min(MAX_PIECES, n // PIECE_EVENTS + 1)
+    cuts = [np.zeros(1, np.int64)]
+    found = 1
     for lo in range(0, n, CHECK_EVENTS):
         hi = min(lo + CHECK_EVENTS, n)
-        first = max(lo - 1, 0)  # the previous chunk's last event, to compare with
-        track = np.take(track_of_line, table.line[first:hi])
-        if not len(track) or int(track.min()) < 0:
-            return None
+        first = max(lo - 1, 0)  # the previous block's last event, to compare with
+        line = lines[first:hi]
         start = np.asarray(starts[first:hi], np.int64)
-        later = (track[1:] > track[:-1]) | ((track[1:] == track[:-1])
-                                            & (start[1:] > start[:-1]))
-        tied = np.flatnonzero(~later)
-        if len(tied):
-            # Same track and start: in order only if not longer than the one before.
+        same = line[1:] == line[:-1]
+        back = np.flatnonzero(same & (start[1:] <= start[:-1]))
+        if len(back):
+            # Same line, not later: in order only if starting together and not longer.
             length = np.maximum(np.asarray(durations[first:hi], np.int64), 1)
-            if not (np.all(track[tied + 1] == track[tied])
-                    and np.all(start[tied + 1] == start[tied])
-                    and np.all(length[tied + 1] <= length[tied])):
+            if not (np.all(start[back + 1] == start[back])
+                    and np.all(length[back + 1] <= length[back])):
                 return None
-        counts += np.bincount(track[lo - first:], minlength=len(counts))
-    return np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])
+        cut = np.flatnonzero(~same) + (first + 1)
+        found += len(cut)
+        if found > most:
+            return None
+        cuts.append(cut)
+    run_row = np.concatenate(cuts)
+    run_end = np.r_[run_row[1:], n]
+    track = np.take(plan.track_of_line, lines[run_row])
+    if int(track.min()) < 0:
+        return None
+    first_start = np.asarray(starts[run_row], np.int64)
+    last_start = np.asarray(starts[run_end - 1], np.int64)
+    by = np.lexsort((run_row, first_start, track))
+    track, first_start, last_start = track[by], first_start[by], last_start[by]
+    if np.any((track[1:] == track[:-1]) & (first_start[1:] <= last_start[:-1])):
+        return None  # a track's runs overlap in time: merged by a sort
+    pos = np.r_[0, np.cumsum((run_end - run_row)[by])].astype(np.int64)
+    track_off = np.searchsorted(track, np.arange(len(plan.track_line) + 1, dtype=np.int64))
+    return Pieces(track_off.astype(np.int64), pos, run_row[by], first_start)
 
 
 def _sorted(table: EventTable, plan: TrackPlan) -> tuple[Rows, I64, Durations]:

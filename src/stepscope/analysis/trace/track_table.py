@@ -12,8 +12,10 @@ as long as them; ``_window_cells``). Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
-Memory: the rows (4 bytes an event); where the table is not in that order already, the keys
-and the table rows too (shared with the overview): 4 to 20 bytes an event, no Python objects.
+Memory: the rows (4 bytes an event), and the order's (shared with the overview): nothing
+more where the table's runs of rows are in that order already, the table rows in it where
+they are not (4 bytes), the keys and table rows where it is sorted (12 to 16 bytes); no
+Python objects.
 """
 
 from __future__ import annotations
@@ -201,8 +203,8 @@ class TrackTable(TraceIndex):
         ok = ok[self._on_track[rows[ok]]]
         r = rows[ok]
         keys = self.order.keys
-        if keys is None:  # each row's position is itself
-            out[ok] = r
+        if keys is None:  # in pieces: each row's position found from its piece's
+            out[ok] = self.order.positions(r)
             return out
         track = self.plan.track_of_line[self.table.line[r]]
         want = (track << np.int64(self.bits)) | (np.asarray(self.table.start_ns[r], np.int64)
