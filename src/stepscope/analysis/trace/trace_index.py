@@ -1246,22 +1246,25 @@ def _group_dtype(top: int) -> type[np.integer[Any]]:
     return np.uint32 if top < 1 << 32 else np.uint64
 
 
-def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None, by_start: I64,
-                  depth: NDArray[np.integer[Any]]) -> tuple[I64, NDArray[Any], int]:
+def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None,
+                  by_start: I64 | None, depth: NDArray[np.integer[Any]]
+                  ) -> tuple[I64, NDArray[Any], int]:
     """The order by (track, row, start) as a permutation of ``by_start`` (the order by (track,
-    start); ``depth``: each event's row in that order; ``ev_rows``: ``shown_rows``), with the
+    start), None: the table's own; ``depth``: each event's row in that order; ``ev_rows``:
+    ``shown_rows``), with the
     (track × rows + row) groups in the new order and the rows per track. Each event's track is
     looked up in that order only; the groups are made in the narrowest type that holds them
     (no column of every event as int64 beside the per-track table's)."""
     rows = int(depth.max()) + 1
     dtype = _group_dtype(max(len(plan.track_line), 1) * rows)
-    in_order = by_start if ev_rows is None else ev_rows[by_start]
+    in_order = by_start if ev_rows is None or by_start is None else ev_rows[by_start]
     # A chunk at a time: NumPy gathers through int32 rows by an int64 copy of them.
     track_of_line = plan.track_of_line.astype(dtype)
-    group = np.empty(len(in_order), dtype)
-    for lo in range(0, len(in_order), CHUNK):
-        np.take(track_of_line, table.line[in_order[lo:lo + CHUNK]],
-                out=group[lo:lo + CHUNK], mode="clip")
+    group = np.empty(len(depth), dtype)
+    for lo in range(0, len(depth), CHUNK):
+        lines = table.line[lo:lo + CHUNK] if in_order is None \
+            else table.line[in_order[lo:lo + CHUNK]]
+        np.take(track_of_line, lines, out=group[lo:lo + CHUNK], mode="clip")
     del in_order
     group *= dtype(rows)
     np.add(group, depth, out=group, casting="unsafe")
@@ -1287,8 +1290,9 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
           keep: Callable[[NDArray[Any]], NDArray[Any]] | None = None) -> TraceIndex:
     """Build the trace viewer's index of one host's events; ``progress(share)`` is told how
     far the build has got (``plan``: the table's ``plan_tracks``, ``by_start``: its
-    events' ``by_track_and_start`` order, ``depth`` (with ``by_start`` only): each one's row
-    in that order (``TrackTable.layout``, any integer type), and ``flows``: (sources,
+    events' ``by_track_and_start`` order, ``depth``: each one's row in that order
+    (``TrackTable.layout``, any integer type; with ``by_start`` None, in the table's own
+    order, where every event is drawn and the table is in that order), and ``flows``: (sources,
     destinations, kinds) of its flows, when already made). Each array the index keeps is
     handed to ``keep`` as soon as it is made, and what that returns is used from then on
     (``cache.ColumnFile.put``: a mapped copy, so the kept columns are not anonymous memory
@@ -1300,8 +1304,10 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     counter_line, device_plane, origin = plan.counter_line, plan.device_plane, plan.origin
     n_tracks = len(plan.track_line)
 
-    laid_out = by_start is not None and depth is not None and len(by_start) > 0
-    if by_start is not None and depth is not None and laid_out:
+    own_order = by_start is None and depth is not None and len(depth) == n
+    if own_order and shown_rows(table, plan) is not None:
+        raise ValueError("a layout in the table's own order needs every event drawn")
+    if depth is not None and len(depth) > 0 and (by_start is not None or own_order):
         # The layout given (the per-track table's: ``depth`` in ``by_start`` order, shared
         # with it, not copied): the order by (track, row, start) made from it as one sort of
         # narrow (track, row) groups, which then give each event's track and row in the new
@@ -1310,7 +1316,7 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
         ev_rows = shown_rows(table, plan)
         report(0.15)
         perm, group, rows = _by_row_given(table, plan, ev_rows, by_start, depth)
-        order = by_start[perm]
+        order = perm if by_start is None else by_start[perm]
         del by_start, perm
         report(0.6)
         ev_row = put(_positions(order if ev_rows is None else ev_rows[order], n))

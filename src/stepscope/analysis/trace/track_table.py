@@ -164,14 +164,14 @@ class TrackTable(TraceIndex):
         full index's build takes instead of finding them again."""
         return self.flow_src, self.flow_dst, self.flow_kind
 
-    def layout(self) -> tuple[NDArray[np.int32], Rows]:
-        """(each event's row, the order by (track, start)), both in that order: what the full
-        index's build takes instead of laying the events out again (the rows are this table's
-        own, shared, not copied; the order is made where it is the table's own). Once."""
+    def layout(self) -> tuple[NDArray[np.int32], Rows | None]:
+        """(each event's row, the order by (track, start): None where it is the table's
+        own), both in that order: what the full index's build takes instead of laying the
+        events out again (the rows are this table's own, shared, not copied). Once."""
         if self._handed:
             raise TraceQueryError("The track table's layout was handed over already.")
         self._handed = True
-        return self.depth, self.order.order()
+        return self.depth, self.order.by_start
 
     # -- facts -----------------------------------------------------------------------------
 
