@@ -3,6 +3,7 @@ selection, search, flows and the on-disk cache, on real profiles."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -412,3 +413,21 @@ def test_keys_made_a_block_at_a_time_are_the_same(stepscope_profile: Path,
             assert np.array_equal(blocks.arrays[key], array), key
         for key in ("ev_row", "lpos", "pos_of_row"):
             assert whole.arrays[key].dtype == np.int32, key
+
+
+def test_event_details_find_their_stats_in_any_order() -> None:
+    """An event's details list its stats alike whether the stat rows come by event (as a
+    decoded file's do: none are sorted) or shuffled (sorted once, by event)."""
+    table = next(iter(load(GPU_FIXTURE, use_cache=False).hosts.values()))
+    st = table.stats
+    assert len(st.event) > 1000 and bool(np.all(st.event[1:] >= st.event[:-1]))
+    shuffle = np.random.default_rng(2).permutation(len(st.event))
+    shuffled = dataclasses.replace(table, stats=dataclasses.replace(
+        st, event=st.event[shuffle], name=st.name[shuffle], kind=st.kind[shuffle],
+        value=st.value[shuffle]))
+    in_order, out_of_order = build(table), build(shuffled)
+    rows = np.unique(st.event)[::97].tolist()
+    assert len(rows) > 10
+    for row in rows:
+        details = in_order.event(row)
+        assert details["stats"] and details == out_of_order.event(row)

@@ -812,14 +812,15 @@ class TraceIndex:
         stats: dict[str, Any] = dict(t.typed_at(row))
         st = t.stats
         if self._stat_order is None:
+            # The stats by event: their own order where they come so (a decoded file's do;
+            # none made then), else sorted once.
             ev = np.asarray(st.event)
-            self._stat_order = (np.arange(len(ev), dtype=np.int64)
-                                if not len(ev) or bool(np.all(ev[1:] >= ev[:-1]))
+            self._stat_order = (_STATS_IN_ORDER if _ascending(ev)
                                 else np.argsort(ev, kind="stable"))
-        order = self._stat_order
+        order = None if self._stat_order is _STATS_IN_ORDER else self._stat_order
         lo = int(np.searchsorted(st.event, row, side="left", sorter=order))
         hi = int(np.searchsorted(st.event, row, side="right", sorter=order))
-        for i in order[lo:hi].tolist():
+        for i in (range(lo, hi) if order is None else order[lo:hi].tolist()):
             value = st.value_of(i)
             if isinstance(value, bytes):
                 value = value.hex()
@@ -1270,6 +1271,18 @@ def _by_row_given(table: EventTable, plan: TrackPlan, ev_rows: I64 | None,
     np.add(group, depth, out=group, casting="unsafe")
     perm = np.asarray(np.argsort(group, kind="stable"), np.int64)
     return perm, group[perm], rows
+
+
+_STATS_IN_ORDER = np.zeros(0, np.int64)  # ``TraceIndex._stat_order`` where no order is needed
+
+
+def _ascending(values: NDArray[Any]) -> bool:
+    """Whether ``values`` never fall, a block at a time (no column as long as them made)."""
+    for lo in range(0, max(len(values) - 1, 0), CHUNK):
+        part = values[lo:lo + CHUNK + 1]
+        if not bool(np.all(part[1:] >= part[:-1])):
+            return False
+    return True
 
 
 def _kept_as_is(array: NDArray[Any]) -> NDArray[Any]:
