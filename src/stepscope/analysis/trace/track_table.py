@@ -87,8 +87,9 @@ class TrackTable(TraceIndex):
         self.offsets: I64 = order.offsets
         native = compiled_layout()
         if native is not None and n < 1 << 31:
-            # One compiled pass: starts from the keys, durations through the rows, no column
-            # as long as the events made on the way (each costs its memory's first touch).
+            # One compiled pass: starts from the keys (or the table's own, through the rows),
+            # durations through the rows, no column as long as the events made on the way
+            # (each costs its memory's first touch).
             self.depth: NDArray[np.int32] = np.empty(n, np.int32)
             self.block_end: I64 = np.empty((n + BLOCK - 1) // BLOCK, np.int64)
             keys, origin = order.compiled_keys()
