@@ -761,3 +761,73 @@ def test_the_tables_runs_are_the_order_where_they_make_it(monkeypatch: pytest.Mo
     not_drawn = plan_tracks(table)
     not_drawn.included[5] = False
     assert track_order.line_pieces(table, not_drawn) is None
+
+
+@compiled_only("_trace_layout")
+def test_the_compiled_passes_read_rows_through_pieces_and_refuse_bad_ones() -> None:
+    """The compiled passes given the order's pieces read the table rows a column of them
+    gives (rows, latest ends, window cells, sums), and refuse pieces that do not rise, reach
+    outside the table, do not cover the positions, or come beside a column of rows."""
+    from stepscope.analysis.trace.trace_overview import SUM_BLOCK, TraceOverview
+
+    native = ti.compiled_layout()
+    assert native is not None
+    rng = np.random.default_rng(8)
+    n = 9_000
+    line = rng.choice([0, 1, 2, 5], n)
+    start = rng.integers(0, 900_000, n)
+    dur = (10 ** rng.uniform(0, 4, n)).astype(np.int64)
+    by = np.lexsort((-np.maximum(dur, 1), start, -line))  # runs in the lines' reverse order
+    table = synthetic_table(start[by], dur[by], line[by])
+    plan = plan_tracks(table)
+    order = TrackOrder.of(table, plan)
+    pieces = order.compiled_pieces()
+    assert pieces is not None and order.keys is None
+    rows = np.asarray(order.order(), np.int64)
+    starts, durations = np.asarray(table.start_ns, np.int64), np.asarray(table.duration_ns)
+
+    def table_rows(rows_: Any, pieces_: Any) -> tuple[np.ndarray, np.ndarray]:
+        depth = np.empty(n, np.int32)
+        block_end = np.empty(-(-n // 256), np.int64)
+        native.table_rows(starts, plan.bits, durations, rows_, order.offsets, depth, block_end,
+                          256, plan.origin, pieces_)
+        return depth, block_end
+
+    by_rows = table_rows(rows, None)
+    assert all(np.array_equal(a, b) for a, b in zip(table_rows(None, pieces), by_rows,
+                                                    strict=True))
+    events = TrackTable(table, plan, order)
+    ids = events._event_tracks(None)
+    a, b = order.offsets[ids], order.offsets[ids + 1]
+    track_rows = np.array([events.tracks[t].rows for t in ids.tolist()], np.int64)
+    inner = ti.window_bounds(0, events.span_ns, 40)[1:-1].copy()
+    before, before_off = np.array([3, 4000], np.int64), np.r_[0, 2, 2, 2, 2].astype(np.int64)
+
+    def cells(rows_: Any, pieces_: Any) -> tuple[bytes, bytes]:
+        return native.window_cells(starts, events.depth, rows_, durations, ids, a, b,
+                                   track_rows, before, before_off, inner, plan.bits, 40,
+                                   events.span_ns, plan.origin, pieces_)
+
+    assert cells(None, pieces) == cells(rows, None)
+    overview = TraceOverview(table, plan, order)
+    at = np.r_[0, 1, 17, n // 2, n - 1, n].astype(np.int64)
+    sums_pieces, sums_rows = np.empty(len(at), np.int64), np.empty(len(at), np.int64)
+    native.sums_before(durations, None, overview.block_cum, SUM_BLOCK, at, sums_pieces, pieces)
+    native.sums_before(durations, rows, overview.block_cum, SUM_BLOCK, at, sums_rows)
+    assert np.array_equal(sums_pieces, sums_rows)
+    pos, row = pieces
+    bad = [(pos[::-1].copy(), row), (pos, row + n), (pos[:-1], row[:-1]), (pos, -row - 1),
+           (pos + 1, row)]
+    for broken in bad:
+        with pytest.raises(ValueError):
+            table_rows(None, broken)
+        with pytest.raises(ValueError):
+            cells(None, broken)
+    with pytest.raises(ValueError):
+        table_rows(rows, pieces)
+    with pytest.raises(ValueError):
+        cells(rows, pieces)
+    with pytest.raises(TypeError):
+        table_rows(None, (pos,))
+    with pytest.raises(TypeError):
+        cells(None, (pos.astype(np.int32), row))

@@ -380,6 +380,83 @@ start_mode(PyObject *origin, int64_t *mask, int64_t *base)
     return 0;
 }
 
+/* Runs of table rows in (track, start) order ("pieces"): piece k holds positions pos[k] to
+ * pos[k + 1] (rising), table rows row[k] on. What stands for a column of every position's
+ * table row where a table's lines' runs make the order (analysis/trace/track_order.py). */
+typedef struct {
+    Column pos, row;
+    Py_ssize_t n;  /* pieces */
+    Py_ssize_t k;  /* the piece last looked in: positions are mostly asked in order */
+    int on;
+} PieceMap;
+
+static void
+release_pieces(PieceMap *m)
+{
+    if (m->pos.view.obj) PyBuffer_Release(&m->pos.view);
+    if (m->row.view.obj) PyBuffer_Release(&m->row.view);
+}
+
+/* `obj`: None (no pieces), or (pos, row) int64 columns, checked: positions rising from 0 to
+ * n_pos, one more than rows, each piece's rows within 0..n_rows. */
+static int
+get_pieces(PyObject *obj, PieceMap *m, Py_ssize_t n_pos, Py_ssize_t n_rows)
+{
+    memset(m, 0, sizeof(*m));
+    if (obj == Py_None) {
+        return 0;
+    }
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
+        PyErr_SetString(PyExc_TypeError, "pieces must be None or (positions, rows)");
+        return -1;
+    }
+    if (get_column(PyTuple_GET_ITEM(obj, 0), &m->pos, 0, "piece positions") < 0
+        || get_column(PyTuple_GET_ITEM(obj, 1), &m->row, 0, "piece rows") < 0) {
+        release_pieces(m);
+        return -1;
+    }
+    const int64_t *pos = m->pos.view.buf, *row = m->row.view.buf;
+    m->n = m->row.n;
+    int bad = m->pos.n != m->n + 1 || pos[0] != 0 || pos[m->n] != n_pos;
+    for (Py_ssize_t k = 0; !bad && k < m->n; k++) {
+        bad = pos[k + 1] <= pos[k] || row[k] < 0 || row[k] > n_rows - (pos[k + 1] - pos[k]);
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "pieces out of range");
+        release_pieces(m);
+        return -1;
+    }
+    m->on = 1;
+    return 0;
+}
+
+/* The table row of position p (0 <= p < the positions): in the piece last looked in, the
+ * next, or one found by halving. */
+static inline int64_t
+piece_row(PieceMap *m, Py_ssize_t p)
+{
+    const int64_t *pos = m->pos.view.buf, *row = m->row.view.buf;
+    Py_ssize_t k = m->k;
+    if (p < pos[k] || p >= pos[k + 1]) {
+        if (p >= pos[k + 1] && k + 2 <= m->n && p < pos[k + 2]) {
+            k++;
+        } else {
+            Py_ssize_t lo = 0, hi = m->n;
+            while (hi - lo > 1) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (pos[mid] <= p) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            k = lo;
+        }
+        m->k = k;
+    }
+    return row[k] + (p - pos[k]);
+}
+
 /* Each event's row and, per block of events, the latest end, for events given by (track,
  * start) as composite keys (track << bits | start) with their table rows: the durations are
  * read through the rows, the starts from the keys, so that no start or end column as long as
@@ -390,12 +467,14 @@ static PyObject *
 table_rows(PyObject *self, PyObject *args)
 {
     PyObject *key_o, *dur_o, *row_o, *off_o, *depth_o, *bend_o, *origin_o = Py_None;
+    PyObject *pieces_o = Py_None;
     int bits;
     Py_ssize_t block;
-    if (!PyArg_ParseTuple(args, "OiOOOOOn|O", &key_o, &bits, &dur_o, &row_o, &off_o, &depth_o,
-                          &bend_o, &block, &origin_o)) {
+    if (!PyArg_ParseTuple(args, "OiOOOOOn|OO", &key_o, &bits, &dur_o, &row_o, &off_o, &depth_o,
+                          &bend_o, &block, &origin_o, &pieces_o)) {
         return NULL;
     }
+    PieceMap pm = {0};
     int64_t mask = bits >= 1 && bits <= 62 ? ((int64_t)1 << bits) - 1 : 0, base = 0;
     if (start_mode(origin_o, &mask, &base) < 0) {
         return NULL;
@@ -415,6 +494,12 @@ table_rows(PyObject *self, PyObject *args)
         || key.n != (by_start ? dur.n : n) || tracks < 0
         || bend.n != (n + block - 1) / block || n >= ((Py_ssize_t)1 << 31)) {
         PyErr_SetString(PyExc_ValueError, "table_rows: columns of mismatched lengths");
+        goto done;
+    }
+    if ((!identity && pieces_o != Py_None) || get_pieces(pieces_o, &pm, n, dur.n) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "table_rows: rows or pieces, not both");
+        }
         goto done;
     }
     const int64_t *k = key.view.buf, *o = off.view.buf;
@@ -442,7 +527,8 @@ table_rows(PyObject *self, PyObject *args)
         int nested = 1;
         stack.n = 0;
         for (Py_ssize_t i = o[t]; i < o[t + 1]; i++) {
-            int64_t r = identity ? (int64_t)i : int_at(rw, row.view.itemsize, i);
+            int64_t r = !identity ? int_at(rw, row.view.itemsize, i)
+                : pm.on ? piece_row(&pm, i) : (int64_t)i;
             if (r < 0 || r >= m) {
                 status = 2;
                 break;
@@ -473,6 +559,7 @@ table_rows(PyObject *self, PyObject *args)
         result = Py_NewRef(Py_None);
     }
 done:
+    release_pieces(&pm);
     if (key.view.obj) PyBuffer_Release(&key.view);
     if (dur.view.obj) PyBuffer_Release(&dur.view);
     if (row.view.obj) PyBuffer_Release(&row.view);
@@ -547,16 +634,18 @@ done:
 
 /* The durations (as drawn: none negative) of the events before each of some positions in an
  * order, summed: the sum before its block (block_cum) plus its block's events before it, read
- * through the order (None: the durations' own order): the coarse overview's running sums, kept
- * only per block. */
+ * through the order (None: the durations' own order, or that of `pieces`): the coarse
+ * overview's running sums, kept only per block. */
 static PyObject *
 sums_before(PyObject *self, PyObject *args)
 {
-    PyObject *dur_o, *order_o, *cum_o, *pos_o, *out_o;
+    PyObject *dur_o, *order_o, *cum_o, *pos_o, *out_o, *pieces_o = Py_None;
     Py_ssize_t block;
-    if (!PyArg_ParseTuple(args, "OOOnOO", &dur_o, &order_o, &cum_o, &block, &pos_o, &out_o)) {
+    if (!PyArg_ParseTuple(args, "OOOnOO|O", &dur_o, &order_o, &cum_o, &block, &pos_o, &out_o,
+                          &pieces_o)) {
         return NULL;
     }
+    PieceMap pm = {0};
     Column dur = {0}, order = {0}, cum = {0}, pos = {0}, out = {0};
     PyObject *result = NULL;
     const int identity = order_o == Py_None;
@@ -567,6 +656,12 @@ sums_before(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t m = dur.n, n = identity ? m : order.n;
+    if ((!identity && pieces_o != Py_None) || get_pieces(pieces_o, &pm, m, m) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "sums_before: an order or pieces, not both");
+        }
+        goto done;
+    }
     if (block < 1 || out.n != pos.n || cum.n != (n + block - 1) / block + 1) {
         PyErr_SetString(PyExc_ValueError, "sums_before: columns of mismatched lengths");
         goto done;
@@ -585,7 +680,8 @@ sums_before(PyObject *self, PyObject *args)
         Py_ssize_t q = (Py_ssize_t)(at / block);
         int64_t sum = c[q];
         for (Py_ssize_t j = q * block; j < at; j++) {
-            int64_t row = identity ? (int64_t)j : int_at(order.view.buf, order.view.itemsize, j);
+            int64_t row = !identity ? int_at(order.view.buf, order.view.itemsize, j)
+                : pm.on ? piece_row(&pm, j) : (int64_t)j;
             if (row < 0 || row >= m) {
                 bad = 1;
                 break;
@@ -602,6 +698,7 @@ sums_before(PyObject *self, PyObject *args)
     }
     result = Py_NewRef(Py_None);
 done:
+    release_pieces(&pm);
     if (dur.view.obj) PyBuffer_Release(&dur.view);
     if (order.view.obj) PyBuffer_Release(&order.view);
     if (cum.view.obj) PyBuffer_Release(&cum.view);
@@ -1385,6 +1482,7 @@ typedef struct {
     uint64_t width;
     int64_t span;       /* < 0: nothing is a pixel wide */
     Grow wide;          /* positions of the events at least a pixel wide, in order */
+    PieceMap *pieces;   /* without a table row column: the rows of the pieces, else NULL */
 } Sums;
 
 enum { SEG_OK, SEG_BAD, SEG_OOM };
@@ -1405,7 +1503,8 @@ enum { SEG_OK, SEG_BAD, SEG_OOM };
          * make each event wait for the previous one's store). */                            \
         int64_t run_row = -1, run_cnt = 0, run_cov = 0;                                      \
         for (Py_ssize_t p = lo; p < hi; p++) {                                               \
-            uint64_t e = ev_row ? (uint64_t)(int64_t)ev_row[p] : (uint64_t)p;               \
+            uint64_t e = ev_row ? (uint64_t)(int64_t)ev_row[p]                               \
+                : s->pieces ? (uint64_t)piece_row(s->pieces, p) : (uint64_t)p;               \
             uint64_t r = (uint64_t)(int64_t)depth[p];                                        \
             if (e >= n_dur || r >= rows) {                                                   \
                 rc = SEG_BAD;                                                                \
@@ -1503,15 +1602,15 @@ edge_after(const int64_t *key, Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
 }
 
 /* As edge_after, the keys (the table's own starts, n_key of them) read through the positions'
- * table rows; -1 for a row outside the keys. */
+ * table rows (those of `pieces` where rows is NULL); -1 for a row outside the keys. */
 static Py_ssize_t
 edge_after_rows(const int64_t *key, Py_ssize_t n_key, const void *rows, Py_ssize_t rsize,
-                Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
+                PieceMap *pieces, Py_ssize_t lo, Py_ssize_t hi, int64_t needle)
 {
     enum { STRIDE = 128 };
     int64_t r;
     while (hi - lo > STRIDE) {
-        r = int_at(rows, rsize, lo + STRIDE - 1);
+        r = rows ? int_at(rows, rsize, lo + STRIDE - 1) : piece_row(pieces, lo + STRIDE - 1);
         if (r < 0 || r >= n_key) {
             return -1;
         }
@@ -1521,7 +1620,7 @@ edge_after_rows(const int64_t *key, Py_ssize_t n_key, const void *rows, Py_ssize
         lo += STRIDE;
     }
     while (lo < hi) {
-        r = int_at(rows, rsize, lo);
+        r = rows ? int_at(rows, rsize, lo) : piece_row(pieces, lo);
         if (r < 0 || r >= n_key) {
             return -1;
         }
@@ -1567,11 +1666,13 @@ window_cells(PyObject *self, PyObject *args)
     PyObject *o[WC_N];
     int bits;
     long long w_, span_;
-    PyObject *origin_o = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_, &origin_o)) {
+    PyObject *origin_o = Py_None, *pieces_o = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL|OO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_, &origin_o,
+                          &pieces_o)) {
         return NULL;
     }
+    PieceMap pm = {0};
     int64_t unused_mask = 0, origin = 0;
     const int by_start = origin_o != Py_None, identity = o[WC_EV_ROW] == Py_None;
     if (start_mode(origin_o, &unused_mask, &origin) < 0) {
@@ -1609,6 +1710,13 @@ window_cells(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "window_cells: columns of unexpected lengths");
         goto done;
     }
+    if ((!identity && pieces_o != Py_None)
+        || get_pieces(pieces_o, &pm, n, col[WC_DUR].n) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "window_cells: table rows or pieces, not both");
+        }
+        goto done;
+    }
     const int64_t *key = col[WC_KEY].view.buf;
     const void *dur = col[WC_DUR].view.buf;
     const void *depth = col[WC_DEPTH].view.buf, *ev_row = col[WC_EV_ROW].view.buf;
@@ -1644,6 +1752,7 @@ window_cells(PyObject *self, PyObject *args)
         goto done;
     }
     s.n_dur = col[WC_DUR].n;
+    s.pieces = pm.on ? &pm : NULL;
     s.dur_size = col[WC_DUR].view.itemsize;
     s.width = (uint64_t)w;
     s.span = (int64_t)span_;
@@ -1666,8 +1775,9 @@ window_cells(PyObject *self, PyObject *args)
         for (Py_ssize_t c = 0; c < w && rc == SEG_OK; c++) {
             const int64_t needle = (int64_t)(base + (uint64_t)inner[c]);
             Py_ssize_t end = c == w - 1 ? end_all
-                : by_start && !identity
-                ? edge_after_rows(key, col[WC_KEY].n, ev_row, esize, pos, end_all, needle)
+                : by_start && (!identity || pm.on)
+                ? edge_after_rows(key, col[WC_KEY].n, identity ? NULL : ev_row, esize, &pm,
+                                  pos, end_all, needle)
                 : edge_after(key, pos, end_all, needle);
             if (end < 0) {
                 rc = SEG_BAD;
@@ -1714,6 +1824,7 @@ window_cells(PyObject *self, PyObject *args)
                            out_cells.v ? (const char *)out_cells.v : "",
                            (Py_ssize_t)(out_cells.n * 8));
 done:
+    release_pieces(&pm);
     free(wide.v);
     free(cells.v);
     free(out_cells.v);

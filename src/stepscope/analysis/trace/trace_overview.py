@@ -102,7 +102,8 @@ class TraceOverview:
             native.sums_before(np.ascontiguousarray(order.durations),
                                None if by_start is None else np.ascontiguousarray(by_start),
                                self.block_cum, SUM_BLOCK,
-                               np.ascontiguousarray(pos).reshape(-1), sums.reshape(-1))
+                               np.ascontiguousarray(pos).reshape(-1), sums.reshape(-1),
+                               order.compiled_pieces())
             return sums
         block = pos // SUM_BLOCK
         out: I64 = self.block_cum[block]

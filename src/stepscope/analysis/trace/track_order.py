@@ -5,10 +5,9 @@ and what the full index's layout (``trace_index.build``) starts from.
 Most profiles hold that order in pieces already: a decoded file gives each line's events in
 time order, line after line, and a track is a line (or a few, one after another in time: a
 profile merged from consecutive captures). There the order is those runs of table rows put
-in track order (``line_pieces``): each event's start is the table's own, read through its
-table row, and nothing is kept but the pieces and, where they are not in table order
-already, the table rows in the order (4 bytes an event; none at all where they are, as in
-most single captures). Elsewhere it is sorted and kept as two columns: the positions among
+in track order (``line_pieces``): each event's table row is its piece's first plus its place
+in it, its start the table's own, and nothing is kept but the pieces (a few per line).
+Elsewhere it is sorted and kept as two columns: the positions among
 the drawn events (``by_start``) and the composite keys ``track << bits | start`` in that
 order (``sorted_by_track_and_start``), 12 to 16 bytes an event. Either way events of one
 track starting together come longer first, then in table order.
@@ -54,11 +53,14 @@ class Pieces:
     pos: I64
     row: I64
     first: I64
+    #: Whether the pieces are in table order (position p is table row p).
+    in_table: bool
 
-    @property
-    def in_table(self) -> bool:
-        """Whether the pieces are in table order (position p is table row p)."""
-        return bool(np.array_equal(self.row, self.pos[:-1]))
+    def rows_at(self, pos: NDArray[np.integer[Any]]) -> I64:
+        """The table rows of positions ``pos``."""
+        pos = np.asarray(pos, np.int64)
+        k = np.searchsorted(self.pos, pos, side="right") - 1
+        return np.asarray(self.row[k] + (pos - self.pos[k]), np.int64)
 
     def rows(self) -> Rows:
         """The table row of every position (int32 where they fit), a block at a time."""
@@ -85,14 +87,13 @@ class TrackOrder:
     def __init__(self, table: EventTable, plan: TrackPlan, by_start: Rows | None,
                  keys: I64 | None, durations: Durations, offsets: I64,
                  pieces: Pieces | None = None) -> None:
-        """Sorted: ``by_start`` and ``keys``; in pieces: ``pieces``, with ``by_start`` the
-        table rows in this order (None where that is the table's own). ``durations``: the
-        drawn events' (the table's own where every event is drawn); ``offsets``: per track,
-        where its events begin (and one more: the end)."""
+        """Sorted: ``by_start`` and ``keys``; in pieces: ``pieces`` (the others None).
+        ``durations``: the drawn events' (the table's own where every event is drawn);
+        ``offsets``: per track, where its events begin (and one more: the end)."""
         self.table = table
         self.origin, self.bits = plan.origin, plan.bits
         self.mask = np.int64((1 << plan.bits) - 1)
-        #: Per event in this order, its position among the drawn events (None: its own).
+        #: Sorted: per event in this order, its position among the drawn events.
         self.by_start = by_start
         #: Per event in this order, ``track << bits | start`` (None: in pieces).
         self.keys = keys
@@ -109,9 +110,8 @@ class TrackOrder:
         pieces = line_pieces(table, plan)
         if pieces is None:
             return cls.sorted(table, plan)
-        by_start = None if pieces.in_table else pieces.rows()
-        return cls(table, plan, by_start, None, table.duration_ns,
-                   pieces.pos[pieces.track_off], pieces)
+        return cls(table, plan, None, None, table.duration_ns, pieces.pos[pieces.track_off],
+                   pieces)
 
     @classmethod
     def sorted(cls, table: EventTable, plan: TrackPlan) -> TrackOrder:
@@ -125,42 +125,57 @@ class TrackOrder:
 
     @property
     def in_table(self) -> bool:
-        """Whether position p is table row p (no columns kept)."""
-        return self.by_start is None
+        """Whether position p is table row p (the pieces in table order)."""
+        return self.pieces is not None and self.pieces.in_table
 
     def order(self) -> Rows:
-        """The order as a column (``by_start``; made where the table's own: what the full
+        """The order as a column (``by_start``, or the table rows in it: what the full
         index's build takes)."""
         if self.by_start is not None:
             return self.by_start
+        if self.pieces is not None and not self.pieces.in_table:
+            return self.pieces.rows()
         return np.arange(self.n, dtype=np.int32 if self.n < 1 << 31 else np.int64)
+
+    def drawn(self, pos: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
+        """The positions among the drawn events (in pieces: the table rows) of the events at
+        positions ``pos``."""
+        if self.by_start is not None:
+            return np.take(self.by_start, pos)
+        if self.pieces is not None and not self.pieces.in_table:
+            return self.pieces.rows_at(pos)
+        return pos
 
     def starts(self, pos: NDArray[np.integer[Any]]) -> I64:
         """The starts (relative to the origin) of the events at positions ``pos``."""
         if self.keys is not None:
             return np.asarray(self.keys[pos] & self.mask, np.int64)
-        rows = pos if self.by_start is None else np.take(self.by_start, pos)
-        start = np.asarray(self.table.start_ns[rows], np.int64)
+        start = np.asarray(self.table.start_ns[self.drawn(pos)], np.int64)
         start -= np.int64(self.origin)
         return start
 
     def durations_at(self, pos: NDArray[np.integer[Any]]) -> I64:
         """The durations (as the table holds them) of the events at positions ``pos``."""
-        at = pos if self.by_start is None else np.take(self.by_start, pos)
-        return np.asarray(np.take(self.durations, at), np.int64)
+        return np.asarray(np.take(self.durations, self.drawn(pos)), np.int64)
 
     def durations_between(self, lo: int, hi: int) -> NDArray[Any]:
         """The durations of the events at positions ``lo`` to ``hi``, as the table holds them
         (a column of their own)."""
-        if self.by_start is None:
+        if self.by_start is None and self.in_table:
             return np.array(self.durations[lo:hi])
-        return np.take(self.durations, self.by_start[lo:hi])
+        return np.take(self.durations, self.drawn(np.arange(lo, hi, dtype=np.int64)))
 
     def positions(self, rows: I64) -> I64:
         """The positions of table rows, in pieces (every row one of a drawn event's)."""
         if self.pieces is None:
             raise ValueError("positions are found by key where the order is sorted")
-        return rows.copy() if self.by_start is None else self.pieces.positions(rows)
+        return rows.copy() if self.pieces.in_table else self.pieces.positions(rows)
+
+    def compiled_pieces(self) -> tuple[I64, I64] | None:
+        """The pieces as the compiled passes take them ((positions, rows)), where they stand
+        for a column of table rows (in pieces, not in table order); else None."""
+        p = self.pieces
+        return None if p is None or p.in_table else (p.pos, p.row)
 
     def search(self, tracks: I64, times: I64) -> I64:
         """Per track ``tracks[i]``, the first position among its events of one starting at or
@@ -253,7 +268,9 @@ def line_pieces(table: EventTable, plan: TrackPlan) -> Pieces | None:
         return None  # a track's runs overlap in time: merged by a sort
     pos = np.r_[0, np.cumsum((run_end - run_row)[by])].astype(np.int64)
     track_off = np.searchsorted(track, np.arange(len(plan.track_line) + 1, dtype=np.int64))
-    return Pieces(track_off.astype(np.int64), pos, run_row[by], first_start)
+    row = run_row[by]
+    return Pieces(track_off.astype(np.int64), pos, row, first_start,
+                  bool(np.array_equal(row, pos[:-1])))
 
 
 def _sorted(table: EventTable, plan: TrackPlan) -> tuple[Rows, I64, Durations]:

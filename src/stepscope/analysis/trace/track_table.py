@@ -78,9 +78,9 @@ class TrackTable(TraceIndex):
         #: The events by (track, start): per event in that order, its start and table row.
         self.order = order
         self._on_track_rows: Bools | None = None
-        # Per event in that order, its table row: none kept where that is its position (the
-        # table in this order: the usual case), the order itself where every event of the
-        # table is on a track, else a column of its own.
+        # Per event in that order, its table row: none kept in pieces (the usual case: found
+        # from its piece), the order itself where sorted and every event of the table is on
+        # a track, else a column of its own.
         by_start = order.by_start
         self._table_rows: Rows | None = None if by_start is None else by_start \
             if n == len(table) else np.flatnonzero(self._on_track)[by_start]
@@ -95,7 +95,8 @@ class TrackTable(TraceIndex):
             keys, origin = order.compiled_keys()
             native.table_rows(keys, self.bits, np.ascontiguousarray(table.duration_ns),
                               self._table_rows, self.offsets,
-                              self.depth, self.block_end, BLOCK, origin)
+                              self.depth, self.block_end, BLOCK, origin,
+                              order.compiled_pieces())
         else:
             self.depth, self.block_end = self._rows_of()
         self._handed = False
@@ -172,7 +173,7 @@ class TrackTable(TraceIndex):
         if self._handed:
             raise TraceQueryError("The track table's layout was handed over already.")
         self._handed = True
-        return self.depth, self.order.by_start
+        return self.depth, None if self.order.in_table else self.order.order()
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -181,7 +182,8 @@ class TrackTable(TraceIndex):
 
     def _rows(self, pos: NDArray[np.integer[Any]]) -> I64:
         """The table rows of the events at positions ``pos``."""
-        return np.asarray(pos if self._table_rows is None else self._table_rows[pos], np.int64)
+        rows = self.order.drawn(pos) if self._table_rows is None else self._table_rows[pos]
+        return np.asarray(rows, np.int64)
 
     def _start(self, pos: I64) -> I64:
         return self.order.starts(pos)
@@ -313,7 +315,7 @@ class TrackTable(TraceIndex):
             np.ascontiguousarray(before_all, np.int64), before_off,
             np.ascontiguousarray(inner, np.int64), self.bits, w,
             span if span < 1 << 63 else -1,  # a span past int64: no product reaches it
-            origin)
+            origin, self.order.compiled_pieces())
         pairs = np.frombuffer(wide, np.int64).reshape(-1, 2)
         agg = np.frombuffer(cells, np.int64).reshape(-1, 5)
         return pairs[:, 0], pairs[:, 1], [tuple(agg[:, k] for k in range(5))] if len(agg) \
@@ -385,8 +387,10 @@ class TrackTable(TraceIndex):
         codes = names_holding(self._lower_names, text)
         if not len(codes):
             return {"query": text, "total": 0, "matches": []}
-        names = self.table.name if self._table_rows is None else self.table.name[self._table_rows]
-        hit = np.flatnonzero(np.isin(names, codes))
+        if self._table_rows is None:  # in pieces: the rows found, then their positions
+            hit = np.sort(self.order.positions(np.flatnonzero(np.isin(self.table.name, codes))))
+        else:
+            hit = np.flatnonzero(np.isin(self.table.name[self._table_rows], codes))
         starts = self._start(hit)
         track, depth = self._track_of(hit), self.depth[hit].astype(np.int64)
         order = np.lexsort((depth, track, starts))[:MAX_MATCHES]
