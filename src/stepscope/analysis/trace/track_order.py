@@ -62,6 +62,18 @@ class Pieces:
         k = np.searchsorted(self.pos, pos, side="right") - 1
         return np.asarray(self.row[k] + (pos - self.pos[k]), np.int64)
 
+    def spans(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The runs of table rows (first, end) holding positions ``lo`` to ``hi``, in order."""
+        out = []
+        k = int(np.searchsorted(self.pos, lo, side="right")) - 1
+        while lo < hi:
+            take = min(hi, int(self.pos[k + 1])) - lo
+            first = int(self.row[k]) + lo - int(self.pos[k])
+            out.append((first, first + take))
+            lo += take
+            k += 1
+        return out
+
     def rows(self) -> Rows:
         """The table row of every position (int32 where they fit), a block at a time."""
         n = int(self.pos[-1])
@@ -161,9 +173,12 @@ class TrackOrder:
     def durations_between(self, lo: int, hi: int) -> NDArray[Any]:
         """The durations of the events at positions ``lo`` to ``hi``, as the table holds them
         (a column of their own)."""
-        if self.by_start is None and self.in_table:
-            return np.array(self.durations[lo:hi])
-        return np.take(self.durations, self.drawn(np.arange(lo, hi, dtype=np.int64)))
+        if self.by_start is not None:
+            return np.take(self.durations, self.by_start[lo:hi])
+        if self.pieces is not None and not self.pieces.in_table:
+            return np.concatenate([self.durations[a:b] for a, b in self.pieces.spans(lo, hi)]
+                                  or [self.durations[:0]])
+        return np.array(self.durations[lo:hi])
 
     def positions(self, rows: I64) -> I64:
         """The positions of table rows, in pieces (every row one of a drawn event's)."""
