@@ -13,9 +13,8 @@ full index's, byte for byte (same events, rows, aggregates, counters, flows); wh
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
 over them (the full index, built next, answers those in constant time per pixel column).
 Memory: the rows (4 bytes an event), and the order's (shared with the overview): nothing
-more where the table's runs of rows are in that order already, the table rows in it where
-they are not (4 bytes), the keys and table rows where it is sorted (12 to 16 bytes); no
-Python objects.
+more where the table's runs of rows make it (``track_order``: the usual case), the keys and
+table rows where it is sorted (12 to 16 bytes); no Python objects.
 """
 
 from __future__ import annotations
