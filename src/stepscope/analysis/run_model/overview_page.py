@@ -441,6 +441,10 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
     return out
 
 
+# Events the partition takes at a time (its columns: some 30 B an event of the chunk).
+_PARTITION_CHUNK = 1 << 18
+
+
 def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
               order: tuple[str, ...] = CATEGORIES[:-1], ends: I64 | None = None) -> I64:
     """Per step, the time given to each category of ``order`` (ns), first come first served,
@@ -456,28 +460,34 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
     seg_start = seg_end = np.zeros(0, dtype=np.int64)
     done = np.zeros(n_steps, dtype=np.int64)
     for k, cat in enumerate(order):
-        rows = np.flatnonzero(masks[cat])
-        in_step = steps.event_step[rows]
-        keep = in_step >= 0
-        rows, step = rows[keep], in_step[keep]  # int32 steps: merged takes any integers
-        del keep, in_step
-        if len(rows) == 0:
-            continue
-        lo = table.start_ns[rows]
-        # int64 ends (the durations may be int32: not added to in place)
-        hi = ends[rows] if ends is not None else lo + table.duration_ns[rows]
-        del rows
-        np.maximum(lo, steps.start_ns[step], out=lo)
-        np.minimum(hi, steps.end_ns[step], out=hi)
-        # The category's own union first (nested events collapse to their outermost), then
-        # its union with the earlier categories': the same time, with a fraction of the rows
-        # held at once.
-        own = intervals.merged(step, lo, hi)
-        del step, lo, hi
-        seg_group, seg_start, seg_end = intervals.merged(
-            np.concatenate([seg_group, own[0]]), np.concatenate([seg_start, own[1]]),
-            np.concatenate([seg_end, own[2]]))
-        del own
+        # The category's events a chunk at a time, each chunk's union added to the union so
+        # far: the same union, with a chunk's columns held at once rather than columns of
+        # every event of the category (tens of MB over millions of events).
+        mask = masks[cat]
+        for at in range(0, len(mask), _PARTITION_CHUNK):
+            rows = np.flatnonzero(mask[at:at + _PARTITION_CHUNK])
+            rows += at
+            in_step = steps.event_step[rows]
+            keep = in_step >= 0
+            rows, step = rows[keep], in_step[keep]  # int32 steps: merged takes any integers
+            del keep, in_step
+            if len(rows) == 0:
+                continue
+            lo = table.start_ns[rows]
+            # int64 ends (the durations may be int32: not added to in place)
+            hi = ends[rows] if ends is not None else lo + table.duration_ns[rows]
+            del rows
+            np.maximum(lo, steps.start_ns[step], out=lo)
+            np.minimum(hi, steps.end_ns[step], out=hi)
+            # The chunk's own union first (nested events collapse to their outermost), then
+            # its union with what is there so far: the same time, fewer rows held at once.
+            own = intervals.merged(step, lo, hi)
+            del step, lo, hi
+            seg_group, seg_start, seg_end = intervals.merged(
+                np.concatenate([seg_group, own[0]]), np.concatenate([seg_start, own[1]]),
+                np.concatenate([seg_end, own[2]]))
+            del own
+        del mask
         union = np.zeros(n_steps, dtype=np.int64)
         np.add.at(union, seg_group, seg_end - seg_start)
         out[:, k] = union - done
