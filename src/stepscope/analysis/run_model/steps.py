@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.model import schema
-from stepscope.model.events import MISSING, EventTable, is_in, typed_equals, typed_rows
+from stepscope.model.events import EventTable, is_in, typed_equals, typed_rows
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -235,20 +235,25 @@ def assign(table: EventTable, steps: Steps) -> StepCodes:
     device = on_device(table)
     if not device.any():
         return out
-    # Device events follow their launch: the host event with the same correlation id.
-    corr = table.typed[schema.CORRELATION_ID]
-    launches = np.flatnonzero(~device & (corr != MISSING) & (out >= 0))
-    kernels = np.flatnonzero(device & (corr != MISSING))
+    # Device events follow their launch: the host event with the same correlation id. (From
+    # the stat's sparse rows, ascending: a dense int64 column of every event is not made.)
+    rows, corr = typed_rows(table, schema.CORRELATION_ID)
+    on_dev = device[rows]
+    launch = ~on_dev & (out[rows] >= 0)
+    launches, launch_corr = rows[launch], corr[launch]
+    kernels, kernel_corr = rows[on_dev], corr[on_dev]
+    del rows, corr, on_dev, launch
     if len(launches) and len(kernels):
-        order = np.argsort(corr[launches], kind="stable")
-        keys, owners = corr[launches][order], out[launches][order]
-        pos = np.clip(np.searchsorted(keys, corr[kernels]), 0, len(keys) - 1)
-        found = keys[pos] == corr[kernels]
+        order = np.argsort(launch_corr, kind="stable")
+        keys, owners = launch_corr[order], out[launches][order]
+        pos = np.clip(np.searchsorted(keys, kernel_corr), 0, len(keys) - 1)
+        found = keys[pos] == kernel_corr
         out[kernels[found]] = owners[pos[found]]
     return out
 
 
-_CHUNK = 1 << 20  # events a time in _by_time: its int64 temporaries stay a few MB
+_CHUNK = 1 << 16  # events a time in _by_time: its int64 temporaries (some 40 B an event of
+# the chunk) stay a few MB
 
 
 def _by_time(start: I64, steps: Steps) -> StepCodes:
