@@ -93,7 +93,9 @@ class Answers:
 
 
 def print_json(result: ToolResult) -> None:
-    print(result.to_json(indent=2))
+    """Print ``result``'s JSON (indented), written as it is made: not held whole."""
+    result.write_json(sys.stdout, indent=2)
+    print()
 
 
 def emit(args: argparse.Namespace, result: ToolResult, what: str,

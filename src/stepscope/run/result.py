@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from stepscope.errors import StepscopeError
 
 Columns = dict[str, list[Any]]
+
+_WRITE_BLOCK = 1 << 16  # characters ``write_json`` gathers before each write
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,21 @@ class ToolResult:
     def to_json(self, indent: int | None = None) -> str:
         """The JSON text of ``to_dict()``."""
         return json.dumps(self.data, indent=indent, allow_nan=False, ensure_ascii=False)
+
+    def write_json(self, out: TextIO, indent: int | None = None) -> None:
+        """Write ``to_json(indent)`` to ``out`` as it is made, a block at a time: the whole
+        text is not held, nor the list of its pieces that ``json.dumps`` joins (a small
+        string each: some 30 times the text, tens of MB for a long run's per-step rows)."""
+        encoder = json.JSONEncoder(indent=indent, allow_nan=False, ensure_ascii=False)
+        block: list[str] = []
+        size = 0
+        for piece in encoder.iterencode(self.data):
+            block.append(piece)
+            size += len(piece)
+            if size >= _WRITE_BLOCK:
+                out.write("".join(block))
+                block, size = [], 0
+        out.write("".join(block))
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
