@@ -345,6 +345,11 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
     on_device = device_plane[table.plane] if len(table.planes) else np.zeros(n, bool)
     quiet = np.array([p.name in (schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE, "/host:metadata")
                       for p in table.planes], dtype=bool)
+    if not in_step.any():
+        # No event lies in a step (a profile without steps): every category below is empty
+        # but the device's events, whatever the events are. Their columns (a dozen bytes an
+        # event, the peak of a stepless profile's model) are not made.
+        return _stepless_masks(on_device)
     on_host = ~on_device & ~(quiet[table.plane] if len(table.planes) else np.zeros(n, bool))
 
     # The step's own threads: its marker lines, and lines of other host planes (the Python
@@ -443,6 +448,22 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
 
 # Events the partition takes at a time (its columns: some 30 B an event of the chunk).
 _PARTITION_CHUNK = 1 << 18
+
+
+# The categories ``_category_masks`` keeps, in the order it adds them.
+_MASKS = ("device_compute", "device_collectives", "device_to_device", "input", INPUT_TRANSFER,
+          "output", "compilation", "kernel_launch", "host_compute", "device_work",
+          "device_copies", "device_events")
+
+
+def _stepless_masks(on_device: BoolArray) -> CategoryMasks:
+    """``_category_masks`` where no event is in a step: only the device's events are set."""
+    out = CategoryMasks(len(on_device))
+    none = np.zeros(len(on_device), dtype=bool)
+    for name in _MASKS[:-1]:
+        out.add(name, none)
+    out.add(_MASKS[-1], on_device)
+    return out
 
 
 def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
