@@ -350,7 +350,6 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         # but the device's events, whatever the events are. Their columns (a dozen bytes an
         # event, the peak of a stepless profile's model) are not made.
         return _stepless_masks(on_device)
-    on_host = ~on_device & ~(quiet[table.plane] if len(table.planes) else np.zeros(n, bool))
 
     # The step's own threads: its marker lines, and lines of other host planes (the Python
     # tracer's) that stand for the same threads.
@@ -358,6 +357,21 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
     host_line = ~device_plane[table.line_plane] if len(table.line_plane) else np.zeros(0, bool)
     step_lines = np.isin(table.line_id, step_line_ids) & host_line
     on_step_thread = step_lines[table.line] if len(step_lines) else np.zeros(n, bool)
+
+    grouped: BoolArray | None = None
+    if has_links(table):
+        # TensorFlow/JAX: the step's host events are those grouped into it (and into the
+        # step their start falls in), less what XProf does not count as work. Found first,
+        # while few columns are held: the grouping's own peak was the model's, on top of
+        # the columns below.
+        # As narrow as the steps' column (int16 where the steps allow).
+        seed = cast(StepCodes, np.where(on_step_thread, steps.event_step, -1).astype(
+            steps.event_step.dtype, copy=False))
+        group = grouped_step(table, seed)  # fills ``seed`` in: one column, not two
+        del seed
+        grouped = (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
+        del group
+    on_host = ~on_device & ~(quiet[table.plane] if len(table.planes) else np.zeros(n, bool))
 
     # Device events: kernels and copies on stream lines, not TensorFlow/XLA's derived lines.
     line_names = np.array(table.line_name, dtype=object)
@@ -398,18 +412,10 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
             marker |= (table.name == code) & on_step_thread
     host = on_host & in_step & ~marker
     del marker
-    linked = has_links(table)
-    if linked:
+    if grouped is not None:
         del on_host  # (the host's ops count only without links: not held through these)
-        # TensorFlow/JAX: the step's host events are those grouped into it (and into the
-        # step their start falls in), less what XProf does not count as work.
-        # As narrow as the steps' column (int16 where the steps allow).
-        seed = cast(StepCodes, np.where(on_step_thread, steps.event_step, -1).astype(
-            steps.event_step.dtype, copy=False))
-        group = grouped_step(table, seed)  # fills ``seed`` in: one column, not two
-        del seed
-        host &= (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
-        del group
+        host &= grouped
+        del grouped
         step_work = host
         input_wait = host & _name_mask(table, XPROF_INPUT_WAIT)
     else:
