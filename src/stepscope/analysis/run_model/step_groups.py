@@ -21,16 +21,19 @@ traces) have ``has_links`` false and callers keep their time-based grouping.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.steps import StepCodes
-from stepscope.model.events import EventTable, codes_of
+from stepscope.model.events import EventTable, codes_of, rows_where
+from stepscope.model.stat_kinds import KIND_INT64, KIND_UINT64
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
+Keys = tuple[I32, NDArray[np.signedinteger[Any]], I64]  # links: (event rows, type, id)
 
 PRODUCER_TYPE, PRODUCER_ID = "_pt", "_p"
 CONSUMER_TYPE, CONSUMER_ID = "_ct", "_c"
@@ -49,10 +52,37 @@ def has_links(table: EventTable) -> bool:
     return all(s in names for s in (PRODUCER_TYPE, PRODUCER_ID, CONSUMER_TYPE, CONSUMER_ID))
 
 
-def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I64]:
-    """Events carrying both stats: (rows, context type, context id)."""
-    t_rows, t_val = table.int_stat(type_stat)
-    i_rows, i_val = table.int_stat(id_stat)
+def _int_stat(table: EventTable, stat: str) -> tuple[I32, I64]:
+    """``table.int_stat(stat)`` with the event rows as the stat table keeps them (int32),
+    not widened to int64: a link's rows are held through the grouping."""
+    st = table.stats
+    try:
+        code = st.stat_names.index(stat)
+    except ValueError:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    rows = rows_where(st.name == code)
+    kind = st.kind[rows]  # only the stat's own rows: far fewer than every stat's
+    rows = rows[(kind == KIND_INT64) | (kind == KIND_UINT64)]
+    return np.asarray(st.event[rows], np.int32), np.asarray(st.value[rows], np.int64)
+
+
+def _narrow(values: I64) -> I32 | I64:
+    """``values`` as int32 where every one fits (a context's type: a few small numbers)."""
+    if len(values) and int(values.min()) >= _INT32.min and int(values.max()) <= _INT32.max:
+        return values.astype(np.int32)
+    return values
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+def _keys(table: EventTable, type_stat: str, id_stat: str) -> Keys:
+    """Events carrying both stats: (rows, context type, context id); the rows int32, the
+    types too where they fit (codes are made of them, whatever their width)."""
+    t_rows, wide = _int_stat(table, type_stat)
+    t_val = _narrow(wide)
+    del wide
+    i_rows, i_val = _int_stat(table, id_stat)
     # Joined by a search over the type stat's rows (the last one where an event has two),
     # not through a column of every event (8 B an event). The stat table lists stats by event,
     # so the rows come ascending: sorted only where they do not.
@@ -66,21 +96,22 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> tuple[I64, I64, I6
     return i_rows[both], t_val[at[both]], i_val[both]
 
 
-def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, I64, I64]]:
+def _executor_keys(table: EventTable) -> tuple[Keys, Keys]:
     """Executor → ``IteratorGetNext`` links as (rows, type, id) of producers and consumers."""
-    none = np.zeros(0, np.int64)
+    # (int32 rows and types, as ``_keys`` gives them: joined with those, nothing is widened)
+    none = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
     parent = table.name_code(EXECUTOR)
     children = [c for c in (table.name_code(n) for n in GET_NEXT_OPS) if c is not None]
     if parent is None or not children or STEP_ID not in table.stats.stat_names \
             or ITER_NUM not in table.stats.stat_names:
-        return (none, none, none), (none, none, none)
+        return none, none
     rows, step_id, iter_num = _keys(table, ITER_NUM, STEP_ID)
     is_parent = table.name[rows] == parent
     is_child = np.isin(table.name[rows], children)
     keep = is_parent | is_child
     rows, step_id, iter_num, is_parent = rows[keep], step_id[keep], iter_num[keep], is_parent[keep]
     if len(rows) == 0:
-        return (none, none, none), (none, none, none)
+        return none, none
     # One key per (step id, iteration) pair (only equal pairs' keys need be equal): sorted
     # distinct values and searches, not a sort of rows of two (a fifth of a second here).
     key = codes_of(step_id)[1]
@@ -89,7 +120,7 @@ def _executor_keys(table: EventTable) -> tuple[tuple[I64, I64, I64], tuple[I64, 
     key += iteration
     del iteration
     key = codes_of(key)[1]
-    kind = np.full(len(rows), _EXECUTOR_LINK, dtype=np.int64)
+    kind = np.full(len(rows), _EXECUTOR_LINK, dtype=np.int32)
     return ((rows[is_parent], kind[is_parent], key[is_parent]),
             (rows[~is_parent], kind[~is_parent], key[~is_parent]))
 
@@ -116,12 +147,12 @@ def _spans(table: EventTable, order: I64 | None, line_start: I64, roots: I64
     under it on its own line. ``order``: that order, None where the table's rows are in it."""
     line = table.line[roots].astype(np.int64)
     starts = table.start_ns if order is None else table.start_ns[order]
-    lo_line, hi_line = line_start[line], line_start[line + 1]
+    lo_line = line_start[line]
     # Within the line's stretch of ``order`` (sorted by start), the events starting inside
     # the root's span; events on one thread nest, so those are its descendants.
-    lo = lo_line + _search(starts, lo_line, hi_line, table.start_ns[roots], "left")
+    lo = lo_line + _search(starts, line_start, line, table.start_ns[roots], "left")
     end = table.start_ns[roots] + table.duration_ns[roots]  # the roots' only: no column
-    hi = lo_line + _search(starts, lo_line, hi_line, end, "left")
+    hi = lo_line + _search(starts, line_start, line, end, "left")
     return lo, np.maximum(hi, lo)
 
 
@@ -147,12 +178,16 @@ def _descendants(order: I64 | None, lo: I64, hi: I64) -> Iterator[tuple[I64, I64
         at = stop
 
 
-def _search(starts: I64, lo: I64, hi: I64, value: I64, side: str) -> I64:
-    """searchsorted of each ``value`` within its own slice ``starts[lo:hi]`` (offset from lo)."""
+def _search(starts: I64, line_start: I64, line: I64, value: I64, side: str) -> I64:
+    """searchsorted of each ``value`` within its line's slice of ``starts`` (``line_start``
+    bounds each line's; the answer is offset from the slice's start). A search a line, the
+    lines found by np.unique: not a set of Python (lo, hi) pairs made from a list of every
+    value's bounds (tens of MB over hundreds of thousands of roots)."""
     out = np.empty(len(value), dtype=np.int64)
-    for line_lo, line_hi in set(zip(lo.tolist(), hi.tolist(), strict=True)):
-        pick = (lo == line_lo) & (hi == line_hi)
-        out[pick] = np.searchsorted(starts[line_lo:line_hi], value[pick],
+    for ln in np.unique(line).tolist():
+        pick = line == ln
+        lo, hi = int(line_start[ln]), int(line_start[ln + 1])
+        out[pick] = np.searchsorted(starts[lo:hi], value[pick],
                                     side="left" if side == "left" else "right")
     return out
 
