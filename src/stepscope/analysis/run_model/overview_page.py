@@ -75,7 +75,7 @@ from stepscope.analysis.run_model.steps_found import steps_found_sentence
 from stepscope.analysis.step_categories import CATEGORIES as CATEGORIES
 from stepscope.analysis.step_categories import CATEGORY_LABELS as CATEGORY_LABELS
 from stepscope.model import schema
-from stepscope.model.events import EventTable, is_in, typed_equals
+from stepscope.model.events import EventTable, is_in, rows_where, typed_equals
 from stepscope.model.run_tables import RunTables
 
 I64 = NDArray[np.int64]
@@ -548,10 +548,18 @@ def instant_ends(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray]
     zero = np.flatnonzero((kind >= 0) & (table.duration_ns == 0))
     if len(zero) == 0:
         return None
-    end = table.start_ns + table.duration_ns
-    rows = np.flatnonzero(kind >= 0)
+    # The events of each step together (int32 rows where they fit, the sort's int64 order
+    # let go at once: over millions of events each column is tens of MB).
+    rows = rows_where(kind >= 0)
     rows = rows[np.argsort(steps.event_step[rows], kind="stable")]
-    bounds = np.searchsorted(steps.event_step[rows], np.arange(n_steps + 1))
+    their_step = steps.event_step[rows]
+    step_bounds = np.arange(n_steps + 1)
+    if n_steps <= np.iinfo(their_step.dtype).max:
+        # As narrow as the steps' column: int64 values would cast an int64 copy of it.
+        step_bounds = step_bounds.astype(their_step.dtype)
+    bounds = np.searchsorted(their_step, step_bounds)
+    del their_step, step_bounds
+    end = table.start_ns + table.duration_ns  # (after the sort: its peak not on top of this)
     zero = zero[np.lexsort((table.start_ns[zero], kind[zero], steps.event_step[zero]))]
     z_step, z_kind = steps.event_step[zero].astype(np.int64), kind[zero]
     first = np.flatnonzero(np.concatenate([[True], (z_step[1:] != z_step[:-1])

@@ -230,9 +230,14 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
     # starts in that order (8 bytes an event each) are made.
     order = None if _in_line_start_order(table) else \
         np.asarray(np.lexsort((table.start_ns, table.line)), np.int64)
-    line_start = np.searchsorted(table.line if order is None else table.line[order],
-                                 np.arange(len(table.line_name) + 1))
-    line_start = line_start.astype(np.int64)
+    lines = table.line if order is None else table.line[order]
+    bounds = np.arange(len(table.line_name) + 1)
+    if bounds[-1] <= np.iinfo(lines.dtype).max:
+        # As narrow as the lines: a search of int64 values would cast an int64 copy of them
+        # (8 B an event).
+        bounds = bounds.astype(lines.dtype)
+    line_start = np.searchsorted(lines, bounds).astype(np.int64)
+    del lines, bounds
     for _ in range(_MAX_ROUNDS):
         linked = out[p_rows] >= 0
         if not linked.any():
