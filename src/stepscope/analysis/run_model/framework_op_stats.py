@@ -643,8 +643,9 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     line = table.line[rows]  # int32: the interval functions take any integers
     self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)
-    # As intp once: each bincount below would otherwise cast an int32 copy of its own.
-    code = events.op[rows].astype(np.intp)
+    # As narrow as the classification's column (held through what follows): the bincounts
+    # below cast a chunk of it at a time, or once (the counts) before the later peaks.
+    code = events.op[rows]
     count = np.bincount(code, minlength=n_ops)
     if events.hlo_group is not None and events.starts is not None:
         # XLA device ops as XProf counts them: a kernel's self time is its time, and an op
@@ -661,8 +662,9 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         has_group = np.zeros(n_ops, dtype=bool)
         has_group[group_op[group_op >= 0]] = True
         count = np.where(has_group, most, count)
-    total = _summed(code, n_ops, lambda a, b: end[a:b] - start[a:b])
-    own = _summed(code, n_ops, lambda a, b: self_ns[a:b])
+    # (The columns bound as defaults, not closed over: they are let go below.)
+    total = _summed(code, n_ops, lambda a, b, s=start, e=end: e[a:b] - s[a:b])
+    own = _summed(code, n_ops, lambda a, b, w=self_ns: w[a:b])
     idle: list[OpRow] = []
     if include_idle and events.xprof_idle:
         idle = _xprof_idle_rows(table, rows, start, end, self_ns, events, unit)
@@ -673,7 +675,10 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
                  int(total[i]), int(own[i])) for i in range(n_ops) if count[i]]
     if include_idle:
         out.extend(idle or _idle_rows(table, rows, line, start, end, events))
-    return OpStats(ranked(out), kernel_rows(table, events), include_idle)
+    # The ops' columns let go before the kernels' rows are made: their peaks do not add up.
+    del rows, start, end, line, self_ns, code
+    ops = ranked(out)
+    return OpStats(ops, kernel_rows(table, events), include_idle)
 
 
 def _idle_rows(table: EventTable, rows: NDArray[np.integer[Any]],
@@ -748,7 +753,8 @@ def _xprof_idle_rows(table: EventTable, rows: NDArray[np.integer[Any]], start: I
     return out
 
 
-_SUM_CHUNK = 1 << 20  # rows a time in _summed and _span_less_work: temporaries of ~8 MB
+_SUM_CHUNK = 1 << 18  # rows a time in _summed and _span_less_work: temporaries of ~2 MB (their
+# int64 index and float64 weights: 16 B a row of the chunk)
 
 
 def _summed(code: NDArray[np.integer[Any]], size: int, weights: Any) -> I64:
