@@ -340,16 +340,13 @@ def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
 def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> CategoryMasks:
     """Per category: which events count towards it (before the priority partition)."""
     n = len(table)
-    in_step = steps.event_step >= 0
     device_plane = device_planes(table)
-    on_device = device_plane[table.plane] if len(table.planes) else np.zeros(n, bool)
-    quiet = np.array([p.name in (schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE, "/host:metadata")
-                      for p in table.planes], dtype=bool)
-    if not in_step.any():
+    if not (steps.event_step >= 0).any():
         # No event lies in a step (a profile without steps): every category below is empty
         # but the device's events, whatever the events are. Their columns (a dozen bytes an
         # event, the peak of a stepless profile's model) are not made.
-        return _stepless_masks(on_device)
+        return _stepless_masks(device_plane[table.plane] if len(table.planes)
+                               else np.zeros(n, bool))
 
     # The step's own threads: its marker lines, and lines of other host planes (the Python
     # tracer's) that stand for the same threads.
@@ -371,6 +368,11 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         del seed
         grouped = (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
         del group
+    # (Made after the grouping: not held through its peak.)
+    in_step = steps.event_step >= 0
+    on_device = device_plane[table.plane] if len(table.planes) else np.zeros(n, bool)
+    quiet = np.array([p.name in (schema.COUNTERS_PLANE, schema.TASK_ENV_PLANE, "/host:metadata")
+                      for p in table.planes], dtype=bool)
     on_host = ~on_device & ~(quiet[table.plane] if len(table.planes) else np.zeros(n, bool))
 
     # Device events: kernels and copies on stream lines, not TensorFlow/XLA's derived lines.
