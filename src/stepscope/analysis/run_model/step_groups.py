@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.run_model.steps import StepCodes
-from stepscope.model.events import EventTable, codes_of, rows_where
+from stepscope.model.events import EventTable, codes_of, distinct, rows_where
 from stepscope.model.stat_kinds import KIND_INT64, KIND_UINT64
 
 I32 = NDArray[np.int32]
@@ -125,6 +125,18 @@ def _executor_keys(table: EventTable) -> tuple[Keys, Keys]:
             (rows[~is_parent], kind[~is_parent], key[~is_parent]))
 
 
+_INDEX_CHUNK = 1 << 18  # values _index_in searches at a time (its int64 answers: 2 MB)
+
+
+def _index_in(values: NDArray[np.integer[Any]], found: NDArray[np.integer[Any]]) -> I32:
+    """Each value's index among ``found`` (the distinct values, ascending: ``codes_of``'s
+    codes) as int32, searched a chunk at a time: not int64 indices of every value."""
+    out = np.empty(len(values), dtype=np.int32)
+    for at in range(0, len(values), _INDEX_CHUNK):
+        out[at:at + _INDEX_CHUNK] = np.searchsorted(found, values[at:at + _INDEX_CHUNK])
+    return out
+
+
 _ORDER_CHUNK = 1 << 20  # events a time in _in_line_start_order: its flags stay ~1 MB
 
 
@@ -214,16 +226,19 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
     # once, most of the grouping's peak.
     ids = np.concatenate([p_id, c_id])
     del p_id, c_id
-    code = codes_of(ids)[1]
+    code: NDArray[np.signedinteger[Any]] = _index_in(ids, distinct(ids))
     del ids
     kinds = np.concatenate([p_type, c_type])
     del p_type, c_type
-    distinct_kinds, kind_code = codes_of(kinds)
+    distinct_kinds = distinct(kinds)
+    kind_code = _index_in(kinds, distinct_kinds)
     del kinds
-    code *= np.int64(len(distinct_kinds))
+    if (int(code.max()) + 1) * len(distinct_kinds) > _INT32.max:
+        code = code.astype(np.int64)  # the pairs' keys past int32
+    code *= len(distinct_kinds)
     code += kind_code
     del kind_code
-    code = codes_of(code)[1]
+    code = _index_in(code, distinct(code))
     p_code, c_code = code[:len(p_rows)], code[len(p_rows):]
     # The events by (line, start): None where the table holds them so already (a decoded
     # file's lines in order, each one's events in time order), and then no order and no
