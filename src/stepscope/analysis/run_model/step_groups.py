@@ -93,7 +93,22 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> Keys:
     at = np.searchsorted(t_rows, i_rows, side="right") - 1
     both = at >= 0
     both[both] = t_rows[at[both]] == i_rows[both]
+    if both.all():  # (the usual case: every event with one has both) no copies of the rows
+        return i_rows, t_val[at], i_val
     return i_rows[both], t_val[at[both]], i_val[both]
+
+
+def _joined(first: Keys, second: Keys) -> Keys:
+    """The links of ``first`` then ``second``, column by column, each column of ``first`` let
+    go once joined (not all held beside their copies); ``first`` as it is where ``second``
+    is empty."""
+    if not len(second[0]):
+        return first
+    columns: list[Any] = list(first)
+    del first
+    for i, more in enumerate(second):
+        columns[i] = np.concatenate([columns[i], more])
+    return columns[0], columns[1], columns[2]
 
 
 def _executor_keys(table: EventTable) -> tuple[Keys, Keys]:
@@ -153,8 +168,8 @@ def _in_line_start_order(table: EventTable) -> bool:
 _DESCENDANTS_CHUNK = 1 << 20  # descendants made at a time (each one's root and row: 16 B)
 
 
-def _spans(table: EventTable, order: I64 | None, line_start: I64, roots: I64
-           ) -> tuple[I64, I64]:
+def _spans(table: EventTable, order: I64 | None, line_start: I64,
+           roots: NDArray[np.integer[Any]]) -> tuple[I64, I64]:
     """Per root, the stretch [lo, hi) of the (line, start) order holding the events nested
     under it on its own line. ``order``: that order, None where the table's rows are in it."""
     line = table.line[roots].astype(np.int64)
@@ -214,10 +229,12 @@ def grouped_step(table: EventTable, seed_step: StepCodes) -> StepCodes:
     if not has_links(table) or not (out >= 0).any():
         return out
     (ep_rows, ep_type, ep_id), (ec_rows, ec_type, ec_id) = _executor_keys(table)
-    p_rows, p_type, p_id = (np.concatenate(pair) for pair in zip(
-        _keys(table, PRODUCER_TYPE, PRODUCER_ID), (ep_rows, ep_type, ep_id), strict=True))
-    c_rows, c_type, c_id = (np.concatenate(pair) for pair in zip(
-        _keys(table, CONSUMER_TYPE, CONSUMER_ID), (ec_rows, ec_type, ec_id), strict=True))
+    p_rows, p_type, p_id = _joined(_keys(table, PRODUCER_TYPE, PRODUCER_ID),
+                                   (ep_rows, ep_type, ep_id))
+    del ep_rows, ep_type, ep_id
+    c_rows, c_type, c_id = _joined(_keys(table, CONSUMER_TYPE, CONSUMER_ID),
+                                   (ec_rows, ec_type, ec_id))
+    del ec_rows, ec_type, ec_id
     if len(p_rows) == 0 or len(c_rows) == 0:
         return out
     # One code per (type, id) pair, shared by producers and consumers (any numbering: only
