@@ -240,6 +240,7 @@ def host_facts(name: str, table: EventTable
     # XLA's execution on the host: its ops (hlo_op) and the program runs around them (run_id:
     # the executor that waits for the ops it hands to the host's thread pool).
     xla_others = _xla_host_others(table, steps, masks, ends)
+    del ends
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
@@ -272,7 +273,7 @@ def flight_info(table: EventTable) -> dict[str, Any] | None:
 
 
 def _xla_host_others(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
-                     ends: I64 | None) -> int:
+                     ends: Ends | None) -> int:
     """Step time (ns) that XLA's execution on the host covers and no category of the
     breakdown does ("all others" in XProf's figures): from the start of each program run
     (``run_id``) to the end of its last op, the gaps between its ops on the thread pool
@@ -290,7 +291,7 @@ def _xla_host_others(table: EventTable, steps: Steps, masks: Mapping[str, BoolAr
     xla &= on_host
     if not xla.any():
         return 0
-    end = ends.copy() if ends is not None else table.start_ns + table.duration_ns
+    end = ends.column(table) if ends is not None else table.start_ns + table.duration_ns
     # Each run's span, carried by one of its events that no category counts (an op on the
     # pool's threads), so that the categories' own times stay as they are.
     counted = np.zeros(len(table), dtype=bool)
@@ -475,10 +476,11 @@ def _stepless_masks(on_device: BoolArray) -> CategoryMasks:
 
 
 def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
-              order: tuple[str, ...] = CATEGORIES[:-1], ends: I64 | None = None) -> I64:
+              order: tuple[str, ...] = CATEGORIES[:-1], ends: Ends | I64 | None = None
+              ) -> I64:
     """Per step, the time given to each category of ``order`` (ns), first come first served,
     and in a last column the rest of the step; rows add up to the step time. ``ends``
-    overrides the events' end times (see ``instant_ends``)."""
+    overrides the events' end times: ``instant_ends``' few, or a column of every event's."""
     n_steps = len(steps)
     out = np.zeros((n_steps, len(order) + 1), dtype=np.int64)
     if n_steps == 0:
@@ -504,7 +506,8 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
                 continue
             lo = table.start_ns[rows]
             # int64 ends (the durations may be int32: not added to in place)
-            hi = ends[rows] if ends is not None else lo + table.duration_ns[rows]
+            hi = (lo + table.duration_ns[rows] if ends is None else ends[rows]
+                  if isinstance(ends, np.ndarray) else ends.of(table, rows))
             del rows
             np.maximum(lo, steps.start_ns[step], out=lo)
             np.minimum(hi, steps.end_ns[step], out=hi)
@@ -525,9 +528,37 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
     return out
 
 
+@dataclass
+class Ends:
+    """Event ends where some differ from start + duration (``instant_ends``): the events
+    that do (ascending) and their ends; every other event ends at start + duration. Kept so
+    rather than as every event's end: that column (8 B an event) was held through the
+    partitions."""
+
+    rows: I64
+    values: I64
+
+    def of(self, table: EventTable, rows: NDArray[np.integer[Any]]) -> I64:
+        """The ends of events ``rows`` (int64)."""
+        out: I64 = table.start_ns[rows] + table.duration_ns[rows]
+        if len(self.rows) and len(rows):
+            at = np.searchsorted(self.rows, rows)
+            np.minimum(at, len(self.rows) - 1, out=at)
+            hit = self.rows[at] == rows
+            out[hit] = self.values[at[hit]]
+        return out
+
+    def column(self, table: EventTable) -> I64:
+        """Every event's end."""
+        out: I64 = table.start_ns + table.duration_ns
+        out[self.rows] = self.values
+        return out
+
+
 def instant_ends(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
-                 order: tuple[str, ...]) -> I64 | None:
-    """Per event: its end, where zero-length events of a step last as XProf's sweep has them.
+                 order: tuple[str, ...]) -> Ends | None:
+    """The events' ends where zero-length events of a step last as XProf's sweep has them
+    (``Ends``: those that differ from start + duration).
 
     XProf settles overlaps by sweeping the start and end boundaries of a step's events, ends
     before starts at equal times, keeping a count per category. A zero-length event's end
@@ -561,22 +592,30 @@ def instant_ends(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray]
         step_bounds = step_bounds.astype(their_step.dtype)
     bounds = np.searchsorted(their_step, step_bounds)
     del their_step, step_bounds
-    end = table.start_ns + table.duration_ns  # (after the sort: its peak not on top of this)
     zero = zero[np.lexsort((table.start_ns[zero], kind[zero], steps.event_step[zero]))]
     z_step, z_kind = steps.event_step[zero].astype(np.int64), kind[zero]
+    # The zero-length events' ends, in this order (their starts to begin with). No column of
+    # every event's end is made: the other events' ends stay start + duration, and within a
+    # step those of its earlier (higher) categories' zero-length events are read from here.
+    z_end = table.start_ns[zero]
     first = np.flatnonzero(np.concatenate([[True], (z_step[1:] != z_step[:-1])
                                            | (z_kind[1:] != z_kind[:-1])]))
+    step_first = 0  # where the current step's zero-length events begin in this order
     for lo, hi in zip(first.tolist(), np.append(first[1:], len(zero)).tolist(), strict=True):
         step, k = int(z_step[lo]), int(z_kind[lo])
+        if lo == 0 or int(z_step[lo - 1]) != step:
+            step_first = lo
         mine = rows[bounds[step]:bounds[step + 1]]
         t = table.start_ns[zero[lo:hi]]
         higher = mine[kind[mine] < k]
-        h_start, h_end = table.start_ns[higher], end[higher]
+        h_start = table.start_ns[higher]
+        h_end = _ends_with(table, higher, zero[step_first:lo], z_end[step_first:lo])
         # A higher category open at the instant keeps it; one starting later cuts it short.
         stop = int(steps.end_ns[step])
         cut = _next_after(np.sort(h_start), t, "left", stop)
         same = mine[(kind[mine] == k) & (table.duration_ns[mine] > 0)]
-        cut = np.minimum(cut, _next_after(np.sort(end[same]), t, "right", stop))
+        same_end = table.start_ns[same] + table.duration_ns[same]  # (not zero-length)
+        cut = np.minimum(cut, _next_after(np.sort(same_end), t, "right", stop))
         open_higher = np.zeros(len(t), dtype=bool)
         if len(higher):
             # Whether a higher event spans the instant: its intervals merged, then searched.
@@ -584,8 +623,31 @@ def instant_ends(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray]
             at = np.searchsorted(m_start, t, side="left") - 1
             ok = at >= 0
             open_higher[ok] = m_end[at[ok]] > t[ok]
-        end[zero[lo:hi]] = np.where(open_higher, t, np.maximum(cut, t))
-    return end
+        z_end[lo:hi] = np.where(open_higher, t, np.maximum(cut, t))
+    # Those whose end changed, by row.
+    keep = z_end != table.start_ns[zero]
+    if not keep.any():
+        return None
+    zero, z_end = zero[keep], z_end[keep]
+    by_row = np.argsort(zero)
+    changed = z_end[by_row]
+    zero = zero[by_row]
+    return Ends(zero, changed)
+
+
+def _ends_with(table: EventTable, rows: NDArray[np.integer[Any]],
+               known: NDArray[np.integer[Any]], known_end: I64) -> I64:
+    """The ends of events ``rows``: start + duration, or for those among ``known`` (a few
+    events, any order) the end ``known_end`` gives."""
+    out: I64 = table.start_ns[rows] + table.duration_ns[rows]
+    if len(known) and len(rows):
+        order = np.argsort(known)
+        known, known_end = known[order], known_end[order]
+        at = np.searchsorted(known, rows)
+        np.minimum(at, len(known) - 1, out=at)
+        hit = known[at] == rows
+        out[hit] = known_end[at[hit]]
+    return out
 
 
 def _next_after(times: I64, t: I64, side: Literal["left", "right"], default: int) -> I64:
