@@ -365,10 +365,12 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         # As narrow as the steps' column (int16 where the steps allow).
         seed = cast(StepCodes, np.where(on_step_thread, steps.event_step, -1).astype(
             steps.event_step.dtype, copy=False))
+        del on_step_thread  # (made again below: a lookup, not held through the grouping)
         group = grouped_step(table, seed)  # fills ``seed`` in: one column, not two
         del seed
         grouped = (group == steps.event_step) & ~_name_mask(table, NOT_HOST_WORK)
         del group
+        on_step_thread = step_lines[table.line] if len(step_lines) else np.zeros(n, bool)
     # (Made after the grouping: not held through its peak.)
     in_step = steps.event_step >= 0
     on_device = device_plane[table.plane] if len(table.planes) else np.zeros(n, bool)
