@@ -90,9 +90,13 @@ def _keys(table: EventTable, type_stat: str, id_stat: str) -> Keys:
         order = np.argsort(t_rows, kind="stable")
         t_rows, t_val = t_rows[order], t_val[order]
         del order
-    at = np.searchsorted(t_rows, i_rows, side="right") - 1
+    at = np.searchsorted(t_rows, i_rows, side="right")
+    at -= 1  # (in place: no second int64 column)
     both = at >= 0
-    both[both] = t_rows[at[both]] == i_rows[both]
+    if both.all():  # every search found a row before it: no copies of the rows to compare
+        both = t_rows[at] == i_rows
+    else:
+        both[both] = t_rows[at[both]] == i_rows[both]
     if both.all():  # (the usual case: every event with one has both) no copies of the rows
         return i_rows, t_val[at], i_val
     return i_rows[both], t_val[at[both]], i_val[both]
