@@ -150,7 +150,8 @@ in_nest_order(const Column *g, const int64_t *s, const int64_t *e, Py_ssize_t n)
  *
  * group: integers of 1, 2, 4 or 8 bytes; start, end: int64; order: None (the intervals are in
  * nesting order: False is returned, nothing written, where they are not) or 4- or 8-byte
- * positions in that order; parent, self: writable int64 columns as long, or None. Writes each
+ * positions in that order; parent: a writable int32 or int64 column as long (int32 where every
+ * position fits), or None; self: a writable int64 column as long, or None. Writes each
  * interval's parent (-1: none) and its self time (its length less its children's, clipped to
  * it; never below 0), as intervals.parents and intervals.self_times give them. */
 static PyObject *
@@ -167,7 +168,7 @@ nest(PyObject *self_mod, PyObject *args)
     if (get_ints(group_o, &group, 1 | 2 | 4 | 8, 0, "group") < 0 ||
         get_ints(start_o, &start, 8, 0, "start") < 0 || get_ints(end_o, &end, 8, 0, "end") < 0 ||
         (order_o != Py_None && get_ints(order_o, &order, 4 | 8, 0, "order") < 0) ||
-        (parent_o != Py_None && get_ints(parent_o, &parent, 8, 1, "parent") < 0) ||
+        (parent_o != Py_None && get_ints(parent_o, &parent, 4 | 8, 1, "parent") < 0) ||
         (self_o != Py_None && get_ints(self_o, &own, 8, 1, "self") < 0)) {
         goto done;
     }
@@ -178,7 +179,8 @@ nest(PyObject *self_mod, PyObject *args)
         goto done;
     }
     const int64_t *s = start.view.buf, *e = end.view.buf;
-    int64_t *par = parent_o != Py_None ? parent.view.buf : NULL;
+    void *par = parent_o != Py_None ? parent.view.buf : NULL;
+    const int par_size = parent.size;
     int64_t *slf = self_o != Py_None ? own.view.buf : NULL;
     const void *ord = order_o != Py_None ? order.view.buf : NULL;
     int in_order = 1, bad = 0, nomem = 0;
@@ -218,7 +220,10 @@ nest(PyObject *self_mod, PyObject *args)
                 int64_t ej = e[j] > s[j] ? e[j] : s[j];
                 if (ej > si) p = j;
             }
-            if (par != NULL) par[i] = p;
+            if (par != NULL) {
+                if (par_size == 4) ((int32_t *)par)[i] = (int32_t)p;
+                else ((int64_t *)par)[i] = p;
+            }
             if (slf != NULL && p >= 0) {
                 int64_t cut = (e[i] < e[p] ? e[i] : e[p]) - si;
                 if (cut > 0) slf[p] -= cut;

@@ -8,7 +8,7 @@ where ``_intervals`` is built (it holds the answer and little else), else by Num
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from stepscope.native import compiled
 
 I64 = NDArray[np.int64]
+Positions = NDArray[np.int32] | I64  # row positions: int32 where asked for and they fit
 
 _CHUNK = 1 << 20  # intervals a search handles at a time (its int64 answers: 8 MB)
 
@@ -50,7 +51,7 @@ def _on_one_axis(group: NDArray[np.integer[Any]], start: I64, end: I64
 
 
 def _nest(group: NDArray[np.integer[Any]], start: I64, end: I64, want_parents: bool,
-          want_self: bool) -> tuple[I64 | None, I64 | None] | None:
+          want_self: bool, narrow: bool = False) -> tuple[Positions | None, I64 | None] | None:
     """Parents and self times by the compiled walk (``_intervals``), or None where it is not
     built. It holds the answers and the deepest nesting only: the NumPy passes hold several
     columns as long as the intervals (over millions of events, the analysis's peak)."""
@@ -63,7 +64,10 @@ def _nest(group: NDArray[np.integer[Any]], start: I64, end: I64, want_parents: b
     start = np.ascontiguousarray(start, dtype=np.int64)
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(start)
-    parent = np.empty(n, np.int64) if want_parents else None
+    # (int32 parents where asked for and every position fits: written so by the walk)
+    parent: Positions | None = None
+    if want_parents:
+        parent = np.empty(n, np.int32) if narrow and n < 1 << 31 else np.empty(n, np.int64)
     own = np.empty(n, np.int64) if want_self else None
     if not module.nest(group, start, end, None, parent, own):
         # Not in nesting order (by group, start, the longer first): sorted so, ties as given.
@@ -87,7 +91,7 @@ def parents(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:
     """
     found = _nest(group, start, end, True, False) if len(start) else None
     if found is not None and found[0] is not None:
-        return found[0]
+        return cast(I64, found[0])  # int64: not asked for narrow parents
     return _parents_numpy(group, start, end)
 
 
@@ -155,13 +159,18 @@ def _parents_numpy(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64
     return out
 
 
-def parents_and_self_times(group: NDArray[np.integer[Any]], start: I64, end: I64
-                           ) -> tuple[I64, I64]:
-    """``parents`` and ``self_times`` of the same intervals, by one walk where it is built."""
-    found = _nest(group, start, end, True, True) if len(start) else None
+def parents_and_self_times(group: NDArray[np.integer[Any]], start: I64, end: I64, *,
+                           narrow: bool = False) -> tuple[Positions, I64]:
+    """``parents`` and ``self_times`` of the same intervals, by one walk where it is built;
+    with ``narrow`` the parents as int32 where every position fits (held beside the other
+    columns of millions of calls: not made int64 first)."""
+    found = _nest(group, start, end, True, True, narrow) if len(start) else None
     if found is not None and found[0] is not None and found[1] is not None:
         return found[0], found[1]
-    return parents(group, start, end), self_times(group, start, end)
+    parent: Positions = parents(group, start, end)
+    if narrow and len(parent) < 1 << 31:
+        parent = parent.astype(np.int32)
+    return parent, self_times(group, start, end)
 
 
 def self_times(group: NDArray[np.integer[Any]], start: I64, end: I64) -> I64:

@@ -440,10 +440,9 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     del rows
     # (A table's durations are never negative: the self times are each call's time less its
     # children's, clipped to it.)
-    parent, self_ns = parents_and_self_times(line, start, end)
-    if len(parent) < 1 << 31:  # int32: held through the call paths
-        parent = parent.astype(np.int32)
-    dur = end - start
+    # int32 parents where they fit, as the walk writes them: held through the call paths.
+    parent, self_ns = parents_and_self_times(line, start, end, narrow=True)
+    dur = np.subtract(end, start, out=end)  # in place: no third column of every call
     del start, end
     # A thread's Python time is what its outermost calls cover; its count, all its calls.
     # (Before the call paths, so that the lines are not held through them.)
