@@ -31,11 +31,12 @@ from stepscope.analysis.run_model.intervals import parents_and_self_times, self_
 from stepscope.analysis.run_model.steps import Steps
 from stepscope.errors import NotFoundError, StepscopeError
 from stepscope.model import schema
-from stepscope.model.events import EventTable, is_in
+from stepscope.model.events import EventTable, is_in, rows_where
 from stepscope.native import compiled
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
+Rows = NDArray[np.int32] | I64  # event rows: int32 where they fit (rows_where)
 
 TRACER, SAMPLER = "tracer", "sampler"
 SOURCES = {TRACER: schema.PYTHON_TRACER_PLANE, SAMPLER: schema.PYTHON_SAMPLER_PLANE}
@@ -321,7 +322,7 @@ def python_views(table: EventTable, host: str, *, source: str | None = None,
     return PythonViews(host, source, t0, t1, step, label, threads, tree, samples, hz)
 
 
-def _clip(table: EventTable, rows: I64, t0: int, t1: int) -> tuple[I64, I64, I64]:
+def _clip(table: EventTable, rows: Rows, t0: int, t1: int) -> tuple[Rows, I64, I64]:
     """The rows overlapping [t0, t1) (zero-length ones inside it), and their clipped spans."""
     # Which rows to keep first, a chunk at a time, then the spans of those alone: no span
     # columns of every row beside those of the kept ones.
@@ -428,7 +429,7 @@ def _compact(names: list[str], name: NDArray[np.integer[Any]]
     return inverse, [names[int(i)] for i in used]
 
 
-def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
+def _tracer_tree(table: EventTable, rows: Rows, t0: int, t1: int
                  ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
     # Each column is dropped as soon as the next step has what it needs of it: a tracer
     # records millions of calls, and each column of them is tens of MB.
@@ -458,7 +459,7 @@ def _tracer_tree(table: EventTable, rows: I64, t0: int, t1: int
     return tree, threads, n_rows, 0.0
 
 
-def _sampler_tree(table: EventTable, rows: I64, t0: int, t1: int
+def _sampler_tree(table: EventTable, rows: Rows, t0: int, t1: int
                   ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
     rows, start, end = _clip(table, rows, t0, t1)
     weight = end - start
@@ -571,8 +572,9 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     plane = table.plane_index(SOURCES[source])
     assert plane is not None
 
-    def plane_rows() -> I64:
-        return np.flatnonzero(table.line_plane[table.line] == plane)
+    def plane_rows() -> Rows:
+        # A flag a line, then int32 rows: no int32 plane of every event, nor int64 rows.
+        return rows_where((table.line_plane == plane)[table.line])
 
     if len(steps):
         t0, t1 = int(steps.start_ns.min()), int(steps.end_ns.max())
@@ -595,11 +597,11 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     step_lines = np.asarray(steps.lines, dtype=np.int64)
     if not len(steps) or not len(step_lines):
         return out
-    # The steps' threads: their Python lines have the same ids (a thread's native id).
-    line_ids = table.line_id[step_lines]
-    rows = plane_rows()
-    mine = rows[np.isin(table.line_id[table.line[rows]], line_ids)]
-    del rows
+    # The steps' threads: their Python lines have the same ids (a thread's native id). A flag
+    # a line, then the rows by it: int32 rows, and no int64 id of every row on the way.
+    wanted = np.isin(table.line_id, table.line_id[step_lines]) & (table.line_plane == plane)
+    mine = rows_where(wanted[table.line])
+    del wanted
     if not len(mine):
         return out
     mine, start, end = _clip(table, mine, t0, t1)
@@ -616,11 +618,18 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     del end
     weight[other] = 0
     del other
-    step = np.searchsorted(steps.start_ns, start, side="right")
-    step -= 1
-    inside = (step >= 0) & (start < steps.end_ns[np.maximum(step, 0)])
+    # Each call's step a chunk of calls at a time (int64 temporaries of every call were the
+    # peak here). The weights are whole nanoseconds far below 2**53: the float sums are
+    # exact, in any order.
+    per_step = np.zeros(len(steps), dtype=np.float64)
+    for at in range(0, len(start), _THREADS_CHUNK):
+        part = start[at:at + _THREADS_CHUNK]
+        step = np.searchsorted(steps.start_ns, part, side="right")
+        step -= 1
+        inside = (step >= 0) & (part < steps.end_ns[np.maximum(step, 0)])
+        per_step += np.bincount(step[inside], weights=weight[at:at + _THREADS_CHUNK][inside],
+                                minlength=len(steps))
     del start
-    per_step = np.bincount(step[inside], weights=weight[inside], minlength=len(steps))
     out["thread"] = thread
     out["step_num"] = steps.step_num.tolist()
     out["step_python_ns"] = per_step.astype(np.int64).tolist()
