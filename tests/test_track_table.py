@@ -578,6 +578,8 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
         cells(key=starts, origin=events.origin_ns, ev_row=far)
     with pytest.raises(ValueError):
         cells(key=starts[:-1], origin=events.origin_ns)
+    with pytest.raises(ValueError):  # positions past the table where they are its rows
+        cells(key=starts[:-5], origin=events.origin_ns, ev_row=None, dur=dur[:-5])
 
 
 def test_window_flows_are_those_with_an_end_in_the_window(stepscope_profile: Path,

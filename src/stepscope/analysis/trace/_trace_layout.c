@@ -1703,7 +1703,8 @@ window_cells(PyObject *self, PyObject *args)
     }
     Py_ssize_t n = col[WC_DEPTH].n, k_tracks = col[WC_IDS].n, w = (Py_ssize_t)w_;
     if (col[WC_KEY].n != (by_start ? col[WC_DUR].n : n)
-        || (!identity && col[WC_EV_ROW].n != n) || col[WC_A].n != k_tracks
+        || (!identity && col[WC_EV_ROW].n != n)
+        || (identity && pieces_o == Py_None && n > col[WC_DUR].n) || col[WC_A].n != k_tracks
         || col[WC_B].n != k_tracks || col[WC_ROWS].n != k_tracks
         || col[WC_BEFORE_OFF].n != k_tracks + 1 || w < 1 || col[WC_INNER].n != w - 1
         || bits < 1 || bits > 62) {
