@@ -1318,15 +1318,16 @@ def build(table: EventTable, progress: Callable[[float], None] | None = None,
     n_tracks = len(plan.track_line)
 
     own_order = by_start is None and depth is not None and len(depth) == n
-    if own_order and shown_rows(table, plan) is not None:
+    laid_out = depth is not None and len(depth) > 0 and (by_start is not None or own_order)
+    ev_rows = shown_rows(table, plan) if laid_out else None
+    if own_order and ev_rows is not None:
         raise ValueError("a layout in the table's own order needs every event drawn")
-    if depth is not None and len(depth) > 0 and (by_start is not None or own_order):
+    if laid_out and depth is not None:
         # The layout given (the per-track table's: ``depth`` in ``by_start`` order, shared
         # with it, not copied): the order by (track, row, start) made from it as one sort of
         # narrow (track, row) groups, which then give each event's track and row in the new
         # order; every other column is taken from the table straight in that order, one at a
         # time (no column of every event in table order is made).
-        ev_rows = shown_rows(table, plan)
         report(0.15)
         perm, group, rows = _by_row_given(table, plan, ev_rows, by_start, depth)
         order = perm if by_start is None else by_start[perm]
