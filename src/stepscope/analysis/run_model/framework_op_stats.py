@@ -29,6 +29,11 @@ Which events are ops depends on who wrote the profile:
 An op's self time is its time minus that of the ops nested directly inside it on the same
 thread or stream; non-op events in between are transparent. (An XLA kernel's self time is its
 time, and an XLA op occurs as often as its most frequent instruction, as in XProf.)
+
+PyTorch's host ops are counted as ``key_averages()`` counts them, its figure being the one
+PyTorch users know (``_torch_tree``): the CUDA runtime and driver calls inside an op are its
+children (not its self time), and an op nested alone in an op of the same name (``aten::div``
+redispatching to ``aten::div`` on CUDA) is one occurrence of it, its self time the outer's.
 """
 
 from __future__ import annotations
@@ -77,6 +82,10 @@ DERIVED_OTHER_LINES = ("Steps", "XLA Modules", "TensorFlow Name Scope", "Framewo
                        "XLA TraceMe", "Overlay", "Source code", "Host Offload Ops",
                        "Async XLA Ops")
 KINETO_HOST_OPS = ("cpu_op", "user_annotation")
+# Kineto's host calls into a device's runtime or driver: no ops, but children of the op
+# around them in PyTorch's own tree (key_averages subtracts them from its self time).
+KINETO_HOST_CALLS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver",
+                     "xpu_runtime", "mtia_runtime")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 _HLO_OP = "hlo_op"  # stat of an XLA op's execution event
@@ -311,6 +320,15 @@ def classify(table: EventTable) -> OpEvents:
             # own timeline, one op per node (its memory records are no more occurrences).
             _tf_op_stat_host_ops(table, op, host, code_of, ops)
         del host
+        if categories:
+            # Device events that a bridge merged keep Kineto's category (the PyTorch and CUDA
+            # bridges): ops where it says so, as in PyTorch's own trace file (not its GPU
+            # user annotations); the rest of the devices by XSpace's rules.
+            for cat_code, cat in enumerate(categories):
+                if cat in KINETO_DEVICE_OPS:
+                    _fill(op, on_device & (category == cat_code), table,
+                          lambda n, t=KINETO_DEVICE_OPS[cat]: code_of(DEVICE, t, n))
+            on_device = on_device & (category < 0)
         xla = _classify_xspace_device(table, op, on_device, code_of)
 
     names = [""] * len(ops)
@@ -641,8 +659,14 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         start = table.start_ns[rows]
         end = start + table.duration_ns[rows]  # int64 (the durations may be int32)
     line = table.line[rows]  # int32: the interval functions take any integers
-    self_ns = intervals.self_times(line, start, end)
     n_ops = len(events.names)
+    if events.categories and events.device_clock is None:
+        self_ns, kept = _torch_tree(table, events, rows, line, start, end)
+        if kept is not None:
+            rows, line, start, end, self_ns = (rows[kept], line[kept], start[kept], end[kept],
+                                               self_ns[kept])
+    else:
+        self_ns = intervals.self_times(line, start, end)
     # As narrow as the classification's column (held through what follows): the bincounts
     # below cast a chunk of it at a time, or once (the counts) before the later peaks.
     code = events.op[rows]
@@ -679,6 +703,45 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
     del rows, start, end, line, self_ns, code
     ops = ranked(out)
     return OpStats(ops, kernel_rows(table, events), include_idle)
+
+
+def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[Any]],
+                line: NDArray[np.integer[Any]], start: I64, end: I64
+                ) -> tuple[I64, NDArray[np.bool_] | None]:
+    """Self times of a Kineto table's ops (``rows``) in PyTorch's own tree, and which of them
+    count as occurrences (None: all).
+
+    The tree is the ops' and the runtime calls' (``KINETO_HOST_CALLS``) nesting by thread, as
+    ``key_averages()`` builds it: a call's time is not its op's self time. An op that is the
+    only child of an op of the same name is folded into it, as PyTorch folds them: no
+    occurrence of its own, its self time added to the outermost of the chain."""
+    calls = [i for i, c in enumerate(events.categories) if c in KINETO_HOST_CALLS]
+    extra = np.zeros(0, np.int64)
+    if calls:
+        extra = np.flatnonzero(np.isin(events.category, calls) & (events.op < 0)
+                               & ~device_planes(table)[table.plane])
+    n = len(rows)
+    extra_start = table.start_ns[extra]
+    parent, own = intervals.parents_and_self_times(
+        np.concatenate([line, table.line[extra]]), np.concatenate([start, extra_start]),
+        np.concatenate([end, extra_start + table.duration_ns[extra]]))
+    children = np.bincount(parent[parent >= 0], minlength=n + len(extra))[:n]
+    up = np.asarray(parent[:n], np.int64)
+    own = own[:n]
+    names = table.name[rows]
+    inside = (up >= 0) & (up < n)  # a call never holds an op: its parent is an op or none
+    safe = np.where(inside, up, 0)
+    fold = inside & (names[safe] == names) & (children[safe] == 1)
+    if not fold.any():
+        return own, None
+    # Each folded op's self time goes to the outermost op of its chain of folds.
+    target = np.where(fold, up, np.arange(n))
+    while True:
+        further = target[target]
+        if np.array_equal(further, target):
+            break
+        target = further
+    return np.bincount(target, weights=own, minlength=n).astype(np.int64), ~fold
 
 
 def _idle_rows(table: EventTable, rows: NDArray[np.integer[Any]],

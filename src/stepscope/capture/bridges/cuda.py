@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ FRAMEWORK = "CUDA"
 # Frameworks whose own bridges trace CUDA (CUPTI has a single client per process).
 SELF_TRACING = ("torch", "tensorflow", "jax")
 _BUFFER_BYTES = 8 << 20
+_API_VERSION = re.compile(r"_v\d+$")
 _noted: set[str] = set()
 
 
@@ -54,6 +56,9 @@ class CudaBridge:
         cupti_now = int(cupti.get_timestamp())
         self._offset = (before + time.time_ns()) // 2 - cupti_now
         kind = cupti.ActivityKind
+        # Records name their thread by the OS thread id (the id of stepscope's own lines),
+        # not CUPTI's default pthread id (cut to 32 bits in the record).
+        cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)
         self._kinds = [kind.CONCURRENT_KERNEL, kind.MEMCPY, kind.MEMSET, kind.RUNTIME,
                        kind.DRIVER]
         cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
@@ -81,8 +86,7 @@ class CudaBridge:
         data = BridgeData(FRAMEWORK)
         lines: dict[int, HostLine] = {}
         device: list[DeviceEvent] = []
-        # CUPTI names a thread by its pthread id; stepscope's lines use the OS thread id.
-        threads = {t.ident: t for t in threading.enumerate()}
+        threads = {t.native_id: t for t in threading.enumerate()}
         for r in self._records:
             if r.kind in (kind.RUNTIME, kind.DRIVER):
                 domain = (cupti.CallbackDomain.RUNTIME_API if r.kind == kind.RUNTIME
@@ -90,11 +94,11 @@ class CudaBridge:
                 line = lines.get(r.thread_id)
                 if line is None:
                     thread = threads.get(r.thread_id)
-                    line = lines[r.thread_id] = (
-                        HostLine(thread.native_id, thread.name) if thread and thread.native_id
-                        else HostLine(r.thread_id, f"thread {r.thread_id}"))
+                    line = lines[r.thread_id] = HostLine(
+                        r.thread_id, thread.name if thread else f"thread {r.thread_id}")
                 category = "cuda_runtime" if r.kind == kind.RUNTIME else "cuda_driver"
-                line.events.append((cupti.get_callback_name(domain, r.cbid), r.start + off,
+                line.events.append((api_name(cupti.get_callback_name(domain, r.cbid)),
+                                    r.start + off,
                                     r.end + off, {schema.CORRELATION_ID: r.correlation_id,
                                                   schema.KINETO_CATEGORY: category}))
             elif r.kind == kind.CONCURRENT_KERNEL:
@@ -103,17 +107,46 @@ class CudaBridge:
                         "grid": [r.grid_x, r.grid_y, r.grid_z],
                         "block": [r.block_x, r.block_y, r.block_z]}
                 device.append(DeviceEvent(r.device_id, r.stream_id, r.name, r.start + off,
-                                          r.end + off, r.correlation_id, args))
+                                          r.end + off, r.correlation_id, args, "kernel"))
             elif r.kind == kind.MEMCPY:
                 name = f"Memcpy {cupti.ActivityMemcpyKind(r.copy_kind).name}"
                 device.append(DeviceEvent(r.device_id, r.stream_id, name, r.start + off,
-                                          r.end + off, r.correlation_id, {"bytes": r.bytes}))
+                                          r.end + off, r.correlation_id, {"bytes": r.bytes},
+                                          "gpu_memcpy"))
             elif r.kind == kind.MEMSET:
                 device.append(DeviceEvent(r.device_id, r.stream_id, "Memset", r.start + off,
-                                          r.end + off, r.correlation_id, {"bytes": r.bytes}))
+                                          r.end + off, r.correlation_id, {"bytes": r.bytes},
+                                          "gpu_memset"))
         data.host_lines = list(lines.values())
-        data.planes = device_planes(device)
+        data.planes = device_planes(device, gpu_properties({e.device for e in device}))
         return data
+
+
+def api_name(callback_name: str) -> str:
+    """A CUDA API call's name as Kineto writes it: CUPTI's callback names carry the version of
+    the API (``cudaLaunchKernel_v7000``), which the analyses' launch names do not."""
+    return _API_VERSION.sub("", callback_name)
+
+
+def gpu_properties(devices: set[int]) -> dict[int, dict[str, Any]]:
+    """The plane stats (name, multiprocessors, memory, compute capability) of ``devices``,
+    from NVIDIA's cuda-bindings, which cupti-python requires; {} where they cannot be read."""
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        runtime: Any = importlib.import_module("cuda.bindings.runtime")
+        for index in sorted(devices):
+            err, p = runtime.cudaGetDeviceProperties(index)
+            if int(err) != 0:
+                continue
+            name = p.name.split(b"\0", 1)[0].decode(errors="replace") \
+                if isinstance(p.name, bytes) else str(p.name)
+            out[index] = {"device_vendor": "Nvidia", "device_name": name,
+                          "core_count": int(p.multiProcessorCount),
+                          "memory_size": int(p.totalGlobalMem),
+                          "compute_cap_major": int(p.major), "compute_cap_minor": int(p.minor)}
+    except Exception:  # properties are a nicety: never lose the events to them
+        return out
+    return out
 
 
 def cupti_advice(err: BaseException) -> str:
