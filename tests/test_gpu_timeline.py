@@ -60,7 +60,8 @@ def _kineto_runs() -> list[Path]:
              for p in sorted((FIXTURES / d).rglob("*.json*"))
              if p.name.endswith((".json", ".json.gz")) and p.name != "SOURCES.md"]
     singles = [p for p in files if not any(m in p.parents for m in MULTI_RANK)]
-    return [*singles, *MULTI_RANK]
+    # PyTorch's own trace file of a real H200 capture (tests/test_gpu_captures.py)
+    return [*singles, TESTS / "data" / "h200" / "torch_bridge.pt.trace.json.gz", *MULTI_RANK]
 
 
 def _hta_python() -> str | None:
