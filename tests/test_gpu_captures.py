@@ -252,3 +252,18 @@ def test_cupy_capture_through_cupti() -> None:
     lines = {table.line_name[int(table.line[r])] for r in range(len(table))
              if int(table.name[r]) in launches}
     assert lines == {"MainThread"}
+
+
+def test_bf16_gpu_run_is_told_as_one(torch_run: Any) -> None:
+    """The GEMMs of this bf16 model are cuBLAS's nvjet kernels, whose names do not say their
+    precision: their op's input types do. So the overview says 16-bit, and the advice neither
+    asks for mixed precision nor for pinned memory (the copies come from pinned memory)."""
+    precision = torch_run.tool("overview_page").data["precision"]
+    assert precision["16bit_percent"] > 90
+    advice = {r["rule"]: r["text"] for r in torch_run.tool("advice").data["recommendations"]}
+    assert "mixed_precision" not in advice
+    assert "pin_memory" not in advice.get("host_to_device_copies", "")
+    assert "already come from pinned memory" in advice["host_to_device_copies"]
+    # A float32 CuPy run stays 32-bit.
+    cupy = open_run(CUPY, cache=False).tool("overview_page").data["precision"]
+    assert cupy["32bit_percent"] == 100.0

@@ -922,8 +922,20 @@ def launching_ops(table: EventTable, events: OpEvents, kernels: I64) -> I64:
     is_kernel_op = np.array([t in ("Kernel", "Memcpy", "Memset") for t in events.types] +
                             [False], dtype=bool)
     out[is_kernel_op[out]] = -1
+    todo = np.flatnonzero(out < 0)
+    if len(todo) == 0:
+        return out
+    rows = launching_op_rows(table, events, kernels[todo])
+    out[todo] = np.where(rows >= 0, events.op[np.maximum(rows, 0)], -1)
+    return out
+
+
+def launching_op_rows(table: EventTable, events: OpEvents, kernels: I64) -> I64:
+    """For each kernel row: the row of the innermost host op around its launch (joined by
+    correlation id), or -1."""
+    out = np.full(len(kernels), -1, np.int64)
     corr = table.typed[schema.CORRELATION_ID]
-    todo = np.flatnonzero((out < 0) & (corr[kernels] != MISSING))
+    todo = np.flatnonzero(corr[kernels] != MISSING)
     if len(todo) == 0:
         return out
     device = device_planes(table)[table.plane]
@@ -939,11 +951,10 @@ def launching_ops(table: EventTable, events: OpEvents, kernels: I64) -> I64:
     parent = intervals.parents(table.line[rows].astype(np.int64), start, end)
     launch_parent = parent[len(host_ops):]
     # A launch's parent may be another launch-like non-op; only op parents count.
-    op_of_launch = np.where((launch_parent >= 0) & (launch_parent < len(host_ops)),
-                            events.op[host_ops[np.clip(launch_parent, 0, len(host_ops) - 1)]],
-                            -1)
+    owner = np.where((launch_parent >= 0) & (launch_parent < len(host_ops)),
+                     host_ops[np.clip(launch_parent, 0, len(host_ops) - 1)], -1)
     order = np.argsort(corr[launches], kind="stable")
-    keys, owners = corr[launches][order], op_of_launch[order]
+    keys, owners = corr[launches][order], owner[order]
     wanted = corr[kernels[todo]]
     pos = np.clip(np.searchsorted(keys, wanted), 0, len(keys) - 1)
     found = keys[pos] == wanted

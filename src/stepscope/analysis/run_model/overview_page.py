@@ -60,6 +60,7 @@ from stepscope.analysis.run_model.framework_op_stats import (
     OpStats,
     classify,
     kernel_type,
+    launching_op_rows,
     merge,
     op_stats,
 )
@@ -124,6 +125,9 @@ HOST_COLLECTIVE_EVENT = re.compile(
     r"^(c10d::|gloo:|nccl:|record_param_comms)|:(Collective|Nccl)\w*$"
     r"|^(EagerLocalExecute: )?(Collective|Nccl)[A-Z]\w*$")
 _SIXTEEN_BIT = re.compile(r"(?i)bf16|fp16|f16\[|half|bfloat16|h884|h1688|h16816|hmma|_f16")
+# PyTorch's 16-bit data types in an op's ``Input type`` stat (c10::BFloat16, c10::Half).
+_SIXTEEN_BIT_TYPE = re.compile(r"BFloat16|Half")
+_INPUT_TYPE = "Input type"
 
 
 @dataclass
@@ -244,12 +248,15 @@ def host_facts(name: str, table: EventTable
     device_type, count, names = _devices(table)
     device_rows = np.flatnonzero(masks["device_compute"])
     sixteen = np.array([bool(_SIXTEEN_BIT.search(n)) for n in table.names] + [False], bool)
+    sixteen_rows = sixteen[table.name[device_rows]]
+    if events.categories:
+        sixteen_rows |= _sixteen_bit_inputs(table, events, device_rows)
     dur = table.duration_ns[device_rows]
     result = HostOverview(
         name=name, steps=steps, step_category_ns=per_step, ops=ops.without_idle(),
         device_type=device_type, device_count=count, device_names=names,
         cpu_count=_cpu_count(table),
-        sixteen_bit_ns=int(dur[sixteen[table.name[device_rows]]].sum()),
+        sixteen_bit_ns=int(dur[sixteen_rows].sum()),
         device_compute_ns=int(dur.sum()), ops_idle=ops, flight=flight_info(table),
         xla_host_others_ns=xla_others, dropped=_dropped(name, table, steps),
         input_transfer_ns=int(transfer.sum()))
@@ -658,6 +665,23 @@ def _next_after(times: I64, t: I64, side: Literal["left", "right"], default: int
     pos = np.searchsorted(times, t, side=side)
     padded = np.append(times, default)
     return padded[pos]
+
+
+def _sixteen_bit_inputs(table: EventTable, events: OpEvents, device_rows: I64) -> BoolArray:
+    """Per device row of a PyTorch (Kineto) table: whether the op that launched it took 16-bit
+    inputs (its ``Input type`` names BFloat16 or Half). cuBLAS's and cuDNN's kernels often do
+    not say their precision in their name (Hopper's ``nvjet_…`` GEMMs), their op does."""
+    out = np.zeros(len(device_rows), bool)
+    rows, codes, values = table.text_stat(_INPUT_TYPE)
+    if len(rows) == 0 or len(device_rows) == 0:
+        return out
+    sixteen = np.array([bool(_SIXTEEN_BIT_TYPE.search(v)) for v in values] + [False], bool)
+    launcher = launching_op_rows(table, events, device_rows)
+    # The launcher's Input type: text_stat's rows ascend, so a search finds each.
+    pos = np.clip(np.searchsorted(rows, launcher), 0, len(rows) - 1)
+    found = (launcher >= 0) & (rows[pos] == launcher)
+    out[found] = sixteen[codes[pos[found]]]
+    return out
 
 
 def _devices(table: EventTable) -> tuple[str, int, list[str]]:
