@@ -505,3 +505,17 @@ def test_a_device_tracer_that_cannot_start_says_what_to_do(error: Exception,
     advice = cupti_advice(error)
     assert all(word in advice for word in says), advice
     assert str(error) in advice  # the cause, as the library gave it
+
+
+def test_cuda_bridge_names_api_calls_as_kineto_does() -> None:
+    """CUPTI's callback names carry the API's version (seen on an H200 with cupti-python
+    13.0); the launch analyses know Kineto's names, without it."""
+    from stepscope.capture.bridges.cuda import api_name, gpu_properties
+
+    assert api_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel"
+    assert api_name("cudaGetDevice_v3020") == "cudaGetDevice"
+    assert api_name("cuLaunchKernelEx") == "cuLaunchKernelEx"
+    assert api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
+    # No GPU here (or no cuda-bindings): no properties, and no error.
+    assert gpu_properties({0}) == {} or all("device_name" in p
+                                            for p in gpu_properties({0}).values())
