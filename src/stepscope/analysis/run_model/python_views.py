@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stepscope.analysis.csv_table import csv_text
+from stepscope.analysis.run_model import call_walk
 from stepscope.analysis.run_model.intervals import parents_and_self_times, self_times
 from stepscope.analysis.run_model.steps import Steps
 from stepscope.errors import NotFoundError, StepscopeError
@@ -283,6 +284,11 @@ def _threads(table: EventTable, line: NDArray[np.integer[Any]], weight: I64,
             w = np.where(counted[i:i + _THREADS_CHUNK], w, 0)
         total += np.bincount(part, weights=w, minlength=size).astype(np.int64)
         calls += np.bincount(part, minlength=size)
+    return _thread_dict(table, total, calls)
+
+
+def _thread_dict(table: EventTable, total: I64, calls: I64) -> dict[str, list[Any]]:
+    """``_threads``' answer from each table line's time and count."""
     lines = np.flatnonzero(calls)
     total, calls = total[lines], calls[lines]
     order = np.argsort(-total, kind="stable")
@@ -431,6 +437,8 @@ def _compact(names: list[str], name: NDArray[np.integer[Any]]
 
 def _tracer_tree(table: EventTable, rows: Rows, t0: int, t1: int
                  ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
+    if call_walk.walkable(table, rows):
+        return _walked_tracer_tree(table, rows, t0, t1)
     # Each column is dropped as soon as the next step has what it needs of it: a tracer
     # records millions of calls, and each column of them is tens of MB.
     rows, start, end = _clip(table, rows, t0, t1)
@@ -457,6 +465,87 @@ def _tracer_tree(table: EventTable, rows: Rows, t0: int, t1: int
                     np.bincount(node, weights=dur, minlength=m).astype(np.int64),
                     np.bincount(node, minlength=m).astype(np.int64), names)
     return tree, threads, n_rows, 0.0
+
+
+def _walked_tracer_tree(table: EventTable, rows: Rows, t0: int, t1: int
+                        ) -> tuple[CallTree, dict[str, list[Any]], int, float]:
+    """``_tracer_tree`` by a walk of the calls a block at a time (``call_walk``): the sums by
+    call path grow with the paths, not the calls. The same tree, numbered as ``_paths``
+    numbers it."""
+    width = len(table.names)
+    trie: dict[tuple[int, int], int] = {}
+    node_parent: list[int] = []
+    node_name: list[int] = []
+    sums = np.zeros((3, 0), np.int64)  # self, total and count by node
+    size = len(table.line_id)
+    thread_total = np.zeros(size, np.int64)
+    thread_calls = np.zeros(size, np.int64)
+    carried_node = np.zeros(0, np.int64)
+    n_rows = 0
+    for block in call_walk.walk(table, rows, t0, t1):
+        k, n = block.carried, len(block.rows)
+        # The block's call paths: each carried call its own root (a name no function has),
+        # standing for its path so far.
+        local_name = table.name[block.rows].astype(np.int64)
+        local_name[:k] = width + np.arange(k)
+        local_node, local_parent, local_names = _paths(block.parent, local_name)
+        found = np.empty(len(local_parent), np.int64)
+        for j, (up, code) in enumerate(zip(local_parent.tolist(), local_names.tolist(),
+                                           strict=True)):
+            if code >= width:
+                found[j] = carried_node[code - width]
+                continue
+            above = int(found[up]) if up >= 0 else -1
+            node = trie.get((above, code))
+            if node is None:
+                node = trie[(above, code)] = len(node_parent)
+                node_parent.append(above)
+                node_name.append(code)
+            found[j] = node
+        item_node = found[local_node]
+        m = len(node_parent)
+        if sums.shape[1] < m:
+            sums = np.concatenate([sums, np.zeros((3, m - sums.shape[1]), np.int64)], axis=1)
+        dur = block.end[k:] - block.start[k:]
+        mine = item_node[k:]
+        sums[0] += np.bincount(mine, weights=dur, minlength=m).astype(np.int64)
+        sums[1] += np.bincount(mine, weights=dur, minlength=m).astype(np.int64)
+        sums[2] += np.bincount(mine, minlength=m)
+        up, taken = call_walk.taken_by_parents(block)
+        sums[0] -= np.bincount(item_node[up], weights=taken, minlength=m).astype(np.int64)
+        thread_total[block.line] += int(dur[block.parent[k:] < 0].sum())
+        thread_calls[block.line] += n - k
+        n_rows += n - k
+        carried_node = item_node[block.carry]
+    order = _level_order(np.asarray(node_parent, np.int64), np.asarray(node_name, np.int64))
+    new = np.empty(len(order), np.int64)
+    new[order] = np.arange(len(order))
+    parent = np.asarray(node_parent, np.int64)[order]
+    names_used, name_code = _used_codes(np.asarray(node_name, np.int64)[order], width)
+    tree = CallTree(np.where(parent >= 0, new[np.maximum(parent, 0)], -1),
+                    name_code.astype(np.int64), sums[0][order], sums[1][order],
+                    sums[2][order], [table.names[int(c)] for c in names_used])
+    return tree, _thread_dict(table, thread_total, thread_calls), n_rows, 0.0
+
+
+def _level_order(parent: I64, name: I64) -> I64:
+    """Nodes (parents before children) in ``_paths``' order: a level at a time, and within
+    one by the parent's place, then the function's code."""
+    depth = np.zeros(len(parent), np.int64)
+    for i, p in enumerate(parent.tolist()):  # paths, not calls: few
+        if p >= 0:
+            depth[i] = depth[p] + 1
+    place = np.full(len(parent), -1, np.int64)
+    out: list[I64] = []
+    made = 0
+    for level in range(int(depth.max(initial=-1)) + 1):
+        nodes = np.flatnonzero(depth == level)
+        above = np.where(parent[nodes] >= 0, place[np.maximum(parent[nodes], 0)], -1)
+        ranked = nodes[np.lexsort((name[nodes], above))]
+        place[ranked] = made + np.arange(len(ranked))
+        made += len(ranked)
+        out.append(ranked)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def _sampler_tree(table: EventTable, rows: Rows, t0: int, t1: int
@@ -604,9 +693,15 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     del wanted
     if not len(mine):
         return out
+    python_code = np.array([bool(_PY_FRAME.match(n)) for n in table.names], dtype=bool)
+    if source == TRACER and call_walk.walkable(table, mine):
+        out["thread"] = table.line_name[int(table.line[mine[0]])]
+        out["step_num"] = steps.step_num.tolist()
+        out["step_python_ns"] = _walked_step_python(table, mine, t0, t1, steps,
+                                                    python_code).tolist()
+        return out
     mine, start, end = _clip(table, mine, t0, t1)
     thread = table.line_name[int(table.line[mine[0]])] if len(mine) else None
-    python_code = np.array([bool(_PY_FRAME.match(n)) for n in table.names], dtype=bool)
     other = ~python_code[table.name[mine]]
     # Each column is dropped once the next has what it needs of it (millions of calls).
     if source == TRACER:
@@ -634,6 +729,31 @@ def python_summary(table: EventTable, steps: Steps) -> dict[str, Any] | None:
     out["step_num"] = steps.step_num.tolist()
     out["step_python_ns"] = per_step.astype(np.int64).tolist()
     return out
+
+
+def _walked_step_python(table: EventTable, rows: Rows, t0: int, t1: int, steps: Steps,
+                        python_code: NDArray[np.bool_]) -> I64:
+    """Per step: the self time of the Python frames among the calls of ``rows`` that start
+    in it (their time less their children's, clipped), by a walk a block at a time."""
+    per_step = np.zeros(len(steps), dtype=np.float64)
+
+    def step_of(times: I64) -> tuple[I64, NDArray[np.bool_]]:
+        step = np.searchsorted(steps.start_ns, times, side="right") - 1
+        return step, (step >= 0) & (times < steps.end_ns[np.maximum(step, 0)])
+
+    for block in call_walk.walk(table, rows, t0, t1):
+        k = block.carried
+        python = python_code[table.name[block.rows]]
+        step, inside = step_of(block.start)
+        own = np.flatnonzero(python[k:] & inside[k:]) + k
+        # Whole nanoseconds far below 2**53: the float sums are exact, in any order.
+        per_step += np.bincount(step[own], weights=block.end[own] - block.start[own],
+                                minlength=len(steps))
+        up, taken = call_walk.taken_by_parents(block)
+        counted = python[up] & inside[up]
+        per_step -= np.bincount(step[up[counted]], weights=taken[counted],
+                                minlength=len(steps))
+    return per_step.astype(np.int64)
 
 
 def pruned(tree: CallTree, min_ns: int) -> CallTree:
