@@ -97,10 +97,10 @@ class CudaBridge:
                     line = lines[r.thread_id] = HostLine(
                         r.thread_id, thread.name if thread else f"thread {r.thread_id}")
                 category = "cuda_runtime" if r.kind == kind.RUNTIME else "cuda_driver"
-                line.events.append((api_name(cupti.get_callback_name(domain, r.cbid)),
-                                    r.start + off,
-                                    r.end + off, {schema.CORRELATION_ID: r.correlation_id,
-                                                  schema.KINETO_CATEGORY: category}))
+                name = api_name(cupti.get_callback_name(domain, r.cbid))
+                line.events.append((name, r.start + off, r.end + off,
+                                    {schema.CORRELATION_ID: r.correlation_id,
+                                     schema.KINETO_CATEGORY: category}))
             elif r.kind == kind.CONCURRENT_KERNEL:
                 args = {"registers per thread": r.registers_per_thread,
                         "shared memory": r.static_shared_memory + r.dynamic_shared_memory,

@@ -59,10 +59,10 @@ KERNEL_DETAILS = "kernel_details"
 # PyTorch without ``activity_type`` tells them from ops.
 _RUNTIME_NAME = re.compile(r"cuda[A-Z]")
 _DRIVER_NAME = re.compile(r"cu[A-Z]")
-# Kineto's launch figures of a kernel, by the names its trace file gives them: ints, and
-# [x, y, z] lists kept as JSON text (as kineto_to_tables keeps them).
 # Kineto's own work on the host ("Activity Buffer Request"), category ``overhead``.
 _OVERHEAD_PREFIX = "Activity Buffer"
+# Kineto's launch figures of a kernel, by the names its trace file gives them: ints, and
+# [x, y, z] lists kept as JSON text (as kineto_to_tables keeps them).
 LAUNCH_INTS = ("registers per thread", "shared memory")
 LAUNCH_DIMS = ("grid", "block")
 
