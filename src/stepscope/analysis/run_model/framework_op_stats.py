@@ -82,10 +82,11 @@ DERIVED_OTHER_LINES = ("Steps", "XLA Modules", "TensorFlow Name Scope", "Framewo
                        "XLA TraceMe", "Overlay", "Source code", "Host Offload Ops",
                        "Async XLA Ops")
 KINETO_HOST_OPS = ("cpu_op", "user_annotation")
-# Kineto's host calls into a device's runtime or driver: no ops, but children of the op
-# around them in PyTorch's own tree (key_averages subtracts them from its self time).
+# Kineto's host calls into a device's runtime or driver (and its own buffer work): no ops,
+# but children of the op around them in PyTorch's own tree and rows of their own, as
+# key_averages() has them.
 KINETO_HOST_CALLS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver",
-                     "xpu_runtime", "mtia_runtime")
+                     "xpu_runtime", "mtia_runtime", "overhead")
 _XLA_MODULE = "XlaModule"  # tf_op of XLA's GPU kernels: the op is in their name stat
 _XLA_OP_NAME = "name"
 _HLO_OP = "hlo_op"  # stat of an XLA op's execution event
@@ -660,8 +661,9 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         end = start + table.duration_ns[rows]  # int64 (the durations may be int32)
     line = table.line[rows]  # int32: the interval functions take any integers
     n_ops = len(events.names)
+    calls: list[OpRow] = []
     if events.categories and events.device_clock is None:
-        self_ns, kept = _torch_tree(table, events, rows, line, start, end)
+        self_ns, kept, calls = _torch_tree(table, events, rows, line, start, end)
         if kept is not None:
             rows, line, start, end, self_ns = (rows[kept], line[kept], start[kept], end[kept],
                                                self_ns[kept])
@@ -697,6 +699,7 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
         start, end = start // unit, end // unit  # for the idle rows
     out = [OpRow(events.sides[i], events.types[i], events.names[i], int(count[i]),
                  int(total[i]), int(own[i])) for i in range(n_ops) if count[i]]
+    out.extend(calls)
     if include_idle:
         out.extend(idle or _idle_rows(table, rows, line, start, end, events))
     # The ops' columns let go before the kernels' rows are made: their peaks do not add up.
@@ -707,14 +710,16 @@ def op_stats(table: EventTable, *, include_idle: bool = False,
 
 def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[Any]],
                 line: NDArray[np.integer[Any]], start: I64, end: I64
-                ) -> tuple[I64, NDArray[np.bool_] | None]:
-    """Self times of a Kineto table's ops (``rows``) in PyTorch's own tree, and which of them
-    count as occurrences (None: all).
+                ) -> tuple[I64, NDArray[np.bool_] | None, list[OpRow]]:
+    """Self times of a Kineto table's ops (``rows``) in PyTorch's own tree, which of them
+    count as occurrences (None: all), and the host's runtime calls as rows of their own.
 
     The tree is the ops' and the runtime calls' (``KINETO_HOST_CALLS``) nesting by thread, as
-    ``key_averages()`` builds it: a call's time is not its op's self time. An op that is the
-    only child of an op of the same name is folded into it, as PyTorch folds them: no
-    occurrence of its own, its self time added to the outermost of the chain."""
+    ``key_averages()`` builds it: a call's time is not its op's self time, but a row of its
+    own, by name, of its Kineto category as type (``cudaMemcpyAsync``, ``cuda_runtime``), as
+    key_averages() lists it. An op that is the only child of an op of the same name is folded
+    into it, as PyTorch folds them: no occurrence of its own, its self time added to the
+    outermost of the chain."""
     calls = [i for i, c in enumerate(events.categories) if c in KINETO_HOST_CALLS]
     extra = np.zeros(0, np.int64)
     if calls:
@@ -727,13 +732,14 @@ def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[An
         np.concatenate([end, extra_start + table.duration_ns[extra]]))
     children = np.bincount(parent[parent >= 0], minlength=n + len(extra))[:n]
     up = np.asarray(parent[:n], np.int64)
+    calls = _call_rows(table, events, extra, extra_start, own[n:])
     own = own[:n]
     names = table.name[rows]
     inside = (up >= 0) & (up < n)  # a call never holds an op: its parent is an op or none
     safe = np.where(inside, up, 0)
     fold = inside & (names[safe] == names) & (children[safe] == 1)
     if not fold.any():
-        return own, None
+        return own, None, calls
     # Each folded op's self time goes to the outermost op of its chain of folds.
     target = np.where(fold, up, np.arange(n))
     while True:
@@ -741,7 +747,25 @@ def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[An
         if np.array_equal(further, target):
             break
         target = further
-    return np.bincount(target, weights=own, minlength=n).astype(np.int64), ~fold
+    return np.bincount(target, weights=own, minlength=n).astype(np.int64), ~fold, calls
+
+
+def _call_rows(table: EventTable, events: OpEvents, rows: I64, start: I64,
+               own: I64) -> list[OpRow]:
+    """Host rows of the runtime calls ``rows`` (their self times ``own``), by category and
+    name."""
+    if len(rows) == 0:
+        return []
+    key = events.category[rows].astype(np.int64) * len(table.names) + table.name[rows]
+    keys, inverse = np.unique(key, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    count = np.bincount(inverse, minlength=len(keys))
+    total = np.bincount(inverse, weights=table.duration_ns[rows], minlength=len(keys))
+    self_ns = np.bincount(inverse, weights=own, minlength=len(keys))
+    del start
+    return [OpRow(HOST, events.categories[int(k) // len(table.names)],
+                  table.names[int(k) % len(table.names)], int(count[i]), int(total[i]),
+                  int(self_ns[i])) for i, k in enumerate(keys.tolist())]
 
 
 def _idle_rows(table: EventTable, rows: NDArray[np.integer[Any]],
