@@ -76,15 +76,20 @@ def _header(text: str, first: str) -> str:
     return next(line for line in text.splitlines() if line.startswith(first + " "))
 
 
-def test_ops_numbers_whole_and_no_type_column_that_repeats_the_name(
+def test_ops_numbers_whole_and_a_type_only_where_it_says_more(
         screen: io.StringIO, capsys: pytest.CaptureFixture[str]) -> None:
     rows = _json(capsys, "ops", str(QWEN))["ops"]
-    # PyTorch's op types are its op names: a type column would say each name twice.
-    assert all(r["type"] == r["name"] for r in rows[:20])
+    # PyTorch's op types are its op names; its CUDA calls' type is their Kineto category (the
+    # one type the column shows: the names are not said twice).
+    calls = [r for r in rows[:20] if r["type"] != r["name"]]
+    assert calls and all(r["type"] == "cuda_runtime" for r in calls)
+    assert all(r["type"] == r["name"] for r in rows[:20] if r not in calls)
     text = _shown(screen, "ops", str(QWEN), "--limit", "20")
-    assert "type" not in _header(text, "where").split()
+    assert "type" in _header(text, "where").split()
     for r in rows[:20]:
         line = next(line for line in text.splitlines() if line.split()[1:2] == [r["name"]])
+        assert line.split().count(r["name"]) == 1
+        assert (r["type"] in line.split()) if r in calls else "cuda_runtime" not in line
         for figure in (f"{r['total_ms']:.3f}", f"{r['self_ms']:.3f}", f"{r['avg_ms']:.4f}",
                        f"{r['self_percent']:.1f}", f"{r['occurrences']:,}"):
             assert figure in line.split(), (figure, line)
