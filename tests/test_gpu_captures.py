@@ -143,6 +143,12 @@ def test_torch_bridge_steps_memory_and_flops(torch_run: Any) -> None:
     per_step = [s["model_tflop"] * 1e12 for s in host["steps"]]
     assert per_step == [pytest.approx(facts["flops_per_step"], rel=1e-9)] * 8
     assert host["precision"] == "bf16"
+    # MFU on the H200's published bf16 peak, named from the device plane.
+    assert overview["environment"]["device_names"] == [facts["device"]] == ["NVIDIA H200"]
+    assert host["peak_tflops"] == 989.0
+    wall_s = sum(facts["wall_ms"]) / len(facts["wall_ms"]) / 1e3
+    assert overview["mfu"]["mfu"] == pytest.approx(
+        facts["flops_per_step"] / wall_s / 989e12, rel=0.02)
 
 
 def _kineto_event(e: dict[str, Any], with_type: bool) -> Any:

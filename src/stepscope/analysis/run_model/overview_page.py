@@ -128,6 +128,8 @@ _SIXTEEN_BIT = re.compile(r"(?i)bf16|fp16|f16\[|half|bfloat16|h884|h1688|h16816|
 # PyTorch's 16-bit data types in an op's ``Input type`` stat (c10::BFloat16, c10::Half).
 _SIXTEEN_BIT_TYPE = re.compile(r"BFloat16|Half")
 _INPUT_TYPE = "Input type"
+# A device plane's stats that name its device.
+_DEVICE_NAME_STATS = ("gpu_device_name", "device_name")
 
 
 @dataclass
@@ -707,6 +709,14 @@ def _devices(table: EventTable) -> tuple[str, int, list[str]]:
                 names = [str(d.get("name", "")) for d in json.loads(props) if isinstance(d, dict)]
             except ValueError:
                 names = []
+    if not names:
+        # Else each device plane's own name: TensorFlow's and JAX's GPU planes say
+        # ``gpu_device_name``, stepscope's PyTorch and CUDA bridges ``device_name``.
+        for p in planes:
+            name = next((p.stats[k] for k in _DEVICE_NAME_STATS
+                         if isinstance(p.stats.get(k), str) and p.stats[k].strip()), None)
+            if name is not None:
+                names.append(name.strip())
     return "/".join(kinds), len(planes), names
 
 
