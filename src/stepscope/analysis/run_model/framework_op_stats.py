@@ -720,10 +720,10 @@ def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[An
     key_averages() lists it. An op that is the only child of an op of the same name is folded
     into it, as PyTorch folds them: no occurrence of its own, its self time added to the
     outermost of the chain."""
-    calls = [i for i, c in enumerate(events.categories) if c in KINETO_HOST_CALLS]
+    call_codes = [i for i, c in enumerate(events.categories) if c in KINETO_HOST_CALLS]
     extra = np.zeros(0, np.int64)
-    if calls:
-        extra = np.flatnonzero(np.isin(events.category, calls) & (events.op < 0)
+    if call_codes:
+        extra = np.flatnonzero(np.isin(events.category, call_codes) & (events.op < 0)
                                & ~device_planes(table)[table.plane])
     n = len(rows)
     extra_start = table.start_ns[extra]
