@@ -76,8 +76,12 @@ def torch_checks(work: Path) -> None:
     run = open_run(facts["path"], cache=False)
     steps_and_mfu(run, facts, "torch")
     ours = kernels(run, "torch")
+    # Kineto's GPU user annotations are device keys of key_averages() but no kernels.
+    trace = json.loads((work / "torch.pt.trace.json").read_text())["traceEvents"]
+    annotations = {e.get("name") for e in trace if e.get("cat") == "gpu_user_annotation"}
     theirs = {r["key"]: (r["count"], r["self_device_time_total"] or 0.0)
-              for r in facts["key_averages"] if "CUDA" in r["device_type"]}
+              for r in facts["key_averages"]
+              if "CUDA" in r["device_type"] and r["key"] not in annotations}
     mism = [(k, ours.get(k), v) for k, v in theirs.items()
             if k not in ours or ours[k][0] != v[0] or not near(ours[k][1], v[1], 0.01)]
     # key_averages() also lists copies and sets as device events; kernel stats only kernels.
@@ -86,7 +90,8 @@ def torch_checks(work: Path) -> None:
          f"{len(theirs)} device keys; mismatches {mism[:4]}")
     ops = {o["name"]: o for o in run.tool("framework_op_stats").data["ops"]
            if o["host_or_device"] == "Host"}
-    heavy = sorted((r for r in facts["key_averages"] if "CPU" in r["device_type"]),
+    heavy = sorted((r for r in facts["key_averages"]
+                    if "CPU" in r["device_type"] and r["key"] != "[memory]"),
                    key=lambda r: -(r["self_cpu_time_total"] or 0))[:10]
     bad = [(r["key"], r["count"], ops.get(r["key"], {}).get("occurrences"),
             r["self_cpu_time_total"], round(ops.get(r["key"], {}).get("self_ms", 0) * 1e3, 1))
