@@ -3,8 +3,8 @@ them: PyTorch's ``key_averages()`` of the same recording, the CUDA caching alloc
 the step's FLOPs counted by hand, and PyTorch's own trace file of the same recording.
 
 The files in ``tests/data/h200/`` were captured on an NVIDIA H200 (PyTorch 2.11 + CUDA 13,
-CuPy 14.2 with cupti-python 13.0) by ``scripts/gpu_check/`` (its README says how); each
-``*.facts.json`` holds what the capturing program measured itself.
+JAX 0.11.2, CuPy 14.2 with cupti-python 13.0) by ``scripts/gpu_check/`` (its README says how);
+each ``*.facts.json`` holds what the capturing program measured itself.
 """
 
 from __future__ import annotations
@@ -275,3 +275,32 @@ def test_bf16_gpu_run_is_told_as_one(torch_run: Any) -> None:
     # A float32 CuPy run stays 32-bit.
     cupy = open_run(CUPY, cache=False).tool("overview_page").data["precision"]
     assert cupy["32bit_percent"] == 100.0
+
+
+JAX = H200 / "jax_bridge.xplane.pb"
+
+
+def test_jax_command_buffer_counts_its_programs_flops() -> None:
+    """XLA ran the whole jitted step as one command buffer (a CUDA graph): its kernels all
+    name ``command_buffer_1``, an op the kept HLO does not hold. Its row counts the program's
+    FLOPs once per launch of the buffer (its kernels' scope_range_id), so that the step's
+    model FLOPs are the program's, and MFU comes out (on the bf16 peak of the H200)."""
+    facts = _facts("jax_bridge")
+    run = open_run(JAX, cache=False)
+    steps = len(facts["wall_ms"])
+    (buffer,) = [o for o in run.tool("hlo_op_stats").data["ops"]
+                 if o["name"] == "command_buffer_1"]
+    assert buffer["executions"] == steps and buffer["occurrences"] > steps
+    # The HLO's matmuls are the hand count; its elementwise ops add under 0.2 %.
+    per_step = buffer["flops"] / steps
+    assert facts["flops_per_step"] <= per_step <= 1.002 * facts["flops_per_step"]
+    overview = run.tool("overview_page").data
+    (host,) = overview["mfu"]["hosts"].values()
+    assert host["precision"] == "bf16" and host["peak_tflops"] == 989.0
+    assert overview["environment"]["device_names"] == ["NVIDIA H200"]
+    wall_s = sum(facts["wall_ms"]) / steps / 1e3
+    assert overview["mfu"]["mfu"] == pytest.approx(
+        facts["flops_per_step"] / wall_s / 989e12, rel=0.02)
+    # The GPU's allocator peak is the device's own.
+    peaks = [a["peak_bytes_in_use"] for a in run.tool("memory_profile").data["allocators"]]
+    assert facts["memory_stats"]["peak_bytes_in_use"] in peaks

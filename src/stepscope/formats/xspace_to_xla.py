@@ -41,7 +41,7 @@ from stepscope.model.stat_kinds import (
     KIND_STR,
     KIND_UINT64,
 )
-from stepscope.model.xla_ops import DeviceInfo, XlaHostOps, XlaOp
+from stepscope.model.xla_ops import COMMAND_BUFFER, DeviceInfo, XlaHostOps, XlaOp
 
 METADATA_PLANE = "/host:metadata"
 XLA_OPS_LINE = "XLA Ops"
@@ -63,6 +63,7 @@ MEMORY_BREAKDOWN_STAT = "memory_access_breakdown"
 HBM_BYTES_STAT = "hbm_bytes_accessed"
 DEVICE_DURATION_STAT = "device_duration_ps"
 _DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
+SCOPE_RANGE_STAT = "scope_range_id"  # a kernel's launch of its command buffer
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
 # Bytes whose presence in a file means it may hold XLA data (a cheap probe before decoding).
 _MARKERS = (HLO_PROTO_STAT.encode(), XLA_OPS_LINE.encode(), HLO_OP_STAT.encode())
@@ -270,7 +271,11 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     ev = cols.events
     plane_of_event = cols.lines.plane[ev.line]
     stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
-    start_ps = (cols.lines.timestamp_ns[ev.line] * 1000 + ev.offset_ps).astype(np.int64)
+    # Picoseconds from the space's first line: from the epoch they pass int64's range (the
+    # line timestamps of stepscope's own files are wall-clock nanoseconds).
+    origin_ns = int(cols.lines.timestamp_ns.min()) if len(cols.lines.timestamp_ns) else 0
+    start_ps = ((cols.lines.timestamp_ns[ev.line] - origin_ns) * 1000
+                + ev.offset_ps).astype(np.int64)
     duration_ps = np.maximum(ev.duration_ps.astype(np.int64), 0)  # no negative durations
 
     ops: list[XlaOp] = []
@@ -313,7 +318,8 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                 codes.append(op_of(program, "", name or "<unknown op>", stats))
             op_rows = np.array(codes, np.int32)[inverse.reshape(-1)] if len(rows) else \
                 np.zeros(0, np.int32)
-            _device_clock(cols, plane, index, rows, start_ps, duration_ps, stat_event)
+            _device_clock(cols, plane, index, rows, start_ps, duration_ps, stat_event,
+                          origin_ns)
         else:
             found = _kernel_ops(cols, plane, on_plane, stat_event)
             if found is None:
@@ -323,7 +329,11 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                      for program, module, name in triples]
             op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
                 np.zeros(0, np.int32)
-            for o, n in _executions(op_rows, ev.metadata_id[rows], duration_ps[rows]).items():
+            runs = _executions(op_rows, ev.metadata_id[rows], duration_ps[rows])
+            runs.update(_buffer_runs(cols, plane, on_plane, stat_event, rows, op_rows,
+                                     {codes[t] for t, (_, _, name) in enumerate(triples)
+                                      if COMMAND_BUFFER.match(name)}))
+            for o, n in runs.items():
                 executions[o] = executions.get(o, 0) + n
         if not len(rows):
             continue
@@ -347,7 +357,28 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     else:
         rows, op, device = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
     return XlaHostOps(ops, devices, op, device, ev.line[rows].astype(np.int32), start_ps[rows],
-                      duration_ps[rows], modules, module_names, bad, executions)
+                      duration_ps[rows], modules, module_names, bad, executions, origin_ns)
+
+
+def _buffer_runs(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any,
+                 rows: Any, op_rows: Any, buffers: set[int]) -> dict[int, int]:
+    """How many times each command buffer op (``buffers``) ran: its kernels' distinct
+    ``scope_range_id``, one per launch of the buffer (none where the plane has no such
+    stat: then its kernels' runs count, as for any op)."""
+    ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
+    if not buffers or SCOPE_RANGE_STAT not in ids:
+        return {}
+    st = cols.stats
+    here = on_plane[stat_event] if len(stat_event) else np.zeros(0, bool)
+    srows = np.flatnonzero(here & (st.metadata_id == ids[SCOPE_RANGE_STAT]))
+    launch = np.full(len(cols.events), -1, np.int64)
+    launch[stat_event[srows]] = st.value[srows]
+    out: dict[int, int] = {}
+    for o in buffers:
+        seen = np.unique(launch[rows[op_rows == o]])
+        if len(seen[seen >= 0]):
+            out[o] = int((seen >= 0).sum())
+    return out
 
 
 def _executions(op_rows: Any, kernel: Any, duration: Any) -> dict[int, int]:
@@ -397,7 +428,7 @@ def _positive(value: Any) -> float | None:
 
 
 def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, start_ps: Any,
-                  duration_ps: Any, stat_event: Any) -> None:
+                  duration_ps: Any, stat_event: Any, origin_ns: int) -> None:
     """Where events carry their device-clock offset and duration, use those (in place)."""
     ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
     st = cols.stats
@@ -412,4 +443,4 @@ def _device_clock(cols: xc.XSpaceColumns, plane: Any, index: int, rows: Any, sta
             column[stat_event[srows]] = np.maximum(st.value[srows], 0)
         else:
             line_ts = cols.lines.timestamp_ns[cols.events.line[stat_event[srows]]]
-            start_ps[stat_event[srows]] = line_ts * 1000 + st.value[srows]
+            start_ps[stat_event[srows]] = (line_ts - origin_ns) * 1000 + st.value[srows]

@@ -33,10 +33,12 @@ from stepscope.analysis.xla.hlo_cost import (
     fused_ops,
     tf32_allowed,
 )
-from stepscope.model.xla_ops import XlaHostOps
+from stepscope.model.hlo import HloModule
+from stepscope.model.xla_ops import COMMAND_BUFFER, XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 4  # 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
+XLA_MODEL_VERSION = 5  # 5: command buffers, steps of absolute-time files; 4: HBM bytes
+# (TPU), TF32 per op; 3: model FLOPs, library GEMMs
 
 
 @dataclass
@@ -279,6 +281,8 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
         module = next((m for pid, m in x.modules.items()
                        if op.module and x.module_names.get(pid) == op.module), module)
     inst = module.instruction(op.name) if module is not None else None
+    if inst is None and module is not None and COMMAND_BUFFER.match(op.name):
+        return _buffer_metrics(op, module, x)
     recorded = "flops" in stats
     flops = _number(stats.get("flops"))
     nbytes = _number(stats.get("bytes_accessed"))
@@ -320,6 +324,29 @@ def _describe(op: Any, x: XlaHostOps) -> OpMetrics:
                      fused, padding_percent=padding, model_flops=model_flops,
                      transcendentals=transcendentals, flops_precision=compute_type,
                      hbm_bytes=float(hbm) if isinstance(hbm, int) else None, tf32=tf32)
+
+
+def _buffer_metrics(op: Any, module: HloModule, x: XlaHostOps) -> OpMetrics:
+    """A command buffer's row: what its program computes outside the ops the profile names
+    on their own (the program's entry computation less those), shared among the program's
+    buffers, per run. Its kernels are the program's fusions and library calls, which the
+    buffer hides (the HLO the profile keeps predates it); bytes are not told."""
+    entry = module.computation(module.entry_computation_id) or next(
+        (c for c in module.computations if c.name == module.entry_computation_name), None)
+    mine = [o for o in x.ops if (o.program_id, o.module) == (op.program_id, op.module)]
+    outside = {o.name for o in mine if module.instruction(o.name) is not None}
+    buffers = max(sum(1 for o in mine if COMMAND_BUFFER.match(o.name)), 1)
+    inside = [i for i in (entry.instructions if entry is not None else [])
+              if i.name not in outside]
+    costs = [cost_of(module, i) for i in inside]
+    flops = sum(c.flops for c in costs) / buffers
+    heaviest = max(zip(costs, inside, strict=True), key=lambda ci: ci[0].flops,
+                   default=None)
+    precision = flops_precision(module, heaviest[1]) if heaviest and heaviest[0].flops else ""
+    return OpMetrics(op.program_id, op.module, op.name, "command buffer", 0, 0, 0, flops, 0.0,
+                     bool(inside), True, "", "", "", "", "", [], model_flops=flops,
+                     transcendentals=sum(c.transcendentals for c in costs) / buffers,
+                     flops_precision=precision)
 
 
 def _number(value: Any) -> float:
@@ -364,7 +391,7 @@ def _per_step(x: XlaHostOps, self_ps: I64, steps: HostSteps | None
     """op index → step number → (occurrences, self ps), for executions inside a step."""
     if steps is None or not len(steps.step_num):
         return {}
-    start_ns = x.start_ps // 1000
+    start_ns = x.origin_ns + x.start_ps // 1000
     pos = np.searchsorted(steps.start_ns, start_ns, side="right") - 1
     inside = (pos >= 0) & (start_ns < steps.end_ns[np.clip(pos, 0, None)])
     out: dict[int, dict[int, tuple[int, int]]] = {}
