@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # Bump when the model's content or its JSON form changes: cached models of an older layout
 # are then never read back.
-RUN_MODEL_VERSION = 21  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
+RUN_MODEL_VERSION = 22  # 7: flight; 8: steps found in words; 9: framework; 10: dropped; 11: Python;
 # 12: ROCm copy/fill kernels of XSpace files in the kernel table; 13: MTIA device events, devices
 # counted only where they ran something; 14: XLA kernels' ops from the HLO, as XProf; 15: model
 # FLOPs per step from PyTorch op shapes; 16: op stats of XLA (GPU and TPU) and host tf_op stats
@@ -14,7 +14,7 @@ RUN_MODEL_VERSION = 21  # 7: flight; 8: steps found in words; 9: framework; 10: 
 # code columns int16 where they fit; 19: tf.data's input-op categories by XProf's name rule
 # (file readers; advance stages in their chain); 20: tf.data stages counted by XProf's self time
 # in the input-op table and host breakdown (counted_ns); 21: stages' typical work a call
-# (per_call_ns)
+# (per_call_ns); 22: device names from the GPU planes' own stats
 
 # Bump when the trace viewer's index layout changes: old cached indexes are then never read.
 INDEX_VERSION = 3  # 3: table rows and positions int32 where they fit

@@ -38,7 +38,7 @@ class DeviceInfo:
 
     name: str  # plane name, e.g. "/device:TPU:0"
     kind: str  # the device's model as the profile names it ("TPU v6 Lite", "NVIDIA H100 ...")
-    busy_start_ps: int  # first XLA op start (ps since the epoch)
+    busy_start_ps: int  # first XLA op start (ps since the host's ``origin_ns``)
     busy_end_ps: int  # last XLA op end
     peak_tflops: float | None = None  # as the profile states it, where it does
     peak_hbm_gbytes_per_s: float | None = None
@@ -55,7 +55,7 @@ class XlaHostOps:
     op: I32  # per execution: index into ops
     device: I32  # per execution: index into devices
     line: I32  # per execution: the timeline row it ran on (nesting is looked for per row)
-    start_ps: I64  # since the epoch
+    start_ps: I64  # since ``origin_ns``
     duration_ps: I64
     modules: dict[str, HloModule]  # program id (text) → its HLO, where the profile has it
     module_names: dict[str, str]  # program id → program name, HLO or not
@@ -63,6 +63,7 @@ class XlaHostOps:
     # op index → times it ran, for ops that run several kernels per execution (GPU); an op
     # not here ran once per row
     executions: dict[int, int] = field(default_factory=dict)
+    origin_ns: int = 0  # where ``start_ps`` counts from, ns since the epoch
 
     def __len__(self) -> int:
         return len(self.op)

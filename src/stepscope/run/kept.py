@@ -22,8 +22,9 @@ from stepscope.run.result import ToolResult
 
 # Bump when a kept tool's answer changes for the same files (with the package version, it
 # keys every kept answer: an upgrade never reads an older answer back).
-RESULTS_VERSION = 5  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
-# profile programs apart by id; 5: TPU HBM bytes, TF32 peak, cuDNN attention FLOPs
+RESULTS_VERSION = 6  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
+# profile programs apart by id; 5: TPU HBM bytes, TF32 peak, cuDNN attention FLOPs; 6: command buffers' HLO ops,
+# XLA GPU precision from the HLO
 
 
 def entry_name(tool: str, host: str | None, params: dict[str, Any]) -> str:

@@ -683,6 +683,12 @@ def _devices(table: EventTable) -> tuple[str, int, list[str]]:
                 names = [str(d.get("name", "")) for d in json.loads(props) if isinstance(d, dict)]
             except ValueError:
                 names = []
+    if not names:
+        # The device planes' own stats: TensorFlow's and JAX's GPU planes name the model
+        # ``gpu_device_name``, Kineto-derived ones ``device_name``.
+        names = [str(name) for p in planes for name in
+                 [p.stats.get("gpu_device_name") or p.stats.get("device_name")]
+                 if isinstance(name, str) and name]
     return "/".join(kinds), len(planes), names
 
 

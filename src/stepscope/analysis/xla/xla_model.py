@@ -36,7 +36,7 @@ from stepscope.analysis.xla.hlo_cost import (
 from stepscope.model.xla_ops import XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 4  # 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
+XLA_MODEL_VERSION = 5  # 5: command buffers' kernels by HLO op, times from the first line; 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
 
 
 @dataclass
@@ -364,7 +364,7 @@ def _per_step(x: XlaHostOps, self_ps: I64, steps: HostSteps | None
     """op index → step number → (occurrences, self ps), for executions inside a step."""
     if steps is None or not len(steps.step_num):
         return {}
-    start_ns = x.start_ps // 1000
+    start_ns = x.origin_ns + x.start_ps // 1000
     pos = np.searchsorted(steps.start_ns, start_ns, side="right") - 1
     inside = (pos >= 0) & (start_ns < steps.end_ns[np.clip(pos, 0, None)])
     out: dict[int, dict[int, tuple[int, int]]] = {}
