@@ -16,7 +16,7 @@ RUN_MODEL_VERSION = 22  # 7: flight; 8: steps found in words; 9: framework; 10: 
 # in the input-op table and host breakdown (counted_ns); 21: stages' typical work a call
 # (per_call_ns); 22: PyTorch host ops as key_averages() counts them (CUDA calls rows of their
 # own, self redispatches folded), 16-bit precision from the launching op's input types, device
-# names from the device planes
+# names from the device planes, XLA GPU precision from the HLO
 
 # Bump when the trace viewer's index layout changes: old cached indexes are then never read.
 INDEX_VERSION = 3  # 3: table rows and positions int32 where they fit

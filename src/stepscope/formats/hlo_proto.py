@@ -84,7 +84,19 @@ MESSAGES = [
         Field("computations", 3, "HloComputationProto", repeated=True),
         Field("id", 5, "int64"),
         Field("entry_computation_id", 6, "int64"),
+        Field("schedule", 7, "HloScheduleProto"),
     ]),
+    # The order a scheduled module runs each computation's instructions in (XLA's
+    # HloScheduleProto: a map from computation id to its instruction ids, on the wire a
+    # repeated (key 1, value 2) entry).
+    Message("HloScheduleProto", [
+        Field("sequences", 1, "HloScheduleEntry", repeated=True),
+    ]),
+    Message("HloScheduleEntry", [
+        Field("key", 1, "int64"),
+        Field("value", 2, "InstructionSequence"),
+    ]),
+    Message("InstructionSequence", [Field("instruction_ids", 1, "int64", repeated=True)]),
     Message("HloComputationProto", [
         Field("name", 1, "string"),
         Field("instructions", 2, "HloInstructionProto", repeated=True),
@@ -188,8 +200,11 @@ def decode_hlo_proto(data: bytes, source: str = "<bytes>") -> HloModule:
     m = proto.hlo_module
     assignment = (_buffer_assignment(proto.buffer_assignment)
                   if proto.HasField("buffer_assignment") else None)
+    schedule = {int(e.key): [int(i) for i in e.value.instruction_ids]
+                for e in m.schedule.sequences} if m.HasField("schedule") else {}
     return HloModule(_t(m.name), int(m.id), [_computation(c) for c in m.computations],
-                     int(m.entry_computation_id), _t(m.entry_computation_name), assignment)
+                     int(m.entry_computation_id), _t(m.entry_computation_name), assignment,
+                     schedule)
 
 
 def _buffer_assignment(b: Any) -> BufferAssignment:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from stepscope.errors import ProfileFormatError, StepscopeError
+from stepscope.formats import command_buffers
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.hlo_proto import decode_hlo_proto
 from stepscope.formats.memory_access import hbm_bytes
@@ -52,7 +53,10 @@ PROGRAM_ID_STAT = "program_id"
 # Plane stats where profilers state a device's peaks and model.
 PEAK_TFLOPS_STAT = "peak_teraflops_per_second"
 PEAK_HBM_STAT = "peak_hbm_bw_gigabytes_per_second"
-DEVICE_KIND_STATS = ("device_type_string", "gpu_name", "device_name", "device_vendor")
+# TensorFlow's and JAX's GPU planes name the model ``gpu_device_name``; Kineto-derived ones
+# ``device_name``; ``device_vendor`` ("Nvidia") is the last resort.
+DEVICE_KIND_STATS = ("device_type_string", "gpu_device_name", "gpu_name", "device_name",
+                     "device_vendor")
 DEVICE_PROP_STATS = ("device_vendor", "compute_cap_major", "compute_cap_minor", "core_count",
                      "clock_rate", "memory_bandwidth", "memory_size")
 # Event stats that give an XLA op's time on the device's own clock (TPU), preferred to the
@@ -62,6 +66,8 @@ DEVICE_OFFSET_STAT = "device_offset_ps"
 MEMORY_BREAKDOWN_STAT = "memory_access_breakdown"
 HBM_BYTES_STAT = "hbm_bytes_accessed"
 DEVICE_DURATION_STAT = "device_duration_ps"
+# A kernel's launch of its command buffer (one per launch), else the launch's correlation.
+LAUNCH_STATS = ("scope_range_id", "correlation_id")
 _DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
 SCOPE_RANGE_STAT = "scope_range_id"  # a kernel's launch of its command buffer
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
@@ -271,8 +277,8 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
     ev = cols.events
     plane_of_event = cols.lines.plane[ev.line]
     stat_event = np.repeat(np.arange(len(ev), dtype=np.int64), ev.nstats)
-    # Picoseconds from the space's first line: from the epoch they pass int64's range (the
-    # line timestamps of stepscope's own files are wall-clock nanoseconds).
+    # Picoseconds from the space's first line: counted from the epoch they pass int64's range
+    # (line timestamps are wall-clock nanoseconds in JAX's and stepscope's own files).
     origin_ns = int(cols.lines.timestamp_ns.min()) if len(cols.lines.timestamp_ns) else 0
     start_ps = ((cols.lines.timestamp_ns[ev.line] - origin_ns) * 1000
                 + ev.offset_ps).astype(np.int64)
@@ -329,10 +335,13 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                      for program, module, name in triples]
             op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
                 np.zeros(0, np.int32)
+            _open_buffers(cols, plane, on_plane, stat_event, rows, op_rows, start_ps,
+                          [(ops[c], c) for c in codes], modules, op_of)
             runs = _executions(op_rows, ev.metadata_id[rows], duration_ps[rows])
+            # Kernels left on a buffer (none placed): the buffer ran once per launch.
             runs.update(_buffer_runs(cols, plane, on_plane, stat_event, rows, op_rows,
-                                     {codes[t] for t, (_, _, name) in enumerate(triples)
-                                      if COMMAND_BUFFER.match(name)}))
+                                     {c for c in set(op_rows.tolist())
+                                      if COMMAND_BUFFER.match(ops[c].name)}))
             for o, n in runs.items():
                 executions[o] = executions.get(o, 0) + n
         if not len(rows):
@@ -378,6 +387,51 @@ def _buffer_runs(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: 
         seen = np.unique(launch[rows[op_rows == o]])
         if len(seen[seen >= 0]):
             out[o] = int((seen >= 0).sum())
+    return out
+
+
+def _open_buffers(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any,
+                  rows: Any, op_rows: Any, start_ps: Any, ops: list[tuple[XlaOp, int]],
+                  modules: dict[str, HloModule], op_of: Any) -> None:
+    """Give each kernel of a command buffer the HLO op it runs, where the program's HLO tells
+    it (``command_buffers``), in ``op_rows`` in place; the rest keep the buffer."""
+    buffers = [(op, code) for op, code in ops if COMMAND_BUFFER.match(op.name)
+               and op.program_id in modules]
+    if not buffers:
+        return
+    launch = _int_stat(cols, plane, on_plane, stat_event, LAUNCH_STATS)
+    if launch is None:
+        return
+    mids = cols.events.metadata_id[rows]
+    distinct, name_code = np.unique(mids, return_inverse=True)
+    names = [text(md.name) if (md := plane.event_metadata.get(int(m))) is not None else ""
+             for m in distinct.tolist()]
+    name_code = name_code.reshape(-1).astype(np.int64)
+    for op, code in buffers:
+        module = modules[op.program_id]
+        outside = {o.name for o, _ in ops if o.program_id == op.program_id}
+        mine = np.flatnonzero(op_rows == code)
+        found, insts = command_buffers.attribute(
+            module, op.name, outside, names, name_code[mine], launch[rows[mine]],
+            start_ps[rows[mine]])
+        new = np.array([op_of(op.program_id, op.module, i.name, {}) for i in insts] + [code],
+                       np.int32)
+        op_rows[mine] = new[found]  # -1 reads the last: the buffer itself
+
+
+def _int_stat(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any,
+              names: tuple[str, ...]) -> Any:
+    """Per event: the first of the integer stats ``names`` that the plane has (-1 where an
+    event lacks it); None where the plane has none of them."""
+    ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
+    name = next((n for n in names if n in ids), None)
+    if name is None or not len(stat_event):
+        return None
+    st = cols.stats
+    srows = np.flatnonzero(on_plane[stat_event] & (st.metadata_id == ids[name])
+                           & np.isin(st.kind, (KIND_INT64, KIND_UINT64)))
+    out = np.full(len(cols.events), -1, np.int64)
+    out[stat_event[srows]] = np.maximum(st.value[srows], 0)
     return out
 
 

@@ -231,6 +231,9 @@ class HloModule:
     entry_computation_id: int = 0
     entry_computation_name: str = ""
     buffer_assignment: BufferAssignment | None = None
+    # Computation id → its instruction ids in the order they run, where the module is
+    # scheduled (XLA's GPU programs are); empty where the proto has no schedule.
+    schedule: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.computations}
@@ -248,3 +251,12 @@ class HloModule:
     def by_id(self, iid: int) -> Instruction | None:
         """The instruction with id ``iid``, or None."""
         return self._instruction_ids.get(iid)
+
+    def in_order(self, comp: Computation) -> list[Instruction]:
+        """``comp``'s instructions in the order the schedule runs them (its own order, a
+        topological one, where the module has no schedule or it names unknown ids)."""
+        ids = self.schedule.get(comp.id)
+        mine = {i.id: i for i in comp.instructions}
+        if not ids or any(i not in mine for i in ids):
+            return list(comp.instructions)
+        return [mine[i] for i in ids]

@@ -24,7 +24,7 @@ from stepscope.run.result import ToolResult
 # keys every kept answer: an upgrade never reads an older answer back).
 RESULTS_VERSION = 6  # 3: MFU on the overview and pod viewer; XLA FLOPs per execution; 4: op
 # profile programs apart by id; 5: TPU HBM bytes, TF32 peak, cuDNN attention FLOPs; 6: XLA's
-# command buffers, PyTorch op stats as key_averages()
+# command buffers' HLO ops, XLA GPU precision from the HLO, PyTorch op stats as key_averages()
 
 
 def entry_name(tool: str, host: str | None, params: dict[str, Any]) -> str:

@@ -37,8 +37,8 @@ from stepscope.model.hlo import HloModule
 from stepscope.model.xla_ops import COMMAND_BUFFER, XlaHostOps
 
 I64 = NDArray[np.int64]
-XLA_MODEL_VERSION = 5  # 5: command buffers, steps of absolute-time files; 4: HBM bytes
-# (TPU), TF32 per op; 3: model FLOPs, library GEMMs
+XLA_MODEL_VERSION = 5  # 5: command buffers' kernels by HLO op, steps of absolute-time
+# files; 4: HBM bytes (TPU), TF32 per op; 3: model FLOPs, library GEMMs
 
 
 @dataclass
