@@ -105,7 +105,8 @@ def _advice_rows(run: Run) -> list[dict[str, Any]]:
     from stepscope.analysis.tools.advice import recommendations
 
     rows: list[dict[str, Any]] = run.result(
-        ("advice",), lambda: [r.to_dict() for r in recommendations(run.model)])
+        ("advice",), lambda: [r.to_dict() for r in recommendations(
+            run.model, _xla_precision(run, None))])
     return rows
 
 

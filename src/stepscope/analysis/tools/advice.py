@@ -731,10 +731,15 @@ def advise(f: Facts) -> list[Recommendation]:
     return [r for rule in RULES if (r := rule(f)) is not None]
 
 
-def recommendations(model: RunModel) -> list[Recommendation]:
-    """The advice for a run."""
+def recommendations(model: RunModel,
+                    precision: dict[str, float] | None = None) -> list[Recommendation]:
+    """The advice for a run; ``precision``, where given, the device compute's precision in
+    place of the overview's (the XLA programs' own, on a GPU: kernel names do not tell)."""
     python = rule_python_input(model.python_dict(), model.framework().framework)
-    return advise(facts_of(model)) + ([python] if python is not None else [])
+    facts = facts_of(model)
+    if precision is not None:
+        facts.summary = {**facts.summary, "precision": precision}
+    return advise(facts) + ([python] if python is not None else [])
 
 
 # --- rules fed by the GPU timeline (analysis.gpu_timeline) --------------------------------
