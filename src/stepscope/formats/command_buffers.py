@@ -36,7 +36,6 @@ from stepscope.model.hlo import HloModule, Instruction
 
 I64 = NDArray[np.int64]
 
-# XLA's names for a command buffer thunk's op.
 # Opcodes that run no kernel of their own (bookkeeping, control flow run as other thunks).
 _NO_KERNEL = frozenset({
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
@@ -80,6 +79,14 @@ def align(module: HloModule, kernels: list[str], cands: list[Instruction]) -> li
     """For one launch's kernels (names, in time order): the index into ``cands`` of the
     instruction each belongs to, -1 where it cannot be told (see the module docstring)."""
     by_kernel = {kernel_name(i.name): i for c in module.computations for i in c.instructions}
+    signatures: dict[int, tuple[Any, ...]] = {}  # by candidate: computed once, compared often
+
+    def signature(j: int) -> tuple[Any, ...]:
+        if j not in signatures:
+            signatures[j] = _signature(module, cands[j])
+        return signatures[j]
+
+    named_kernels = set(kernels)
     out = [-1] * len(kernels)
     anchors: list[tuple[int, int]] = []  # (kernel position, candidate index)
     pos = 0
@@ -91,7 +98,7 @@ def align(module: HloModule, kernels: list[str], cands: list[Instruction]) -> li
         if found < 0 and named.opcode == "fusion":
             sig = _signature(module, named)
             found = next((j for j in range(pos, len(cands)) if cands[j].opcode == "fusion"
-                          and _signature(module, cands[j]) == sig), -1)
+                          and signature(j) == sig), -1)
         if found >= 0:
             out[k] = found
             anchors.append((k, found))
@@ -100,7 +107,7 @@ def align(module: HloModule, kernels: list[str], cands: list[Instruction]) -> li
     for (k0, j0), (k1, j1) in zip(bounds, bounds[1:], strict=False):
         gap_k = [k for k in range(k0 + 1, k1) if out[k] < 0]
         gap_c = [j for j in range(j0 + 1, j1)
-                 if kernel_name(cands[j].name) not in kernels]  # runs no kernel of its name
+                 if kernel_name(cands[j].name) not in named_kernels]  # none of its name ran
         work = [k for k in gap_k if not _MEMORY_OP.match(kernels[k])]
         if len(gap_c) == 1:
             for k in gap_k:

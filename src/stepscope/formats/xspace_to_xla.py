@@ -69,7 +69,6 @@ DEVICE_DURATION_STAT = "device_duration_ps"
 # A kernel's launch of its command buffer (one per launch), else the launch's correlation.
 LAUNCH_STATS = ("scope_range_id", "correlation_id")
 _DEVICE_PLANE = re.compile(r"^/device:[A-Z]+:\d+$")
-SCOPE_RANGE_STAT = "scope_range_id"  # a kernel's launch of its command buffer
 _PROGRAM_SUFFIX = re.compile(r"^(.*)\((-?\d+)\)$")
 # Bytes whose presence in a file means it may hold XLA data (a cheap probe before decoding).
 _MARKERS = (HLO_PROTO_STAT.encode(), XLA_OPS_LINE.encode(), HLO_OP_STAT.encode())
@@ -335,13 +334,15 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                      for program, module, name in triples]
             op_rows = np.array(codes, np.int32)[inverse] if len(rows) else \
                 np.zeros(0, np.int32)
-            _open_buffers(cols, plane, on_plane, stat_event, rows, op_rows, start_ps,
-                          [(ops[c], c) for c in codes], modules, op_of)
+            launch = _int_stat(cols, plane, on_plane, stat_event, LAUNCH_STATS) \
+                if any(COMMAND_BUFFER.match(ops[c].name) for c in codes) else None
+            if launch is not None:
+                _open_buffers(cols, plane, rows, op_rows, start_ps, launch,
+                              [(ops[c], c) for c in codes], modules, op_of)
             runs = _executions(op_rows, ev.metadata_id[rows], duration_ps[rows])
-            # Kernels left on a buffer (none placed): the buffer ran once per launch.
-            runs.update(_buffer_runs(cols, plane, on_plane, stat_event, rows, op_rows,
-                                     {c for c in set(op_rows.tolist())
-                                      if COMMAND_BUFFER.match(ops[c].name)}))
+            if launch is not None:  # kernels left on a buffer: it ran once per launch
+                runs.update(_buffer_runs(launch, rows, op_rows, {
+                    c for c in set(op_rows.tolist()) if COMMAND_BUFFER.match(ops[c].name)}))
             for o, n in runs.items():
                 executions[o] = executions.get(o, 0) + n
         if not len(rows):
@@ -369,38 +370,25 @@ def xla_from_columns(cols: xc.XSpaceColumns, source: str = "<bytes>") -> XlaHost
                       duration_ps[rows], modules, module_names, bad, executions, origin_ns)
 
 
-def _buffer_runs(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any,
-                 rows: Any, op_rows: Any, buffers: set[int]) -> dict[int, int]:
+def _buffer_runs(launch: Any, rows: Any, op_rows: Any, buffers: set[int]) -> dict[int, int]:
     """How many times each command buffer op (``buffers``) ran: its kernels' distinct
-    ``scope_range_id``, one per launch of the buffer (none where the plane has no such
-    stat: then its kernels' runs count, as for any op)."""
-    ids = {text(md.name): mid for mid, md in plane.stat_metadata.items()}
-    if not buffers or SCOPE_RANGE_STAT not in ids:
-        return {}
-    st = cols.stats
-    here = on_plane[stat_event] if len(stat_event) else np.zeros(0, bool)
-    srows = np.flatnonzero(here & (st.metadata_id == ids[SCOPE_RANGE_STAT]))
-    launch = np.full(len(cols.events), -1, np.int64)
-    launch[stat_event[srows]] = st.value[srows]
+    launch ids (``launch``, per event; -1 unknown)."""
     out: dict[int, int] = {}
     for o in buffers:
         seen = np.unique(launch[rows[op_rows == o]])
-        if len(seen[seen >= 0]):
+        if (seen >= 0).any():
             out[o] = int((seen >= 0).sum())
     return out
 
 
-def _open_buffers(cols: xc.XSpaceColumns, plane: Any, on_plane: Any, stat_event: Any,
-                  rows: Any, op_rows: Any, start_ps: Any, ops: list[tuple[XlaOp, int]],
-                  modules: dict[str, HloModule], op_of: Any) -> None:
+def _open_buffers(cols: xc.XSpaceColumns, plane: Any, rows: Any, op_rows: Any, start_ps: Any,
+                  launch: Any, ops: list[tuple[XlaOp, int]], modules: dict[str, HloModule],
+                  op_of: Any) -> None:
     """Give each kernel of a command buffer the HLO op it runs, where the program's HLO tells
     it (``command_buffers``), in ``op_rows`` in place; the rest keep the buffer."""
     buffers = [(op, code) for op, code in ops if COMMAND_BUFFER.match(op.name)
                and op.program_id in modules]
     if not buffers:
-        return
-    launch = _int_stat(cols, plane, on_plane, stat_event, LAUNCH_STATS)
-    if launch is None:
         return
     mids = cols.events.metadata_id[rows]
     distinct, name_code = np.unique(mids, return_inverse=True)

@@ -732,7 +732,7 @@ def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[An
         np.concatenate([end, extra_start + table.duration_ns[extra]]))
     children = np.bincount(parent[parent >= 0], minlength=n + len(extra))[:n]
     up = np.asarray(parent[:n], np.int64)
-    calls = _call_rows(table, events, extra, extra_start, own[n:])
+    calls = _call_rows(table, events, extra, own[n:])
     own = own[:n]
     names = table.name[rows]
     inside = (up >= 0) & (up < n)  # a call never holds an op: its parent is an op or none
@@ -750,8 +750,7 @@ def _torch_tree(table: EventTable, events: OpEvents, rows: NDArray[np.integer[An
     return np.bincount(target, weights=own, minlength=n).astype(np.int64), ~fold, calls
 
 
-def _call_rows(table: EventTable, events: OpEvents, rows: I64, start: I64,
-               own: I64) -> list[OpRow]:
+def _call_rows(table: EventTable, events: OpEvents, rows: I64, own: I64) -> list[OpRow]:
     """Host rows of the runtime calls ``rows`` (their self times ``own``), by category and
     name."""
     if len(rows) == 0:
@@ -762,7 +761,6 @@ def _call_rows(table: EventTable, events: OpEvents, rows: I64, start: I64,
     count = np.bincount(inverse, minlength=len(keys))
     total = np.bincount(inverse, weights=table.duration_ns[rows], minlength=len(keys))
     self_ns = np.bincount(inverse, weights=own, minlength=len(keys))
-    del start
     return [OpRow(HOST, events.categories[int(k) // len(table.names)],
                   table.names[int(k) % len(table.names)], int(count[i]), int(total[i]),
                   int(self_ns[i])) for i, k in enumerate(keys.tolist())]

@@ -121,10 +121,11 @@ class TorchBridge:
         except Exception:  # a PyTorch without the event tree: sizes only, as before
             memory = {}
         events = results.events()
-        launches = None
-        if any(not str(e.device_type()).endswith("CPU") and activity_type(e) == "kernel"
-               and not _metadata(e) for e in events):
-            launches = launch_figures(self._profile)
+        # Where the first kernel's event gives no launch figures, none does (PyTorch 2.11).
+        kernel = next((e for e in events if not str(e.device_type()).endswith("CPU")
+                       and activity_type(e) == "kernel"), None)
+        launches = launch_figures(self._profile) if kernel is not None and \
+            not _metadata(kernel) else None
         return convert(events, memory, properties, launches)
 
 
