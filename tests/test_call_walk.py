@@ -111,3 +111,15 @@ def test_a_tree_of_unwalkable_rows_is_the_whole_nestings(captures: list[Any]) ->
     assert sorted(zip(*ordered[1].values(), strict=True)) == \
         sorted(zip(*mixed[1].values(), strict=True))
 
+
+
+def test_empty_and_out_of_window_rows(captures: list[Any]) -> None:
+    """No rows, or a window no call overlaps: no block with calls, an empty tree."""
+    table = captures[0]
+    rows = _tracer_rows(table)
+    assert list(call_walk.walk(table, rows[:0], 0, 10)) == []
+    end = int((table.start_ns[rows] + table.duration_ns[rows]).max())
+    blocks = list(call_walk.walk(table, rows, end + 10, end + 20))
+    assert all(len(b.rows) == 0 for b in blocks)
+    tree, threads, n, _ = pv._tracer_tree(table, rows, end + 10, end + 20)
+    assert len(tree) == 0 and n == 0 and threads["count"] == []

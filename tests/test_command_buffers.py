@@ -106,3 +106,46 @@ def test_op_times_equal_xprofs_kernel_times(tmp_path: Path) -> None:
     memsets = sum(1 for i in x.op.tolist() if x.ops[i].name.startswith("custom-call"))
     assert memsets == 2 * 11 * STEPS
     assert 0 < gemm_ours - gemm_xprof < 0.01 * gemm_ours  # the memsets' few µs
+
+
+def test_hostile_launches_and_schedules_keep_the_buffer() -> None:
+    """Kernels that cannot be placed stay with the buffer, never a wrong op or an error:
+    launches without ids, no kernels, kernels named after nothing, a launch of its own
+    order, and a schedule that names instructions the module lacks."""
+    import numpy as np
+
+    from stepscope.formats import command_buffers as cb
+
+    x = load_xla(H200_JAX)
+    (module,) = [m for m in x.modules.values() if "train_step" in m.name]
+    none = np.zeros(0, np.int64)
+    op, cands = cb.attribute(module, "command_buffer_1", set(), [], none, none, none)
+    assert len(op) == 0 and cands
+    names = ["nvjet_a", "loop_add_fusion_2", "no_such_kernel"]
+    codes = np.array([0, 1, 2, 0, 1, 2], np.int64)
+    start = np.arange(6, dtype=np.int64)
+    unknown = np.full(6, -1, np.int64)  # launch ids missing: nothing is placed
+    op, _ = cb.attribute(module, "command_buffer_1", set(), names, codes, unknown, start)
+    assert (op == -1).all()
+    # Two launches in opposite orders: one sequence is the template, the other launch's
+    # kernels keep the buffer; a kernel named after nothing never takes a fusion's op.
+    launch = np.array([1, 1, 1, 2, 2, 2], np.int64)
+    shuffled = np.array([0, 1, 2, 2, 1, 0], np.int64)
+    op, cands = cb.attribute(module, "command_buffer_1", set(), names, shuffled, launch, start)
+    assert (op[:3] == -1).all() != (op[3:] == -1).all()
+    assert (op >= 0).any()
+    assert all(o < 0 or cands[o].name != "no_such_kernel" for o in op.tolist())
+    assert cb.align(module, [], cands) == []
+    assert cb.align(module, ["?"] * 3, []) == [-1, -1, -1]
+    # A schedule naming ids the module lacks: the computation's own order.
+    entry = module.computation(module.entry_computation_id)
+    assert entry is not None
+    saved = module.schedule.get(entry.id)
+    module.schedule[entry.id] = [10**12, 10**12 + 1]
+    try:
+        assert module.in_order(entry) == list(entry.instructions)
+    finally:
+        if saved is None:
+            del module.schedule[entry.id]
+        else:
+            module.schedule[entry.id] = saved

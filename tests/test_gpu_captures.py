@@ -309,3 +309,17 @@ def test_jax_command_buffer_counts_its_programs_flops() -> None:
     # The GPU's allocator peak is the device's own.
     peaks = [a["peak_bytes_in_use"] for a in run.tool("memory_profile").data["allocators"]]
     assert facts["memory_stats"]["peak_bytes_in_use"] in peaks
+
+
+@pytest.mark.parametrize("written", [b"", b'{"traceEvents": [', b"\x00\xff" * 50,
+                                     b'{"traceEvents": [{"cat": "kernel", "args": 7}, 3]}'])
+def test_launch_figures_of_a_bad_trace_file_are_none(tmp_path: Path, written: bytes) -> None:
+    """Kineto's trace file empty, truncated, binary or absurd: no launch figures, no error
+    (the bridge's events are kept without them)."""
+    from stepscope.capture.bridges.pytorch import launch_figures
+
+    class Recording:
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path).write_bytes(written)
+
+    assert launch_figures(Recording()) == {}
