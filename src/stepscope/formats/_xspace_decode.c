@@ -1910,6 +1910,744 @@ done:
     return result;
 }
 
+/* ---- the skim: a big file's first picture, before its table -----------------------------
+ *
+ * Decoding a big file into its table takes seconds: at 1 GB most of it is writing columns as
+ * long as the events, memory touched for the first time. The trace viewer's first window
+ * needs far less: when each line's events start and end, how many of them start in each
+ * span of the trace, and the few long enough to be drawn. `skim_lines` walks every event
+ * once reading its times only (nothing kept per event); `skim_bins` walks them again, on two
+ * threads, counting each line's events (and summing their durations) per span of the trace,
+ * and keeping the events at least `wide_ns` long. Times are the table's: the line's
+ * timestamp plus the offset, picoseconds rounded to ns as `ps_to_ns` does, negative
+ * durations 0; an event's table row is its place in the file, as the decoder numbers it. */
+
+/* A message's fields read a chunk of the source's window at a time: the walk over a line's
+ * events does not go through the window (and its checks) for every key and length. */
+typedef struct {
+    Source *src;
+    int64_t off, end;         /* the message's rest: its next field is at file offset off */
+    const uint8_t *p, *lim;   /* bytes of the window from off on (p: off's), up to lim */
+} FieldIter;
+
+/* A varint at *q before lim: 0 (q moved past it), 1 where lim cuts it, -1 if too long. */
+static inline int
+peek_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
+{
+    uint64_t v = 0;
+    const uint8_t *p = *q;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (p >= lim) return 1;
+        uint8_t byte = *p++;
+        v |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *out = v;
+            *q = p;
+            return 0;
+        }
+    }
+    bad("varint too long");
+    return -1;
+}
+
+/* peek_varint with the one- and two-byte varints (keys, lengths, most ids) read inline. */
+static inline int
+fast_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
+{
+    const uint8_t *p = *q;
+    if (p < lim && !(p[0] & 0x80)) {
+        *out = p[0];
+        *q = p + 1;
+        return 0;
+    }
+    if (lim - p >= 2 && !(p[1] & 0x80)) {
+        *out = (uint64_t)(p[0] & 0x7F) | ((uint64_t)p[1] << 7);
+        *q = p + 2;
+        return 0;
+    }
+    return peek_varint(q, lim, out);
+}
+
+/* One event's metadata id, offset and duration (ps) from its bytes [p, end), its other
+ * fields skipped. With value_id >= 0, *sample says whether it is a counter's sample: a stat
+ * of that metadata id with a number, and no duration (stats are read only while the
+ * duration seen is none). 0, or -1 with the error raised (or sunk). */
+static inline int
+skim_event(const uint8_t *p, const uint8_t *end, int64_t value_id, int64_t *metadata,
+           int64_t *offset, int64_t *duration, int *sample)
+{
+    int rc;
+    *metadata = *offset = *duration = 0;
+    *sample = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if ((rc = fast_varint(&p, end, &key)) != 0) goto cut;
+        uint32_t field = (uint32_t)(key >> 3), wire = (uint32_t)(key & 7);
+        if (wire == 0) {
+            if ((rc = fast_varint(&p, end, &v)) != 0) goto cut;
+            if (field == 1) *metadata = (int64_t)v;
+            else if (field == 2) *offset = (int64_t)v;
+            else if (field == 3) *duration = (int64_t)v;
+        } else if (wire == 2) {
+            if ((rc = fast_varint(&p, end, &v)) != 0) goto cut;
+            if (v > (uint64_t)(end - p)) return bad("length past the end of the data");
+            if (field == 4 && value_id >= 0 && *duration <= 0 && !*sample) {
+                Reader stat = {p, p + v};
+                uint32_t f2, w2;
+                int more2, number = 0;
+                uint64_t id = 0;
+                while ((more2 = read_key(&stat, &f2, &w2)) == 1) {
+                    if (f2 == 1 && w2 == 0) {
+                        if (read_varint(&stat, &id) < 0) return -1;
+                        continue;
+                    }
+                    if (f2 >= 2 && f2 <= 7) number = f2 <= 4;  /* the value's oneof */
+                    if (skip_field(&stat, w2) < 0) return -1;
+                }
+                if (more2 < 0) return -1;
+                *sample = number && (int64_t)id == value_id;
+            }
+            p += v;
+        } else if (wire == 1 || wire == 5) {
+            size_t k = wire == 1 ? 8 : 4;
+            if ((size_t)(end - p) < k) return bad("truncated fixed field");
+            p += k;
+        } else {
+            return bad("unsupported wire type");
+        }
+    }
+    if (ps_to_ns(*duration) > 0) *sample = 0;
+    return 0;
+cut:
+    return rc < 0 ? -1 : bad("truncated varint");
+}
+
+/* The window from it->off on, at least `need` bytes of it where the message has them. */
+static int
+iter_fill(FieldIter *it, size_t need)
+{
+    int64_t rest = it->end - it->off;
+    size_t n = need < (size_t)rest ? need : (size_t)rest;
+    const uint8_t *p = source_need(it->src, it->off, n);
+    if (p == NULL) return -1;
+    int64_t avail = it->src->mem != NULL ? it->src->size - it->off
+                    : it->src->win_off + (int64_t)it->src->win_len - it->off;
+    it->p = p;
+    it->lim = p + (avail < rest ? avail : rest);
+    return 0;
+}
+
+/* The message's next field: 1 with its key, its key's file offset (*at), a varint's value
+ * (*v) or a length-delimited payload in memory ([*a, *b)); 0 at the message's end; -1 on
+ * an error. */
+static inline int
+iter_next(FieldIter *it, uint32_t *field, uint32_t *wire, int64_t *at, uint64_t *v,
+          const uint8_t **a, const uint8_t **b)
+{
+    if (it->off >= it->end) return 0;
+    for (;;) {
+        const uint8_t *q = it->p;
+        size_t need = 24;  /* a key and a varint, or a key and a length */
+        uint64_t key, n;
+        int rc = it->p == NULL ? 1 : fast_varint(&q, it->lim, &key);
+        if (rc == 0) {
+            *field = (uint32_t)(key >> 3);
+            *wire = (uint32_t)(key & 7);
+            switch (*wire) {
+            case 0:
+                rc = fast_varint(&q, it->lim, v);
+                break;
+            case 1:
+            case 5: {
+                size_t k = *wire == 1 ? 8 : 4;
+                if ((size_t)(it->lim - q) >= k) q += k;
+                else rc = 1;
+                break;
+            }
+            case 2:
+                rc = fast_varint(&q, it->lim, &n);
+                if (rc != 0) break;
+                if (n > (uint64_t)(it->end - it->off - (q - it->p))) {
+                    return bad("length past the end of the data");
+                }
+                if ((uint64_t)(it->lim - q) < n) {
+                    rc = 1;
+                    need = (size_t)(q - it->p) + (size_t)n;
+                } else {
+                    *a = q;
+                    *b = q + n;
+                    q += n;
+                }
+                break;
+            default:
+                return bad("unsupported wire type");
+            }
+        }
+        if (rc < 0) return -1;
+        if (rc == 0) {
+            *at = it->off;
+            it->off += q - it->p;
+            it->p = q;
+            return 1;
+        }
+        /* Cut by the chunk's end: the field is read again from a fresh chunk, unless the
+         * chunk held the message's end already. */
+        if (it->p != NULL && it->lim - it->p >= it->end - it->off) {
+            return bad("truncated field");
+        }
+        if (iter_fill(it, need) < 0) return -1;
+    }
+}
+
+/* The lines of the file, found by a walk over the planes' keys (their events unread). */
+typedef struct {
+    Buf plane, from, to;  /* per line: int32 plane index; int64 body [from, to) */
+} SkimPlan;
+
+static int
+skim_plan(Source *src, SkimPlan *out)
+{
+    int64_t off = 0, end = src->size;
+    int32_t k = 0;
+    uint32_t field, wire;
+    int more;
+    while ((more = src_key(src, &off, end, &field, &wire)) == 1) {
+        if (field == 1 && wire == 2) {
+            int64_t p, pend;
+            if (src_len(src, &off, end, &p, &pend) < 0) return -1;
+            int more2;
+            while ((more2 = src_key(src, &p, pend, &field, &wire)) == 1) {
+                if (field == 3 && wire == 2) {
+                    int64_t a, b;
+                    if (src_len(src, &p, pend, &a, &b) < 0) return -1;
+                    PUT(&out->plane, int32_t, k);
+                    PUT(&out->from, int64_t, a);
+                    PUT(&out->to, int64_t, b);
+                } else if (src_skip(src, &p, pend, wire) < 0) {
+                    return -1;
+                }
+            }
+            if (more2 < 0) return -1;
+            if (k == INT32_MAX) return bad("more than 2**31 planes");
+            k++;
+        } else if (src_skip(src, &off, end, wire) < 0) {
+            return -1;
+        }
+    }
+    return more;
+fail:
+    return -1;
+}
+
+/* Events counted per (row, span) on a grid of spans 2**shift ns long, aligned to time 0:
+ * span i of the grid is absolute span b0 + i. It starts at the first event's span and, when
+ * an event falls outside its `bins` spans, takes spans twice as long (or 4, 8, ...) so that
+ * every start seen fits: spans merge exactly, as they are aligned. */
+typedef struct {
+    int shift;                 /* -1 before the first event */
+    int64_t b0, lo, hi;        /* lo, hi: the earliest and latest start seen (ns) */
+    int64_t bins, rows;
+    int64_t *count, *covered;  /* rows × bins */
+    int64_t *spare;            /* bins: a row's spans while they merge */
+} Grid;
+
+static inline int64_t
+span_of(int64_t t, int shift)
+{
+    return t >> shift;  /* floor division by 2**shift (an arithmetic shift) */
+}
+
+/* The shortest spans, from 2**shift ns up, on which starts lo to hi fit in `bins`. */
+static int
+grid_shift_for(int shift, int64_t lo, int64_t hi, int64_t bins)
+{
+    while (shift < 62 && span_of(hi, shift) - span_of(lo, shift) >= bins) shift++;
+    return shift;
+}
+
+/* The counts moved onto spans of 2**shift ns (no shorter than now) from absolute span b0. */
+static void
+grid_to(Grid *g, int shift, int64_t b0)
+{
+    if (shift == g->shift && b0 == g->b0) return;
+    int up = shift - g->shift;
+    for (int64_t r = 0; r < 2 * g->rows; r++) {
+        int64_t *x = (r < g->rows ? g->count : g->covered) + (r % g->rows) * g->bins;
+        int any = 0;
+        for (int64_t i = 0; i < g->bins && !any; i++) any = x[i] != 0;
+        if (!any) continue;
+        memset(g->spare, 0, (size_t)g->bins * sizeof(int64_t));
+        for (int64_t i = 0; i < g->bins; i++) {
+            if (!x[i]) continue;
+            int64_t j = span_of(g->b0 + i, up) - b0;
+            g->spare[j < 0 ? 0 : j >= g->bins ? g->bins - 1 : j] += x[i];
+        }
+        memcpy(x, g->spare, (size_t)g->bins * sizeof(int64_t));
+    }
+    g->shift = shift;
+    g->b0 = b0;
+}
+
+/* Room for start t: the grid moved, or its spans made longer, where t falls outside. */
+static void
+grid_fit(Grid *g, int64_t t)
+{
+    if (g->shift < 0) {
+        /* The first start: 1 ns spans, room on both sides of it. */
+        g->shift = 0;
+        g->lo = g->hi = t;
+        g->b0 = t >= INT64_MIN + g->bins ? t - g->bins / 2 : t;
+        return;
+    }
+    int64_t lo = t < g->lo ? t : g->lo, hi = t > g->hi ? t : g->hi;
+    int shift = grid_shift_for(g->shift, lo, hi, g->bins);
+    int64_t b0 = g->b0;
+    if (shift != g->shift || span_of(lo, shift) < b0 || span_of(hi, shift) >= b0 + g->bins)
+        b0 = span_of(lo, shift);
+    grid_to(g, shift, b0);
+    g->lo = lo;
+    g->hi = hi;
+}
+
+/* b's counts added to a's, both moved onto the spans that hold both. */
+static void
+grid_merge(Grid *a, Grid *b)
+{
+    if (b->shift < 0) return;
+    if (a->shift < 0) {
+        Grid t = *a;
+        *a = *b;
+        *b = t;
+        return;
+    }
+    int64_t lo = a->lo < b->lo ? a->lo : b->lo, hi = a->hi > b->hi ? a->hi : b->hi;
+    int shift = grid_shift_for(a->shift > b->shift ? a->shift : b->shift, lo, hi, a->bins);
+    int64_t b0 = span_of(lo, shift);
+    grid_to(a, shift, b0);
+    grid_to(b, shift, b0);
+    for (int64_t c = 0; c < a->rows * a->bins; c++) {
+        a->count[c] += b->count[c];
+        a->covered[c] += b->covered[c];
+    }
+    a->lo = lo;
+    a->hi = hi;
+}
+
+/* What one thread of the skim walks and fills. */
+typedef struct {
+    Source src;
+    const int64_t *from, *to;
+    const int32_t *plane, *row;  /* per line: its plane, its row of counts (-1: not drawn) */
+    const int64_t *value_ids;    /* per plane */
+    int64_t n_planes;
+    int64_t lo, hi;              /* its lines: lo to hi (exclusive) */
+    int64_t first_from;          /* its first line's events: keys from here on */
+    int64_t last_to;             /* its last line's events: keys before here */
+    int64_t *id, *timestamp, *events, *samples, *first, *last;  /* per line */
+    int disordered;              /* a line's timestamp came after its events */
+    Buf text, text_end;          /* per line of its own: name, display name */
+    Grid grid;
+    int64_t wide_floor;          /* raised while too many long events are kept */
+    size_t max_wide;
+    Buf wide;                    /* per long event: line, index in its part, start, dur, id */
+    int64_t n_wide;
+    ErrSink sink;
+    int rc;
+} Skimmer;
+
+static int64_t
+wide_least(const Skimmer *h)
+{
+    int64_t span = h->grid.shift < 0 ? 1 : (int64_t)1 << h->grid.shift;
+    return span > h->wide_floor ? span : h->wide_floor;
+}
+
+/* Keep only the long events at least wide_least long. */
+static void
+skim_narrow(Skimmer *h)
+{
+    int64_t *w = (int64_t *)h->wide.data, kept = 0, least = wide_least(h);
+    for (int64_t i = 0; i < h->n_wide; i++) {
+        if (w[5 * i + 3] >= least) {
+            memmove(&w[5 * kept], &w[5 * i], 5 * sizeof(int64_t));
+            kept++;
+        }
+    }
+    h->n_wide = kept;
+    h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
+}
+
+/* Line j's fields, and its events whose keys lie in [from, to). */
+static int
+skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
+{
+    int32_t k = h->plane[j];
+    int64_t value_id = k < h->n_planes ? h->value_ids[k] : -1;
+    int64_t row = h->row[j];
+    int64_t id = 0, ts = 0, events = 0, samples = 0, first = INT64_MAX, last = INT64_MIN;
+    int64_t text[2][2] = {{0, 0}, {0, 0}};
+    int seen_events = 0;
+    uint32_t field, wire;
+    int64_t key;
+    uint64_t v;
+    const uint8_t *a, *b;
+    FieldIter it = {&h->src, h->from[j], h->to[j], NULL, NULL};
+    Grid *g = &h->grid;
+    int more;
+    while ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) == 1) {
+        if (wire == 0 && (field == 1 || field == 3)) {
+            if (field == 1) {
+                id = (int64_t)v;
+            } else {
+                ts = (int64_t)v;
+                if (seen_events) h->disordered = 1;
+            }
+            continue;
+        }
+        if (wire == 2 && (field == 2 || field == 11)) {
+            text[field == 2 ? 0 : 1][0] = it.off - (b - a);
+            text[field == 2 ? 0 : 1][1] = it.off;
+            continue;
+        }
+        if (wire != 2 || field != 4) continue;
+        seen_events = 1;
+        if (key < from || key >= to) continue;
+        int64_t metadata, offset, duration;
+        int sample;
+        if (skim_event(a, b, value_id, &metadata, &offset, &duration, &sample) < 0) return -1;
+        int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
+        int64_t dur = ps_to_ns(duration);
+        if (dur < 0) dur = 0;
+        int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
+        if (start < first) first = start;
+        if (stop > last) last = stop;
+        samples += sample;
+        if (row >= 0) {
+            if (g->shift < 0 || start < g->lo || start > g->hi) {
+                int shift = g->shift;
+                grid_fit(g, start);
+                if (g->shift != shift) skim_narrow(h);
+            }
+            int64_t i = span_of(start, g->shift) - g->b0;
+            g->count[row * g->bins + i]++;
+            g->covered[row * g->bins + i] += dur;
+            if (dur >= wide_least(h)) {
+                int64_t rec[5] = {j, events, start, dur, metadata};
+                if (buf_put(&h->wide, rec, sizeof rec) < 0) return -1;
+                if ((size_t)++h->n_wide > h->max_wide) {
+                    h->wide_floor = wide_least(h) > INT64_MAX / 2 ? INT64_MAX
+                                    : 2 * wide_least(h);
+                    skim_narrow(h);
+                }
+            }
+        }
+        events++;
+    }
+    if (more < 0) return -1;
+    h->id[j] = id;
+    h->timestamp[j] = ts;
+    h->events[j] += events;
+    h->samples[j] += samples;
+    if (first < h->first[j]) h->first[j] = first;
+    if (last > h->last[j]) h->last[j] = last;
+    if (texts) {
+        for (int i = 0; i < 2; i++) {
+            size_t n = (size_t)(text[i][1] - text[i][0]);
+            const uint8_t *p = n ? source_need(&h->src, text[i][0], n) : NULL;
+            if (n && (p == NULL || buf_put(&h->text, p, n) < 0)) goto fail;
+            PUT(&h->text_end, int64_t, (int64_t)h->text.len);
+        }
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+static void *
+skim_thread(void *arg)
+{
+    Skimmer *h = arg;
+    err_sink = &h->sink;
+    h->rc = 0;
+    for (int64_t j = h->lo; j < h->hi && h->rc == 0; j++) {
+        int64_t from = j == h->lo ? h->first_from : INT64_MIN;
+        int64_t to = j == h->hi - 1 ? h->last_to : INT64_MAX;
+        h->rc = skim_line(h, j, from, to, from == INT64_MIN);
+    }
+    err_sink = NULL;
+    return NULL;
+}
+
+static PyObject *
+bytes_of(const Buf *b)
+{
+    return PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+}
+
+/* skim_plan(source) -> (plane, from, to): per line of the file, in file order, its plane's
+ * index (int32 bytes) and its bytes [from, to) (int64 bytes). */
+static PyObject *
+skim_plan_py(PyObject *module, PyObject *arg)
+{
+    Source s;
+    Py_buffer view;
+    SkimPlan out;
+    memset(&out, 0, sizeof out);
+    PyObject *result = NULL;
+    if (source_open(&s, arg, &view) < 0) return NULL;
+    ErrSink sink = {ERR_NONE, NULL, 0};
+    int rc;
+    s.nogil = 1;
+    Py_BEGIN_ALLOW_THREADS
+    err_sink = &sink;
+    rc = skim_plan(&s, &out);
+    err_sink = NULL;
+    Py_END_ALLOW_THREADS
+    s.nogil = 0;
+    if (rc < 0) {
+        sink_raise(&sink);
+    } else {
+        PyObject *a = bytes_of(&out.plane), *b = bytes_of(&out.from), *c = bytes_of(&out.to);
+        if (a != NULL && b != NULL && c != NULL) result = PyTuple_Pack(3, a, b, c);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+    }
+    buf_free(&out.plane);
+    buf_free(&out.from);
+    buf_free(&out.to);
+    source_close(&s, &view);
+    return result;
+}
+
+static int
+skimmer_init(Skimmer *h, const Source *s, int64_t n, int64_t rows, int64_t bins)
+{
+    h->src = *s;
+    h->src.nogil = 1;
+    h->src.win = NULL;
+    h->src.win_cap = h->src.win_len = 0;
+    h->src.win_off = -1;
+    h->grid.shift = -1;
+    h->grid.rows = rows;
+    h->grid.bins = bins;
+    h->grid.count = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
+    h->grid.covered = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
+    h->grid.spare = PyMem_RawCalloc((size_t)bins + 1, sizeof(int64_t));
+    int64_t **cols[6] = {&h->id, &h->timestamp, &h->events, &h->samples, &h->first, &h->last};
+    int ok = h->grid.count != NULL && h->grid.covered != NULL && h->grid.spare != NULL;
+    for (int i = 0; i < 6; i++) {
+        *cols[i] = PyMem_RawCalloc((size_t)n + 1, sizeof(int64_t));
+        ok = ok && *cols[i] != NULL;
+    }
+    if (!ok) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        h->first[j] = INT64_MAX;
+        h->last[j] = INT64_MIN;
+    }
+    return 0;
+}
+
+static void
+skimmer_free(Skimmer *h)
+{
+    PyMem_RawFree(h->grid.count);
+    PyMem_RawFree(h->grid.covered);
+    PyMem_RawFree(h->grid.spare);
+    int64_t *cols[6] = {h->id, h->timestamp, h->events, h->samples, h->first, h->last};
+    for (int i = 0; i < 6; i++) PyMem_RawFree(cols[i]);
+    PyMem_RawFree(h->src.win);
+    buf_free(&h->text);
+    buf_free(&h->text_end);
+    buf_free(&h->wide);
+}
+
+static PyObject *
+int64_bytes(const int64_t *x, int64_t n)
+{
+    return PyBytes_FromStringAndSize((const char *)x, (Py_ssize_t)(n * 8));
+}
+
+/* skim(source, plane, from, to, row, value_ids, bins, max_wide, threads) -> dict.
+ * Per line (skim_plan's plane, from, to; int32 row: its row of counts, -1 for none; per
+ * plane, value_ids: the metadata id of its "value" stat, or -1): "id", "timestamp",
+ * "events", "samples" (events that are counter samples: a number in the value stat, no
+ * duration), "first", "last" (the earliest start and the latest end as laid out, at least
+ * 1 ns long; INT64_MAX and INT64_MIN without events), "text", "text_end" (the name and the
+ * display name, two a line, one after another); "shift", "b0": the grid (spans of
+ * 2**shift ns from absolute span b0) on which "count" and "covered" (rows × bins) count the
+ * events starting in each span and sum their durations; "wide": int64 records (line, index
+ * in the line, start, duration, metadata id) of events at least "wide_ns" long, every such
+ * event among them (and some shorter: the caller drops those). "disordered": 1 where a
+ * line's timestamp came after its events (the times are then wrong: the caller reads the
+ * table instead). Walked on two threads (threads=2) cut at the middle of the lines' bytes
+ * where they are split_bytes (4 MB) or more. */
+static PyObject *
+skim_py(PyObject *module, PyObject *args)
+{
+    PyObject *source, *objs[5];
+    long long bins, max_wide, split_bytes = 4 << 20;
+    int threads;
+    if (!PyArg_ParseTuple(args, "OOOOOOLLi|L", &source, &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &bins, &max_wide, &threads, &split_bytes)) {
+        return NULL;
+    }
+    if (bins < 16 || bins > (1 << 24) || max_wide < 1) {
+        PyErr_SetString(PyExc_ValueError, "skim: bins 16 to 2**24, max_wide >= 1");
+        return NULL;
+    }
+    Py_buffer views[5];
+    for (int i = 0; i < 5; i++) views[i].obj = NULL;
+    PyObject *result = NULL;
+    Py_buffer src_view;
+    src_view.obj = NULL;
+    Skimmer h[2];
+    memset(h, 0, sizeof h);
+    Source s;
+    memset(&s, 0, sizeof s);
+    int opened = 0;
+    Py_ssize_t n = 0;
+    if (PyObject_GetBuffer(objs[0], &views[0], PyBUF_SIMPLE) < 0) goto done;
+    n = views[0].len / 4;
+    const Py_ssize_t sizes[5] = {4, 8, 8, 4, 8};
+    for (int i = 1; i < 5; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_SIMPLE) < 0) goto done;
+        if (i < 4 && views[i].len != sizes[i] * n) {
+            PyErr_SetString(PyExc_ValueError, "skim: the lines' columns differ in length");
+            goto done;
+        }
+    }
+    const int32_t *plane = views[0].buf, *row = views[3].buf;
+    const int64_t *from = views[1].buf, *to = views[2].buf;
+    int64_t rows = 0, total = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (row[j] >= rows) rows = (int64_t)row[j] + 1;
+        if (from[j] < 0 || to[j] < from[j]) {
+            PyErr_SetString(PyExc_ValueError, "skim: a line's bytes out of order");
+            goto done;
+        }
+        total += to[j] - from[j];
+    }
+    if (rows * bins > ((int64_t)1 << 26)) {
+        PyErr_SetString(PyExc_ValueError, "skim: too many rows × bins");
+        goto done;
+    }
+    if (source_open(&s, source, &src_view) < 0) goto done;
+    opened = 1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (to[j] > s.size) {
+            PyErr_SetString(PyExc_ValueError, "skim: a line past the end of the file");
+            goto done;
+        }
+    }
+    /* Two halves of the lines' bytes: the line holding the middle is cut there. */
+    int n_half = threads >= 2 && total >= split_bytes && total >= 2 ? 2 : 1;
+    int64_t cut_line = 0, cut_at = INT64_MAX;
+    if (n_half == 2) {
+        int64_t seen = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (seen + (to[j] - from[j]) >= total / 2) {
+                cut_line = j;
+                cut_at = from[j] + (total / 2 - seen);
+                break;
+            }
+            seen += to[j] - from[j];
+        }
+    }
+    for (int i = 0; i < n_half; i++) {
+        if (skimmer_init(&h[i], &s, n, rows, bins) < 0) goto done;
+        h[i].from = from;
+        h[i].to = to;
+        h[i].plane = plane;
+        h[i].row = row;
+        h[i].value_ids = views[4].buf;
+        h[i].n_planes = views[4].len / 8;
+        h[i].max_wide = (size_t)max_wide;
+        h[i].wide_floor = 1;
+    }
+    if (n_half == 1) {
+        h[0].lo = 0; h[0].hi = n; h[0].first_from = INT64_MIN; h[0].last_to = INT64_MAX;
+    } else {
+        h[0].lo = 0; h[0].hi = cut_line + 1; h[0].first_from = INT64_MIN; h[0].last_to = cut_at;
+        h[1].lo = cut_line; h[1].hi = n; h[1].first_from = cut_at; h[1].last_to = INT64_MAX;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t thread;
+    int threaded = n_half == 2 && pthread_create(&thread, NULL, skim_thread, &h[1]) == 0;
+    skim_thread(&h[0]);
+    if (threaded) pthread_join(thread, NULL);
+    else if (n_half == 2) skim_thread(&h[1]);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < n_half; i++) {
+        if (h[i].rc < 0) {
+            sink_raise(&h[i].sink);
+            goto done;
+        }
+    }
+    Skimmer *a = &h[0];
+    if (n_half == 2) {
+        Skimmer *b = &h[1];
+        /* The cut line's events in the second half come after the first half's. */
+        int64_t *w = (int64_t *)b->wide.data;
+        for (int64_t i = 0; i < b->n_wide; i++) {
+            if (w[5 * i] == cut_line) w[5 * i + 1] += a->events[cut_line];
+        }
+        for (Py_ssize_t j = cut_line; j < n; j++) {
+            if (j > cut_line) {
+                a->id[j] = b->id[j];
+                a->timestamp[j] = b->timestamp[j];
+            }
+            a->events[j] += b->events[j];
+            a->samples[j] += b->samples[j];
+            if (b->first[j] < a->first[j]) a->first[j] = b->first[j];
+            if (b->last[j] > a->last[j]) a->last[j] = b->last[j];
+        }
+        grid_merge(&a->grid, &b->grid);
+        if (b->wide_floor > a->wide_floor) a->wide_floor = b->wide_floor;
+        int64_t base = (int64_t)a->text.len;
+        int64_t *ends = (int64_t *)b->text_end.data;
+        for (size_t i = 0; i < b->text_end.len / 8; i++) ends[i] += base;
+        if (buf_put(&a->text, b->text.data ? b->text.data : "", b->text.len) < 0 ||
+            buf_put(&a->text_end, b->text_end.data ? b->text_end.data : "",
+                    b->text_end.len) < 0 ||
+            buf_put(&a->wide, b->wide.data ? b->wide.data : "", b->wide.len) < 0) {
+            sink_raise(&a->sink);
+            goto done;
+        }
+        a->disordered |= b->disordered;
+    }
+    result = PyDict_New();
+    if (result == NULL) goto done;
+    PyObject *items[] = {
+        int64_bytes(a->id, n), int64_bytes(a->timestamp, n), int64_bytes(a->events, n),
+        int64_bytes(a->samples, n), int64_bytes(a->first, n), int64_bytes(a->last, n),
+        bytes_of(&a->text), bytes_of(&a->text_end),
+        PyLong_FromLong(a->grid.shift), PyLong_FromLongLong((long long)a->grid.b0),
+        int64_bytes(a->grid.count, rows * bins), int64_bytes(a->grid.covered, rows * bins),
+        bytes_of(&a->wide), PyLong_FromLongLong((long long)wide_least(a)),
+        PyLong_FromLong(a->disordered)};
+    const char *names[] = {"id", "timestamp", "events", "samples", "first", "last", "text",
+                           "text_end", "shift", "b0", "count", "covered", "wide", "wide_ns",
+                           "disordered"};
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        if (result != NULL && (items[i] == NULL ||
+                               PyDict_SetItemString(result, names[i], items[i]) < 0)) {
+            Py_CLEAR(result);
+        }
+        Py_XDECREF(items[i]);
+    }
+done:
+    for (int i = 0; i < 2; i++) skimmer_free(&h[i]);
+    if (opened) source_close(&s, &src_view);
+    for (int i = 0; i < 5; i++) {
+        if (views[i].obj != NULL) PyBuffer_Release(&views[i]);
+    }
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"decode", decode, METH_O,
      "Decode XSpace bytes into flat columns (see formats/xspace_columns.py)."},
@@ -1918,6 +2656,10 @@ static PyMethodDef module_methods[] = {
     {"decode_table", (PyCFunction)(void (*)(void))decode_table, METH_VARARGS | METH_KEYWORDS,
      "Decode an XSpace (a file descriptor or bytes) into a host table's columns; optional "
      "(line, name, stat name) code widths in bytes, 2 or 4 (default 4)."},
+    {"skim_plan", skim_plan_py, METH_O, "Per line of an XSpace: its plane and its bytes."},
+    {"skim", skim_py, METH_VARARGS,
+     "Per line of an XSpace: its fields, its events' bounds and counts per span of time, "
+     "and its longest events."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -140,6 +140,18 @@ def load_table(source: Path) -> EventTable | None:
         return None
 
 
+def has_table(source: Path) -> bool:
+    """Whether ``source``'s table has an entry in the cache (not read: it may still turn out
+    stale or damaged, and miss)."""
+    if not _format.enabled():
+        return False
+    try:
+        key = _format.source_key([source])
+    except OSError:
+        return False
+    return (_format.cache_dir() / f"{key}.{TABLE_NAME}.cache").is_file()
+
+
 def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:
     """Store ``table`` as the cached EventTable of ``source``; with ``remap``, then read the
     entry back and put its columns in the table's place where they come back mapped (the

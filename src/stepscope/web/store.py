@@ -177,16 +177,18 @@ class RunStore:
         # trace viewer's first answer.
         tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
                                                             saved=state.saves.append))
-        # The table is read from now, in a thread of its own: the decoder releases the GIL,
-        # so the file is read while this thread imports the trace viewer's modules (and the
-        # server its web stack); the index thread below takes the table once it is read.
-        threading.Thread(target=_as_owner,
-                         args=(self.writes, _read_ahead, tables, next(iter(sources))),
-                         daemon=True,
-                         name=f"stepscope-read-{path.name}").start()
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
+        # The table is read from now (a big file skimmed beside it, for the trace viewer's
+        # first answer), in a thread of its own: the decoder releases the GIL, so the file is read
+        # while this thread imports the trace viewer's modules (and the server its web
+        # stack); the index thread below takes the table once it is read.
+        threading.Thread(target=_as_owner,
+                         args=(self.writes, _read_ahead, tables, next(iter(sources)),
+                               state.early),
+                         daemon=True,
+                         name=f"stepscope-read-{path.name}").start()
         from stepscope.web.trace import start_index
 
         start_index(state.early, None)
@@ -284,10 +286,17 @@ def _wait_for_first_window(state: RunState) -> None:
         state.wanted.wait(0.02)
 
 
-def _read_ahead(tables: LazyTables, name: str) -> None:
-    """Read one host's table ahead of its first use; a failure is left for that use to meet
-    and report (it reads the file again)."""
+def _read_ahead(tables: LazyTables, name: str, run: LoadedRun | None = None) -> None:
+    """Read one host's table ahead of its first use (for ``run``'s trace viewer, a big file
+    skimmed beside it: ``web.trace.publish_skim``); a failure is left for that use to meet and
+    report (it reads the file again)."""
     try:
+        if run is not None:
+            from stepscope.web.trace import publish_skim, skim_wanted
+
+            if skim_wanted():
+                threading.Thread(target=publish_skim, args=(run, name), daemon=True,
+                                 name="stepscope-skim").start()
         tables[name]
     except Exception:  # reported by the reader that needs the table
         log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)

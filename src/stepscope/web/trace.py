@@ -19,11 +19,17 @@ per-track table (``analysis.track_table``: the events by track and start, laid o
 takes; from then on every view is answered exactly, as the full index will, from that table
 until the full index is built. The other views answer 202 while only the overview is there.
 A profile opened before answers its tool data and first windows at once from its cached
-preview (``analysis.trace_preview``), until the table and index are read.
+preview (``analysis.trace_preview``), until the table and index are read. A big XSpace file
+(``SKIM_BYTES`` or more) not in the cache answers them from a skim of the file instead
+(``formats.xspace_skim``: one pass that keeps nothing per event, a third of the decode's CPU
+time, made beside the decode where the machine has cores for both: ``skim_wanted``): its
+events counted per span of time and those at least a pixel wide drawn, until the overview is
+made.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -35,7 +41,10 @@ from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceIndex, plan_tra
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.analysis.trace.track_table import TrackTable, flows_of
-from stepscope.errors import NotFoundError
+from stepscope.errors import NotFoundError, StepscopeError
+from stepscope.formats.xspace_skim import skim_xspace
+from stepscope.model import schema
+from stepscope.model.locations import is_remote
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import (
     cached_index,
@@ -45,6 +54,7 @@ from stepscope.run.storage import (
     map_table,
     memory_is_short,
     save_preview,
+    table_is_cached,
 )
 from stepscope.run.tools import clock_of, trace_host
 from stepscope.web.loaded_run import LoadedRun, fill
@@ -58,6 +68,9 @@ WAIT_S = 0.5  # how long a request waits for an index being built before it answ
 # for it (one picture, not two); a larger one's overview is answered at once.
 WAIT_EVENTS = 1_000_000
 FIRST_WINDOW_WAIT_S = 2.0  # how long the full index's build waits for the table's first window
+# A file this big gets a skimmed first picture while its table is decoded (at 1 GB the decode
+# takes seconds, the skim about a third of that); below it the table comes soon enough.
+SKIM_BYTES = 256 << 20
 
 
 class TraceParamError(ValueError):
@@ -154,6 +167,38 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
     future: Future[TraceIndex] = run.background(("trace_index", name), build)
     return future
+
+
+def skim_wanted() -> bool:
+    """Whether a big file is skimmed beside its decode (``publish_skim``): where the machine
+    has 4 cores or more, so that the decode keeps its two; ``STEPSCOPE_TRACE_SKIM`` 1 or 0
+    says so instead. (On 2 cores the skim's first picture of a 1 GB file comes 2 s sooner
+    but the exact windows 1 s later: docs/benchmarks.md.)"""
+    forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return (os.cpu_count() or 1) >= 4
+
+
+def publish_skim(run: LoadedRun, host: str | None) -> None:
+    """Before a big host file's table is read (``SKIM_BYTES`` or more, a local XSpace file
+    whose table is not in the cache): the preview of a skim of it answers the trace viewer
+    (``run.partials``) until the overview (or a cached preview) does. Nothing where it
+    cannot be made: the table's read reports what is wrong with the file."""
+    name = host_of(run, host)
+    file = run.profile.sources.get(name)
+    if file is None or not file.name.endswith(schema.XPLANE_SUFFIX) or is_remote(file):
+        return
+    try:
+        if file.stat().st_size < SKIM_BYTES or (run.use_cache and table_is_cached(file)):
+            return
+        skim = skim_xspace(file)
+    except (OSError, StepscopeError):
+        return
+    if skim is not None:
+        run.partials.setdefault(("trace_overview", name),
+                                (TracePreview.of_skim(skim), time.monotonic()))
+        run.trace_ready.set()  # a request waiting for a first answer has one
 
 
 def _make_flow_times(index: TraceIndex) -> None:

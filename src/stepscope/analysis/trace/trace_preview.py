@@ -1,5 +1,6 @@
 """The trace viewer's first picture of a profile opened before: the coarse overview's tool
-data and a per-track density of its events, small enough to read from the cache at once.
+data and a per-track density of its events, small enough to read from the cache at once;
+or, before a big file's table is read, from a skim of the file.
 
 The coarse overview (``trace_overview``) needs the host's table and a sort of its events;
 for a large profile that is a second or more even when the table is cached. When the overview
@@ -9,23 +10,44 @@ kept in the cache beside the index. A later server answers the tool data and the
 from that entry while the table and the index are read (``"coarse": true``, as the overview
 answers): each pixel column counts the events whose span of the trace starts in it. A window
 whose pixel columns are narrower than a span is not answered (the page waits for the index).
+
+A skim (``model.trace_skim``: two passes over the file that keep nothing per event, seconds
+before the table at 1 GB) gives the same counts per span, and also every event at least a span
+long: those a window shows as events (at least a pixel wide) are drawn, with their names and
+table rows, each track's laid out on rows of their own (as the index lays out events that
+nest) and the others counted on the row below them.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from stepscope.analysis.trace.trace_index import window_bounds, window_counters
+from stepscope.analysis.trace.trace_index import (
+    COUNTERS_SECTION,
+    INDEX_VERSION,
+    Track,
+    _section_of,
+    _section_rank,
+    _track_rank,
+    rows_in_start_order,
+    sections_of,
+    window_bounds,
+    window_counters,
+    with_pids,
+)
 from stepscope.analysis.trace.trace_overview import TraceOverview
+from stepscope.model.trace_skim import TraceSkim
 
 I64 = NDArray[np.int64]
 
 BINS = 1 << 14  # spans per track, at most
 MAX_CELLS = 1 << 21  # tracks × spans, at most (16 MB of counts and sums)
 _COUNTERS = ("counter_track", "counter_off", "counter_time", "counter_value", "counter_row")
+_WIDE = ("wide_track", "wide_row", "wide_start", "wide_dur", "wide_name", "wide_id")
 
 
 class PreviewTooCoarse(Exception):
@@ -42,10 +64,17 @@ class TracePreview:
         self.span_ns = int(self._meta["span_ns"])
         self.events = int(self._meta["events"])
         self.bin_ns = int(header["bin_ns"])
+        self.bin_origin = int(header.get("bin_origin", 0))  # where the first span starts
         self.track_ids: I64 = arrays["track"]
         self.count: I64 = arrays["count"]  # tracks × bins
         self.covered: I64 = arrays["covered"]
         self.counters = {k: arrays[k] for k in _COUNTERS}
+        #: A skim's long events (``_WIDE``: by track, row and start; every event at least
+        #: ``wide_ns`` long), and per track the row its other events are counted on.
+        self.wide = {k: arrays[k] for k in _WIDE} if "wide_track" in arrays else None
+        self.wide_ns = int(header.get("wide_ns", 0))
+        self.names: list[str] = list(header.get("names", []))
+        self.count_row: I64 = arrays.get("count_row", np.zeros(len(self.track_ids), np.int64))
         if self.count.shape != self.covered.shape or self.count.ndim != 2 \
                 or self.count.shape[0] != len(self.track_ids) or self.bin_ns < 1:
             raise ValueError("a trace preview whose arrays do not fit")
@@ -66,6 +95,63 @@ class TracePreview:
                   **{k: overview.counters[k] for k in _COUNTERS}}
         return cls(header, arrays)
 
+    @classmethod
+    def of_skim(cls, skim: TraceSkim) -> TracePreview:
+        """The preview of a skim of the host's file: its drawn lines as tracks, in the
+        trace viewer's order, with their events per span and their long events laid out."""
+        planes = [p.name for p in skim.planes]
+        keyed = []
+        counters = set(skim.counter_lines.tolist())
+        lines = sorted([*skim.drawn.tolist(), *counters])
+        count_row = {li: k for k, li in enumerate(skim.drawn.tolist())}
+        for li in lines:
+            section = _section_of(planes[int(skim.line_plane[li])])
+            if li in counters:
+                section = COUNTERS_SECTION
+            keyed.append((_section_rank(section), _track_rank(section, skim.line_name[li],
+                                                              int(skim.line_id[li])), li,
+                          section))
+        keyed.sort()
+        n = len(keyed)
+        track_of_line = np.full(len(skim.line_events) + 1, -1, np.int64)
+        track_of_line[[k[2] for k in keyed]] = np.arange(n, dtype=np.int64)
+        events_tracks = np.array([i for i, k in enumerate(keyed) if k[2] not in counters],
+                                 np.int64)
+        order = np.array([count_row[keyed[i][2]] for i in events_tracks.tolist()], np.int64)
+        # The long events by (track, start), the longer first of those starting together,
+        # laid out per track.
+        track = track_of_line[skim.wide_line]
+        by = np.lexsort((-skim.wide_dur, skim.wide_start, track))
+        track, start, dur = track[by], skim.wide_start[by], skim.wide_dur[by]
+        offsets = np.searchsorted(track, np.arange(n + 1, dtype=np.int64))
+        row = rows_in_start_order(start, start + np.maximum(dur, 1), offsets)
+        rows = np.zeros(n, np.int64)
+        full = np.flatnonzero(np.diff(offsets) > 0)
+        if len(full):
+            rows[full] = np.maximum.reduceat(row, offsets[full]) + 1
+        tracks = [Track(i, k[3], skim.line_name[k[2]], "counter", 0,
+                        int(skim.line_events[k[2]])) if k[2] in counters else
+                  Track(i, k[3], skim.line_name[k[2]], "events", int(rows[i]) + 1,
+                        int(skim.line_events[k[2]])) for i, k in enumerate(keyed)]
+        meta = {"origin_ns": skim.origin, "span_ns": skim.span,
+                "events": int(skim.line_events[skim.drawn].sum()), "counter_samples": 0,
+                "flows": 0, "sections": with_pids(sections_of(tracks), skim.planes),
+                "tracks": [asdict(t) for t in tracks], "coarse": True,
+                "index_version": INDEX_VERSION}
+        by_row = np.lexsort((start, row, track))
+        empty = np.zeros(0, np.int64)
+        arrays = {"track": events_tracks, "count": skim.count[order],
+                  "covered": skim.covered[order], "count_row": rows[events_tracks],
+                  "wide_track": track[by_row], "wide_row": row[by_row],
+                  "wide_start": start[by_row], "wide_dur": dur[by_row],
+                  "wide_name": skim.wide_name[by][by_row],
+                  "wide_id": skim.wide_row[by][by_row],
+                  "counter_track": empty, "counter_off": np.zeros(1, np.int64),
+                  "counter_time": empty, "counter_value": np.zeros(0, np.float64),
+                  "counter_row": empty}
+        return cls({"meta": meta, "bin_ns": skim.bin_ns, "bin_origin": skim.bin_origin,
+                    "wide_ns": skim.wide_ns, "names": skim.names}, arrays)
+
     def meta(self) -> dict[str, Any]:
         """The coarse overview's tool data."""
         return dict(self._meta)
@@ -75,14 +161,14 @@ class TracePreview:
         """A window in the coarse overview's form; PreviewTooCoarse where its pixel columns
         are narrower than the preview's spans."""
         bnd = window_bounds(start_ns, end_ns, width)
-        if (end_ns - start_ns) // width < self.bin_ns:
-            raise PreviewTooCoarse(f"{self.bin_ns} ns spans")
+        if (end_ns - start_ns) // width < max(self.bin_ns, self.wide_ns):
+            raise PreviewTooCoarse(f"{max(self.bin_ns, self.wide_ns)} ns spans")
         w = width
         t0, t1 = max(start_ns, 0), min(end_ns, self.span_ns + 1)
         keep = np.ones(len(self.track_ids), bool) if tracks is None else \
             np.isin(self.track_ids, np.asarray(tracks, np.int64))
         bins = self.count.shape[1]
-        first = np.arange(bins, dtype=np.int64) * self.bin_ns
+        first = np.arange(bins, dtype=np.int64) * self.bin_ns + self.bin_origin
         col = np.searchsorted(bnd, first, side="right") - 1
         inside = np.flatnonzero((col >= 0) & (col < w) & (first >= t0) & (first < t1))
         rows = np.flatnonzero(keep)
@@ -94,14 +180,48 @@ class TracePreview:
                                        minlength=w)[:w].astype(np.int64)
                 covered[k] = np.bincount(col[inside], weights=self.covered[r, inside],
                                          minlength=w)[:w].astype(np.int64)
+        events, names = self._wide_events(t0, t1, end_ns - start_ns, w, rows, count, covered,
+                                          col, first)
         li, cell_col = np.nonzero(count)
         return {
             "start_ns": start_ns, "end_ns": end_ns, "width": w, "coarse": True,
-            "events": {"track": [], "row": [], "start": [], "dur": [], "name": [], "id": []},
-            "aggregates": {"track": self.track_ids[rows][li].tolist(), "row": [0] * len(li),
+            "events": events, "aggregates": {
+                "track": self.track_ids[rows][li].tolist(),
+                "row": self.count_row[rows][li].tolist(),
                            "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
                            "count": count[li, cell_col].tolist(),
                            "covered": covered[li, cell_col].tolist()},
-            "names": {}, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+            "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
+
+    def _wide_events(self, t0: int, t1: int, span: int, w: int, rows: I64, count: I64,
+                     covered: I64, col: I64, first: I64
+                     ) -> tuple[dict[str, list[int]], dict[int, str]]:
+        """A skim's long events in ``[t0, t1)`` at least a pixel wide (of ``span`` ns over
+        ``w`` pixels), as the index lists events, by track, row and start, with their names;
+        each is taken off the counts (``count``, ``covered``: per kept track ``rows``, per
+        pixel column) where its span was counted."""
+        no: dict[str, list[int]] = {k: [] for k in ("track", "row", "start", "dur", "name",
+                                                    "id")}
+        if self.wide is None or t0 >= t1:
+            return no, {}
+        wd = self.wide
+        start, dur = wd["wide_start"], wd["wide_dur"]
+        # At least a pixel wide: dur × w >= span, without the product overflowing.
+        show = np.isin(wd["wide_track"], self.track_ids[rows]) & (dur >= -(-span // w))
+        show &= start < t1
+        show &= start + np.maximum(dur, 1) > t0
+        at = np.flatnonzero(show)
+        # Its span's pixel column, where that span was counted in this window.
+        k = np.searchsorted(self.track_ids[rows], wd["wide_track"][at])
+        b = np.clip((start[at] - self.bin_origin) // self.bin_ns, 0, len(first) - 1)
+        c = col[b]
+        counted = (c >= 0) & (c < w) & (first[b] >= t0) & (first[b] < t1)
+        np.subtract.at(count, (k[counted], c[counted]), 1)
+        np.subtract.at(covered, (k[counted], c[counted]), dur[at][counted])
+        names = wd["wide_name"][at]
+        events = {"track": wd["wide_track"][at].tolist(), "row": wd["wide_row"][at].tolist(),
+                  "start": start[at].tolist(), "dur": dur[at].tolist(),
+                  "name": names.tolist(), "id": wd["wide_id"][at].tolist()}
+        return events, {c: self.names[c] for c in sorted(set(names.tolist()))}

@@ -1,0 +1,132 @@
+"""A skim of a big ``.xplane.pb`` file (``model.trace_skim.TraceSkim``): what the trace
+viewer's first window needs, read in one pass over the file that keeps nothing per event.
+
+Decoding a 1 GB file into its table takes seconds, most of it writing columns as long as the
+events. The skim (compiled: ``skim_plan`` finds the lines from the planes' keys, ``skim`` walks
+their events on two threads) reads each event's times only: per line its earliest start and
+latest end, and per drawn line its events counted per span of time on a grid whose spans
+double as the times seen spread (``MAX_SPANS`` of them a line at most, from a few a pixel
+column down to 4× fewer), their durations summed, and the events at least a span long kept
+(at most ``MAX_WIDE`` a thread: the threshold doubles while there are more). None where the
+compiled decoder is not built, or where a line's timestamp comes after its events (times
+cannot be known in one pass: the table is read as usual).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from numpy.typing import NDArray
+
+from stepscope.errors import ProfileFormatError
+from stepscope.formats import xspace_columns as xc
+from stepscope.formats.xplane_proto import XPlane
+from stepscope.formats.xspace_to_tables import decode_threads, text
+from stepscope.model import schema
+from stepscope.model.events import Plane
+from stepscope.model.trace_skim import TraceSkim
+
+MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of durations)
+MAX_SPANS = 1 << 14  # spans a line, at most
+MAX_WIDE = 1 << 16  # long events a thread keeps, at most
+_SKIPPED_PLANES = (schema.TASK_ENV_PLANE,)  # not drawn (as the trace viewer's plan has it)
+
+
+def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_WIDE,
+                threads: int | None = None, split_bytes: int = 4 << 20) -> TraceSkim | None:
+    """The skim of one local ``.xplane.pb`` file; None where it cannot be made so (see the
+    module docstring). ProfileFormatError where the file does not parse. ``threads``: 1 or
+    2 (default: as the decoder's), the lines' bytes cut in two where ``split_bytes`` or
+    more."""
+    decoder = xc.compiled_decoder()
+    if decoder is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            _, raw_planes = decoder.scan(fd)
+            messages = [XPlane.FromString(raw) for raw in raw_planes]
+            plane_bytes, body_from, body_to = decoder.skim_plan(fd)
+            line_plane = np.frombuffer(plane_bytes, np.int32)
+            if len(line_plane) and int(line_plane.max()) >= len(messages):
+                raise ValueError("a line of a plane the scan did not see")
+            skipped = np.array([text(m.name) in _SKIPPED_PLANES for m in messages] + [False],
+                               bool)
+            # Every line of a drawn plane a row of counts: most hold events.
+            row = np.full(len(line_plane), -1, np.int32)
+            drawn = np.flatnonzero(~skipped[line_plane])
+            row[drawn] = np.arange(len(drawn), dtype=np.int32)
+            spans = max(16, min(MAX_SPANS, max_cells // max(len(drawn), 1)))
+            raw = decoder.skim(fd, plane_bytes, body_from, body_to, row.tobytes(),
+                               _value_ids(messages).tobytes(), spans, max_wide,
+                               threads or decode_threads(), split_bytes)
+    except OSError as err:
+        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    except (ValueError, RuntimeError, DecodeError) as err:
+        raise xc.format_error(str(path), err) from err
+    if raw["disordered"]:
+        return None
+    return _skim(messages, line_plane.astype(np.int64), skipped, row, spans, raw)
+
+
+def _value_ids(messages: list[XPlane]) -> NDArray[np.int64]:
+    """Per plane, the metadata id of its counter samples' ``value`` stat, or -1."""
+    ids = [next((int(k) for k, md in m.stat_metadata.items() if md.name == schema.VALUE), -1)
+           for m in messages]
+    return np.array(ids, np.int64)
+
+
+def _skim(messages: list[XPlane], line_plane: NDArray[np.int64], skipped: NDArray[np.bool_],
+          row: NDArray[np.int32], spans: int, raw: dict[str, Any]) -> TraceSkim:
+    planes = [Plane(int(m.id), text(m.name)) for m in messages]
+
+    def col(key: str) -> NDArray[np.int64]:
+        return np.frombuffer(raw[key], np.int64)
+
+    ends = col("text_end")
+    blob: bytes = raw["text"]
+    starts = np.r_[0, ends[:-1]].tolist()
+    texts = [blob[a:b].decode("utf-8", "replace") for a, b in zip(starts, ends.tolist(),
+                                                                  strict=True)]
+    line_name = [d or n for n, d in zip(texts[0::2], texts[1::2], strict=True)]
+    events = col("events")
+    shown = (events > 0) & ~skipped[line_plane]
+    # Counter lines (every event a sample with a number) are drawn as counters: not counted.
+    counter = shown & (col("samples") == events)
+    drawn = np.flatnonzero(shown & ~counter)
+    first, last = col("first")[shown], col("last")[shown]
+    origin = int(first.min()) if len(first) else 0
+    span = max(int(last.max()) - origin, 1) if len(first) else 1
+    # The grid's spans from the origin: span i starts at bin_origin + i × bin_ns.
+    shift, b0 = int(raw["shift"]), int(raw["b0"])
+    bin_ns = 1 << max(shift, 0)
+    n_rows = int(row.max()) + 1 if len(row) else 0
+    count = col("count").reshape(n_rows, spans)[row[drawn]]
+    covered = col("covered").reshape(n_rows, spans)[row[drawn]]
+    records = col("wide").reshape(-1, 5)
+    wide_ns = int(raw["wide_ns"])
+    records = records[records[:, 3] >= wide_ns]
+    line = records[:, 0]
+    first_row = np.r_[np.int64(0), np.cumsum(events)[:-1]] if len(events) else events
+    # Names: the events' metadata in their plane, coded in order of first use.
+    keys = list(zip(line_plane[line].tolist(), records[:, 4].tolist(), strict=True))
+    codes: dict[tuple[int, int], int] = {}
+    names: list[str] = []
+    for key in keys:
+        if key not in codes:
+            codes[key] = len(names)
+            md = messages[key[0]].event_metadata.get(key[1])
+            names.append(text(md.name or md.display_name) if md is not None
+                         else f"<unknown event {key[1]}>")
+    return TraceSkim(
+        planes=planes, line_plane=line_plane, line_id=col("id"), line_name=line_name,
+        line_events=events, drawn=drawn.astype(np.int64),
+        counter_lines=np.flatnonzero(counter), origin=origin, span=span, bin_ns=bin_ns,
+        bin_origin=(b0 << max(shift, 0)) - origin if shift >= 0 else 0,
+        count=count, covered=covered, wide_ns=wide_ns, wide_line=line.copy(),
+        wide_row=first_row[line] + records[:, 1], wide_start=records[:, 2] - origin,
+        wide_dur=records[:, 3].copy(), wide_name=np.array([codes[k] for k in keys], np.int64),
+        names=names)
