@@ -88,7 +88,7 @@ def _skim(messages: list[XPlane], line_plane: NDArray[np.int64], skipped: NDArra
 
     ends = col("text_end")
     blob: bytes = raw["text"]
-    starts = np.r_[0, ends[:-1]].tolist()
+    starts = [0, *ends[:-1].tolist()] if len(ends) else []
     texts = [blob[a:b].decode("utf-8", "replace") for a, b in zip(starts, ends.tolist(),
                                                                   strict=True)]
     line_name = [d or n for n, d in zip(texts[0::2], texts[1::2], strict=True)]

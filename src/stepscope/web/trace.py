@@ -195,10 +195,11 @@ def publish_skim(run: LoadedRun, host: str | None) -> None:
         skim = skim_xspace(file)
     except (OSError, StepscopeError):
         return
-    if skim is not None:
+    # Not once the exact answers are there (the overview, which takes the preview's place,
+    # is let go then): the preview would outlive its use.
+    if skim is not None and not run.trace_ready.is_set():
         run.partials.setdefault(("trace_overview", name),
                                 (TracePreview.of_skim(skim), time.monotonic()))
-        run.trace_ready.set()  # a request waiting for a first answer has one
 
 
 def _make_flow_times(index: TraceIndex) -> None:

@@ -301,7 +301,8 @@ export class Painter {
       }
     }
     this.el.drawnLabel.textContent = data.coarse
-      ? `overview: ${int(blocks)} blocks (the index is being built)`
+      ? `overview: ${drawn ? `${int(drawn)} events, ` : ""}${int(blocks)} blocks `
+        + "(the index is being built)"
       : `${int(drawn)} events, ${int(blocks)} merged blocks`;
     canvas.dataset.drawn = String(drawn);
     canvas.dataset.blocks = String(blocks);

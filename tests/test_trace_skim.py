@@ -1,0 +1,279 @@
+"""The skim of a big XSpace file (``formats.xspace_skim``) and the trace viewer's first picture
+made from it: on real profiles, the skim's lines, time span, counts per span of time, long
+events, their table rows and names equal what the decoded table holds, on one thread and on
+two cut anywhere; its preview answers with the exact index's tracks and long events; a fresh
+server answers the trace viewer from it while the table is still being read; and truncated,
+random or absurd input is one clear error."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.trace.trace_index import plan_tracks
+from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
+from stepscope.analysis.trace.track_table import TrackTable
+from stepscope.errors import ProfileFormatError
+from stepscope.formats import xspace_columns as xc
+from stepscope.formats.xplane_proto import XEvent, XEventMetadata, XLine, XPlane, XSpace
+from stepscope.formats.xspace_skim import skim_xspace
+from stepscope.formats.xspace_to_tables import load_xspace
+from stepscope.model.trace_skim import TraceSkim
+from waiting import final_api, until
+
+from conftest import FIXTURES
+from workloads import make_stepscope_run
+
+pytestmark = pytest.mark.skipif(xc.compiled_decoder() is None,
+                                reason="the skim needs the compiled decoder")
+
+H200 = Path(__file__).parent / "data" / "h200"
+FILES = [FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
+         FIXTURES / "xprof/xprof/convert/test_xplanes/tpu_inference_2.xplane.pb",
+         FIXTURES / "TraceLens/tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb",
+         H200 / "torch_bridge.xplane.pb", H200 / "jax_bridge.xplane.pb",
+         H200 / "cupy_bridge.xplane.pb"]
+# One thread; two cut at the first byte of the lines, and at 5 kB; few long events kept.
+WAYS = [{"threads": 1}, {"threads": 2, "split_bytes": 1}, {"threads": 2, "split_bytes": 5000},
+        {"threads": 2, "split_bytes": 1, "max_wide": 3}]
+
+
+def _check_against_table(skim: TraceSkim, path: Path) -> None:
+    table = load_xspace(path)
+    plan = plan_tracks(table)
+    assert (skim.origin, skim.span) == (plan.origin, plan.span)
+    line = np.asarray(table.line, np.int64)
+    assert np.array_equal(skim.line_events, np.bincount(line, minlength=len(table.line_name)))
+    assert skim.line_name == list(table.line_name)
+    assert sorted(skim.counter_lines.tolist()) == np.flatnonzero(plan.counter_line).tolist()
+    on = np.isin(line, skim.drawn)
+    start = np.asarray(table.start_ns, np.int64)
+    dur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+    # Every event of a drawn line in the span holding its start, its duration summed there.
+    span = (start[on] - skim.origin - skim.bin_origin) // skim.bin_ns
+    assert span.min(initial=0) >= 0 and span.max(initial=0) < skim.count.shape[1]
+    row = np.full(len(table.line_name), -1)
+    row[skim.drawn] = np.arange(len(skim.drawn))
+    count = np.zeros(skim.count.shape, np.int64)
+    covered = np.zeros(skim.count.shape, np.int64)
+    np.add.at(count, (row[line[on]], span), 1)
+    np.add.at(covered, (row[line[on]], span), dur[on])
+    assert np.array_equal(count, skim.count) and np.array_equal(covered, skim.covered)
+    # Every event at least wide_ns long, by its table row, start, duration and name.
+    wide = np.flatnonzero(on & (dur >= skim.wide_ns))
+    assert np.array_equal(np.sort(skim.wide_row), wide)
+    assert np.array_equal(start[skim.wide_row] - skim.origin, skim.wide_start)
+    assert np.array_equal(dur[skim.wide_row], skim.wide_dur)
+    assert [table.names[c] for c in np.asarray(table.name)[skim.wide_row]] == \
+        [skim.names[c] for c in skim.wide_name]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_the_skim_counts_what_the_table_holds(path: Path) -> None:
+    for way in WAYS:
+        skim = skim_xspace(path, **way)
+        assert skim is not None
+        _check_against_table(skim, path)
+    assert len(skim_xspace(path, max_wide=3).wide_row) <= 6  # the threshold rose
+
+
+def _exact(path: Path) -> TrackTable:
+    table = load_xspace(path)
+    return TrackTable(table, plan_tracks(table))
+
+
+def _events(window: dict[str, Any]) -> list[tuple[int, ...]]:
+    ev = window["events"]
+    return sorted(zip(ev["id"], ev["track"], ev["start"], ev["dur"], strict=True))
+
+
+def _names(window: dict[str, Any]) -> dict[int, str]:
+    """Each drawn event's name, by its id."""
+    names = {int(k): v for k, v in window["names"].items()}
+    return {i: names[c] for i, c in zip(window["events"]["id"], window["events"]["name"],
+                                        strict=True)}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path) -> None:
+    skim = skim_xspace(path)
+    assert skim is not None
+    preview, exact = TracePreview.of_skim(skim), _exact(path)
+    got, want = preview.meta(), exact.meta()
+    keys = ("id", "section", "name", "kind", "events")
+    assert [[t[k] for k in keys] for t in got["tracks"]] == \
+        [[t[k] for k in keys] for t in want["tracks"]]
+    assert (got["sections"], got["origin_ns"], got["span_ns"]) == \
+        (want["sections"], want["origin_ns"], want["span_ns"])
+    span = want["span_ns"]
+    for start, end, width in ((-span // 2, span + span // 2, 3000), (0, span + 1, 1000),
+                              (span // 3, span // 3 + span // 4, 800)):
+        if (end - start) // width < max(preview.bin_ns, preview.wide_ns):
+            with pytest.raises(PreviewTooCoarse):
+                preview.query(start, end, width)
+            continue
+        a, b = preview.query(start, end, width), exact.query(start, end, width)
+        assert a["coarse"] and not b.get("coarse")
+        # The same events drawn (their rows are laid out among the long ones only), each
+        # once: as an event, not also in the counts; the others counted.
+        assert _events(a) == _events(b)
+        assert _names(a) == _names(b)
+        assert sum(a["aggregates"]["count"]) <= sum(b["aggregates"]["count"]) + \
+            len(a["events"]["id"])
+    with pytest.raises(PreviewTooCoarse):
+        preview.query(0, 2, 2)
+
+
+def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big file (every file, here) not in the cache: the trace viewer's tool data and full
+    window come from the skim's preview while the host's table is still being read, then the
+    exact answers as before."""
+    from stepscope.model.logdir import list_runs
+    from stepscope.model.run_tables import LazyTables
+    from stepscope.web import trace
+    from stepscope.web.api import Api
+
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")  # no cached table or preview to answer
+    make_stepscope_run(tmp_path / "logs")
+    run = next(iter(list_runs(tmp_path / "logs")))
+    first: dict[str, Any] = final_api(
+        lambda: Api(tmp_path / "logs").data(run, None, "trace_viewer", {}), "the index")[1]
+
+    gate = threading.Event()
+    real_getitem = LazyTables.__getitem__
+
+    def slow_table(self: LazyTables, name: str) -> Any:
+        assert gate.wait(60)
+        return real_getitem(self, name)
+
+    monkeypatch.setattr(LazyTables, "__getitem__", slow_table)
+    monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
+    monkeypatch.setattr(trace, "SKIM_BYTES", 0)  # and every file as big
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "1")
+    try:
+        api = Api(tmp_path / "logs")
+        code, meta = until(lambda: (lambda a: a if a[0] == 200 else None)(
+            api.data(run, None, "trace_viewer", {})), "the skim's preview", 0.02)
+        assert code == 200 and meta["coarse"] and meta["events"] == first["events"]
+        assert [t["name"] for t in meta["tracks"]] == [t["name"] for t in first["tracks"]]
+        query = {"run": run, "start_ns": "0", "end_ns": str(meta["span_ns"]), "width": "300"}
+        code, window = api.trace("window", query)
+        assert code == 200 and window["coarse"]
+        drawn = len(window["events"]["id"])
+        assert drawn  # the steps, at least: the skim's long events (no overview has them)
+        assert sum(window["aggregates"]["count"]) + drawn == meta["events"]
+    finally:
+        gate.set()
+    assert final_api(lambda: api.data(run, None, "trace_viewer", {}),
+                     "the index")[1]["tracks"] == first["tracks"]
+
+
+def test_the_skim_is_wanted_where_cores_are_spare(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stepscope.web import trace
+
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "0")
+    assert not trace.skim_wanted()
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "1")
+    assert trace.skim_wanted()
+    monkeypatch.delenv("STEPSCOPE_TRACE_SKIM")
+    for cores, wanted in ((2, False), (4, True), (None, False)):
+        monkeypatch.setattr("os.cpu_count", lambda c=cores: c)
+        assert trace.skim_wanted() is wanted
+
+
+# -- hostile input ---------------------------------------------------------------------------
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _space(line: bytes) -> bytes:
+    plane = XPlane(id=1, name="/host:CPU")
+    plane.event_metadata[1].CopyFrom(XEventMetadata(id=1, name="op"))
+    return _field(1, plane.SerializeToString() + _field(3, line))
+
+
+def test_a_line_whose_timestamp_follows_its_events_is_left_to_the_table(tmp_path: Path) -> None:
+    events = XLine(id=1, name="t", events=[XEvent(metadata_id=1, offset_ps=5000,
+                                                  duration_ps=9000)]).SerializeToString()
+    path = tmp_path / "late.xplane.pb"
+    path.write_bytes(_space(events + _varint(3 << 3) + _varint(1_000_000)))
+    assert load_xspace(path).start_ns.tolist() == [1_000_005]
+    assert skim_xspace(path) is None
+    path.write_bytes(_space(XLine(id=1, name="t", timestamp_ns=1_000_000,
+                                  events=[XEvent(metadata_id=1, offset_ps=5000,
+                                                 duration_ps=9000)]).SerializeToString()))
+    skim = skim_xspace(path)
+    assert skim is not None and skim.origin == 1_000_005 and skim.wide_dur.tolist() == [9]
+
+
+@pytest.mark.parametrize("data", [b"", b"\x0a", b"\x0a\x05\x1a\x03\x22", b"\xff" * 64,
+                                  bytes(np.random.default_rng(3).integers(0, 256, 4096,
+                                                                          dtype=np.uint8))])
+def test_truncated_empty_and_random_files_are_one_clear_error(tmp_path: Path,
+                                                              data: bytes) -> None:
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(data)
+    try:
+        skim = skim_xspace(path)
+    except ProfileFormatError as err:
+        assert "not a readable XSpace profile" in str(err) and "\n" not in str(err)
+    else:  # nothing to draw is an answer too
+        assert skim is not None and not len(skim.drawn)
+
+
+def test_a_real_file_cut_anywhere_is_one_clear_error(tmp_path: Path) -> None:
+    data = FILES[0].read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    for cut in (len(data) // 3, len(data) // 2, len(data) - 1):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ProfileFormatError, match="not a readable XSpace profile"):
+            skim_xspace(path, threads=2, split_bytes=1)
+    with pytest.raises(ProfileFormatError, match="Cannot read"):
+        skim_xspace(tmp_path / "missing.xplane.pb")
+
+
+def test_absurd_arguments_to_the_compiled_skim_are_refused(tmp_path: Path) -> None:
+    decoder = xc.compiled_decoder()
+    data = FILES[3].read_bytes()
+    plane, start, end = decoder.skim_plan(data)
+    n = len(plane) // 4
+    row = np.arange(n, dtype=np.int32).tobytes()
+    ids = np.full(8, -1, np.int64).tobytes()
+    ok = decoder.skim(data, plane, start, end, row, ids, 64, 10, 2, 1)
+    assert sum(np.frombuffer(ok["events"], np.int64)) > 0
+    past = np.frombuffer(end, np.int64).copy()
+    past[0] = len(data) + 10
+    backwards = np.frombuffer(start, np.int64).copy()
+    backwards[0] = past[0] + 1
+    for args, what in (((start, past.tobytes(), row, ids, 64, 10, 2), "past the end"),
+                       ((backwards.tobytes(), past.tobytes(), row, ids, 64, 10, 2),
+                        "out of order"),
+                       ((start, end[:-8], row, ids, 64, 10, 2), "differ in length"),
+                       ((start, end, row, ids, 1, 10, 2), "bins"),
+                       ((start, end, row, ids, 1 << 30, 10, 2), "bins"),
+                       ((start, end, row, ids, 64, 0, 2), "max_wide"),
+                       ((start, end, np.full(n, 1 << 20, np.int32).tobytes(), ids, 1 << 10,
+                         10, 2), "too many")):
+        with pytest.raises(ValueError, match=what):
+            decoder.skim(data, plane, *args)
+    # A line's bytes that are not a line: an error, not a crash.
+    shifted = (np.frombuffer(start, np.int64) + 1).tobytes()
+    with pytest.raises(ValueError):
+        decoder.skim(data, plane, shifted, end, row, ids, 64, 10, 2, 1)
+    assert struct.calcsize("q") == 8
