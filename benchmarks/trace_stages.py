@@ -3,11 +3,15 @@ the decode, the track plan, the flows, the coarse overview and its window, the p
 table and its full-width exact window; per stage its wall, user and system time, minor page
 faults and resident memory (system time is mostly memory touched for the first time: on a VM
 that lends memory lazily, seconds a GB). With ``--serve``: a fresh ``stepscope serve`` (empty
-cache) instead, from its spawn to its first (coarse) window and its first window with events,
-and its resident peak; with ``--base-src DIR`` the same for that source tree, interleaved.
+cache) instead, from its spawn to its first (coarse) window (and how many single events it
+draws), its first exact window (the per-track table's or the index's), and its resident peak;
+with ``--base-src DIR`` the same for that source tree, interleaved; with ``--skim`` this tree's
+twice, its big-file skim (``web.trace.publish_skim``) forced on and off
+(``STEPSCOPE_TRACE_SKIM``), interleaved.
 
     .venv/bin/python benchmarks/trace_stages.py PROFILE
-    .venv/bin/python benchmarks/trace_stages.py --serve [--repeats N] [--base-src DIR] PROFILE
+    .venv/bin/python benchmarks/trace_stages.py --serve [--repeats N] [--base-src DIR]
+                                                [--skim] PROFILE
 
 A profile of 500 MB or more must be measured under the machine's lock (``flock``).
 """
@@ -73,51 +77,58 @@ def in_process(path: Path) -> None:
     print(f"  {len(table):,} events")
 
 
-def _serve_once(path: Path, src: str | None) -> tuple[float, float, float]:
-    """(spawn → first window, → first window with events, resident peak MB) of a fresh
-    server on ``path`` (``src``: another source tree's)."""
+def _serve_once(path: Path, src: str | None, env: dict[str, str]
+                ) -> tuple[float, int, float, float]:
+    """(spawn → first window, its single events, → first exact window, resident peak MB) of
+    a fresh server on ``path`` (``src``: another source tree's; ``env``: set for it)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import trace_viewer as tv
 
     with tempfile.TemporaryDirectory(prefix="stepscope-stages-") as tmp:
-        old = os.environ.get("PYTHONPATH")
+        old = {k: os.environ.get(k) for k in ("PYTHONPATH", *env)}
+        os.environ.update(env)
         if src is not None:
             os.environ["PYTHONPATH"] = src
         try:
             server = tv._Server(path, Path(tmp))
         finally:
-            if src is not None:
-                if old is None:
-                    os.environ.pop("PYTHONPATH", None)
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
                 else:
-                    os.environ["PYTHONPATH"] = old
+                    os.environ[k] = v
         try:
             server.wait_up()
             meta = server.poll("data", tool="trace_viewer")
             window = server.poll("trace/window", start_ns="0", end_ns=str(meta["span_ns"]),
                                  width="2000")
             first = time.perf_counter() - server.spawned
+            drawn = len(window["events"]["id"])
             while window.get("coarse"):
                 time.sleep(0.02)
                 window = server.poll("trace/window", start_ns="0",
                                      end_ns=str(meta["span_ns"]), width="2000")
             exact = time.perf_counter() - server.spawned
-            return first, exact, server.rss_mb("VmHWM")
+            return first, drawn, exact, server.rss_mb("VmHWM")
         finally:
             server.close()
 
 
-def serve(path: Path, repeats: int, base_src: str | None) -> None:
-    """Fresh servers on ``path``, this tree's (and ``base_src``'s), interleaved."""
+def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
+    """Fresh servers on ``path``, this tree's (and ``base_src``'s; with ``skim``, this
+    tree's with its skim on and off), interleaved."""
     print(f"{path} ({path.stat().st_size / 2**20:,.0f} MB), a fresh `stepscope serve`, "
           "empty cache, seconds from its spawn:")
+    runs: list[tuple[str, str | None, dict[str, str]]] = \
+        [("ours, skim on ", None, {"STEPSCOPE_TRACE_SKIM": "1"}),
+         ("ours, skim off", None, {"STEPSCOPE_TRACE_SKIM": "0"})] if skim else [("ours", None, {})]
+    if base_src is not None:
+        runs.append(("base", base_src, {}))
     for _ in range(repeats):
-        for label, src in (("ours", None), ("base", base_src)):
-            if label == "base" and src is None:
-                continue
-            first, exact, peak = _serve_once(path, src)
-            print(f"  {label}  first window {first:6.2f}  first window with events "
-                  f"{exact:6.2f}  resident peak {peak:,.0f} MB", flush=True)
+        for label, src, env in runs:
+            first, drawn, exact, peak = _serve_once(path, src, env)
+            print(f"  {label}  first window {first:6.2f} ({drawn} events drawn)  first exact "
+                  f"window {exact:6.2f}  resident peak {peak:,.0f} MB", flush=True)
 
 
 def main() -> None:
@@ -127,11 +138,13 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--base-src")
+    parser.add_argument("--skim", action="store_true",
+                        help="this tree's server with its big-file skim forced on and off")
     args = parser.parse_args()
     if not args.profile.is_file():
         sys.exit(f"trace_stages: no profile file {args.profile}")
     if args.serve:
-        serve(args.profile, args.repeats, args.base_src)
+        serve(args.profile, args.repeats, args.base_src, args.skim)
     else:
         in_process(args.profile)
 

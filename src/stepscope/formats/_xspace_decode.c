@@ -1991,6 +1991,11 @@ skim_event(const uint8_t *p, const uint8_t *end, int64_t value_id, int64_t *meta
         } else if (wire == 2) {
             if ((rc = fast_varint(&p, end, &v)) != 0) goto cut;
             if (v > (uint64_t)(end - p)) return bad("length past the end of the data");
+            /* The stats (4) come after the metadata id, offset and duration (1 to 3) where
+             * the fields are in order, as every protobuf writer puts them: the rest of the
+             * event is not needed unless it may be a counter's sample. (A writer that puts
+             * them after the stats gets a skim without them: its table is exact.) */
+            if (field == 4 && (value_id < 0 || *duration > 0)) break;
             if (field == 4 && value_id >= 0 && *duration <= 0 && !*sample) {
                 Reader stat = {p, p + v};
                 uint32_t f2, w2;
