@@ -1,5 +1,5 @@
 """The trace viewer's load path on one profile, stage by stage, in this process (no cache):
-the decode, the track plan, the flows, the coarse overview and its window, the per-track
+the skim of an XSpace file (the first picture of a big one), the decode, the track plan, the flows, the coarse overview and its window, the per-track
 table and its full-width exact window; per stage its wall, user and system time, minor page
 faults and resident memory (system time is mostly memory touched for the first time: on a VM
 that lends memory lazily, seconds a GB). With ``--serve``: a fresh ``stepscope serve`` (empty
@@ -59,6 +59,11 @@ def in_process(path: Path) -> None:
 
     read = reader_of(path)
     print(f"{path} ({path.stat().st_size / 2**20:,.0f} MB), in one process:")
+    if path.name.endswith(".xplane.pb"):
+        from stepscope.formats.xspace_skim import skim_xspace
+
+        with _Stage("skim"):  # the server's first picture of a big file (web.trace)
+            skim_xspace(path)
     with _Stage("decode"):
         table = read(path)
     with _Stage("plan"):
