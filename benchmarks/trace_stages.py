@@ -1,6 +1,7 @@
 """The trace viewer's load path on one profile, stage by stage, in this process (no cache):
-the skim of an XSpace file (the first picture of a big one), the decode, the track plan, the flows, the coarse overview and its window, the per-track
-table and its full-width exact window; per stage its wall, user and system time, minor page
+the skim of an XSpace file (the first picture of a big one), the decode, the track plan, the
+flows, the coarse overview and its window, the per-track table and its full-width exact
+window; per stage its wall, user and system time, minor page
 faults and resident memory (system time is mostly memory touched for the first time: on a VM
 that lends memory lazily, seconds a GB). With ``--serve``: a fresh ``stepscope serve`` (empty
 cache) instead, from its spawn to its first (coarse) window (and how many single events it
