@@ -275,3 +275,11 @@ def test_absurd_arguments_to_the_compiled_skim_are_refused(tmp_path: Path) -> No
     shifted = (np.frombuffer(start, np.int64) + 1).tobytes()
     with pytest.raises(ValueError):
         decoder.skim(data, plane, shifted, end, row, ids, 64, 10, 2, 1)
+
+
+def test_a_file_of_too_many_lines_is_left_to_the_table(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    from stepscope.formats import xspace_skim
+
+    monkeypatch.setattr(xspace_skim, "MAX_LINES", 2)  # the counts' memory is bounded
+    assert skim_xspace(FILES[3]) is None

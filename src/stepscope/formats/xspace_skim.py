@@ -8,8 +8,9 @@ latest end, and per drawn line its events counted per span of time on a grid who
 double as the times seen spread (``MAX_SPANS`` of them a line at most, from a few a pixel
 column down to 4× fewer), their durations summed, and the events at least a span long kept
 (at most ``MAX_WIDE`` a thread: the threshold doubles while there are more). None where the
-compiled decoder is not built, or where a line's timestamp comes after its events (times
-cannot be known in one pass: the table is read as usual).
+compiled decoder is not built, where a line's timestamp comes after its events (times
+cannot be known in one pass), or where the file has more than ``MAX_LINES`` lines: the table
+is read as usual.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from stepscope.model.trace_skim import TraceSkim
 MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of durations)
 MAX_SPANS = 1 << 14  # spans a line, at most
 MAX_WIDE = 1 << 16  # long events a thread keeps, at most
+MAX_LINES = 1 << 16  # lines a skimmed file has, at most (16 spans each at least)
 _SKIPPED_PLANES = (schema.TASK_ENV_PLANE,)  # not drawn (as the trace viewer's plan has it)
 
 
@@ -51,6 +53,8 @@ def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_W
             messages = [XPlane.FromString(raw) for raw in raw_planes]
             plane_bytes, body_from, body_to = decoder.skim_plan(fd)
             line_plane = np.frombuffer(plane_bytes, np.int32)
+            if len(line_plane) > MAX_LINES:
+                return None  # its counts would not fit in bounded memory: the table's turn
             if len(line_plane) and int(line_plane.max()) >= len(messages):
                 raise ValueError("a line of a plane the scan did not see")
             skipped = np.array([text(m.name) in _SKIPPED_PLANES for m in messages] + [False],
