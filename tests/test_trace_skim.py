@@ -7,6 +7,7 @@ random or absurd input is one clear error."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,11 @@ def test_the_skim_is_wanted_where_cores_are_spare(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "1")
     assert trace.skim_wanted()
     monkeypatch.delenv("STEPSCOPE_TRACE_SKIM")
-    for cores, wanted in ((2, False), (4, True), (None, False)):
-        monkeypatch.setattr("os.cpu_count", lambda c=cores: c)
+    for cores, wanted in ((2, False), (4, True), (64, True)):
+        monkeypatch.setattr(trace, "usable_cores", lambda c=cores: c)
         assert trace.skim_wanted() is wanted
+    monkeypatch.undo()
+    assert 1 <= trace.usable_cores() <= (os.cpu_count() or 1)
 
 
 # -- hostile input ---------------------------------------------------------------------------

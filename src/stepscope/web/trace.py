@@ -29,6 +29,7 @@ made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -171,13 +172,23 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 
 def skim_wanted() -> bool:
     """Whether a big file is skimmed beside its decode (``publish_skim``): where the machine
-    has 4 cores or more, so that the decode keeps its two; ``STEPSCOPE_TRACE_SKIM`` 1 or 0
+    has 4 cores or more for it (``usable_cores``), so that the decode keeps its two;
+    ``STEPSCOPE_TRACE_SKIM`` 1 or 0
     says so instead. (On 2 cores the skim's first picture of a 1 GB file comes 2 s sooner
     but the exact windows 1 s later: docs/benchmarks.md.)"""
     forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
-    return (os.cpu_count() or 1) >= 4
+    return usable_cores() >= 4
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system says: a container's
+    cpuset, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        with contextlib.suppress(OSError):
+            return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def publish_skim(run: LoadedRun, host: str | None) -> None:
