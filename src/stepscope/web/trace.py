@@ -173,9 +173,8 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
 def skim_wanted() -> bool:
     """Whether a big file is skimmed beside its decode (``publish_skim``): where the machine
     has 4 cores or more for it (``usable_cores``), so that the decode keeps its two;
-    ``STEPSCOPE_TRACE_SKIM`` 1 or 0
-    says so instead. (On 2 cores the skim's first picture of a 1 GB file comes 2 s sooner
-    but the exact windows 1 s later: docs/benchmarks.md.)"""
+    ``STEPSCOPE_TRACE_SKIM`` 1 or 0 says so instead. (On 2 cores the skim's first picture of
+    a 1 GB file comes 2 to 3 s sooner but the exact windows 1 s later: docs/benchmarks.md.)"""
     forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
