@@ -43,7 +43,6 @@ from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.analysis.trace.track_table import TrackTable, flows_of
 from stepscope.errors import NotFoundError, StepscopeError
-from stepscope.formats.xspace_skim import skim_xspace
 from stepscope.model import schema
 from stepscope.model.locations import is_remote
 from stepscope.model.run_tables import LazyTables
@@ -202,6 +201,9 @@ def publish_skim(run: LoadedRun, host: str | None) -> None:
     try:
         if file.stat().st_size < SKIM_BYTES or (run.use_cache and table_is_cached(file)):
             return
+        # Imported here: a server's start-up does not wait for the protobuf runtime.
+        from stepscope.formats.xspace_skim import skim_xspace
+
         skim = skim_xspace(file)
     except (OSError, StepscopeError):
         return
