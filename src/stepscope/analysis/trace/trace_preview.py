@@ -11,7 +11,7 @@ from that entry while the table and the index are read (``"coarse": true``, as t
 answers): each pixel column counts the events whose span of the trace starts in it. A window
 whose pixel columns are narrower than a span is not answered (the page waits for the index).
 
-A skim (``model.trace_skim``: two passes over the file that keep nothing per event, seconds
+A skim (``model.trace_skim``: one pass over the file that keeps nothing per event, seconds
 before the table at 1 GB) gives the same counts per span, and also every event at least a span
 long: those a window shows as events (at least a pixel wide) are drawn, with their names and
 table rows, each track's laid out on rows of their own (as the index lays out events that
@@ -188,9 +188,9 @@ class TracePreview:
             "events": events, "aggregates": {
                 "track": self.track_ids[rows][li].tolist(),
                 "row": self.count_row[rows][li].tolist(),
-                           "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
-                           "count": count[li, cell_col].tolist(),
-                           "covered": covered[li, cell_col].tolist()},
+                "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
+                "count": count[li, cell_col].tolist(),
+                "covered": covered[li, cell_col].tolist()},
             "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
