@@ -42,7 +42,10 @@ def test_category_masks_give_back_each_mask() -> None:
     kept["all"] = np.ones(n, bool)
     masks = CategoryMasks(n)
     for name, mask in kept.items():
-        masks.add(name, mask)
+        if name == "none":
+            masks.add_none(name)  # kept without a mask made
+        else:
+            masks.add(name, mask)
     assert list(masks) == list(kept) and len(masks) == len(kept)
     for name, mask in kept.items():
         got = masks[name]
@@ -51,6 +54,8 @@ def test_category_masks_give_back_each_mask() -> None:
         assert int(got.sum()) == int(mask.sum())
     with pytest.raises(ValueError):
         masks.add("c0", kept["c0"])
+    with pytest.raises(ValueError):
+        masks.add_none("none")
     with pytest.raises(KeyError):
         masks["absent"]
 
@@ -293,3 +298,25 @@ def test_line_start_order_is_checked_across_chunks(monkeypatch: pytest.MonkeyPat
     assert not step_groups._in_line_start_order(SimpleNamespace(line=line[::-1].copy(),
                                                                 start_ns=start))
     assert step_groups._in_line_start_order(SimpleNamespace(line=line[:1], start_ns=start[:1]))
+
+
+def test_a_host_only_profile_s_masks_skip_the_device_columns(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without device work (stepscope's own capture of a loop) the device's categories are
+    kept empty, without their columns: every mask is what the path that makes them gives."""
+    from stepscope.analysis.run_model import overview_page as op
+    from stepscope.analysis.run_model.framework_op_stats import classify
+    from stepscope.formats.run_reader import load
+
+    from workloads import make_stepscope_run
+
+    path = make_stepscope_run(tmp_path / "logs")
+    table = next(iter(load(path, use_cache=False).hosts.values()))
+    steps, events = steps_mod.find_steps(table), classify(table)
+    lean = op._category_masks(table, steps, events)
+    monkeypatch.setattr(op, "_any_device_work", lambda mask: True)
+    full = op._category_masks(table, steps, events)
+    assert list(lean) == list(full)
+    for name in full:
+        assert np.array_equal(lean[name], full[name]), name
+    assert not lean["device_compute"].any() and lean["host_compute"].any()

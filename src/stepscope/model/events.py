@@ -134,7 +134,10 @@ def is_in(codes: NDArray[np.integer[Any]], wanted: Any) -> NDArray[np.bool_]:
     return out
 
 
-_ROW_CHUNK = 1 << 20
+# Rows found at a time by ``rows_where``: 1/64 of them, at least this many (the chunk's int64
+# index is 8 B a row: on a small host the whole column's was a large part of the model's peak).
+_ROW_CHUNK = 1 << 16
+_ROW_PARTS = 64
 
 
 def rows_where(mask: NDArray[np.bool_]) -> NDArray[np.int32] | I64:
@@ -145,8 +148,9 @@ def rows_where(mask: NDArray[np.bool_]) -> NDArray[np.int32] | I64:
         return np.flatnonzero(mask)
     out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32)
     at = 0
-    for i in range(0, len(mask), _ROW_CHUNK):
-        chunk = np.flatnonzero(mask[i:i + _ROW_CHUNK])
+    step = max(_ROW_CHUNK, len(mask) // _ROW_PARTS)
+    for i in range(0, len(mask), step):
+        chunk = np.flatnonzero(mask[i:i + step])
         chunk += i
         out[at:at + len(chunk)] = chunk
         at += len(chunk)

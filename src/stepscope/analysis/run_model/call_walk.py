@@ -25,8 +25,12 @@ from stepscope.model.events import EventTable
 I64 = NDArray[np.int64]
 Rows = NDArray[np.integer[Any]]
 
-WALK_BLOCK = 1 << 16  # calls a block: each block's columns are a few MB at most
-_CHECK = 1 << 18  # rows checked at a time by ``walkable``
+# Calls a block (each block's columns some 90 B a call), and rows checked at a time by
+# ``walkable``: 1/64 of the calls, at least these (on a small profile the block's columns were
+# a large part of the run model's peak; on a big one, fewer blocks cost less time).
+WALK_BLOCK = 1 << 14
+_CHECK = 1 << 16
+_PARTS = 64
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,9 @@ def walkable(table: EventTable, rows: Rows) -> bool:
     """Whether each line's rows are one run of ``rows``, in start order."""
     seen: set[int] = set()
     last_line, last_start = -1, np.iinfo(np.int64).min
-    for i in range(0, len(rows), _CHECK):
-        part = rows[i:i + _CHECK]
+    check = max(_CHECK, len(rows) // _PARTS)
+    for i in range(0, len(rows), check):
+        part = rows[i:i + check]
         line = table.line[part].astype(np.int64)
         start = table.start_ns[part]
         changes = np.flatnonzero(line[1:] != line[:-1]) + 1
@@ -75,10 +80,12 @@ def walkable(table: EventTable, rows: Rows) -> bool:
 
 
 def walk(table: EventTable, rows: Rows, t0: int, t1: int,
-         block: int = WALK_BLOCK) -> Iterator[CallBlock]:
+         block: int | None = None) -> Iterator[CallBlock]:
     """The calls of ``rows`` that overlap [t0, t1) (zero-length ones inside it), clipped to
-    it, a block at a time (``walkable`` rows only)."""
+    it, a block at a time (``walkable`` rows only; ``block`` calls, default: 1/64 of them,
+    at least WALK_BLOCK)."""
     n = len(rows)
+    block = block or max(WALK_BLOCK, n // _PARTS)
     at = 0
     carried_rows = np.zeros(0, rows.dtype)
     carried_start = np.zeros(0, np.int64)

@@ -199,6 +199,15 @@ class CategoryMasks(Mapping[str, BoolArray]):
                       where=mask)
         self._bit[name] = (column, bit)
 
+    def add_none(self, name: str) -> None:
+        """Keep category ``name`` with no event in it (no mask made: its bits stay 0)."""
+        if name in self._bit:
+            raise ValueError(f"category {name!r} is kept already")
+        column, bit = divmod(len(self._bit), 8)
+        if column == len(self._bytes):
+            self._bytes.append(np.zeros(self.events, dtype=np.uint8))
+        self._bit[name] = (column, bit)
+
     def __getitem__(self, name: str) -> BoolArray:
         column, bit = self._bit[name]
         out = np.right_shift(self._bytes[column], bit)
@@ -347,6 +356,11 @@ def _name_mask(table: EventTable, pattern: re.Pattern[str]) -> BoolArray:
     return per_name[table.name]
 
 
+def _any_device_work(device_work: BoolArray) -> bool:
+    """Whether any event is the device's work (else its categories are all empty)."""
+    return bool(device_work.any())
+
+
 def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> CategoryMasks:
     """Per category: which events count towards it (before the priority partition)."""
     n = len(table)
@@ -404,11 +418,14 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         with_streams = np.unique(table.plane[device_work])
         xla_ops = np.array([ln == "XLA Ops" for ln in table.line_name] + [False], dtype=bool)
         device_work |= on_device & xla_ops[table.line] & ~is_in(table.plane, with_streams)
+    # No device work (a host-only profile): the device's categories are empty, and their
+    # columns (copies, collectives, transfers) are not made.
+    devices = _any_device_work(device_work)
     # Per name, then per event by its name code (a flag a name, not an object an event).
     not_kernel = np.array([kernel_type(name) != "Kernel" for name in table.names] + [False],
                           dtype=bool)
     copy_line = np.array([("Memcpy" in ln) for ln in table.line_name] + [False], dtype=bool)
-    is_copy = not_kernel[table.name] | copy_line[table.line]
+    is_copy = not_kernel[table.name] | copy_line[table.line] if devices else None
 
     def matches(pattern: re.Pattern[str]) -> BoolArray:
         hit = _name_mask(table, pattern)
@@ -418,7 +435,7 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         return both
 
     del derived, not_kernel, copy_line
-    device_copy = device_work & is_copy
+    device_copy = device_work & is_copy if is_copy is not None else None
     marker = typed_equals(table, schema.ROOT_LEVEL, 1) | _name_mask(table, PROFILER_STEP)
     if steps.marker:
         code = table.name_code(steps.marker)
@@ -438,36 +455,52 @@ def _category_masks(table: EventTable, steps: Steps, events: OpEvents) -> Catego
         input_wait = host & _name_mask(table, INPUT_WAIT)
     # The masks are made one at a time, each column above dropped after its last use: over
     # millions of events the intermediate masks held together were a large part of the peak.
-    collective = _name_mask(table, COLLECTIVE_EVENT)
     out = CategoryMasks(n)
-    out.add("device_compute", device_work & ~is_copy & ~collective & in_step)
-    del is_copy
-    out.add("device_collectives", (device_work & collective & in_step) | (
-        host & _name_mask(table, HOST_COLLECTIVE_EVENT)))
-    del collective
-    to_device = matches(_TO_DEVICE)
-    out.add("device_to_device", device_copy & matches(_DEVICE_TO_DEVICE) & in_step)
-    out.add("input", (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
-            | (device_copy & to_device & in_step))
-    del input_wait
-    out.add(INPUT_TRANSFER, device_copy & to_device & in_step)
-    del to_device
-    out.add("output", (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
-            | (device_copy & matches(_TO_HOST) & in_step))
+    if is_copy is None or device_copy is None:  # no device work
+        out.add_none("device_compute")
+        out.add("device_collectives", host & _name_mask(table, HOST_COLLECTIVE_EVENT))
+        out.add_none("device_to_device")
+        out.add("input", (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait)
+        del input_wait
+        out.add_none(INPUT_TRANSFER)
+        out.add("output", host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
+    else:
+        collective = _name_mask(table, COLLECTIVE_EVENT)
+        out.add("device_compute", device_work & ~is_copy & ~collective & in_step)
+        del is_copy
+        out.add("device_collectives", (device_work & collective & in_step) | (
+            host & _name_mask(table, HOST_COLLECTIVE_EVENT)))
+        del collective
+        to_device = matches(_TO_DEVICE)
+        out.add("device_to_device", device_copy & matches(_DEVICE_TO_DEVICE) & in_step)
+        out.add("input", (host & on_step_thread & _name_mask(table, INPUT_EVENT)) | input_wait
+                | (device_copy & to_device & in_step))
+        del input_wait
+        out.add(INPUT_TRANSFER, device_copy & to_device & in_step)
+        del to_device
+        out.add("output", (host & on_step_thread & _name_mask(table, OUTPUT_EVENT))
+                | (device_copy & matches(_TO_HOST) & in_step))
     del on_step_thread
     out.add("compilation", host & _name_mask(table, COMPILE_EVENT))
     out.add("kernel_launch", host & _name_mask(table, LAUNCH_EVENT))
     out.add("host_compute", step_work)
     del host, step_work
     # Not overview categories: the device's own work, for per-device breakdowns.
-    out.add("device_work", device_work & in_step)
-    out.add("device_copies", device_copy & in_step)
+    if device_copy is None:
+        out.add_none("device_work")
+        out.add_none("device_copies")
+    else:
+        out.add("device_work", device_work & in_step)
+        out.add("device_copies", device_copy & in_step)
     out.add("device_events", on_device)
     return out
 
 
-# Events the partition takes at a time (its columns: some 30 B an event of the chunk).
-_PARTITION_CHUNK = 1 << 18
+# Events the partition takes at a time (its columns: some 30 B an event of the chunk): 1/64 of
+# the host's, at least 65,536 (on a small host the chunk's columns were a large part of the
+# model's peak; on a big one more chunks would each copy the union so far again).
+_PARTITION_CHUNK = 1 << 16
+_PARTITION_CHUNKS = 64
 
 
 # The categories ``_category_masks`` keeps, in the order it adds them.
@@ -506,8 +539,9 @@ def partition(table: EventTable, steps: Steps, masks: Mapping[str, BoolArray],
         # far: the same union, with a chunk's columns held at once rather than columns of
         # every event of the category (tens of MB over millions of events).
         mask = masks[cat]
-        for at in range(0, len(mask), _PARTITION_CHUNK):
-            rows = np.flatnonzero(mask[at:at + _PARTITION_CHUNK])
+        chunk = max(_PARTITION_CHUNK, len(mask) // _PARTITION_CHUNKS)
+        for at in range(0, len(mask), chunk):
+            rows = np.flatnonzero(mask[at:at + chunk])
             rows += at
             in_step = steps.event_step[rows]
             keep = in_step >= 0
