@@ -320,3 +320,16 @@ def test_a_host_only_profile_s_masks_skip_the_device_columns(
     for name in full:
         assert np.array_equal(lean[name], full[name]), name
     assert not lean["device_compute"].any() and lean["host_compute"].any()
+
+
+@pytest.mark.parametrize("path", [*XPLANE_FIXTURES[:4], Path(__file__).parent / "data" / "h200"
+                                  / "torch_bridge.pt.trace.json.gz"], ids=lambda p: p.name)
+def test_a_host_s_json_made_a_part_at_a_time_is_the_whole_dict_s(path: Path) -> None:
+    import json
+
+    from stepscope.analysis.run_model import build_host, host_json, host_to_dict
+    from stepscope.formats.run_reader import load
+
+    name, table = next(iter(load(path, use_cache=False).hosts.items()))
+    model = build_host(name, table)
+    assert host_json(model) == json.dumps(host_to_dict(model), separators=(",", ":"))

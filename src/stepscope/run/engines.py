@@ -20,7 +20,6 @@ worker processes, and ``local`` otherwise.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -63,7 +62,7 @@ class HostResult:
 
 def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
     """Load one host's file and build its model (the unit of work of every engine)."""
-    from stepscope.analysis.run_model import build_host, host_to_dict
+    from stepscope.analysis.run_model import build_host, host_json
     from stepscope.formats.run_reader import load_file
     from stepscope.run.storage import map_large_blocks, memory_keeper
 
@@ -79,7 +78,7 @@ def run_host_task(task: HostTask, use_cache: bool) -> HostResult:
         model = build_host(task.name, table,
                            memory_keeper(as_path(task.file)) if use_cache else None)
         del table
-        text = json.dumps(host_to_dict(model), separators=(",", ":"))
+        text = host_json(model)
     except ProfileFormatError as err:
         return HostResult(task.name, None, str(err), _peak_rss())
     except Exception as err:  # noqa: BLE001 - a bug or an unexpected error of this host

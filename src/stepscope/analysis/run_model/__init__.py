@@ -277,7 +277,7 @@ class RunModel:
         return {"version": RUN_MODEL_VERSION, "run": self.run, "path": self.path,
                 "failed": dict(self.failed), "combined": self.combined,
                 "hosts": {name: hosts.text(name) if isinstance(hosts, LazyHosts)
-                          else json.dumps(host_to_dict(hosts[name]), separators=(",", ":"))
+                          else host_json(hosts[name])
                           for name in hosts}}
 
     @classmethod
@@ -449,33 +449,49 @@ def _array(values: Any, columns: int | None = None) -> I64:
 
 def host_to_dict(h: HostModel) -> dict[str, Any]:
     """A host model's lossless JSON form (``RunModel.to_dict`` keeps it as text)."""
+    return {key: part() for key, part in _host_parts(h)}
+
+
+def host_json(h: HostModel) -> str:
+    """``json.dumps(host_to_dict(h), separators=(",", ":"))``, the same text, made a part at a
+    time: only one part's Python objects (a list an array) are held at once, not every
+    part's (on a 10 MB profile, 5 MB of objects for 0.4 MB of text)."""
+    return "{" + ",".join(f"{json.dumps(key)}:{json.dumps(part(), separators=(',', ':'))}"
+                          for key, part in _host_parts(h)) + "}"
+
+
+def _host_parts(h: HostModel) -> list[tuple[str, Callable[[], Any]]]:
+    """The parts of a host model's JSON form, in order, each made when called."""
     ov, steps = h.overview, h.overview.steps
     assert ov.ops_idle is not None
-    return {
-        "name": ov.name,
-        "steps": {"method": steps.method, "marker": steps.marker,
-                  "step_num": _ints(steps.step_num), "start_ns": _ints(steps.start_ns),
-                  "end_ns": _ints(steps.end_ns), "trimmed": list(steps.trimmed)},
-        "step_category_ns": _ints(ov.step_category_ns),
-        "ops_idle": ov.ops_idle.to_record(),
-        "device_type": ov.device_type, "device_count": ov.device_count,
-        "device_names": list(ov.device_names), "cpu_count": ov.cpu_count,
-        "sixteen_bit_ns": ov.sixteen_bit_ns, "device_compute_ns": ov.device_compute_ns,
-        "xla_host_others_ns": ov.xla_host_others_ns,
-        "input_transfer_ns": ov.input_transfer_ns,
-        "kernels": h.kernels.to_list(),
-        "input": h.input.to_dict(),
-        "pod_ns": _ints(h.pod_ns),
-        "devices": {k: _ints(v) for k, v in h.devices.items()},
-        "collective_end_ns": _ints(h.collective_end_ns),
-        "profile_start_ns": h.profile_start_ns,
-        "memory": h.memory,
-        "flight": ov.flight,
-        "framework": h.framework.to_dict(),
-        "dropped": ov.dropped,
-        "python": h.python,
-        "model_flops": None if h.model_flops is None else h.model_flops.to_dict(),
-    }
+    ops_idle = ov.ops_idle
+    return [
+        ("name", lambda: ov.name),
+        ("steps", lambda: {"method": steps.method, "marker": steps.marker,
+                           "step_num": _ints(steps.step_num),
+                           "start_ns": _ints(steps.start_ns), "end_ns": _ints(steps.end_ns),
+                           "trimmed": list(steps.trimmed)}),
+        ("step_category_ns", lambda: _ints(ov.step_category_ns)),
+        ("ops_idle", ops_idle.to_record),
+        ("device_type", lambda: ov.device_type), ("device_count", lambda: ov.device_count),
+        ("device_names", lambda: list(ov.device_names)), ("cpu_count", lambda: ov.cpu_count),
+        ("sixteen_bit_ns", lambda: ov.sixteen_bit_ns),
+        ("device_compute_ns", lambda: ov.device_compute_ns),
+        ("xla_host_others_ns", lambda: ov.xla_host_others_ns),
+        ("input_transfer_ns", lambda: ov.input_transfer_ns),
+        ("kernels", h.kernels.to_list),
+        ("input", h.input.to_dict),
+        ("pod_ns", lambda: _ints(h.pod_ns)),
+        ("devices", lambda: {k: _ints(v) for k, v in h.devices.items()}),
+        ("collective_end_ns", lambda: _ints(h.collective_end_ns)),
+        ("profile_start_ns", lambda: h.profile_start_ns),
+        ("memory", lambda: h.memory),
+        ("flight", lambda: ov.flight),
+        ("framework", h.framework.to_dict),
+        ("dropped", lambda: ov.dropped),
+        ("python", lambda: h.python),
+        ("model_flops", lambda: None if h.model_flops is None else h.model_flops.to_dict()),
+    ]
 
 
 def _host_from_dict(d: dict[str, Any]) -> HostModel:
