@@ -286,3 +286,20 @@ def test_a_file_of_too_many_lines_is_left_to_the_table(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(xspace_skim, "MAX_LINES", 2)  # the counts' memory is bounded
     assert skim_xspace(FILES[3]) is None
+
+
+@pytest.mark.parametrize("timestamp, offsets", [
+    ((1 << 63) - 1, [0, (1 << 63) - 1, 5]),  # times past int64 (wrapping, as the decoder's)
+    (0, [-1, 0, (1 << 63) - 1, -(1 << 62)]),  # absurd offsets
+    (1 << 62, [0, 1, 2]),
+])
+def test_absurd_times_stay_inside_the_grid(tmp_path: Path, timestamp: int,
+                                           offsets: list[int]) -> None:
+    line = XLine(id=1, name="t", timestamp_ns=timestamp,
+                 events=[XEvent(metadata_id=1, offset_ps=o, duration_ps=7000) for o in offsets])
+    path = tmp_path / "absurd.xplane.pb"
+    path.write_bytes(_space(line.SerializeToString()))
+    for way in WAYS:
+        skim = skim_xspace(path, **way)
+        assert skim is not None and int(skim.count.sum()) == len(offsets)
+        TracePreview.of_skim(skim).meta()

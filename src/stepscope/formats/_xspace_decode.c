@@ -2166,7 +2166,10 @@ span_of(int64_t t, int shift)
 static int
 grid_shift_for(int shift, int64_t lo, int64_t hi, int64_t bins)
 {
-    while (shift < 62 && span_of(hi, shift) - span_of(lo, shift) >= bins) shift++;
+    /* hi >= lo: the difference fits in 64 unsigned bits, whatever the times. */
+    while (shift < 62 &&
+           (uint64_t)span_of(hi, shift) - (uint64_t)span_of(lo, shift) >= (uint64_t)bins)
+        shift++;
     return shift;
 }
 
@@ -2184,7 +2187,9 @@ grid_to(Grid *g, int shift, int64_t b0)
         memset(g->spare, 0, (size_t)g->bins * sizeof(int64_t));
         for (int64_t i = 0; i < g->bins; i++) {
             if (!x[i]) continue;
-            int64_t j = span_of(g->b0 + i, up) - b0;
+            /* (In unsigned arithmetic: no overflow, whatever an absurd file's times.) */
+            int64_t j = (int64_t)((uint64_t)span_of((int64_t)((uint64_t)g->b0 + (uint64_t)i), up)
+                                  - (uint64_t)b0);
             g->spare[j < 0 ? 0 : j >= g->bins ? g->bins - 1 : j] += x[i];
         }
         memcpy(x, g->spare, (size_t)g->bins * sizeof(int64_t));
@@ -2202,12 +2207,14 @@ grid_fit(Grid *g, int64_t t)
         g->shift = 0;
         g->lo = g->hi = t;
         g->b0 = t >= INT64_MIN + g->bins ? t - g->bins / 2 : t;
+        if (t > INT64_MAX - g->bins) g->b0 = INT64_MAX - g->bins;  /* its spans inside int64 */
         return;
     }
     int64_t lo = t < g->lo ? t : g->lo, hi = t > g->hi ? t : g->hi;
     int shift = grid_shift_for(g->shift, lo, hi, g->bins);
     int64_t b0 = g->b0;
-    if (shift != g->shift || span_of(lo, shift) < b0 || span_of(hi, shift) >= b0 + g->bins)
+    if (shift != g->shift || span_of(lo, shift) < b0 ||
+        (uint64_t)span_of(hi, shift) - (uint64_t)b0 >= (uint64_t)g->bins)
         b0 = span_of(lo, shift);
     grid_to(g, shift, b0);
     g->lo = lo;
@@ -2333,7 +2340,10 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
                 grid_fit(g, start);
                 if (g->shift != shift) skim_narrow(h);
             }
-            int64_t i = span_of(start, g->shift) - g->b0;
+            /* Inside the grid, as it was fitted to this start; kept there whatever the
+             * times (absurd ones near the ends of int64 included). */
+            int64_t i = (int64_t)((uint64_t)span_of(start, g->shift) - (uint64_t)g->b0);
+            if (i < 0 || i >= g->bins) i = i < 0 ? 0 : g->bins - 1;
             g->count[row * g->bins + i]++;
             g->covered[row * g->bins + i] += dur;
             if (dur >= wide_least(h)) {
