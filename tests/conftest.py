@@ -88,3 +88,25 @@ def watched(browser: Any, server: Server) -> Iterator[Watched]:
     dialog."""
     with watch(browser, server) as w:
         yield w
+
+
+@pytest.fixture
+def table_gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A gate every read of a host's table (``LazyTables``) waits at until it is set (at the
+    end of the test, whatever happened): what a server answers before its table is read."""
+    import threading
+
+    from stepscope.model.run_tables import LazyTables
+
+    gate = threading.Event()
+    real_getitem = LazyTables.__getitem__
+
+    def gated(self: LazyTables, name: str) -> Any:
+        assert gate.wait(60)
+        return real_getitem(self, name)
+
+    monkeypatch.setattr(LazyTables, "__getitem__", gated)
+    try:
+        yield gate
+    finally:
+        gate.set()

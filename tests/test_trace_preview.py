@@ -5,7 +5,6 @@ host's table is read."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +68,11 @@ def test_preview_round_trips_through_the_cache(tables: list[EventTable], tmp_pat
     assert cached_preview(source) is None
 
 
-def test_a_second_server_answers_from_the_preview(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_server_answers_from_the_preview(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  request: pytest.FixtureRequest) -> None:
     """A profile opened before: a fresh server on the same cache answers the trace viewer's
     tool data and full window from the preview while the host's table is still unread."""
     from stepscope.model.logdir import list_runs
-    from stepscope.model.run_tables import LazyTables
     from stepscope.web import trace
     from stepscope.web.api import Api
 
@@ -88,14 +86,7 @@ def test_a_second_server_answers_from_the_preview(tmp_path: Path,
         return meta
 
     first = full(Api(tmp_path / "logs"))
-    gate = threading.Event()
-    real_getitem = LazyTables.__getitem__
-
-    def slow_table(self: LazyTables, name: str) -> Any:
-        assert gate.wait(60)
-        return real_getitem(self, name)
-
-    monkeypatch.setattr(LazyTables, "__getitem__", slow_table)
+    gate = request.getfixturevalue("table_gate")  # gated only from here: the first read ran
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
     api = Api(tmp_path / "logs")
     # The table cannot load (gated): the first 200 is the cached preview's coarse answer.

@@ -8,7 +8,6 @@ random or absurd input is one clear error."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +129,11 @@ def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path)
 
 
 def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """A big file (every file, here) not in the cache: the trace viewer's tool data and full
     window come from the skim's preview while the host's table is still being read, then the
     exact answers as before."""
     from stepscope.model.logdir import list_runs
-    from stepscope.model.run_tables import LazyTables
     from stepscope.web import trace
     from stepscope.web.api import Api
 
@@ -145,14 +143,7 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
     first: dict[str, Any] = final_api(
         lambda: Api(tmp_path / "logs").data(run, None, "trace_viewer", {}), "the index")[1]
 
-    gate = threading.Event()
-    real_getitem = LazyTables.__getitem__
-
-    def slow_table(self: LazyTables, name: str) -> Any:
-        assert gate.wait(60)
-        return real_getitem(self, name)
-
-    monkeypatch.setattr(LazyTables, "__getitem__", slow_table)
+    gate = request.getfixturevalue("table_gate")  # gated only from here: the first read ran
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
     monkeypatch.setattr(trace, "SKIM_BYTES", 0)  # and every file as big
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "1")

@@ -34,7 +34,6 @@ MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of
 MAX_SPANS = 1 << 14  # spans a line, at most
 MAX_WIDE = 1 << 16  # long events a thread keeps, at most
 MAX_LINES = 1 << 16  # lines a skimmed file has, at most (16 spans each at least)
-_SKIPPED_PLANES = (schema.TASK_ENV_PLANE,)  # not drawn (as the trace viewer's plan has it)
 
 
 def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_WIDE,
@@ -57,7 +56,7 @@ def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_W
                 return None  # its counts would not fit in bounded memory: the table's turn
             if len(line_plane) and int(line_plane.max()) >= len(messages):
                 raise ValueError("a line of a plane the scan did not see")
-            skipped = np.array([text(m.name) in _SKIPPED_PLANES for m in messages] + [False],
+            skipped = np.array([text(m.name) in schema.UNDRAWN_PLANES for m in messages] + [False],
                                bool)
             # Every line of a drawn plane a row of counts: most hold events.
             row = np.full(len(line_plane), -1, np.int32)

@@ -11,6 +11,8 @@ HOST_PLANE = "/host:CPU"
 PYTHON_TRACER_PLANE = "/host:python-tracer"
 PYTHON_SAMPLER_PLANE = "/host:python-sampler"  # stepscope's own: Python stacks sampled
 TASK_ENV_PLANE = "Task Environment"
+# Planes the trace viewer does not draw (the capture's environment: stats, not events).
+UNDRAWN_PLANES = (TASK_ENV_PLANE,)
 COUNTERS_PLANE = "/host:stepscope-counters"
 GPU_PLANE_PREFIX = "/device:GPU:"
 

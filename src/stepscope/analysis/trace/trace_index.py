@@ -79,7 +79,6 @@ DEVICE_LINE_ORDER = ("Steps", "Framework Ops", "TensorFlow Ops", "XLA Modules", 
 FLOW_LAUNCH = 0  # a kernel launch (or memcpy) to the kernel it launched: correlation id
 FLOW_PRODUCER = 1  # a producer event to its consumer (``_p``/``_pt`` → ``_c``/``_ct``)
 FLOW_KINDS = ("launch", "producer_consumer")
-_SKIP_PLANES = (schema.TASK_ENV_PLANE,)
 _KINETO_FLOW_NAME = re.compile(r"^flow:")
 _DEVICE_NUMBER = re.compile(r"^/device:[A-Za-z]+:(\d+)")
 # Process ids as XProf's trace viewer numbers its processes: a device plane is 1 + its plane
@@ -1093,7 +1092,7 @@ def plan_tracks(table: EventTable) -> TrackPlan:
     """The tracks of a host's timeline, in display order, and the time span they cover."""
     n = len(table)
     planes = [p.name for p in table.planes]
-    skip_plane = np.array([p in _SKIP_PLANES for p in planes] + [False], bool)
+    skip_plane = np.array([p in schema.UNDRAWN_PLANES for p in planes] + [False], bool)
     device_plane = np.array([p.startswith("/device:") for p in planes] + [False], bool)
     flow_name = np.array([bool(_KINETO_FLOW_NAME.match(x)) for x in table.names] + [False],
                          bool)
