@@ -135,30 +135,15 @@ def overview_page(run: Run, host: str | None, p: Params) -> ToolResult:
     return ToolResult("overview_page", data, "top_ops")
 
 
-_SIXTEEN_BIT_TYPES = frozenset({"bf16", "f16"})
-
-
 def _xla_precision(run: Run, host: str | None) -> dict[str, float] | None:
-    """Device compute precision from the XLA programs' ops, where they ran on a GPU: the
-    share of their time in ops whose work is done in a 16-bit type (a dot's or library
-    GEMM's input type, else the output's). The kernel names the overview reads otherwise do
-    not tell it: cuBLAS's ``nvjet`` GEMMs name no type, and a command buffer's kernels run
-    under one op. XProf reads the kernels and so says 0% 16-bit for a bf16 JAX program."""
+    """The XLA programs' own device compute precision on a GPU (``XlaModel.gpu_precision``),
+    where the run has XLA programs that could be read."""
     if not run.has_xla():
         return None
     try:
-        model = run.xla(host)
+        return run.xla(host).gpu_precision()
     except StepscopeError:
         return None
-    ops = [o for o in model.ops if o.self_ps > 0 and (o.flops_precision or o.precision)]
-    gpu = any(d.name.startswith("/device:GPU") for d in model.devices)
-    total = sum(o.self_ps for o in ops)
-    if not gpu or not total:
-        return None
-    sixteen = sum(o.self_ps for o in ops
-                  if (o.flops_precision or o.precision) in _SIXTEEN_BIT_TYPES)
-    return {"16bit_percent": 100.0 * sixteen / total,
-            "32bit_percent": 100.0 - 100.0 * sixteen / total}
 
 
 # The peak a user may give: TFLOP/s of one device (read as text: a decimal figure).

@@ -115,6 +115,9 @@ class DeviceSummary:
     bandwidth_source: str = "unknown"
 
 
+_SIXTEEN_BIT_TYPES = frozenset({"bf16", "f16"})
+
+
 @dataclass
 class XlaModel:
     """Every HLO op of a run, the devices that ran them and the programs they belong to."""
@@ -145,6 +148,22 @@ class XlaModel:
             return "", None, None
         d = self.devices[0]
         return d.model, d.peak_tflops, d.peak_gbytes_per_s
+
+    def gpu_precision(self) -> dict[str, float] | None:
+        """Device compute precision from the ops' own types, where they ran on a GPU (None
+        elsewhere): the share of their time in ops whose work is done in a 16-bit type (a
+        dot's or library GEMM's input type, else the output's). The kernel names the
+        overview reads otherwise do not tell it: cuBLAS's ``nvjet`` GEMMs name no type, and
+        a command buffer's kernels run under one op (XProf, reading the kernels, says 0%
+        16-bit for a bf16 JAX program)."""
+        ops = [o for o in self.ops if o.self_ps > 0 and (o.flops_precision or o.precision)]
+        total = sum(o.self_ps for o in ops)
+        if not total or not any(d.name.startswith("/device:GPU") for d in self.devices):
+            return None
+        sixteen = sum(o.self_ps for o in ops
+                      if (o.flops_precision or o.precision) in _SIXTEEN_BIT_TYPES)
+        return {"16bit_percent": 100.0 * sixteen / total,
+                "32bit_percent": 100.0 - 100.0 * sixteen / total}
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": XLA_MODEL_VERSION, "ops": [asdict(o) for o in self.ops],
