@@ -200,6 +200,33 @@ def test_a_regression_inside_the_noise_or_with_too_few_steps_passes_and_says_so(
     assert any("Too few steps" in n for n in result.diff.notes)
 
 
+def test_an_op_regression_fails_only_when_the_step_shows_it(baseline: Path) -> None:
+    """A small op's mean moves by a fifth with the machine's load while the step barely
+    moves (a CI run failed so): its regression is confirmed only when the step surely got
+    slower by at least half as much."""
+    real = summary_of(baseline)
+    (fwd,) = [o for o in real.ops if o.name == "forward"]
+    median = float(np.median(real.step_ms))
+    steady = np.random.default_rng(5).uniform(0.9999, 1.0001, len(real.step_ms))
+    base = replace(real, step_ms=tuple(float(x) for x in median * steady))
+
+    def slower(step_ms: float, forward_ms: float) -> RunSummary:
+        ops = tuple(replace(o, ms_per_step=o.ms_per_step + forward_ms) if o is fwd else o
+                    for o in real.ops)
+        return replace(base, step_ms=tuple(x + step_ms for x in base.step_ms), ops=ops)
+
+    grow = max(fwd.ms_per_step, 0.2)  # +100% or more, far beyond the step's noise
+    bound = ["op:forward=+20%"]
+    barely = check(slower(0.2 * grow, grow), base, bound)  # the step surely slower, a little
+    assert barely.diff.step.ci_ms is not None and barely.diff.step.ci_ms[0] > 0.1 * grow
+    (item,) = barely.items
+    assert item.beyond_noise and item.percent is not None and item.percent > 20
+    assert barely.passed and "by half as much (at least +" in item.explanation
+    shown = check(slower(grow, grow), base, bound)
+    assert not shown.passed and shown.items[0].failed
+    assert "beyond noise and beyond the bound" in shown.items[0].explanation
+
+
 def test_a_faster_run_passes(baseline: Path, regressed: Path) -> None:
     result = check(summary_of(baseline), summary_of(regressed))
     assert result.passed and result.diff.step.verdict == "faster"

@@ -19,7 +19,9 @@ timed: any change is beyond noise.
 ``check`` fails a bound only when the regression is beyond noise *and* its estimate is beyond
 the bound; a regression inside the noise passes, and the result says so. An op's (or
 kernel's) regression is confirmed only when the step got slower beyond noise too (its fastest
-steps included): its time per step is a mean without a spread of its own. Step time has one
+steps included) by at least half the op's growth at the low end of the step's interval: the
+op's time per step is a mean without a spread of its own, and a small op's mean moves by a
+fifth with the machine's load while the step barely moves. Step time has one
 more test, for machines shared with other work: such work delays steps and never speeds them
 up, so a slower program slows its fastest steps too. A step time regression whose fastest
 tenth of steps (the 10th percentile) stayed within the bound is put down to a busier machine
@@ -478,7 +480,7 @@ def check(new: RunSummary, base: RunSummary, bounds: Sequence[Bound | str] = DEF
             items.extend(_memory_items(bound, [*d.memory, *d.programs]))
         else:
             items.append(_op_item(bound, d.ops if bound.metric == "op" else d.kernels,
-                                  _step_slower(d.step)))
+                                  _step_slowdown_ms(d.step)))
     culprits: tuple[Change, ...] = ()
     if d.step.delta_ms is not None and d.step.delta_ms > 0:
         culprits = tuple(c for c in sorted([*d.ops, *d.kernels], key=lambda c: -c.delta)
@@ -545,14 +547,18 @@ def _memory_items(bound: Bound, changes: list[Change]) -> list[CheckItem]:
     return out
 
 
-def _step_slower(s: Shift) -> bool:
-    """Whether the step itself got slower beyond noise, its fastest steps too (not a busier
-    machine): the evidence an op's regression needs (see ``_op_item``)."""
+def _step_slowdown_ms(s: Shift) -> float:
+    """How much slower the step surely got (ms, the low end of the shift's interval), when
+    it got slower beyond noise with its fastest steps too (not a busier machine); else 0:
+    the evidence an op's regression needs (see ``_op_item``)."""
     fastest = s.fastest_percent
-    return s.ci_ms is not None and s.ci_ms[0] > 0 and (fastest is None or fastest > 0)
+    if s.ci_ms is None or s.ci_ms[0] <= 0 or (fastest is not None and fastest <= 0):
+        return 0.0
+    return s.ci_ms[0]
 
 
-def _op_item(bound: Bound, changes: tuple[Change, ...], step_slower: bool) -> CheckItem:
+def _op_item(bound: Bound, changes: tuple[Change, ...], step_slowdown_ms: float
+             ) -> CheckItem:
     mine = [c for c in changes if c.name == bound.name]
     if not mine:
         known = ", ".join(c.name for c in sorted(changes, key=lambda c: -(c.new or 0))[:5])
@@ -568,12 +574,16 @@ def _op_item(bound: Bound, changes: tuple[Change, ...], step_slower: bool) -> Ch
     if c.base is None:
         failed, text = False, f"{what}: only in the new run ({c.new:.3f} ms per step); " \
                               "not held to the bound."
-    elif c.beyond_noise and not step_slower and pct is not None and pct > bound.percent:
+    elif (c.beyond_noise and pct is not None and pct > bound.percent
+          and step_slowdown_ms < c.delta / 2):
         # An op's time per step is a mean without a spread of its own: its regression is
-        # confirmed by the step getting slower too. Without that (another op got faster, or
-        # the machine was busier), it is reported, not failed.
-        failed, text = False, (f"{what}: {change}, beyond the bound of +{bound.percent:g}%, "
-                               "but the step did not get slower beyond noise; not failed.")
+        # confirmed by the step getting surely slower by much of it too. Without that
+        # (another op got faster, or the machine was busier), it is reported, not failed.
+        failed, text = False, (
+            f"{what}: {change}, beyond the bound of +{bound.percent:g}%, but the step did "
+            "not get slower beyond noise by half as much"
+            + (f" (at least {step_slowdown_ms:+.3f} ms)" if step_slowdown_ms else "")
+            + "; not failed.")
     else:
         failed, text = _judge(pct, c.beyond_noise, bound.percent, what, change)
     return CheckItem(bound, what, "ms", c.base, c.new, pct, None, c.beyond_noise, failed, text)
