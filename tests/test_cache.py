@@ -572,6 +572,42 @@ def test_arrays_round_trip_and_superseded_entries_go(tmp_path: Path, cache_home:
         f"{cache.source_key([src])}.index.v1.cache"]
 
 
+def test_a_header_is_written_in_pieces_as_one_json_text(tmp_path: Path, cache_home: Path
+                                                       ) -> None:
+    """The header is written a piece at a time (a run model's is MBs): the bytes are those of
+    one ``json.dumps``, whatever it holds; what JSON cannot hold leaves no entry."""
+    src = tmp_path / "a.xplane.pb"
+    src.write_bytes(b"a")
+    odd: dict[str, Any] = {
+        "nested": {"a": {"b": {"c": {"d": {"e": [1, 2.5, None, True, "x"]}}}}},
+        "int_keys": {1: "one", 2.5: "x", None: 0, True: 1}, "mixed": {"k": {3: [{}]}},
+        "text": "quote \" backslash \\ ñ 雪 \u0000 \ud83d\ude00", "floats": [math.inf,
+                                                                           -math.inf, 1e300],
+        "empty": {}, "list": [{"a": 1}, [], [[{}]]], "nan": math.nan}
+    from stepscope.run.loader import open_run_model
+
+    model = open_run_model(FIXTURES / "xprof/demo/plugins/profile/GPU-multi-worker",
+                           use_cache=False).to_dict()
+    for header in (odd, model, {}):
+        assert "".join(cache._json_pieces(header, 5)) == json.dumps(header,
+                                                                  separators=(",", ":"))
+        assert cache.save_arrays([src], "index.v1", header, {"i": np.arange(3)})
+        (path,) = [cache_home / n for n in table_files(cache_home)]
+        raw = path.read_bytes()
+        prefix = cache._PREFIX.unpack_from(raw)
+        blob = raw[cache._PREFIX.size:cache._PREFIX.size + prefix[1]]
+        assert prefix[4] == zlib.crc32(blob)
+        meta = json.loads(blob)["meta"]["header"]
+        assert json.dumps(meta, separators=(",", ":")) == json.dumps(
+            json.loads(json.dumps(header)), separators=(",", ":"))
+        got = cache.load_arrays([src], "index.v1")
+        assert got is not None and np.array_equal(got[1]["i"], np.arange(3))
+    with pytest.warns(cache.CacheWarning, match="JSON cannot hold"):
+        assert not cache.save_arrays([src], "other.v1", {"a": {"b": {1, 2}}}, {})
+    assert [n for n in table_files(cache_home) if "other" in n] == []
+    assert not [p for p in cache_home.rglob("*") if p.name.startswith(".tmp-")]
+
+
 def test_files_of_earlier_formats_go_on_the_next_save(source: Path, cache_home: Path) -> None:
     cache_home.mkdir()
     old = [cache_home / f"{'a' * 32}.table", cache_home / f"{'b' * 32}.arrays",

@@ -203,6 +203,31 @@ def test_query_matches_brute_force(stepscope_profile: Path) -> None:
                                           strict=True))
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_the_order_by_level_is_by_segment_level_and_start(in_place: bool) -> None:
+    """``_by_level`` (the position keys sorted in place, or a stable argsort where they do
+    not fit) gives the order of (segment, duration level, start) that a lexsort gives."""
+    from stepscope.analysis.trace.trace_index import _by_level
+
+    rng = np.random.default_rng(7)
+    bits, m = 40, 50_000
+    seg_of = np.sort(rng.integers(0, 300, m))  # the index's order: segments ascending,
+    start = np.empty(m, np.int64)  # starts ascending within each, unique
+    for s in np.unique(seg_of):
+        at = np.flatnonzero(seg_of == s)
+        start[at] = np.sort(rng.choice(1 << 30, len(at), replace=False))
+    level = rng.integers(0, 40, m).astype(np.int8)
+    skey = (seg_of << bits) | start
+    lkey, lpos = _by_level(seg_of << bits, level, skey, bits, 300, m, in_place=in_place)
+    want = np.lexsort((start, level, seg_of))
+    assert np.array_equal(lpos, want) and lpos.dtype == np.int32
+    assert np.array_equal(lkey, (((seg_of << 6) | level) << bits | start)[want])
+    empty = np.zeros(0, np.int64)
+    lkey, lpos = _by_level(empty.copy(), np.zeros(0, np.int8), empty, bits, 0, 0,
+                           in_place=in_place)
+    assert len(lkey) == len(lpos) == 0
+
+
 def test_query_is_bounded_by_pixels() -> None:
     n = 200_000
     start = np.arange(n, dtype=np.int64) * 10

@@ -84,6 +84,7 @@ def index_for(table: EventTable, source: Path | None, *, use_cache: bool = True,
     # The build holds a few columns an event over what it keeps: the table's own columns
     # are mapped from the cache first (written there now if not yet), not held beside it.
     map_table(table, source)
+    give_back_freed_memory()  # what the parse and the first builds freed: not the build's
     try:
         columns: cache.ColumnFile | None = cache.ColumnFile() if cache.enabled() else None
     except OSError:

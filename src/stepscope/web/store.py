@@ -38,6 +38,7 @@ from stepscope.model.cache import Writes, writes_for
 from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
+from stepscope.run.storage import give_back_freed_memory
 from stepscope.web.loaded_run import LoadedRun
 
 if TYPE_CHECKING:  # the run model's modules are imported when one is built, not at start-up
@@ -210,6 +211,9 @@ class RunStore:
                 # Waits for the table the index thread reads.
                 model = keep_results(build_run_model(early))
                 if self._use_cache:
+                    # What the build freed inside the C heap handed back first: the save's
+                    # text is made beside what the model holds, not beside that too.
+                    give_back_freed_memory()
                     save_model([file], model)
             while state is not None and state.saves:
                 state.saves.pop()()
@@ -239,8 +243,6 @@ class RunStore:
         except Exception as err:  # a bug must not leave the page waiting for ever
             state.error, state.state = f"Loading failed: {err!r}", "failed"
             raise
-        from stepscope.run.storage import give_back_freed_memory
-
         # The model's build freed more than it keeps, inside the C heap: handed back, not held
         # for as long as the server runs.
         give_back_freed_memory()
