@@ -580,7 +580,7 @@ def test_a_header_is_written_in_pieces_as_one_json_text(tmp_path: Path, cache_ho
     src.write_bytes(b"a")
     odd: dict[str, Any] = {
         "nested": {"a": {"b": {"c": {"d": {"e": [1, 2.5, None, True, "x"]}}}}},
-        "int_keys": {1: "one", 2.5: "x", None: 0, True: 1}, "mixed": {"k": {3: [{}]}},
+        "int_keys": {1: "one", 2.5: "x", None: 0, False: 1}, "mixed": {"k": {3: [{}]}},
         "text": "quote \" backslash \\ ñ 雪 \u0000 \ud83d\ude00", "floats": [math.inf,
                                                                            -math.inf, 1e300],
         "empty": {}, "list": [{"a": 1}, [], [[{}]]], "nan": math.nan}
