@@ -5,7 +5,9 @@ window; per stage its wall, user and system time, minor page
 faults and resident memory (system time is mostly memory touched for the first time: on a VM
 that lends memory lazily, seconds a GB). With ``--serve``: a fresh ``stepscope serve`` (empty
 cache) instead, from its spawn to its first (coarse) window (and how many single events it
-draws), its first exact window (the per-track table's or the index's), and its resident peak;
+draws), its first window with events zoomed into the densest pixel column of that one (and
+how long the next zoom, half a column on, takes), its first exact window (the per-track
+table's or the index's), and its resident peak;
 with ``--base-src DIR`` the same for that source tree, interleaved; with ``--skim`` this tree's
 twice, its big-file skim (``web.trace.publish_skim``) forced on and off
 (``STEPSCOPE_TRACE_SKIM``), interleaved.
@@ -84,9 +86,12 @@ def in_process(path: Path) -> None:
 
 
 def _serve_once(path: Path, src: str | None, env: dict[str, str]
-                ) -> tuple[float, int, float, float]:
-    """(spawn → first window, its single events, → first exact window, resident peak MB) of
-    a fresh server on ``path`` (``src``: another source tree's; ``env``: set for it)."""
+                ) -> tuple[float, int, float, float, float, int, float]:
+    """(spawn → first window, its single events, → first exact window, resident peak MB,
+    spawn → first zoomed window with events, its events, the next zoom's ms) of a fresh
+    server on ``path`` (``src``: another source tree's; ``env``: set for it). The zoom: the
+    densest of the first window's 2,000 pixel columns, asked (at 2,000 pixels) as soon as the
+    first window is up until it shows events or is exact; the next zoom: half a column on."""
     sys.path.insert(0, str(Path(__file__).parent))
     import trace_viewer as tv
 
@@ -110,12 +115,28 @@ def _serve_once(path: Path, src: str | None, env: dict[str, str]
                                  width="2000")
             first = time.perf_counter() - server.spawned
             drawn = len(window["events"]["id"])
+            agg = window["aggregates"]
+            k = max(range(len(agg["count"])), key=agg["count"].__getitem__, default=None)
+            z0, z1 = (agg["start"][k], agg["end"][k]) if k is not None else \
+                (0, max(meta["span_ns"] // 2000, 1))
+            zw = window
+            while True:
+                zw = server.poll("trace/window", start_ns=str(z0), end_ns=str(z1), width="2000")
+                if zw["events"]["id"] or not zw.get("coarse"):
+                    break
+                time.sleep(0.02)
+            zoomed, zoom_events = time.perf_counter() - server.spawned, len(zw["events"]["id"])
+            t = time.perf_counter()
+            half = (z1 - z0) // 2
+            server.poll("trace/window", start_ns=str(z0 + half), end_ns=str(z1 + half),
+                        width="2000")
+            zoom_ms = (time.perf_counter() - t) * 1e3
             while window.get("coarse"):
                 time.sleep(0.02)
                 window = server.poll("trace/window", start_ns="0",
                                      end_ns=str(meta["span_ns"]), width="2000")
             exact = time.perf_counter() - server.spawned
-            return first, drawn, exact, server.rss_mb("VmHWM")
+            return first, drawn, exact, server.rss_mb("VmHWM"), zoomed, zoom_events, zoom_ms
         finally:
             server.close()
 
@@ -132,9 +153,11 @@ def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
         runs.append(("base", base_src, {}))
     for _ in range(repeats):
         for label, src, env in runs:
-            first, drawn, exact, peak = _serve_once(path, src, env)
-            print(f"  {label}  first window {first:6.2f} ({drawn} events drawn)  first exact "
-                  f"window {exact:6.2f}  resident peak {peak:,.0f} MB", flush=True)
+            first, drawn, exact, peak, zoomed, zoom_events, zoom_ms = _serve_once(path, src, env)
+            print(f"  {label}  first window {first:6.2f} ({drawn} events drawn)  first zoomed "
+                  f"window with events {zoomed:6.2f} ({zoom_events} events; next zoom "
+                  f"{zoom_ms:,.0f} ms)  first exact window {exact:6.2f}  resident peak "
+                  f"{peak:,.0f} MB", flush=True)
 
 
 def main() -> None:

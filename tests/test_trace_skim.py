@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stepscope.analysis.trace import trace_preview
 from stepscope.analysis.trace.trace_index import plan_tracks
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.analysis.trace.track_table import TrackTable
@@ -103,6 +104,7 @@ def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path)
     skim = skim_xspace(path)
     assert skim is not None
     preview, exact = TracePreview.of_skim(skim), _exact(path)
+    preview.skim = None  # the counts and long events only (the blocks: the test below)
     got, want = preview.meta(), exact.meta()
     keys = ("id", "section", "name", "kind", "events")
     assert [[t[k] for k in keys] for t in got["tracks"]] == \
@@ -126,6 +128,74 @@ def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path)
             len(a["events"]["id"])
     with pytest.raises(PreviewTooCoarse):
         preview.query(0, 2, 2)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_skim_s_blocks_give_every_event_of_a_window(path: Path) -> None:
+    """The blocks overlapping a window, read back, give each event of the drawn lines that
+    overlaps it, with its table row, start and duration, however the skim was cut."""
+    table = load_xspace(path)
+    start = np.asarray(table.start_ns, np.int64)
+    stop = start + np.maximum(np.asarray(table.duration_ns, np.int64), 1)
+    dur = np.maximum(np.asarray(table.duration_ns, np.int64), 0)
+    line = np.asarray(table.line, np.int64)
+    rng = np.random.default_rng(3)
+    for way in WAYS:
+        skim = skim_xspace(path, **way)
+        assert skim is not None
+        drawn = np.isin(line, skim.block_line)  # every line of a drawn plane (counters too)
+        assert set(line[np.isin(line, skim.drawn)].tolist()) <= set(skim.block_line.tolist())
+        assert int(skim.block_events.sum()) == int(drawn.sum())
+        for _ in range(6):
+            t0 = int(rng.integers(-skim.span // 4, skim.span))
+            t1 = t0 + int(rng.integers(1, skim.span // 3 + 2))
+            which = np.flatnonzero((skim.block_lo < t1) & (skim.block_hi > t0))
+            got = skim.read_blocks(which, t0, t1, 1 << 30)
+            assert got is not None
+            ids = skim.block_row[got[:, 0]] + got[:, 1]
+            a, b = t0 + skim.origin, t1 + skim.origin
+            want = np.flatnonzero(drawn & (start < b) & (stop > a))
+            assert np.array_equal(np.sort(ids), want)
+            assert np.array_equal(got[:, 2], start[ids] - skim.origin)
+            assert np.array_equal(got[:, 3], dur[ids])
+            if len(want) > 1:
+                assert skim.read_blocks(which, t0, t1, len(want) - 1) is None  # bounded
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_zoomed_window_before_the_table_shows_its_real_events(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window the skim's blocks hold (a zoom) is answered with real events before the
+    table: each one drawn is the exact index's, with its name, start and duration, and every
+    event of the window is drawn or counted once."""
+    skim = skim_xspace(path)
+    assert skim is not None
+    preview, exact = TracePreview.of_skim(skim), _exact(path)
+    span = exact.meta()["span_ns"]
+    drawn_any = 0
+    for start, end, width in ((0, span + 1, 1000), (span // 3, span // 3 + span // 40, 800),
+                              (span // 2, span // 2 + span // 400, 500), (0, 2, 2)):
+        a, b = preview.query(start, end, width), exact.query(start, end, width)
+        assert a["coarse"] and not b.get("coarse")
+        # Drawn: the index's own events (deeper rows than the track has yet are counted).
+        assert set(_events(a)) <= set(_events(b))
+        want_names = _names(b)
+        assert all(want_names[i] == n for i, n in _names(a).items())
+        total = lambda w: sum(w["aggregates"]["count"]) + len(w["events"]["id"])  # noqa: E731
+        assert total(a) == total(b)
+        rows = {t["id"]: t["rows"] for t in preview.meta()["tracks"]}
+        assert all(r < rows[t] for t, r in zip(a["events"]["track"], a["events"]["row"],
+                                                strict=True))
+        assert all(r < rows[t] for t, r in zip(a["aggregates"]["track"],
+                                                a["aggregates"]["row"], strict=True))
+        drawn_any += len(a["events"]["id"])
+    assert drawn_any
+    # More events than a window reads from the blocks: the counts, or the index's turn.
+    monkeypatch.setattr(trace_preview, "MAX_WINDOW_EVENTS", 0)
+    k = int(np.flatnonzero(np.isin(skim.block_line, skim.drawn))[0])
+    at = int(skim.block_lo[k])
+    with pytest.raises(PreviewTooCoarse):
+        preview.query(at, at + 2, 2)
 
 
 def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
@@ -269,6 +339,26 @@ def test_absurd_arguments_to_the_compiled_skim_are_refused(tmp_path: Path) -> No
     shifted = (np.frombuffer(start, np.int64) + 1).tobytes()
     with pytest.raises(ValueError):
         decoder.skim(data, plane, shifted, end, row, ids, 64, 10, 2, 1)
+    # A window's blocks: outside the file, of other lengths, or not events: refused.
+    blocks = np.frombuffer(ok["blocks"], np.int64).reshape(-1, 7)
+    spans = np.stack([blocks[:, 1], blocks[:, 2], np.frombuffer(end, np.int64)[blocks[:, 0]]],
+                     axis=1)
+    stamps = np.frombuffer(ok["timestamp"], np.int64)[blocks[:, 0]]
+    got = decoder.skim_window(data, spans.tobytes(), stamps.tobytes(), -(1 << 62), 1 << 62,
+                              1 << 30)
+    assert got is not None and len(got) // 40 == int(blocks[:, 4].sum())
+    for bad_spans, bad_stamps, what in (
+            (spans + len(data), stamps, "outside"), (spans[:, ::-1], stamps, "outside"),
+            (spans, stamps[:-1], "differ"), (spans[:, :2], stamps, "differ")):
+        with pytest.raises(ValueError, match=what):
+            decoder.skim_window(data, np.ascontiguousarray(bad_spans).tobytes(),
+                                bad_stamps.tobytes(), 0, 1, 10)
+    with pytest.raises(ValueError, match="differ"):
+        decoder.skim_window(data, spans.tobytes(), stamps.tobytes(), 0, 1, -1)
+    inside = spans.copy()
+    inside[:, 0] += 1  # a key that is not one: an error, not a crash
+    with pytest.raises(ValueError):
+        decoder.skim_window(data, inside.tobytes(), stamps.tobytes(), -(1 << 62), 1 << 62, 9)
 
 
 def test_a_file_of_too_many_lines_is_left_to_the_table(monkeypatch: pytest.MonkeyPatch

@@ -2245,6 +2245,13 @@ grid_merge(Grid *a, Grid *b)
     a->hi = hi;
 }
 
+/* A drawn line's events in blocks of up to SKIM_BLOCK events, in file order, each recorded as
+ * (line, file offset of its first event's key, offset past its last event, index of its first
+ * event in the line's part, events, earliest start, latest end as laid out): a window of the
+ * trace is then read from the blocks whose times overlap it (`skim_window`), not the file. */
+#define SKIM_BLOCK 4096
+#define SKIM_BLOCK_FIELDS 7
+
 /* What one thread of the skim walks and fills. */
 typedef struct {
     Source src;
@@ -2263,6 +2270,7 @@ typedef struct {
     size_t max_wide;
     Buf wide;                    /* per long event: line, index in its part, start, dur, id */
     int64_t n_wide;
+    Buf blocks;                  /* per block of a drawn line's events: SKIM_BLOCK_FIELDS */
     ErrSink sink;
     int rc;
 } Skimmer;
@@ -2306,6 +2314,7 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
     FieldIter it = {&h->src, h->from[j], h->to[j], NULL, NULL};
     Grid *g = &h->grid;
     int more;
+    int64_t block[SKIM_BLOCK_FIELDS] = {j, 0, 0, 0, 0, 0, 0};  /* the block being filled */
     while ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) == 1) {
         if (wire == 0 && (field == 1 || field == 3)) {
             if (field == 1) {
@@ -2356,9 +2365,25 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
                 }
             }
         }
+        if (row >= 0) {
+            if (block[4] == 0) {
+                block[1] = key;
+                block[3] = events;
+                block[5] = start;
+                block[6] = stop;
+            }
+            if (start < block[5]) block[5] = start;
+            if (stop > block[6]) block[6] = stop;
+            block[2] = it.off;
+            if (++block[4] == SKIM_BLOCK) {
+                if (buf_put(&h->blocks, block, sizeof block) < 0) return -1;
+                block[4] = 0;
+            }
+        }
         events++;
     }
     if (more < 0) return -1;
+    if (block[4] > 0 && buf_put(&h->blocks, block, sizeof block) < 0) return -1;
     h->id[j] = id;
     h->timestamp[j] = ts;
     h->events[j] += events;
@@ -2478,6 +2503,7 @@ skimmer_free(Skimmer *h)
     buf_free(&h->text);
     buf_free(&h->text_end);
     buf_free(&h->wide);
+    buf_free(&h->blocks);
 }
 
 static PyObject *
@@ -2498,7 +2524,8 @@ int64_bytes(const int64_t *x, int64_t n)
  * in the line, start, duration, metadata id) of events at least "wide_ns" long, every such
  * event among them (and some shorter: the caller drops those). "disordered": 1 where a
  * line's timestamp came after its events (the times are then wrong: the caller reads the
- * table instead). Walked on two threads (threads=2) cut at the middle of the lines' bytes
+ * table instead). "blocks": int64 records of SKIM_BLOCK_FIELDS (see SKIM_BLOCK) of the
+ * drawn lines' events. Walked on two threads (threads=2) cut at the middle of the lines' bytes
  * where they are split_bytes (4 MB) or more. */
 static PyObject *
 skim_py(PyObject *module, PyObject *args)
@@ -2610,6 +2637,11 @@ skim_py(PyObject *module, PyObject *args)
         for (int64_t i = 0; i < b->n_wide; i++) {
             if (w[5 * i] == cut_line) w[5 * i + 1] += a->events[cut_line];
         }
+        int64_t *bk = (int64_t *)b->blocks.data;
+        for (size_t i = 0; i < b->blocks.len / (8 * SKIM_BLOCK_FIELDS); i++) {
+            if (bk[SKIM_BLOCK_FIELDS * i] == cut_line)
+                bk[SKIM_BLOCK_FIELDS * i + 3] += a->events[cut_line];
+        }
         for (Py_ssize_t j = cut_line; j < n; j++) {
             if (j > cut_line) {
                 a->id[j] = b->id[j];
@@ -2628,7 +2660,8 @@ skim_py(PyObject *module, PyObject *args)
         if (buf_put(&a->text, b->text.data ? b->text.data : "", b->text.len) < 0 ||
             buf_put(&a->text_end, b->text_end.data ? b->text_end.data : "",
                     b->text_end.len) < 0 ||
-            buf_put(&a->wide, b->wide.data ? b->wide.data : "", b->wide.len) < 0) {
+            buf_put(&a->wide, b->wide.data ? b->wide.data : "", b->wide.len) < 0 ||
+            buf_put(&a->blocks, b->blocks.data ? b->blocks.data : "", b->blocks.len) < 0) {
             sink_raise(&a->sink);
             goto done;
         }
@@ -2643,10 +2676,10 @@ skim_py(PyObject *module, PyObject *args)
         PyLong_FromLong(a->grid.shift), PyLong_FromLongLong((long long)a->grid.b0),
         int64_bytes(a->grid.count, rows * bins), int64_bytes(a->grid.covered, rows * bins),
         bytes_of(&a->wide), PyLong_FromLongLong((long long)wide_least(a)),
-        PyLong_FromLong(a->disordered)};
+        PyLong_FromLong(a->disordered), bytes_of(&a->blocks)};
     const char *names[] = {"id", "timestamp", "events", "samples", "first", "last", "text",
                            "text_end", "shift", "b0", "count", "covered", "wide", "wide_ns",
-                           "disordered"};
+                           "disordered", "blocks"};
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         if (result != NULL && (items[i] == NULL ||
                                PyDict_SetItemString(result, names[i], items[i]) < 0)) {
@@ -2663,6 +2696,107 @@ done:
     return result;
 }
 
+/* skim_window(source, spans, timestamps, t0, t1, max_events) -> bytes or None. Per block
+ * (spans: int64 triples of skim's blocks: the offset of its first event's key, the offset past
+ * its last event, the end of its line's bytes; timestamps: its line's timestamp, ns), the
+ * events whose times as laid out (at least 1 ns long) overlap [t0, t1): int64 records (block,
+ * index in the block, start, duration, metadata id), times as the skim's. None where more
+ * than max_events would be returned (the caller waits for the table). */
+static PyObject *
+skim_window_py(PyObject *module, PyObject *args)
+{
+    PyObject *source, *spans_obj, *ts_obj;
+    long long t0, t1, max_events;
+    if (!PyArg_ParseTuple(args, "OOOLLL", &source, &spans_obj, &ts_obj, &t0, &t1,
+                          &max_events)) {
+        return NULL;
+    }
+    Py_buffer spans_view, ts_view, src_view;
+    spans_view.obj = ts_view.obj = NULL;
+    PyObject *result = NULL;
+    Buf out;
+    memset(&out, 0, sizeof out);
+    Source s;
+    int opened = 0;
+    if (PyObject_GetBuffer(spans_obj, &spans_view, PyBUF_SIMPLE) < 0 ||
+        PyObject_GetBuffer(ts_obj, &ts_view, PyBUF_SIMPLE) < 0) {
+        goto done;
+    }
+    Py_ssize_t n = ts_view.len / 8;
+    if (spans_view.len != 24 * n || ts_view.len != 8 * n || max_events < 0) {
+        PyErr_SetString(PyExc_ValueError, "skim_window: spans and timestamps differ");
+        goto done;
+    }
+    if (source_open(&s, source, &src_view) < 0) goto done;
+    opened = 1;
+    const int64_t *spans = spans_view.buf, *ts = ts_view.buf;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (spans[3 * k] < 0 || spans[3 * k + 1] < spans[3 * k] ||
+            spans[3 * k + 2] < spans[3 * k + 1] || spans[3 * k + 2] > s.size) {
+            PyErr_SetString(PyExc_ValueError, "skim_window: a block outside the file");
+            goto done;
+        }
+    }
+    ErrSink sink = {ERR_NONE, NULL, 0};
+    int rc = 0, over = 0;
+    s.nogil = 1;
+    s.window = 256 << 10;  /* a block is some 100 kB: not 4 MB read for each */
+    Py_BEGIN_ALLOW_THREADS
+    err_sink = &sink;
+    int64_t kept = 0;
+    for (Py_ssize_t k = 0; k < n && rc == 0 && !over; k++) {
+        FieldIter it = {&s, spans[3 * k], spans[3 * k + 2], NULL, NULL};
+        uint32_t field, wire;
+        int64_t at, index = 0;
+        uint64_t v;
+        const uint8_t *a = NULL, *b = NULL;
+        int more;
+        while ((more = iter_next(&it, &field, &wire, &at, &v, &a, &b)) == 1) {
+            if (at >= spans[3 * k + 1]) break;
+            if (wire != 2 || field != 4) continue;
+            int64_t metadata, offset, duration;
+            int sample;
+            if (skim_event(a, b, -1, &metadata, &offset, &duration, &sample) < 0) {
+                more = -1;
+                break;
+            }
+            int64_t start = (int64_t)((uint64_t)ts[k] + (uint64_t)ps_to_ns(offset));
+            int64_t dur = ps_to_ns(duration);
+            if (dur < 0) dur = 0;
+            int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
+            if (start < t1 && stop > t0) {
+                if (kept++ == max_events) {
+                    over = 1;
+                    break;
+                }
+                int64_t rec[5] = {(int64_t)k, index, start, dur, metadata};
+                if (buf_put(&out, rec, sizeof rec) < 0) {
+                    more = -1;
+                    break;
+                }
+            }
+            index++;
+        }
+        if (more < 0) rc = -1;
+    }
+    err_sink = NULL;
+    Py_END_ALLOW_THREADS
+    s.nogil = 0;
+    if (rc < 0) {
+        sink_raise(&sink);
+    } else if (over) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = bytes_of(&out);
+    }
+done:
+    buf_free(&out);
+    if (opened) source_close(&s, &src_view);
+    if (spans_view.obj != NULL) PyBuffer_Release(&spans_view);
+    if (ts_view.obj != NULL) PyBuffer_Release(&ts_view);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"decode", decode, METH_O,
      "Decode XSpace bytes into flat columns (see formats/xspace_columns.py)."},
@@ -2675,6 +2809,8 @@ static PyMethodDef module_methods[] = {
     {"skim", skim_py, METH_VARARGS,
      "Per line of an XSpace: its fields, its events' bounds and counts per span of time, "
      "and its longest events."},
+    {"skim_window", skim_window_py, METH_VARARGS,
+     "The events of a skim's blocks that overlap a window of time."},
     {NULL, NULL, 0, NULL},
 };
 

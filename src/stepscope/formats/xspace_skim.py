@@ -34,6 +34,7 @@ MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of
 MAX_SPANS = 1 << 14  # spans a line, at most
 MAX_WIDE = 1 << 16  # long events a thread keeps, at most
 MAX_LINES = 1 << 16  # lines a skimmed file has, at most (16 spans each at least)
+BLOCK_FIELDS = 7  # the compiled skim's block records: see SKIM_BLOCK in _xspace_decode.c
 
 
 def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_WIDE,
@@ -72,7 +73,8 @@ def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_W
         raise xc.format_error(str(path), err) from err
     if raw["disordered"]:
         return None
-    return _skim(messages, line_plane.astype(np.int64), skipped, row, spans, raw)
+    return _skim(path, messages, line_plane.astype(np.int64), skipped, row, spans, raw,
+                 np.frombuffer(body_to, np.int64))
 
 
 def _value_ids(messages: list[XPlane]) -> NDArray[np.int64]:
@@ -82,8 +84,9 @@ def _value_ids(messages: list[XPlane]) -> NDArray[np.int64]:
     return np.array(ids, np.int64)
 
 
-def _skim(messages: list[XPlane], line_plane: NDArray[np.int64], skipped: NDArray[np.bool_],
-          row: NDArray[np.int32], spans: int, raw: dict[str, Any]) -> TraceSkim:
+def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],
+          skipped: NDArray[np.bool_], row: NDArray[np.int32], spans: int, raw: dict[str, Any],
+          line_end: NDArray[np.int64]) -> TraceSkim:
     planes = [Plane(int(m.id), text(m.name)) for m in messages]
 
     def col(key: str) -> NDArray[np.int64]:
@@ -124,6 +127,23 @@ def _skim(messages: list[XPlane], line_plane: NDArray[np.int64], skipped: NDArra
             md = messages[key[0]].event_metadata.get(key[1])
             names.append(text(md.name or md.display_name) if md is not None
                          else f"<unknown event {key[1]}>")
+    blocks = col("blocks").reshape(-1, BLOCK_FIELDS)
+    b_line = blocks[:, 0].copy()
+    # Each block's bytes in the file, to the end of its line (where its events are read), and
+    # its line's timestamp: what ``skim_window`` needs of it.
+    spans_of = np.stack([blocks[:, 1], blocks[:, 2], line_end[b_line]], axis=1)
+    stamps = col("timestamp")[b_line]
+
+    def read_blocks(which: NDArray[np.int64], t0: int, t1: int, max_events: int
+                    ) -> NDArray[np.int64] | None:
+        return _read_blocks(path, spans_of[which], stamps[which], t0 + origin, t1 + origin,
+                            max_events, origin, which)
+
+    def event_name(line: int, metadata: int) -> str:
+        md = messages[int(line_plane[line])].event_metadata.get(metadata)
+        return text(md.name or md.display_name) if md is not None else \
+            f"<unknown event {metadata}>"
+
     return TraceSkim(
         planes=planes, line_plane=line_plane, line_id=col("id"), line_name=line_name,
         line_events=events, drawn=drawn.astype(np.int64),
@@ -132,4 +152,32 @@ def _skim(messages: list[XPlane], line_plane: NDArray[np.int64], skipped: NDArra
         count=count, covered=covered, wide_ns=wide_ns, wide_line=line.copy(),
         wide_row=first_row[line] + records[:, 1], wide_start=records[:, 2] - origin,
         wide_dur=records[:, 3].copy(), wide_name=np.array([codes[k] for k in keys], np.int64),
-        names=names)
+        names=names, block_line=b_line, block_row=first_row[b_line] + blocks[:, 3],
+        block_events=blocks[:, 4].copy(), block_lo=blocks[:, 5] - origin,
+        block_hi=blocks[:, 6] - origin, read_blocks=read_blocks, event_name=event_name)
+
+
+def _read_blocks(path: Path, spans: NDArray[np.int64], stamps: NDArray[np.int64], t0: int,
+                 t1: int, max_events: int, origin: int, which: NDArray[np.int64]
+                 ) -> NDArray[np.int64] | None:
+    """The events of the blocks ``which`` (their ``spans`` and lines' ``stamps``) overlapping
+    [t0, t1) (absolute ns): rows (block, index in it, start from ``origin``, duration,
+    metadata id). ProfileFormatError where the file cannot be read as it was skimmed (it
+    changed)."""
+    decoder = xc.compiled_decoder()
+    assert decoder is not None  # a skim was made with it
+    try:
+        with open(path, "rb") as f:
+            raw = decoder.skim_window(f.fileno(), np.ascontiguousarray(spans).tobytes(),
+                                      np.ascontiguousarray(stamps).tobytes(), t0, t1,
+                                      max_events)
+    except OSError as err:
+        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
+    except (ValueError, RuntimeError) as err:
+        raise xc.format_error(str(path), err) from err
+    if raw is None:
+        return None
+    rows = np.frombuffer(raw, np.int64).reshape(-1, 5).copy()
+    rows[:, 0] = which[rows[:, 0]]
+    rows[:, 2] -= origin
+    return rows

@@ -1,9 +1,12 @@
 """What a skim of a big profile file gives the trace viewer before the file's table is read
 (``formats.xspace_skim`` makes it, ``analysis.trace.trace_preview`` draws it): per drawn line,
-its events counted per span of the trace, and the events long enough to be drawn."""
+its events counted per span of the trace, the events long enough to be drawn, and where in
+the file each block of its events lies, with their times, so that a window is read from
+those blocks alone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,3 +44,17 @@ class TraceSkim:
     wide_dur: I64  # its duration
     wide_name: I64  # and its name, an index into ``names``
     names: list[str]
+    # Per block of a drawn line's events (a few thousand events in file order): its line, the
+    # table row of its first event, its events, and the earliest start and latest end of
+    # those (relative to the origin, as laid out: at least 1 ns long).
+    block_line: I64
+    block_row: I64
+    block_events: I64
+    block_lo: I64
+    block_hi: I64
+    #: ``read_blocks(blocks, t0, t1, max_events)``: the events of those blocks that overlap
+    #: [t0, t1) (relative to the origin), as int64 rows (block, index in the block, start,
+    #: duration, metadata id); None where there are more than ``max_events``.
+    read_blocks: Callable[[I64, int, int, int], NDArray[np.int64] | None]
+    #: ``event_name(line, metadata id)``: an event's name.
+    event_name: Callable[[int, int], str]

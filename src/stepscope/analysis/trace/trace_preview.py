@@ -15,7 +15,11 @@ A skim (``model.trace_skim``: one pass over the file that keeps nothing per even
 before the table at 1 GB) gives the same counts per span, and also every event at least a span
 long: those a window shows as events (at least a pixel wide) are drawn, with their names and
 table rows, each track's laid out on rows of their own (as the index lays out events that
-nest) and the others counted on the row below them.
+nest) and the others counted on the row below them. And it gives where each block of a few
+thousand of a line's events lies in the file, with their times: a window whose blocks hold at
+most ``MAX_WINDOW_EVENTS`` events (a zoom into a big trace) is answered with its real events,
+read from those blocks alone and laid out as the index lays them out, on the rows the track
+has so far (deeper ones counted on its last row), before the table is read.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from stepscope.model.trace_skim import TraceSkim
 I64 = NDArray[np.int64]
 
 BINS = 1 << 14  # spans per track, at most
+MAX_WINDOW_EVENTS = 1 << 20  # events a window reads from a skim's blocks, at most
 MAX_CELLS = 1 << 21  # tracks × spans, at most (16 MB of counts and sums)
 _COUNTERS = ("counter_track", "counter_off", "counter_time", "counter_value", "counter_row")
 _WIDE = ("wide_track", "wide_row", "wide_start", "wide_dur", "wide_name", "wide_id")
@@ -75,6 +80,10 @@ class TracePreview:
         self.wide_ns = int(header.get("wide_ns", 0))
         self.names: list[str] = list(header.get("names", []))
         self.count_row: I64 = arrays.get("count_row", np.zeros(len(self.track_ids), np.int64))
+        #: A skim's blocks of events (``of_skim``), which answer a window with its events.
+        self.skim: TraceSkim | None = None
+        self._track_of_line: I64 = np.zeros(0, np.int64)
+        self._track_rows: I64 = np.zeros(0, np.int64)
         if self.count.shape != self.covered.shape or self.count.ndim != 2 \
                 or self.count.shape[0] != len(self.track_ids) or self.bin_ns < 1:
             raise ValueError("a trace preview whose arrays do not fit")
@@ -149,8 +158,12 @@ class TracePreview:
                   "counter_track": empty, "counter_off": np.zeros(1, np.int64),
                   "counter_time": empty, "counter_value": np.zeros(0, np.float64),
                   "counter_row": empty}
-        return cls({"meta": meta, "bin_ns": skim.bin_ns, "bin_origin": skim.bin_origin,
-                    "wide_ns": skim.wide_ns, "names": skim.names}, arrays)
+        preview = cls({"meta": meta, "bin_ns": skim.bin_ns, "bin_origin": skim.bin_origin,
+                       "wide_ns": skim.wide_ns, "names": skim.names}, arrays)
+        preview.skim = skim
+        preview._track_of_line = track_of_line
+        preview._track_rows = np.array([t.rows for t in tracks], np.int64)
+        return preview
 
     def meta(self) -> dict[str, Any]:
         """The coarse overview's tool data."""
@@ -161,6 +174,10 @@ class TracePreview:
         """A window in the coarse overview's form; PreviewTooCoarse where its pixel columns
         are narrower than the preview's spans."""
         bnd = window_bounds(start_ns, end_ns, width)
+        if self.skim is not None:
+            answer = self._block_window(start_ns, end_ns, width, bnd, tracks)
+            if answer is not None:
+                return answer
         if (end_ns - start_ns) // width < max(self.bin_ns, self.wide_ns):
             raise PreviewTooCoarse(f"{max(self.bin_ns, self.wide_ns)} ns spans")
         w = width
@@ -225,3 +242,60 @@ class TracePreview:
                   "start": start[at].tolist(), "dur": dur[at].tolist(),
                   "name": names.tolist(), "id": wd["wide_id"][at].tolist()}
         return events, {c: self.names[c] for c in sorted(set(names.tolist()))}
+
+    def _block_window(self, start_ns: int, end_ns: int, w: int, bnd: I64,
+                      tracks: list[int] | None) -> dict[str, Any] | None:
+        """A window with its real events, read from the skim's blocks that overlap it; None
+        where those hold more than ``MAX_WINDOW_EVENTS`` events. Each track's events are laid
+        out as the index lays them out (by start, the longer first of those starting
+        together), on the rows the track has: those at least a pixel wide on them are drawn,
+        the others counted per pixel column, deeper ones on the track's last row."""
+        skim = self.skim
+        assert skim is not None
+        t0, t1 = max(start_ns, 0), min(end_ns, self.span_ns + 1)
+        shown = self.track_ids if tracks is None else \
+            self.track_ids[np.isin(self.track_ids, np.asarray(tracks, np.int64))]
+        track_of_block = self._track_of_line[skim.block_line]
+        which = np.flatnonzero(np.isin(track_of_block, shown) & (skim.block_lo < t1)
+                               & (skim.block_hi > t0))
+        if t0 >= t1:
+            which = which[:0]
+        if int(skim.block_events[which].sum()) > MAX_WINDOW_EVENTS:
+            return None
+        got = skim.read_blocks(which, t0, t1, MAX_WINDOW_EVENTS)
+        if got is None:
+            return None
+        block, start, dur, metadata = got[:, 0], got[:, 2], got[:, 3], got[:, 4]
+        track = track_of_block[block]
+        by = np.lexsort((-dur, start, track))
+        block, track, start, dur = block[by], track[by], start[by], dur[by]
+        ids = skim.block_row[block] + got[by, 1]
+        offsets = np.searchsorted(track, np.arange(len(self._track_rows) + 1, dtype=np.int64))
+        row = rows_in_start_order(start, start + np.maximum(dur, 1), offsets)
+        last = self._track_rows[track] - 1
+        drawn = (row <= last) & (dur >= -(-(end_ns - start_ns) // w))
+        # Names coded in order of first use, per (line, metadata id).
+        line, md = skim.block_line[block[drawn]], metadata[by][drawn]
+        keys, code = np.unique(np.stack([line, md], axis=1), axis=0, return_inverse=True) \
+            if drawn.any() else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+        names = {i: skim.event_name(int(k[0]), int(k[1])) for i, k in enumerate(keys.tolist())}
+        rest = ~drawn
+        col = np.clip(np.searchsorted(bnd, start[rest], side="right") - 1, 0, w - 1)
+        cell = np.stack([track[rest], np.minimum(row[rest], last[rest]), col], axis=1)
+        cells, at = np.unique(cell, axis=0, return_inverse=True) if len(cell) else \
+            (np.zeros((0, 3), np.int64), np.zeros(0, np.int64))
+        at = at.reshape(-1)
+        count = np.bincount(at, minlength=len(cells)).astype(np.int64)
+        covered = np.bincount(at, weights=dur[rest], minlength=len(cells)).astype(np.int64)
+        return {
+            "start_ns": start_ns, "end_ns": end_ns, "width": w, "coarse": True,
+            "events": {"track": track[drawn].tolist(), "row": row[drawn].tolist(),
+                       "start": start[drawn].tolist(), "dur": dur[drawn].tolist(),
+                       "name": code.reshape(-1).tolist(), "id": ids[drawn].tolist()},
+            "aggregates": {"track": cells[:, 0].tolist(), "row": cells[:, 1].tolist(),
+                           "start": bnd[cells[:, 2]].tolist(),
+                           "end": bnd[cells[:, 2] + 1].tolist(), "count": count.tolist(),
+                           "covered": covered.tolist()},
+            "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
+            "flows": [], "flows_in_window": 0,
+        }
