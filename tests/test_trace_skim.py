@@ -384,3 +384,17 @@ def test_absurd_times_stay_inside_the_grid(tmp_path: Path, timestamp: int,
         skim = skim_xspace(path, **way)
         assert skim is not None and int(skim.count.sum()) == len(offsets)
         TracePreview.of_skim(skim).meta()
+
+
+def test_names_are_coded_by_line_and_metadata_whatever_the_ids() -> None:
+    from stepscope.analysis.trace.trace_preview import _coded
+
+    line = np.array([3, 1, 3, 1, 2], np.int64)
+    for md in (np.array([7, 7, 7, 9, 0], np.int64),  # the one-key path
+               np.array([-5, 1 << 40, -5, -(1 << 62), 0], np.int64)):  # absurd ids
+        keys, code = _coded(line, md)
+        assert [keys[c] for c in code.tolist()] == list(zip(line.tolist(), md.tolist(),
+                                                            strict=True))
+        assert len(keys) == len(set(keys))
+    keys, code = _coded(line[:0], line[:0])
+    assert keys == [] and len(code) == 0

@@ -275,27 +275,39 @@ class TracePreview:
         last = self._track_rows[track] - 1
         drawn = (row <= last) & (dur >= -(-(end_ns - start_ns) // w))
         # Names coded in order of first use, per (line, metadata id).
-        line, md = skim.block_line[block[drawn]], metadata[by][drawn]
-        keys, code = np.unique(np.stack([line, md], axis=1), axis=0, return_inverse=True) \
-            if drawn.any() else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
-        names = {i: skim.event_name(int(k[0]), int(k[1])) for i, k in enumerate(keys.tolist())}
+        keys, code = _coded(skim.block_line[block[drawn]], metadata[by][drawn])
+        names = {i: skim.event_name(k[0], k[1]) for i, k in enumerate(keys)}
         rest = ~drawn
         col = np.clip(np.searchsorted(bnd, start[rest], side="right") - 1, 0, w - 1)
-        cell = np.stack([track[rest], np.minimum(row[rest], last[rest]), col], axis=1)
-        cells, at = np.unique(cell, axis=0, return_inverse=True) if len(cell) else \
-            (np.zeros((0, 3), np.int64), np.zeros(0, np.int64))
-        at = at.reshape(-1)
+        # The others counted per (track, row, pixel column): one int64 key a cell.
+        height = int(self._track_rows.max(initial=1))
+        cell = (track[rest] * height + np.minimum(row[rest], last[rest])) * w + col
+        cells, at = np.unique(cell, return_inverse=True)
         count = np.bincount(at, minlength=len(cells)).astype(np.int64)
         covered = np.bincount(at, weights=dur[rest], minlength=len(cells)).astype(np.int64)
+        cell_col, cell_tr = cells % w, cells // w
+        cell_track, cell_row = cell_tr // height, cell_tr % height
         return {
             "start_ns": start_ns, "end_ns": end_ns, "width": w, "coarse": True,
             "events": {"track": track[drawn].tolist(), "row": row[drawn].tolist(),
                        "start": start[drawn].tolist(), "dur": dur[drawn].tolist(),
                        "name": code.reshape(-1).tolist(), "id": ids[drawn].tolist()},
-            "aggregates": {"track": cells[:, 0].tolist(), "row": cells[:, 1].tolist(),
-                           "start": bnd[cells[:, 2]].tolist(),
-                           "end": bnd[cells[:, 2] + 1].tolist(), "count": count.tolist(),
-                           "covered": covered.tolist()},
+            "aggregates": {"track": cell_track.tolist(), "row": cell_row.tolist(),
+                           "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
+                           "count": count.tolist(), "covered": covered.tolist()},
             "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
+
+
+def _coded(line: I64, metadata: I64) -> tuple[list[tuple[int, int]], I64]:
+    """The distinct (line, metadata id) pairs, and each event's index among them."""
+    if not len(line):
+        return [], np.zeros(0, np.int64)
+    if int(metadata.min()) >= 0 and int(metadata.max()) < 1 << 31:
+        key = (line << 31) | metadata  # (a line index fits in 32 bits)
+        keys, code = np.unique(key, return_inverse=True)
+        return list(zip((keys >> 31).tolist(), (keys & ((1 << 31) - 1)).tolist(),
+                        strict=True)), code
+    pairs, code = np.unique(np.stack([line, metadata], axis=1), axis=0, return_inverse=True)
+    return [(int(a), int(b)) for a, b in pairs.tolist()], code.reshape(-1)
