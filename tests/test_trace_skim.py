@@ -229,10 +229,19 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
         drawn = len(window["events"]["id"])
         assert drawn  # the steps, at least: the skim's long events (no overview has them)
         assert sum(window["aggregates"]["count"]) + drawn == meta["events"]
+        # A zoom, before the table: its real events, from the skim's blocks.
+        span = meta["span_ns"]
+        zoom = {**query, "start_ns": str(span // 3), "end_ns": str(span // 3 + span // 20)}
+        code, early = api.trace("window", zoom)
+        assert code == 200 and early["coarse"] and early["events"]["id"]
     finally:
         gate.set()
     assert final_api(lambda: api.data(run, None, "trace_viewer", {}),
                      "the index")[1]["tracks"] == first["tracks"]
+    late = final_api(lambda: api.trace("window", zoom), "the exact zoom")[1]
+    assert set(early["events"]["id"]) <= set(late["events"]["id"])
+    assert sum(early["aggregates"]["count"]) + len(early["events"]["id"]) == \
+        sum(late["aggregates"]["count"]) + len(late["events"]["id"])
 
 
 def test_the_skim_is_wanted_where_cores_are_spare(monkeypatch: pytest.MonkeyPatch) -> None:
