@@ -450,7 +450,7 @@ def _save(paths: Sequence[Path], name: str, meta: dict[str, Any], arrays: Arrays
     def write(f: Any) -> None:
         # The header's JSON written a piece at a time (its length and checksum in the prefix
         # once known): a run model's is MBs, made whole it was text, a copy as bytes and the
-        # encoder's pieces at once, a third of a 10 MB profile's server peak.
+        # encoder's pieces at once, some 4 MB of a 10 MB profile's server peak.
         f.write(_PREFIX.pack(_MAGIC, 0, 0, lineage, 0))
         length, crc = 0, 0
         try:

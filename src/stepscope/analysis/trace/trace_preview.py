@@ -274,7 +274,7 @@ class TracePreview:
         row = rows_in_start_order(start, start + np.maximum(dur, 1), offsets)
         last = self._track_rows[track] - 1
         drawn = (row <= last) & (dur >= -(-(end_ns - start_ns) // w))
-        # Names coded in order of first use, per (line, metadata id).
+        # Names coded per (line, metadata id), looked up once each.
         keys, code = _coded(skim.block_line[block[drawn]], metadata[by][drawn])
         names = {i: skim.event_name(k[0], k[1]) for i, k in enumerate(keys)}
         rest = ~drawn
