@@ -9,8 +9,8 @@ draws), its first window with events zoomed into the densest pixel column of tha
 how long the next zoom, half a column on, takes), its first exact window (the per-track
 table's or the index's), and its resident peak;
 with ``--base-src DIR`` the same for that source tree, interleaved; with ``--skim`` this tree's
-twice, its big-file skim (``web.trace.publish_skim``) forced on and off
-(``STEPSCOPE_TRACE_SKIM``), interleaved.
+three times, its big-file skim (``web.trace.publish_skim``) before the decode, beside it, and
+off (``STEPSCOPE_TRACE_SKIM``), interleaved.
 
     .venv/bin/python benchmarks/trace_stages.py PROFILE
     .venv/bin/python benchmarks/trace_stages.py --serve [--repeats N] [--base-src DIR]
@@ -143,12 +143,14 @@ def _serve_once(path: Path, src: str | None, env: dict[str, str]
 
 def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
     """Fresh servers on ``path``, this tree's (and ``base_src``'s; with ``skim``, this
-    tree's with its skim on and off), interleaved."""
+    tree's with its skim first, beside and off), interleaved."""
     print(f"{path} ({path.stat().st_size / 2**20:,.0f} MB), a fresh `stepscope serve`, "
           "empty cache, seconds from its spawn:")
     runs: list[tuple[str, str | None, dict[str, str]]] = \
-        [("ours, skim on ", None, {"STEPSCOPE_TRACE_SKIM": "1"}),
-         ("ours, skim off", None, {"STEPSCOPE_TRACE_SKIM": "0"})] if skim else [("ours", None, {})]
+        [("ours, skim first ", None, {"STEPSCOPE_TRACE_SKIM": "first"}),
+         ("ours, skim beside", None, {"STEPSCOPE_TRACE_SKIM": "beside"}),
+         ("ours, skim off   ", None, {"STEPSCOPE_TRACE_SKIM": "off"})] if skim else \
+        [("ours", None, {})]
     if base_src is not None:
         runs.append(("base", base_src, {}))
     for _ in range(repeats):

@@ -244,17 +244,18 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
         sum(late["aggregates"]["count"]) + len(late["events"]["id"])
 
 
-def test_the_skim_is_wanted_where_cores_are_spare(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_skim_runs_beside_the_decode_where_cores_are_spare_else_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from stepscope.web import trace
 
-    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "0")
-    assert not trace.skim_wanted()
-    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "1")
-    assert trace.skim_wanted()
+    for value, mode in (("0", "off"), ("off", "off"), ("1", "beside"), ("beside", "beside"),
+                        ("first", "first"), (" First ", "first")):
+        monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", value)
+        assert trace.skim_mode() == mode
     monkeypatch.delenv("STEPSCOPE_TRACE_SKIM")
-    for cores, wanted in ((2, False), (4, True), (64, True)):
+    for cores, mode in ((1, "first"), (2, "first"), (4, "beside"), (64, "beside")):
         monkeypatch.setattr(trace, "usable_cores", lambda c=cores: c)
-        assert trace.skim_wanted() is wanted
+        assert trace.skim_mode() == mode
     monkeypatch.undo()
     assert 1 <= trace.usable_cores() <= (os.cpu_count() or 1)
 

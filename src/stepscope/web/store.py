@@ -290,15 +290,18 @@ def _wait_for_first_window(state: RunState) -> None:
 
 def _read_ahead(tables: LazyTables, name: str, run: LoadedRun | None = None) -> None:
     """Read one host's table ahead of its first use (for ``run``'s trace viewer, a big file
-    skimmed beside it: ``web.trace.publish_skim``); a failure is left for that use to meet and
-    report (it reads the file again)."""
+    skimmed beside it or first: ``web.trace.publish_skim``); a failure is left for that use
+    to meet and report (it reads the file again)."""
     try:
         if run is not None:
-            from stepscope.web.trace import publish_skim, skim_wanted
+            from stepscope.web.trace import publish_skim, skim_mode
 
-            if skim_wanted():
+            mode = skim_mode()
+            if mode == "beside":
                 threading.Thread(target=publish_skim, args=(run, name), daemon=True,
                                  name="stepscope-skim").start()
+            elif mode == "first":
+                publish_skim(run, name)  # (nothing for a small file, or one in the cache)
         tables[name]
     except Exception:  # reported by the reader that needs the table
         log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)

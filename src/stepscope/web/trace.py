@@ -22,9 +22,10 @@ A profile opened before answers its tool data and first windows at once from its
 preview (``analysis.trace_preview``), until the table and index are read. A big XSpace file
 (``SKIM_BYTES`` or more) not in the cache answers them from a skim of the file instead
 (``formats.xspace_skim``: one pass that keeps nothing per event, a third of the decode's CPU
-time, made beside the decode where the machine has cores for both: ``skim_wanted``): its
-events counted per span of time and those at least a pixel wide drawn, until the overview is
-made.
+time, made beside the decode where the machine has cores for both, else before it:
+``skim_mode``): its events counted per span of time and those at least a pixel wide drawn,
+and a zoom's real events read from the blocks of the file it holds them in, until the
+overview is made.
 """
 
 from __future__ import annotations
@@ -169,15 +170,18 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     return future
 
 
-def skim_wanted() -> bool:
-    """Whether a big file is skimmed beside its decode (``publish_skim``): where the machine
-    has 4 cores or more for it (``usable_cores``), so that the decode keeps its two;
-    ``STEPSCOPE_TRACE_SKIM`` 1 or 0 says so instead. (On 2 cores the skim's first picture of
-    a 1 GB file comes 2 to 3 s sooner but the exact windows 1 s later: docs/benchmarks.md.)"""
-    forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return usable_cores() >= 4
+def skim_mode() -> str:
+    """How a big file is skimmed (``publish_skim``): ``"beside"`` its decode where the
+    machine has 4 cores or more for both (``usable_cores``), else ``"first"``, before the
+    decode (its first picture, and a zoom's real events from its blocks, 1 to 2 s from the
+    start at 1 GB; the exact windows about the skim's second later); ``STEPSCOPE_TRACE_SKIM``
+    says so instead: ``beside`` (or 1), ``first``, or ``off`` (or 0)."""
+    forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip().lower()
+    if forced in ("0", "off"):
+        return "off"
+    if forced in ("1", "beside", "first"):
+        return "first" if forced == "first" else "beside"
+    return "beside" if usable_cores() >= 4 else "first"
 
 
 def usable_cores() -> int:
