@@ -163,6 +163,39 @@ def test_a_skim_s_blocks_give_every_event_of_a_window(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_line_s_depth_is_the_most_of_its_events_open_at_once(path: Path) -> None:
+    """Per drawn line in start order (in the file), the most of its events open at once
+    (laid out at least 1 ns long); -1 for a line out of order; on two threads, the cut line
+    at most that."""
+    import heapq
+
+    table = load_xspace(path)
+    start = np.asarray(table.start_ns, np.int64)
+    stop = start + np.maximum(np.asarray(table.duration_ns, np.int64), 1)
+    line = np.asarray(table.line, np.int64)
+    one = skim_xspace(path, threads=1)
+    assert one is not None
+    want = np.zeros(len(table.line_name), np.int64)
+    for li in set(one.block_line.tolist()):
+        at = np.flatnonzero(line == li)  # in the file's order
+        if np.any(np.diff(start[at]) < 0):
+            want[li] = -1
+            continue
+        ends: list[int] = []
+        for a, b in zip(start[at].tolist(), stop[at].tolist(), strict=True):
+            while ends and ends[0] <= a:
+                heapq.heappop(ends)
+            heapq.heappush(ends, b)
+            want[li] = max(want[li], len(ends))
+    assert np.array_equal(one.line_depth, want)
+    for way in WAYS[1:]:
+        cut = skim_xspace(path, **way)
+        assert cut is not None
+        assert np.all((cut.line_depth == want) | ((cut.line_depth >= 1)
+                                                  & (cut.line_depth <= want)))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_a_zoomed_window_before_the_table_shows_its_real_events(
         path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A window the skim's blocks hold (a zoom) is answered with real events before the

@@ -2263,6 +2263,8 @@ typedef struct {
     int64_t first_from;          /* its first line's events: keys from here on */
     int64_t last_to;             /* its last line's events: keys before here */
     int64_t *id, *timestamp, *events, *samples, *first, *last;  /* per line */
+    int64_t *depth;              /* per line: most of its events open at once; -1: unknown */
+    Buf heap;                    /* the ends of the line's events open now (a min-heap) */
     int disordered;              /* a line's timestamp came after its events */
     Buf text, text_end;          /* per line of its own: name, display name */
     Grid grid;
@@ -2297,7 +2299,45 @@ skim_narrow(Skimmer *h)
     h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
 }
 
-/* Line j's fields, and its events whose keys lie in [from, to). */
+/* The min-heap of int64 ends in b: v added (0, or -1 without memory). */
+static int
+heap_push(Buf *b, int64_t v)
+{
+    if (buf_put(b, &v, sizeof v) < 0) return -1;
+    int64_t *x = (int64_t *)b->data;
+    size_t i = b->len / 8 - 1;
+    while (i > 0 && x[(i - 1) / 2] > x[i]) {
+        int64_t t = x[i];
+        x[i] = x[(i - 1) / 2];
+        x[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+/* The least end taken off the heap in b (not empty). */
+static void
+heap_pop(Buf *b)
+{
+    int64_t *x = (int64_t *)b->data;
+    size_t n = b->len / 8 - 1, i = 0;
+    x[0] = x[n];
+    b->len -= 8;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && x[l] < x[m]) m = l;
+        if (r < n && x[r] < x[m]) m = r;
+        if (m == i) break;
+        int64_t t = x[i];
+        x[i] = x[m];
+        x[m] = t;
+        i = m;
+    }
+}
+
+/* Line j's fields, and its events whose keys lie in [from, to). Of a drawn line whose events
+ * come in start order, the most of them open at once (the rows the trace viewer's layout
+ * takes for events that overlap or nest, in the usual case): its ends kept in a heap. */
 static int
 skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
 {
@@ -2315,6 +2355,9 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
     Grid *g = &h->grid;
     int more;
     int64_t block[SKIM_BLOCK_FIELDS] = {j, 0, 0, 0, 0, 0, 0};  /* the block being filled */
+    int64_t prev = INT64_MIN, most = 0;
+    int in_order = 1;
+    h->heap.len = 0;
     while ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) == 1) {
         if (wire == 0 && (field == 1 || field == 3)) {
             if (field == 1) {
@@ -2365,6 +2408,16 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
                 }
             }
         }
+        if (row >= 0 && in_order) {
+            if (start < prev) {
+                in_order = 0;
+            } else {
+                prev = start;
+                while (h->heap.len && ((int64_t *)h->heap.data)[0] <= start) heap_pop(&h->heap);
+                if (heap_push(&h->heap, stop) < 0) return -1;
+                if ((int64_t)(h->heap.len / 8) > most) most = (int64_t)(h->heap.len / 8);
+            }
+        }
         if (row >= 0) {
             if (block[4] == 0) {
                 block[1] = key;
@@ -2384,6 +2437,8 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
     }
     if (more < 0) return -1;
     if (block[4] > 0 && buf_put(&h->blocks, block, sizeof block) < 0) return -1;
+    if (!in_order) h->depth[j] = -1;
+    else if (h->depth[j] >= 0 && most > h->depth[j]) h->depth[j] = most;
     h->id[j] = id;
     h->timestamp[j] = ts;
     h->events[j] += events;
@@ -2474,9 +2529,10 @@ skimmer_init(Skimmer *h, const Source *s, int64_t n, int64_t rows, int64_t bins)
     h->grid.count = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
     h->grid.covered = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
     h->grid.spare = PyMem_RawCalloc((size_t)bins + 1, sizeof(int64_t));
-    int64_t **cols[6] = {&h->id, &h->timestamp, &h->events, &h->samples, &h->first, &h->last};
+    int64_t **cols[7] = {&h->id, &h->timestamp, &h->events, &h->samples, &h->first, &h->last,
+                         &h->depth};
     int ok = h->grid.count != NULL && h->grid.covered != NULL && h->grid.spare != NULL;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         *cols[i] = PyMem_RawCalloc((size_t)n + 1, sizeof(int64_t));
         ok = ok && *cols[i] != NULL;
     }
@@ -2497,8 +2553,10 @@ skimmer_free(Skimmer *h)
     PyMem_RawFree(h->grid.count);
     PyMem_RawFree(h->grid.covered);
     PyMem_RawFree(h->grid.spare);
-    int64_t *cols[6] = {h->id, h->timestamp, h->events, h->samples, h->first, h->last};
-    for (int i = 0; i < 6; i++) PyMem_RawFree(cols[i]);
+    int64_t *cols[7] = {h->id, h->timestamp, h->events, h->samples, h->first, h->last,
+                        h->depth};
+    for (int i = 0; i < 7; i++) PyMem_RawFree(cols[i]);
+    buf_free(&h->heap);
     PyMem_RawFree(h->src.win);
     buf_free(&h->text);
     buf_free(&h->text_end);
@@ -2525,7 +2583,9 @@ int64_bytes(const int64_t *x, int64_t n)
  * event among them (and some shorter: the caller drops those). "disordered": 1 where a
  * line's timestamp came after its events (the times are then wrong: the caller reads the
  * table instead). "blocks": int64 records of SKIM_BLOCK_FIELDS (see SKIM_BLOCK) of the
- * drawn lines' events. Walked on two threads (threads=2) cut at the middle of the lines' bytes
+ * drawn lines' events; "depth": per drawn line whose events come in start order, the most
+ * of them open at once (the line cut between two threads: the more of its halves'), -1 for
+ * one whose events do not (0 for the others). Walked on two threads (threads=2) cut at the middle of the lines' bytes
  * where they are split_bytes (4 MB) or more. */
 static PyObject *
 skim_py(PyObject *module, PyObject *args)
@@ -2651,6 +2711,8 @@ skim_py(PyObject *module, PyObject *args)
             a->samples[j] += b->samples[j];
             if (b->first[j] < a->first[j]) a->first[j] = b->first[j];
             if (b->last[j] > a->last[j]) a->last[j] = b->last[j];
+            if (a->depth[j] < 0 || b->depth[j] < 0) a->depth[j] = -1;
+            else if (b->depth[j] > a->depth[j]) a->depth[j] = b->depth[j];
         }
         grid_merge(&a->grid, &b->grid);
         if (b->wide_floor > a->wide_floor) a->wide_floor = b->wide_floor;
@@ -2676,10 +2738,10 @@ skim_py(PyObject *module, PyObject *args)
         PyLong_FromLong(a->grid.shift), PyLong_FromLongLong((long long)a->grid.b0),
         int64_bytes(a->grid.count, rows * bins), int64_bytes(a->grid.covered, rows * bins),
         bytes_of(&a->wide), PyLong_FromLongLong((long long)wide_least(a)),
-        PyLong_FromLong(a->disordered), bytes_of(&a->blocks)};
+        PyLong_FromLong(a->disordered), bytes_of(&a->blocks), int64_bytes(a->depth, n)};
     const char *names[] = {"id", "timestamp", "events", "samples", "first", "last", "text",
                            "text_end", "shift", "b0", "count", "covered", "wide", "wide_ns",
-                           "disordered", "blocks"};
+                           "disordered", "blocks", "depth"};
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         if (result != NULL && (items[i] == NULL ||
                                PyDict_SetItemString(result, names[i], items[i]) < 0)) {

@@ -146,7 +146,7 @@ def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],
 
     return TraceSkim(
         planes=planes, line_plane=line_plane, line_id=col("id"), line_name=line_name,
-        line_events=events, drawn=drawn.astype(np.int64),
+        line_events=events, line_depth=col("depth"), drawn=drawn.astype(np.int64),
         counter_lines=np.flatnonzero(counter), origin=origin, span=span, bin_ns=bin_ns,
         bin_origin=(b0 << max(shift, 0)) - origin if shift >= 0 else 0,
         count=count, covered=covered, wide_ns=wide_ns, wide_line=line.copy(),

@@ -29,6 +29,10 @@ class TraceSkim:
     line_id: I64
     line_name: list[str]
     line_events: I64  # events per line
+    #: per drawn line whose events come in start order, the most of them open at once (the
+    #: rows the index's layout takes, where events nest or overlap as usual); -1 for one
+    #: whose events do not, 0 for the other lines
+    line_depth: I64
     drawn: I64  # the lines drawn as events, each a row of ``count`` and ``covered``
     counter_lines: I64  # the lines drawn as counters (every event a sample of a number)
     origin: int

@@ -138,9 +138,12 @@ class TracePreview:
         full = np.flatnonzero(np.diff(offsets) > 0)
         if len(full):
             rows[full] = np.maximum.reduceat(row, offsets[full]) + 1
+        # A track's rows: its long events' and the counts' row below them, or as many as
+        # its events open at once where the skim knows that (a zoom's events take them).
         tracks = [Track(i, k[3], skim.line_name[k[2]], "counter", 0,
                         int(skim.line_events[k[2]])) if k[2] in counters else
-                  Track(i, k[3], skim.line_name[k[2]], "events", int(rows[i]) + 1,
+                  Track(i, k[3], skim.line_name[k[2]], "events",
+                        max(int(rows[i]) + 1, int(skim.line_depth[k[2]])),
                         int(skim.line_events[k[2]])) for i, k in enumerate(keyed)]
         meta = {"origin_ns": skim.origin, "span_ns": skim.span,
                 "events": int(skim.line_events[skim.drawn].sum()), "counter_samples": 0,
