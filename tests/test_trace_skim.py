@@ -441,3 +441,23 @@ def test_names_are_coded_by_line_and_metadata_whatever_the_ids() -> None:
         assert len(keys) == len(set(keys))
     keys, code = _coded(line[:0], line[:0])
     assert keys == [] and len(code) == 0
+
+
+@pytest.mark.parametrize("open_at_once, depth", [(3, 3), (256, 256), (257, -1), (5000, -1)])
+def test_a_line_s_depth_is_counted_up_to_a_bound(tmp_path: Path, open_at_once: int,
+                                                 depth: int) -> None:
+    """Events overlapping without nesting, each ending after all before it (the worst case
+    of the sorted ends): counted up to 256 open at once, unknown (-1) beyond; the window's
+    events are still read, their rows the index's."""
+    n = open_at_once
+    line = XLine(id=1, name="t", timestamp_ns=1000, events=[
+        XEvent(metadata_id=1, offset_ps=i * 1000, duration_ps=(n + i) * 1000)
+        for i in range(n)])
+    path = tmp_path / "overlap.xplane.pb"
+    path.write_bytes(_space(line.SerializeToString()))
+    skim = skim_xspace(path, threads=1)
+    assert skim is not None and skim.line_depth.tolist() == [depth]
+    preview, exact = TracePreview.of_skim(skim), _exact(path)
+    a, b = preview.query(0, 3 * n * 1000, 100), exact.query(0, 3 * n * 1000, 100)
+    assert set(_events(a)) <= set(_events(b))
+    assert sum(a["aggregates"]["count"]) + len(a["events"]["id"]) == n

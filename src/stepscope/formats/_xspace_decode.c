@@ -2251,6 +2251,10 @@ grid_merge(Grid *a, Grid *b)
  * trace is then read from the blocks whose times overlap it (`skim_window`), not the file. */
 #define SKIM_BLOCK 4096
 #define SKIM_BLOCK_FIELDS 7
+/* Events open at once that a line's depth counts up to (deeper: unknown, -1): the ends are
+ * kept sorted, so that a nested event's end goes on top at once, and one that overlaps
+ * without nesting moves at most this many. */
+#define SKIM_DEPTH 256
 
 /* What one thread of the skim walks and fills. */
 typedef struct {
@@ -2264,7 +2268,7 @@ typedef struct {
     int64_t last_to;             /* its last line's events: keys before here */
     int64_t *id, *timestamp, *events, *samples, *first, *last;  /* per line */
     int64_t *depth;              /* per line: most of its events open at once; -1: unknown */
-    Buf heap;                    /* the ends of the line's events open now (a min-heap) */
+    int64_t open[SKIM_DEPTH];    /* the ends of the line's events open now, latest first */
     int disordered;              /* a line's timestamp came after its events */
     Buf text, text_end;          /* per line of its own: name, display name */
     Grid grid;
@@ -2299,45 +2303,9 @@ skim_narrow(Skimmer *h)
     h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
 }
 
-/* The min-heap of int64 ends in b: v added (0, or -1 without memory). */
-static int
-heap_push(Buf *b, int64_t v)
-{
-    if (buf_put(b, &v, sizeof v) < 0) return -1;
-    int64_t *x = (int64_t *)b->data;
-    size_t i = b->len / 8 - 1;
-    while (i > 0 && x[(i - 1) / 2] > x[i]) {
-        int64_t t = x[i];
-        x[i] = x[(i - 1) / 2];
-        x[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-    return 0;
-}
-
-/* The least end taken off the heap in b (not empty). */
-static void
-heap_pop(Buf *b)
-{
-    int64_t *x = (int64_t *)b->data;
-    size_t n = b->len / 8 - 1, i = 0;
-    x[0] = x[n];
-    b->len -= 8;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && x[l] < x[m]) m = l;
-        if (r < n && x[r] < x[m]) m = r;
-        if (m == i) break;
-        int64_t t = x[i];
-        x[i] = x[m];
-        x[m] = t;
-        i = m;
-    }
-}
-
 /* Line j's fields, and its events whose keys lie in [from, to). Of a drawn line whose events
  * come in start order, the most of them open at once (the rows the trace viewer's layout
- * takes for events that overlap or nest, in the usual case): its ends kept in a heap. */
+ * takes for events that overlap or nest, in the usual case), up to SKIM_DEPTH. */
 static int
 skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
 {
@@ -2355,9 +2323,8 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
     Grid *g = &h->grid;
     int more;
     int64_t block[SKIM_BLOCK_FIELDS] = {j, 0, 0, 0, 0, 0, 0};  /* the block being filled */
-    int64_t prev = INT64_MIN, most = 0;
+    int64_t prev = INT64_MIN, most = 0, n_open = 0, *open = h->open;
     int in_order = 1;
-    h->heap.len = 0;
     while ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) == 1) {
         if (wire == 0 && (field == 1 || field == 3)) {
             if (field == 1) {
@@ -2409,13 +2376,18 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
             }
         }
         if (row >= 0 && in_order) {
-            if (start < prev) {
+            while (n_open && open[n_open - 1] <= start) n_open--;  /* ended: the earliest */
+            if (start < prev || n_open == SKIM_DEPTH) {
                 in_order = 0;
             } else {
                 prev = start;
-                while (h->heap.len && ((int64_t *)h->heap.data)[0] <= start) heap_pop(&h->heap);
-                if (heap_push(&h->heap, stop) < 0) return -1;
-                if ((int64_t)(h->heap.len / 8) > most) most = (int64_t)(h->heap.len / 8);
+                int64_t i = n_open++;
+                while (i > 0 && open[i - 1] < stop) {  /* (a nested event's: none to move) */
+                    open[i] = open[i - 1];
+                    i--;
+                }
+                open[i] = stop;
+                if (n_open > most) most = n_open;
             }
         }
         if (row >= 0) {
@@ -2556,7 +2528,6 @@ skimmer_free(Skimmer *h)
     int64_t *cols[7] = {h->id, h->timestamp, h->events, h->samples, h->first, h->last,
                         h->depth};
     for (int i = 0; i < 7; i++) PyMem_RawFree(cols[i]);
-    buf_free(&h->heap);
     PyMem_RawFree(h->src.win);
     buf_free(&h->text);
     buf_free(&h->text_end);
@@ -2585,7 +2556,7 @@ int64_bytes(const int64_t *x, int64_t n)
  * table instead). "blocks": int64 records of SKIM_BLOCK_FIELDS (see SKIM_BLOCK) of the
  * drawn lines' events; "depth": per drawn line whose events come in start order, the most
  * of them open at once (the line cut between two threads: the more of its halves'), -1 for
- * one whose events do not (0 for the others). Walked on two threads (threads=2) cut at the middle of the lines' bytes
+ * one whose events do not or where more than SKIM_DEPTH are (0 for the other lines). Walked on two threads (threads=2) cut at the middle of the lines' bytes
  * where they are split_bytes (4 MB) or more. */
 static PyObject *
 skim_py(PyObject *module, PyObject *args)
