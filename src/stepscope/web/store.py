@@ -43,6 +43,7 @@ from stepscope.web.loaded_run import LoadedRun
 
 if TYPE_CHECKING:  # the run model's modules are imported when one is built, not at start-up
     from stepscope.analysis.run_model import RunModel
+    from stepscope.model.events import EventTable
 
 log = logging.getLogger("stepscope.web")
 
@@ -176,8 +177,17 @@ class RunStore:
         sources = dict(zip(host_names(files), files, strict=True))
         # The table's cache entry is written after the run model is built, not before the
         # trace viewer's first answer.
-        tables = LazyTables(sources, lambda file: load_file(file, use_cache=use_cache,
-                                                            saved=state.saves.append))
+        def load(file: Path) -> EventTable:
+            # Where the skim comes first (``web.trace.skim_mode``), whichever thread asks for
+            # the table first makes it before the decode (the others wait for the table).
+            if state.early is not None:
+                from stepscope.web.trace import publish_skim, skim_mode
+
+                if skim_mode() == "first":
+                    publish_skim(state.early, None)
+            return load_file(file, use_cache=use_cache, saved=state.saves.append)
+
+        tables = LazyTables(sources, load)
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
@@ -296,12 +306,9 @@ def _read_ahead(tables: LazyTables, name: str, run: LoadedRun | None = None) -> 
         if run is not None:
             from stepscope.web.trace import publish_skim, skim_mode
 
-            mode = skim_mode()
-            if mode == "beside":
+            if skim_mode() == "beside":  # (first: by the table's loader, ``_early``)
                 threading.Thread(target=publish_skim, args=(run, name), daemon=True,
                                  name="stepscope-skim").start()
-            elif mode == "first":
-                publish_skim(run, name)  # (nothing for a small file, or one in the cache)
         tables[name]
     except Exception:  # reported by the reader that needs the table
         log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)
