@@ -2556,8 +2556,9 @@ int64_bytes(const int64_t *x, int64_t n)
  * table instead). "blocks": int64 records of SKIM_BLOCK_FIELDS (see SKIM_BLOCK) of the
  * drawn lines' events; "depth": per drawn line whose events come in start order, the most
  * of them open at once (the line cut between two threads: the more of its halves'), -1 for
- * one whose events do not or where more than SKIM_DEPTH are (0 for the other lines). Walked on two threads (threads=2) cut at the middle of the lines' bytes
- * where they are split_bytes (4 MB) or more. */
+ * one whose events do not or where more than SKIM_DEPTH are (0 for the other lines).
+ * Walked on two threads (threads=2) cut at the middle of the lines' bytes where they are
+ * split_bytes (4 MB) or more. */
 static PyObject *
 skim_py(PyObject *module, PyObject *args)
 {
@@ -2757,7 +2758,7 @@ skim_window_py(PyObject *module, PyObject *args)
     }
     Py_ssize_t n = ts_view.len / 8;
     if (spans_view.len != 24 * n || ts_view.len != 8 * n || max_events < 0) {
-        PyErr_SetString(PyExc_ValueError, "skim_window: spans and timestamps differ");
+        PyErr_SetString(PyExc_ValueError, "skim_window: spans and timestamps differ in length, or max_events < 0");
         goto done;
     }
     if (source_open(&s, source, &src_view) < 0) goto done;
