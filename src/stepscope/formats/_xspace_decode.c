@@ -2758,7 +2758,8 @@ skim_window_py(PyObject *module, PyObject *args)
     }
     Py_ssize_t n = ts_view.len / 8;
     if (spans_view.len != 24 * n || ts_view.len != 8 * n || max_events < 0) {
-        PyErr_SetString(PyExc_ValueError, "skim_window: spans and timestamps differ in length, or max_events < 0");
+        PyErr_SetString(PyExc_ValueError,
+                        "skim_window: spans and timestamps differ in length, or max_events < 0");
         goto done;
     }
     if (source_open(&s, source, &src_view) < 0) goto done;
