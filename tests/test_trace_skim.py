@@ -286,6 +286,32 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
         sum(late["aggregates"]["count"]) + len(late["events"]["id"])
 
 
+def test_a_skim_that_fails_first_never_costs_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A skim made before the decode that breaks (a bug, memory): the table is read and the
+    trace viewer answers exactly, as without the skim."""
+    from stepscope.formats import xspace_skim
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import trace
+    from stepscope.web.api import Api
+
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
+    make_stepscope_run(tmp_path / "logs")
+    run = next(iter(list_runs(tmp_path / "logs")))
+    monkeypatch.setattr(trace, "SKIM_BYTES", 0)
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
+    called = []
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        called.append(1)
+        raise MemoryError("no room for the skim")
+
+    monkeypatch.setattr(xspace_skim, "skim_xspace", broken)
+    api = Api(tmp_path / "logs")
+    meta = final_api(lambda: api.data(run, None, "trace_viewer", {}), "the index")[1]
+    assert called and not meta.get("coarse") and meta["events"] > 0
+
+
 def test_the_skim_runs_beside_the_decode_where_cores_are_spare_else_first(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from stepscope.web import trace

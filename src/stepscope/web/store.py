@@ -184,7 +184,12 @@ class RunStore:
                 from stepscope.web.trace import publish_skim, skim_mode
 
                 if skim_mode() == "first":
-                    publish_skim(state.early, None)
+                    try:
+                        publish_skim(state.early, None)
+                    except Exception as err:  # a first picture's failure never costs the table
+                        log.warning("stepscope serve: skimming %s failed (%r); reading its "
+                                    "table as usual", file, err)
+                        log.debug("the skim's failure", exc_info=True)
             return load_file(file, use_cache=use_cache, saved=state.saves.append)
 
         tables = LazyTables(sources, load)
