@@ -178,31 +178,22 @@ class RunStore:
         # The table's cache entry is written after the run model is built, not before the
         # trace viewer's first answer.
         def load(file: Path) -> EventTable:
-            # Where the skim comes first (``web.trace.skim_mode``), whichever thread asks for
-            # the table first makes it before the decode (the others wait for the table).
+            # A big file's skim, for the trace viewer's first answer, started by whichever
+            # thread asks for the table first (made first: the others wait for the table).
             if state.early is not None:
-                from stepscope.web.trace import publish_skim, skim_mode
-
-                if skim_mode() == "first":
-                    try:
-                        publish_skim(state.early, None)
-                    except Exception as err:  # a first picture's failure never costs the table
-                        log.warning("stepscope serve: skimming %s failed (%r); reading its "
-                                    "table as usual", file, err)
-                        log.debug("the skim's failure", exc_info=True)
+                _skim(state.early, file)
             return load_file(file, use_cache=use_cache, saved=state.saves.append)
 
         tables = LazyTables(sources, load)
         profile = RunTables(run=run, path=where, hosts=tables, sources=sources,
                             other_runs=others)
         state.early = LoadedRun(profile, use_cache=self._use_cache, writes=self.writes)
-        # The table is read from now (a big file skimmed beside it, for the trace viewer's
-        # first answer), in a thread of its own: the decoder releases the GIL, so the file is read
+        # The table is read from now (a big file skimmed beside it or first: ``_skim``), in
+        # a thread of its own: the decoder releases the GIL, so the file is read
         # while this thread imports the trace viewer's modules (and the server its web
         # stack); the index thread below takes the table once it is read.
         threading.Thread(target=_as_owner,
-                         args=(self.writes, _read_ahead, tables, next(iter(sources)),
-                               state.early),
+                         args=(self.writes, _read_ahead, tables, next(iter(sources))),
                          daemon=True,
                          name=f"stepscope-read-{path.name}").start()
         from stepscope.web.trace import start_index
@@ -303,20 +294,33 @@ def _wait_for_first_window(state: RunState) -> None:
         state.wanted.wait(0.02)
 
 
-def _read_ahead(tables: LazyTables, name: str, run: LoadedRun | None = None) -> None:
-    """Read one host's table ahead of its first use (for ``run``'s trace viewer, a big file
-    skimmed beside it or first: ``web.trace.publish_skim``); a failure is left for that use
-    to meet and report (it reads the file again)."""
+def _read_ahead(tables: LazyTables, name: str) -> None:
+    """Read one host's table ahead of its first use; a failure is left for that use to meet
+    and report (it reads the file again)."""
     try:
-        if run is not None:
-            from stepscope.web.trace import publish_skim, skim_mode
-
-            if skim_mode() == "beside":  # (first: by the table's loader, ``_early``)
-                threading.Thread(target=publish_skim, args=(run, name), daemon=True,
-                                 name="stepscope-skim").start()
         tables[name]
     except Exception:  # reported by the reader that needs the table
         log.debug("stepscope serve: reading %s ahead failed", name, exc_info=True)
+
+
+def _skim(run: LoadedRun, file: Path) -> None:
+    """The skim of a big host file for ``run``'s trace viewer (``web.trace.publish_skim``),
+    as ``web.trace.skim_mode`` says: in a thread beside the table's read, or before it, here
+    (a failure then is logged in one line and the table read as usual: a first picture never
+    costs the table)."""
+    from stepscope.web.trace import publish_skim, skim_mode
+
+    mode = skim_mode()
+    if mode == "beside":
+        threading.Thread(target=publish_skim, args=(run, None), daemon=True,
+                         name="stepscope-skim").start()
+    elif mode == "first":
+        try:
+            publish_skim(run, None)
+        except Exception as err:
+            log.warning("stepscope serve: skimming %s failed (%r); reading its table as "
+                        "usual", file, err)
+            log.debug("the skim's failure", exc_info=True)
 
 
 def state_total(file: Path) -> int:

@@ -44,6 +44,7 @@ from stepscope.analysis.trace.trace_index import (
     with_pids,
 )
 from stepscope.analysis.trace.trace_overview import TraceOverview
+from stepscope.analysis.trace.track_table import _blocks, _cells
 from stepscope.model.trace_skim import TraceSkim
 
 I64 = NDArray[np.int64]
@@ -280,24 +281,22 @@ class TracePreview:
         # Names coded per (line, metadata id), looked up once each.
         keys, code = _coded(skim.block_line[block[drawn]], metadata[by][drawn])
         names = {i: skim.event_name(k[0], k[1]) for i, k in enumerate(keys)}
-        rest = ~drawn
-        col = np.clip(np.searchsorted(bnd, start[rest], side="right") - 1, 0, w - 1)
-        # The others counted per (track, row, pixel column): one int64 key a cell.
+        # The others counted per (track, row, pixel column), adjacent cells of a row merged
+        # into blocks, as the per-track table answers.
         height = int(self._track_rows.max(initial=1))
-        cell = (track[rest] * height + np.minimum(row[rest], last[rest])) * w + col
-        cells, at = np.unique(cell, return_inverse=True)
-        count = np.bincount(at, minlength=len(cells)).astype(np.int64)
-        covered = np.bincount(at, weights=dur[rest], minlength=len(cells)).astype(np.int64)
-        cell_col, cell_tr = cells % w, cells // w
-        cell_track, cell_row = cell_tr // height, cell_tr % height
+        col = np.clip(np.searchsorted(bnd, start, side="right") - 1, 0, w - 1)
+        cell = (track * height + np.minimum(row, last)) * w + col
+        cells, count, covered = _cells(cell, dur, np.flatnonzero(drawn),
+                                       len(self._track_rows) * height * w)
+        tr = cells // w
+        aggregates = _blocks([(tr // height, tr % height, cells % w, count, covered)]
+                             if len(cells) else [], bnd)
         return {
             "start_ns": start_ns, "end_ns": end_ns, "width": w, "coarse": True,
             "events": {"track": track[drawn].tolist(), "row": row[drawn].tolist(),
                        "start": start[drawn].tolist(), "dur": dur[drawn].tolist(),
                        "name": code.reshape(-1).tolist(), "id": ids[drawn].tolist()},
-            "aggregates": {"track": cell_track.tolist(), "row": cell_row.tolist(),
-                           "start": bnd[cell_col].tolist(), "end": bnd[cell_col + 1].tolist(),
-                           "count": count.tolist(), "covered": covered.tolist()},
+            "aggregates": aggregates,
             "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
