@@ -496,3 +496,23 @@ def test_a_line_s_depth_is_counted_up_to_a_bound(tmp_path: Path, open_at_once: i
     a, b = preview.query(0, 3 * n * 1000, 100), exact.query(0, 3 * n * 1000, 100)
     assert set(_events(a)) <= set(_events(b))
     assert sum(a["aggregates"]["count"]) + len(a["events"]["id"]) == n
+
+
+def test_a_file_cut_after_its_skim_leaves_its_zooms_to_the_table(tmp_path: Path) -> None:
+    """The file changed under the skim (cut short, or emptied): a zoom is not read from its
+    blocks (no crash, no other file's events); it waits for the table, whose read reports
+    what the file holds now."""
+    path = tmp_path / "cut.xplane.pb"
+    data = FILES[3].read_bytes()
+    for size in (len(data) // 2, 0):
+        path.write_bytes(data)
+        skim = skim_xspace(path)
+        assert skim is not None
+        preview = TracePreview.of_skim(skim)
+        span = preview.span_ns
+        zoom = (span // 3, span // 3 + span // 1000, 500)
+        assert preview.query(*zoom)["coarse"]
+        path.write_bytes(data[:size])
+        with pytest.raises(PreviewTooCoarse):
+            preview.query(*zoom)
+        assert preview.skim is None

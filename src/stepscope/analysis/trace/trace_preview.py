@@ -45,6 +45,7 @@ from stepscope.analysis.trace.trace_index import (
 )
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.track_table import _blocks, _cells
+from stepscope.errors import ProfileFormatError
 from stepscope.model.trace_skim import TraceSkim
 
 I64 = NDArray[np.int64]
@@ -250,10 +251,11 @@ class TracePreview:
     def _block_window(self, start_ns: int, end_ns: int, w: int, bnd: I64,
                       tracks: list[int] | None) -> dict[str, Any] | None:
         """A window with its real events, read from the skim's blocks that overlap it; None
-        where those hold more than ``MAX_WINDOW_EVENTS`` events. Each track's events are laid
-        out as the index lays them out (by start, the longer first of those starting
-        together), on the rows the track has: those at least a pixel wide on them are drawn,
-        the others counted per pixel column, deeper ones on the track's last row."""
+        where those hold more than ``MAX_WINDOW_EVENTS`` events, or the file changed since.
+        Each track's events are laid out as the index lays them out (by start, the longer
+        first of those starting together), on the rows the track has: those at least a pixel
+        wide on them are drawn, the others counted per pixel column, deeper ones on the
+        track's last row."""
         skim = self.skim
         assert skim is not None
         t0, t1 = max(start_ns, 0), min(end_ns, self.span_ns + 1)
@@ -266,7 +268,13 @@ class TracePreview:
             which = which[:0]
         if int(skim.block_events[which].sum()) > MAX_WINDOW_EVENTS:
             return None
-        got = skim.read_blocks(which, t0, t1, MAX_WINDOW_EVENTS)
+        try:
+            got = skim.read_blocks(which, t0, t1, MAX_WINDOW_EVENTS)
+        except ProfileFormatError:
+            # The file changed since its skim: its windows wait for the table, whose read
+            # reports what the file now holds.
+            self.skim = None
+            return None
         if got is None:
             return None
         block, start, dur, metadata = got[:, 0], got[:, 2], got[:, 3], got[:, 4]
