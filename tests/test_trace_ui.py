@@ -120,7 +120,10 @@ def test_zoom_into_a_step_shows_its_ops(watched: Watched, server: Server) -> Non
     settle_trace(watched)
     _shot(watched, "zoomed-step")
     after = _js(watched, "window.stepscopeTrace.view()")
-    assert after["t1"] - after["t0"] < (view["t1"] - view["t0"]) / 4
+    # The step's own length, not a share of the view: a busy machine may stretch one step of
+    # this recorded workload to a quarter of the whole run.
+    assert after["t1"] - after["t0"] == pytest.approx(dur, abs=dur * 0.05)
+    assert after["t1"] - after["t0"] < (view["t1"] - view["t0"]) * 0.9
     assert after["t0"] == pytest.approx(start, abs=dur * 0.05)
     names = set(_js(watched, "window.stepscopeTrace.names()"))
     assert {"train", "load_batch", "matmul", EVIL_OP} <= names
