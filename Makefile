@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 setup: .make-setup .make-frontend
 
 # The web UI's bundle (src/stepscope/web/static, not committed), rebuilt when its sources change.
-FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/*/*.ts frontend/public/*) \
+FRONTEND_SRC := $(shell find frontend/src -name "*.ts") $(wildcard frontend/public/*) \
 	frontend/package.json frontend/package-lock.json frontend/build.mjs frontend/tsconfig.json
 .make-frontend: $(FRONTEND_SRC)
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build

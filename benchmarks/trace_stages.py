@@ -86,9 +86,10 @@ def in_process(path: Path) -> None:
 
 
 def _serve_once(path: Path, src: str | None, env: dict[str, str]
-                ) -> tuple[float, int, float, float, float, int, float]:
+                ) -> tuple[float, int, float, float, float, int, float, str]:
     """(spawn → first window, its single events, → first exact window, resident peak MB,
-    spawn → first zoomed window with events, its events, the next zoom's ms) of a fresh
+    spawn → first zoomed window with events, its events, the next zoom's ms, the zoom
+    sweep's line: ``_zoom_sweep``) of a fresh
     server on ``path`` (``src``: another source tree's; ``env``: set for it). The zoom: the
     densest of the first window's 2,000 pixel columns, asked (at 2,000 pixels) as soon as the
     first window is up until it shows events or is exact; the next zoom: half a column on."""
@@ -131,14 +132,40 @@ def _serve_once(path: Path, src: str | None, env: dict[str, str]
             server.poll("trace/window", start_ns=str(z0 + half), end_ns=str(z1 + half),
                         width="2000")
             zoom_ms = (time.perf_counter() - t) * 1e3
+            sweep = _zoom_sweep(server, z0, z1 - z0)
             while window.get("coarse"):
                 time.sleep(0.02)
                 window = server.poll("trace/window", start_ns="0",
                                      end_ns=str(meta["span_ns"]), width="2000")
             exact = time.perf_counter() - server.spawned
-            return first, drawn, exact, server.rss_mb("VmHWM"), zoomed, zoom_events, zoom_ms
+            return first, drawn, exact, server.rss_mb("VmHWM"), zoomed, zoom_events, zoom_ms, \
+                sweep
         finally:
             server.close()
+
+
+def _zoom_sweep(server: Any, at: int, column: int) -> str:
+    """Zooms of 1 to 256 of the first window's pixel columns from ``at`` (each asked as the
+    page asks: twice the view's width, at 2,000 pixels), one after the other, before the
+    exact answers where they are that early: per zoom, the ms to its first answer, and where
+    that said its events were coming (``events_coming``) the ms until they came."""
+    parts = []
+    for columns in (1, 4, 16, 64, 256):
+        span = column * columns
+        t = time.perf_counter()
+        ask = {"start_ns": str(at - span // 2), "end_ns": str(at + span + span // 2),
+               "width": "2000"}
+        answer = server.poll("trace/window", **ask)
+        first_ms = (time.perf_counter() - t) * 1e3
+        while answer.get("events_coming") and time.perf_counter() - t < 10:
+            time.sleep(0.02)
+            answer = server.poll("trace/window", **ask)
+        events_ms = (time.perf_counter() - t) * 1e3
+        kind = "exact" if not answer.get("coarse") else \
+            f"{len(answer['events']['id'])} drawn"
+        parts.append(f"{columns}: {first_ms:,.0f}" + (f"/{events_ms:,.0f}" if events_ms
+                                                        > first_ms + 1 else "") + f" ({kind})")
+    return "zooms (columns: ms to answer/to events): " + ", ".join(parts)
 
 
 def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
@@ -155,11 +182,12 @@ def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
         runs.append(("base", base_src, {}))
     for _ in range(repeats):
         for label, src, env in runs:
-            first, drawn, exact, peak, zoomed, zoom_events, zoom_ms = _serve_once(path, src, env)
+            first, drawn, exact, peak, zoomed, zoom_events, zoom_ms, sweep = \
+                _serve_once(path, src, env)
             print(f"  {label}  first window {first:6.2f} ({drawn} events drawn)  first zoomed "
                   f"window with events {zoomed:6.2f} ({zoom_events} events; next zoom "
                   f"{zoom_ms:,.0f} ms)  first exact window {exact:6.2f}  resident peak "
-                  f"{peak:,.0f} MB", flush=True)
+                  f"{peak:,.0f} MB\n    {sweep}", flush=True)
 
 
 def main() -> None:

@@ -224,12 +224,53 @@ def test_a_zoomed_window_before_the_table_shows_its_real_events(
                                                 a["aggregates"]["row"], strict=True))
         drawn_any += len(a["events"]["id"])
     assert drawn_any
-    # More events than a window reads from the blocks: the counts, or the index's turn.
+    # More events than a window reads from the blocks: the counts at once (the skim's
+    # spans, however much wider than the window's pixels), nothing read beside.
     monkeypatch.setattr(trace_preview, "MAX_WINDOW_EVENTS", 0)
     k = int(np.flatnonzero(np.isin(skim.block_line, skim.drawn))[0])
     at = int(skim.block_lo[k])
-    with pytest.raises(PreviewTooCoarse):
-        preview.query(at, at + 2, 2)
+    coarse = preview.query(at, at + 2, 2)
+    assert coarse["coarse"] and _total(coarse) >= 1 and "events_coming" not in coarse
+    assert not preview._reading
+
+
+def _total(window: dict[str, Any]) -> int:
+    return sum(window["aggregates"]["count"]) + len(window["events"]["id"])
+
+
+@pytest.mark.parametrize("path", FILES[:4], ids=lambda p: p.name)
+def test_a_zoom_with_many_events_answers_at_once_and_its_events_next(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zoom whose blocks hold more events than are read at once: the skim's counts answer
+    at once (spans wider than the window's pixels drawn as they are, each holding its
+    events), the window's events are read beside, and the page's next ask of the same
+    window has them, as a zoom with fewer events would have had them at once."""
+    skim = skim_xspace(path)
+    assert skim is not None
+    fast = TracePreview.of_skim(skim)
+    span = fast.span_ns
+    zoom = (span // 3, span // 3 + span // 40, 800)
+    want = fast.query(*zoom)
+    monkeypatch.setattr(trace_preview, "FAST_WINDOW_EVENTS", 0)
+    preview = TracePreview.of_skim(skim)
+    first = preview.query(*zoom)
+    # The counts, not a read: only the skim's long events drawn, every cell in the window.
+    assert first["coarse"] and all(d >= skim.wide_ns for d in first["events"]["dur"])
+    assert first["events_coming"] and "events_coming" not in want
+    agg = first["aggregates"]
+    assert all(zoom[0] <= a < b <= zoom[1] for a, b in zip(agg["start"], agg["end"],
+                                                           strict=True))
+    assert _total(first) > 0 or _total(want) == 0
+
+    def read(window: tuple[int, int, int], expected: dict[str, Any]) -> Any:
+        return until(lambda: preview.query(*window) == expected or None,
+                     "the events read beside", 0.01)
+
+    read(zoom, want)
+    # Another window is read in its turn (one kept), and the first again when asked again.
+    other = (span // 2, span // 2 + span // 40, 800)
+    read(other, fast.query(*other))
+    read(zoom, want)
 
 
 @pytest.mark.parametrize("mode", ["beside", "first"])
@@ -256,6 +297,16 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
     real_load = store.load_file
     monkeypatch.setattr(store, "load_file",
                         lambda *a, **k: (gate.wait(60), real_load(*a, **k))[1])
+    # And the per-track table (the exact answers) held once the overview is made.
+    overview_made, table_gate = threading.Event(), threading.Event()
+    real_table = trace.TrackTable
+
+    def held_table(*args: Any, **kwargs: Any) -> Any:
+        overview_made.set()
+        table_gate.wait(60)
+        return real_table(*args, **kwargs)
+
+    monkeypatch.setattr(trace, "TrackTable", held_table)
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
     monkeypatch.setattr(trace, "SKIM_BYTES", 0)  # and every file as big
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", mode)
@@ -276,8 +327,15 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
         zoom = {**query, "start_ns": str(span // 3), "end_ns": str(span // 3 + span // 20)}
         code, early = api.trace("window", zoom)
         assert code == 200 and early["coarse"] and early["events"]["id"]
+        # The table read and its overview made: the skim's zooms answer on (the overview's
+        # have no events) until the exact answers.
+        gate.set()
+        assert overview_made.wait(60)
+        code, between = api.trace("window", zoom)
+        assert code == 200 and between["coarse"] and between == early
     finally:
         gate.set()
+        table_gate.set()
     assert final_api(lambda: api.data(run, None, "trace_viewer", {}),
                      "the index")[1]["tracks"] == first["tracks"]
     late = final_api(lambda: api.trace("window", zoom), "the exact zoom")[1]
@@ -516,3 +574,18 @@ def test_a_file_cut_after_its_skim_leaves_its_zooms_to_the_table(tmp_path: Path)
         with pytest.raises(PreviewTooCoarse):
             preview.query(*zoom)
         assert preview.skim is None
+
+
+def test_events_read_in_start_order_are_not_sorted_again() -> None:
+    """The blocks' events come grouped by track and by start where their lines are in start
+    order: their groups' bounds, no sort; any other order (a start going back, the shorter
+    first of two starting together, a track coming back) is sorted."""
+    ordered = trace_preview._start_ordered
+    a = np.array
+    track, start, dur = a([2, 2, 2, 0, 0]), a([5, 5, 9, 1, 3]), a([4, 2, 1, 1, 1])
+    assert ordered(track, start, dur).tolist() == [0, 3, 5]
+    assert ordered(a([7]), a([1]), a([1])).tolist() == [0, 1]
+    assert ordered(a([], np.int64), a([], np.int64), a([], np.int64)).tolist() == [0, 0]
+    assert ordered(track, a([5, 5, 4, 1, 3]), dur) is None
+    assert ordered(track, start, a([2, 4, 1, 1, 1])) is None
+    assert ordered(a([2, 2, 0, 0, 2]), a([1, 2, 1, 2, 3]), a([1] * 5)) is None

@@ -24,8 +24,9 @@ preview (``analysis.trace_preview``), until the table and index are read. A big 
 (``formats.xspace_skim``: one pass that keeps nothing per event, a third of the decode's CPU
 time, made beside the decode where the machine has cores for both, else before it:
 ``skim_mode``): its events counted per span of time and those at least a pixel wide drawn,
-and a zoom's real events read from the blocks of the file it holds them in, until the
-overview is made.
+and a zoom's real events read from the blocks of the file it holds them in (beside, for the
+next ask, where they are many), until the per-track table answers (the overview, made
+meanwhile, has no events to show).
 """
 
 from __future__ import annotations
@@ -132,7 +133,12 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
                                                 run.writes),
                              daemon=True, name="stepscope-flows").start()
             overview = TraceOverview(table, plan)
-            run.partials[key] = (overview, time.monotonic())
+            shown = run.partials.get(key)
+            if shown is None or not (isinstance(shown[0], TracePreview)
+                                     and shown[0].skim is not None):
+                # (A skim's preview answers on until the exact table: its zooms show real
+                # events, the overview's only counts.)
+                run.partials[key] = (overview, time.monotonic())
             if kept is not None and preview is None:
                 save_preview(kept, TracePreview.of(overview))
             events = TrackTable(table, plan, overview.order, flows.result())

@@ -23,6 +23,8 @@ export class TraceData {
   fetching = false;
   /** The last window came from the server's coarse overview (its index still building). */
   coarse = false;
+  /** And the server was reading its events meanwhile (asked again sooner). */
+  eventsComing = false;
   /** The last window's flows were still being sorted by time on the server. */
   flowsPending = false;
   /** Told of a failed window request made to refine the coarse one. */
@@ -62,13 +64,16 @@ export class TraceData {
         if (this.coarse && !answer.coarse) await this.onRefined();
         if (this.ctx.stale()) return;
         this.coarse = answer.coarse === true;
+        this.eventsComing = answer.events_coming === true;
         this.flowsPending = answer.flows_pending === true;
         this.onWindow(answer);
       } while (this.wanted);
     } finally {
       this.fetching = false;
     }
-    if (this.coarse && !this.ctx.stale()) this.refreshSoon(this.onError, 300);
+    if (this.coarse && !this.ctx.stale()) {
+      this.refreshSoon(this.onError, this.eventsComing ? 100 : 300);
+    }
     else if (this.flowsPending && !this.ctx.stale()) this.refreshSoon(this.onError, 150);
   }
 

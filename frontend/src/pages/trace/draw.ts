@@ -302,7 +302,7 @@ export class Painter {
     }
     this.el.drawnLabel.textContent = data.coarse
       ? `overview: ${drawn ? `${int(drawn)} events, ` : ""}${int(blocks)} blocks `
-        + "(the index is being built)"
+        + (data.events_coming ? "(reading this window's events)" : "(the index is being built)")
       : `${int(drawn)} events, ${int(blocks)} merged blocks`;
     canvas.dataset.drawn = String(drawn);
     canvas.dataset.blocks = String(blocks);

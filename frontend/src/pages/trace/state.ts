@@ -16,6 +16,8 @@ export interface Flow { kind: string; from: End; to: End; }
 /** One answer of the window route: what to draw between two times at one width. */
 export interface TimeWindow {
   start_ns: number; end_ns: number; width: number; coarse?: boolean;
+  /** A coarse window whose events the server is reading (the next ask has them). */
+  events_coming?: boolean;
   events: { track: number[]; row: number[]; start: number[]; dur: number[]; name: number[];
             id: number[] };
   aggregates: { track: number[]; row: number[]; start: number[]; end: number[];
