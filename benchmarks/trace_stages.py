@@ -161,8 +161,8 @@ def _zoom_sweep(server: Any, at: int, column: int) -> str:
             time.sleep(0.02)
             answer = server.poll("trace/window", **ask)
         events_ms = (time.perf_counter() - t) * 1e3
-        kind = "exact" if not answer.get("coarse") else \
-            f"{len(answer['events']['id'])} drawn"
+        kind = f"{len(answer['events']['id'])} drawn" + \
+            ("" if answer.get("coarse") else ", exact")
         parts.append(f"{columns}: {first_ms:,.0f}" + (f"/{events_ms:,.0f}" if events_ms
                                                         > first_ms + 1 else "") + f" ({kind})")
     return "zooms (columns: ms to answer/to events): " + ", ".join(parts)

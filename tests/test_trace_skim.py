@@ -101,11 +101,15 @@ def _names(window: dict[str, Any]) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path) -> None:
+def test_the_preview_answers_with_the_index_s_tracks_and_long_events(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tool data is the exact index's; a window whose pixels are at least the skim's
+    long events' least duration draws exactly the exact index's events, from the counts and
+    long events alone (no block read)."""
     skim = skim_xspace(path)
     assert skim is not None
     preview, exact = TracePreview.of_skim(skim), _exact(path)
-    preview.skim = None  # the counts and long events only (the blocks: the test below)
+    monkeypatch.setattr(trace_preview, "MAX_WINDOW_EVENTS", 0)  # (the blocks: below)
     got, want = preview.meta(), exact.meta()
     keys = ("id", "section", "name", "kind", "events")
     assert [[t[k] for k in keys] for t in got["tracks"]] == \
@@ -113,20 +117,23 @@ def test_the_preview_answers_with_the_index_s_tracks_and_long_events(path: Path)
     assert (got["sections"], got["origin_ns"], got["span_ns"]) == \
         (want["sections"], want["origin_ns"], want["span_ns"])
     span = want["span_ns"]
+    compared = 0
     for start, end, width in ((-span // 2, span + span // 2, 3000), (0, span + 1, 1000),
-                              (span // 3, span // 3 + span // 4, 800)):
-        if (end - start) // width < max(preview.bin_ns, preview.wide_ns):
-            with pytest.raises(PreviewTooCoarse):
-                preview.query(start, end, width)
-            continue
+                              (span // 3, span // 3 + span // 4, 800),
+                              (span // 2, span // 2 + span // 40, 500)):
         a, b = preview.query(start, end, width), exact.query(start, end, width)
-        assert a["coarse"] and not b.get("coarse")
-        # The same events drawn (their rows are laid out among the long ones only), each
-        # once: as an event, not also in the counts; the others counted.
+        assert a["coarse"] and not b.get("coarse") and "events_coming" not in a
+        if (end - start) // width < preview.wide_ns:
+            continue  # (shorter events a pixel wide are counted, not drawn)
+        compared += 1
+        # The same events drawn, each once: as an event, not also in the counts; the
+        # others counted.
         assert _events(a) == _events(b)
         assert _names(a) == _names(b)
         assert sum(a["aggregates"]["count"]) <= sum(b["aggregates"]["count"]) + \
             len(a["events"]["id"])
+    assert compared
+    preview.skim = None  # without the skim's blocks: too fine a window waits for the index
     with pytest.raises(PreviewTooCoarse):
         preview.query(0, 2, 2)
 
@@ -523,7 +530,7 @@ def test_absurd_times_stay_inside_the_grid(tmp_path: Path, timestamp: int,
 
 
 def test_names_are_coded_by_line_and_metadata_whatever_the_ids() -> None:
-    from stepscope.analysis.trace.trace_preview import _coded
+    from stepscope.model.trace_skim import coded_pairs as _coded
 
     line = np.array([3, 1, 3, 1, 2], np.int64)
     for md in (np.array([7, 7, 7, 9, 0], np.int64),  # the one-key path

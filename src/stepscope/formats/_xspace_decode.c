@@ -2042,10 +2042,17 @@ iter_fill(FieldIter *it, size_t need)
     return 0;
 }
 
+/* Inlined where the compiler would not (the skim's loop is a fifth slower through a call). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 /* The message's next field: 1 with its key, its key's file offset (*at), a varint's value
  * (*v) or a length-delimited payload in memory ([*a, *b)); 0 at the message's end; -1 on
  * an error. */
-static inline int
+static ALWAYS_INLINE int
 iter_next(FieldIter *it, uint32_t *field, uint32_t *wire, int64_t *at, uint64_t *v,
           const uint8_t **a, const uint8_t **b)
 {
@@ -2281,11 +2288,17 @@ typedef struct {
     int rc;
 } Skimmer;
 
+/* The long events kept are those at least a 64th of a span long (a zoom to a few spans, too
+ * wide to read from the blocks, draws every event a pixel wide from them), or longer while
+ * there would be more than max_wide. */
+#define SKIM_WIDE_SHIFT 6
+
 static int64_t
 wide_least(const Skimmer *h)
 {
-    int64_t span = h->grid.shift < 0 ? 1 : (int64_t)1 << h->grid.shift;
-    return span > h->wide_floor ? span : h->wide_floor;
+    int shift = h->grid.shift - SKIM_WIDE_SHIFT;
+    int64_t least = shift <= 0 ? 1 : (int64_t)1 << shift;
+    return least > h->wide_floor ? least : h->wide_floor;
 }
 
 /* Keep only the long events at least wide_least long. */
@@ -2301,6 +2314,52 @@ skim_narrow(Skimmer *h)
     }
     h->n_wide = kept;
     h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
+}
+
+/* Bits of v > 0 (its bit length). */
+static int
+bit_length(uint64_t v)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+#endif
+}
+
+/* Too many long events kept: the floor raised (a power of two, at least doubled) until at
+ * most half of max_wide are left, and the others let go. Raising it only as far as twice
+ * would narrow the whole buffer again and again, events at the trace's start (before the
+ * grid's spans have grown) being nearly all long enough. */
+static void
+skim_raise_floor(Skimmer *h)
+{
+    const int64_t *w = (const int64_t *)h->wide.data;
+    int64_t by_bits[65] = {0}, least = wide_least(h);
+    for (int64_t i = 0; i < h->n_wide; i++) {
+        if (w[5 * i + 3] >= least) by_bits[bit_length((uint64_t)w[5 * i + 3])]++;
+    }
+    /* At least 2^k long: bit length k + 1 or more. */
+    int k = bit_length((uint64_t)least);  /* least = 2^(k - 1): at least twice that */
+    if (k >= 62) {
+        h->wide_floor = INT64_MAX;
+        skim_narrow(h);
+        return;
+    }
+    int64_t kept = 0;
+    for (int b = k + 1; b <= 64; b++) kept += by_bits[b];
+    while (k < 62 && kept > (int64_t)(h->max_wide / 2)) {
+        kept -= by_bits[k + 1];
+        k++;
+    }
+    h->wide_floor = k >= 62 && kept > (int64_t)(h->max_wide / 2) ? INT64_MAX
+                    : (int64_t)1 << k;
+    skim_narrow(h);
 }
 
 /* Line j's fields, and its events whose keys lie in [from, to). Of a drawn line whose events
@@ -2354,11 +2413,9 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
         if (stop > last) last = stop;
         samples += sample;
         if (row >= 0) {
-            if (g->shift < 0 || start < g->lo || start > g->hi) {
-                int shift = g->shift;
-                grid_fit(g, start);
-                if (g->shift != shift) skim_narrow(h);
-            }
+            /* (Wider spans raise wide_least: the long events kept that are now too short
+             * are let go at the next raise of the floor, or at the end, not each time.) */
+            if (g->shift < 0 || start < g->lo || start > g->hi) grid_fit(g, start);
             /* Inside the grid, as it was fitted to this start; kept there whatever the
              * times (absurd ones near the ends of int64 included). */
             int64_t i = (int64_t)((uint64_t)span_of(start, g->shift) - (uint64_t)g->b0);
@@ -2368,11 +2425,7 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
             if (dur >= wide_least(h)) {
                 int64_t rec[5] = {j, events, start, dur, metadata};
                 if (buf_put(&h->wide, rec, sizeof rec) < 0) return -1;
-                if ((size_t)++h->n_wide > h->max_wide) {
-                    h->wide_floor = wide_least(h) > INT64_MAX / 2 ? INT64_MAX
-                                    : 2 * wide_least(h);
-                    skim_narrow(h);
-                }
+                if ((size_t)++h->n_wide > h->max_wide) skim_raise_floor(h);
             }
         }
         if (row >= 0 && in_order) {

@@ -6,8 +6,9 @@ events. The skim (compiled: ``skim_plan`` finds the lines from the planes' keys,
 their events on two threads) reads each event's times only: per line its earliest start and
 latest end, and per drawn line its events counted per span of time on a grid whose spans
 double as the times seen spread (``MAX_SPANS`` of them a line at most, from a few a pixel
-column down to 4× fewer), their durations summed, and the events at least a span long kept
-(at most ``MAX_WIDE`` a thread: the threshold doubles while there are more). None where the
+column down to 4× fewer), their durations summed, and the events at least a 64th of a span
+long kept (at most ``MAX_WIDE`` a thread: past that, the threshold doubles until half are). None
+where the
 compiled decoder is not built, where a line's timestamp comes after its events (times
 cannot be known in one pass), or where the file has more than ``MAX_LINES`` lines: the table
 is read as usual.
@@ -28,11 +29,11 @@ from stepscope.formats.xplane_proto import XPlane
 from stepscope.formats.xspace_to_tables import decode_threads, text
 from stepscope.model import schema
 from stepscope.model.events import Plane
-from stepscope.model.trace_skim import TraceSkim
+from stepscope.model.trace_skim import TraceSkim, coded_pairs
 
 MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of durations)
 MAX_SPANS = 1 << 14  # spans a line, at most
-MAX_WIDE = 1 << 16  # long events a thread keeps, at most
+MAX_WIDE = 1 << 18  # long events a thread keeps, at most (10 MB; half, once it is passed)
 MAX_LINES = 1 << 16  # lines a skimmed file has, at most (16 spans each at least)
 BLOCK_FIELDS = 7  # the compiled skim's block records: see SKIM_BLOCK in _xspace_decode.c
 
@@ -117,16 +118,9 @@ def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],
     records = records[records[:, 3] >= wide_ns]
     line = records[:, 0]
     first_row = np.r_[np.int64(0), np.cumsum(events)[:-1]] if len(events) else events
-    # Names: the events' metadata in their plane, coded in order of first use.
-    keys = list(zip(line_plane[line].tolist(), records[:, 4].tolist(), strict=True))
-    codes: dict[tuple[int, int], int] = {}
-    names: list[str] = []
-    for key in keys:
-        if key not in codes:
-            codes[key] = len(names)
-            md = messages[key[0]].event_metadata.get(key[1])
-            names.append(text(md.name or md.display_name) if md is not None
-                         else f"<unknown event {key[1]}>")
+    # Names: the events' metadata in their plane, each pair looked up once.
+    pairs, wide_name = coded_pairs(line_plane[line], records[:, 4])
+    names = [_name_in(messages[plane], metadata) for plane, metadata in pairs]
     blocks = col("blocks").reshape(-1, BLOCK_FIELDS)
     b_line = blocks[:, 0].copy()
     # Each block's bytes in the file, to the end of its line (where its events are read), and
@@ -140,9 +134,7 @@ def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],
                             max_events, origin, which)
 
     def event_name(line: int, metadata: int) -> str:
-        md = messages[int(line_plane[line])].event_metadata.get(metadata)
-        return text(md.name or md.display_name) if md is not None else \
-            f"<unknown event {metadata}>"
+        return _name_in(messages[int(line_plane[line])], metadata)
 
     return TraceSkim(
         planes=planes, line_plane=line_plane, line_id=col("id"), line_name=line_name,
@@ -151,10 +143,17 @@ def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],
         bin_origin=(b0 << max(shift, 0)) - origin if shift >= 0 else 0,
         count=count, covered=covered, wide_ns=wide_ns, wide_line=line.copy(),
         wide_row=first_row[line] + records[:, 1], wide_start=records[:, 2] - origin,
-        wide_dur=records[:, 3].copy(), wide_name=np.array([codes[k] for k in keys], np.int64),
+        wide_dur=records[:, 3].copy(), wide_name=wide_name,
         names=names, block_line=b_line, block_row=first_row[b_line] + blocks[:, 3],
         block_events=blocks[:, 4].copy(), block_lo=blocks[:, 5] - origin,
         block_hi=blocks[:, 6] - origin, read_blocks=read_blocks, event_name=event_name)
+
+
+def _name_in(plane: XPlane, metadata: int) -> str:
+    """The name of an event of ``plane`` with metadata id ``metadata``."""
+    md = plane.event_metadata.get(metadata)
+    return text(md.name or md.display_name) if md is not None else \
+        f"<unknown event {metadata}>"
 
 
 def _read_blocks(path: Path, spans: NDArray[np.int64], stamps: NDArray[np.int64], t0: int,

@@ -62,3 +62,17 @@ class TraceSkim:
     read_blocks: Callable[[I64, int, int, int], NDArray[np.int64] | None]
     #: ``event_name(line, metadata id)``: an event's name.
     event_name: Callable[[int, int], str]
+
+
+def coded_pairs(owner: I64, metadata: I64) -> tuple[list[tuple[int, int]], I64]:
+    """The distinct (owner, metadata id) pairs (an owner: a line's or a plane's index, which
+    holds the metadata), ascending, and each event's index among them."""
+    if not len(owner):
+        return [], np.zeros(0, np.int64)
+    if int(metadata.min()) >= 0 and int(metadata.max()) < 1 << 31:
+        key = (owner << 31) | metadata  # (an index fits in 32 bits)
+        keys, code = np.unique(key, return_inverse=True)
+        return list(zip((keys >> 31).tolist(), (keys & ((1 << 31) - 1)).tolist(),
+                        strict=True)), code.reshape(-1)
+    pairs, code = np.unique(np.stack([owner, metadata], axis=1), axis=0, return_inverse=True)
+    return [(int(a), int(b)) for a, b in pairs.tolist()], code.reshape(-1)

@@ -53,7 +53,7 @@ from stepscope.analysis.trace.trace_index import (
 from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.track_table import _blocks, _cells
 from stepscope.errors import ProfileFormatError
-from stepscope.model.trace_skim import TraceSkim
+from stepscope.model.trace_skim import TraceSkim, coded_pairs
 
 I64 = NDArray[np.int64]
 log = logging.getLogger(__name__)
@@ -85,8 +85,8 @@ class TracePreview:
         self.count: I64 = arrays["count"]  # tracks × bins
         self.covered: I64 = arrays["covered"]
         self.counters = {k: arrays[k] for k in _COUNTERS}
-        #: A skim's long events (``_WIDE``: by track, row and start; every event at least
-        #: ``wide_ns`` long), and per track the row its other events are counted on.
+        #: A skim's long events (``_WIDE``: every event at least ``wide_ns`` long), and per
+        #: track the row its other events are counted on.
         self.wide = {k: arrays[k] for k in _WIDE} if "wide_track" in arrays else None
         self.wide_ns = int(header.get("wide_ns", 0))
         self.names: list[str] = list(header.get("names", []))
@@ -146,14 +146,18 @@ class TracePreview:
         # The long events by (track, start), the longer first of those starting together,
         # laid out per track.
         track = track_of_line[skim.wide_line]
-        by = np.lexsort((-skim.wide_dur, skim.wide_start, track))
-        track, start, dur = track[by], skim.wide_start[by], skim.wide_dur[by]
-        offsets = np.searchsorted(track, np.arange(n + 1, dtype=np.int64))
-        row = rows_in_start_order(start, start + np.maximum(dur, 1), offsets)
+        start, dur = skim.wide_start, skim.wide_dur
+        groups = _start_ordered(track, start, dur)  # (as the skim keeps them, usually)
+        by: I64 | slice = slice(None)
+        if groups is None:
+            by = np.lexsort((-dur, start, track))
+            track, start, dur = track[by], start[by], dur[by]
+            groups = np.searchsorted(track, np.arange(n + 1, dtype=np.int64))
+        row = rows_in_start_order(start, start + np.maximum(dur, 1), groups)
         rows = np.zeros(n, np.int64)
-        full = np.flatnonzero(np.diff(offsets) > 0)
+        full = groups[:-1][np.diff(groups) > 0]  # (each track's events: one group)
         if len(full):
-            rows[full] = np.maximum.reduceat(row, offsets[full]) + 1
+            rows[track[full]] = np.maximum.reduceat(row, full) + 1
         # A track's rows: its long events' and the counts' row below them, or as many as
         # its events open at once where the skim knows that (a zoom's events take them).
         tracks = [Track(i, k[3], skim.line_name[k[2]], "counter", 0,
@@ -166,14 +170,11 @@ class TracePreview:
                 "flows": 0, "sections": with_pids(sections_of(tracks), skim.planes),
                 "tracks": [asdict(t) for t in tracks], "coarse": True,
                 "index_version": INDEX_VERSION}
-        by_row = np.lexsort((start, row, track))
         empty = np.zeros(0, np.int64)
         arrays = {"track": events_tracks, "count": skim.count[order],
                   "covered": skim.covered[order], "count_row": rows[events_tracks],
-                  "wide_track": track[by_row], "wide_row": row[by_row],
-                  "wide_start": start[by_row], "wide_dur": dur[by_row],
-                  "wide_name": skim.wide_name[by][by_row],
-                  "wide_id": skim.wide_row[by][by_row],
+                  "wide_track": track, "wide_row": row, "wide_start": start, "wide_dur": dur,
+                  "wide_name": skim.wide_name[by], "wide_id": skim.wide_row[by],
                   "counter_track": empty, "counter_off": np.zeros(1, np.int64),
                   "counter_time": empty, "counter_value": np.zeros(0, np.float64),
                   "counter_row": empty}
@@ -267,6 +268,7 @@ class TracePreview:
         show &= start < t1
         show &= start + np.maximum(dur, 1) > t0
         at = np.flatnonzero(show)
+        at = at[np.lexsort((start[at], wd["wide_row"][at], wd["wide_track"][at]))]
         # Its span's cell, where that span was counted in this window.
         k = np.searchsorted(self.track_ids[rows], wd["wide_track"][at])
         b = np.clip((start[at] - self.bin_origin) // self.bin_ns, 0, len(col) - 1)
@@ -373,7 +375,7 @@ class TracePreview:
         drawn = drawn[np.lexsort((-dur[drawn], start[drawn], track[drawn]))]
         ids = skim.block_row[block[drawn]] + index_in_block[drawn]
         # Names coded per (line, metadata id), looked up once each.
-        keys, code = _coded(skim.block_line[block[drawn]], metadata[drawn])
+        keys, code = coded_pairs(skim.block_line[block[drawn]], metadata[drawn])
         names = {i: skim.event_name(k[0], k[1]) for i, k in enumerate(keys)}
         # The others counted per (track, row, pixel column), adjacent cells of a row merged
         # into blocks, as the per-track table answers.
@@ -409,16 +411,3 @@ def _start_ordered(track: I64, start: I64, dur: I64) -> I64 | None:
     bounds = np.r_[0, np.flatnonzero(change) + 1, n].astype(np.int64)
     firsts = track[bounds[:-1]]
     return bounds if len(np.unique(firsts)) == len(firsts) else None
-
-
-def _coded(line: I64, metadata: I64) -> tuple[list[tuple[int, int]], I64]:
-    """The distinct (line, metadata id) pairs, and each event's index among them."""
-    if not len(line):
-        return [], np.zeros(0, np.int64)
-    if int(metadata.min()) >= 0 and int(metadata.max()) < 1 << 31:
-        key = (line << 31) | metadata  # (a line index fits in 32 bits)
-        keys, code = np.unique(key, return_inverse=True)
-        return list(zip((keys >> 31).tolist(), (keys & ((1 << 31) - 1)).tolist(),
-                        strict=True)), code
-    pairs, code = np.unique(np.stack([line, metadata], axis=1), axis=0, return_inverse=True)
-    return [(int(a), int(b)) for a, b in pairs.tolist()], code.reshape(-1)
