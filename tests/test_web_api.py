@@ -793,3 +793,34 @@ def test_a_closed_store_writes_nothing_more(logdir: Path, tmp_path: Path, cache_
     after = sorted(p.name for p in cache_home.iterdir()) if cache_home.exists() else []
     assert after == before
     assert not any(n.startswith(".") or "tmp" in n for n in after)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice: Linux")
+def test_background_threads_yield_the_cores_to_the_server_s_answers() -> None:
+    """A background thread's priority is lowered (and the threads it starts inherit it, as
+    the decoder's do); the server's own threads keep theirs; asking twice lowers it once."""
+    import os
+    import threading
+
+    from stepscope.web.loaded_run import BACKGROUND_NICE, background_priority
+
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: dict[str, int] = {}
+
+    def child() -> None:
+        seen["child"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def background() -> None:
+        background_priority()
+        background_priority()
+        seen["background"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        started = threading.Thread(target=child)
+        started.start()
+        started.join()
+
+    thread = threading.Thread(target=background)
+    thread.start()
+    thread.join()
+    want = min(base + BACKGROUND_NICE, 19)
+    assert seen == {"background": want, "child": want}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base

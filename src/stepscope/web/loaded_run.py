@@ -7,6 +7,9 @@ and a save under way ends whole before ``release`` returns."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -80,9 +83,28 @@ class LoadedRun(Run):
         return self._shares.get(key, 0.0)
 
 
+BACKGROUND_NICE = 10  # how much lower a background thread's priority is than the server's
+
+
+def background_priority() -> None:
+    """Lower the calling thread's CPU priority (and that of the threads it starts from now,
+    compiled ones included, which inherit it) below the server's: its answers then take the
+    cores first on a busy machine, a zoom's in tens of ms while a big file is read, laid out
+    and indexed, which take as long as before when no answer is asked for. Linux only (where
+    a nice value is a thread's own); nothing elsewhere, or where the system refuses."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError):
+        tid = threading.get_native_id()
+        target = min(os.getpriority(os.PRIO_PROCESS, os.getpid()) + BACKGROUND_NICE, 19)
+        if os.getpriority(os.PRIO_PROCESS, tid) < target:  # (raised only: never lowered)
+            os.setpriority(os.PRIO_PROCESS, tid, target)
+
+
 def fill(future: Future[Any], compute: Callable[[], Any], writes: Writes | None) -> None:
-    """``future``'s result (or exception) made by ``compute()``, in the calling thread, its
-    cache writes ``writes``'s."""
+    """``future``'s result (or exception) made by ``compute()``, in the calling thread (a
+    background one: its priority lowered), its cache writes ``writes``'s."""
+    background_priority()
     try:
         with writes_for(writes):
             result = compute()

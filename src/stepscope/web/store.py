@@ -39,7 +39,7 @@ from stepscope.model.logdir import list_runs, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.run.storage import give_back_freed_memory
-from stepscope.web.loaded_run import LoadedRun
+from stepscope.web.loaded_run import LoadedRun, background_priority
 
 if TYPE_CHECKING:  # the run model's modules are imported when one is built, not at start-up
     from stepscope.analysis.run_model import RunModel
@@ -265,7 +265,9 @@ class RunStore:
 
 
 def _as_owner(writes: Writes, fn: Callable[..., None], *args: Any) -> None:
-    """``fn(*args)``, its cache writes the store's (see ``RunStore.close``)."""
+    """``fn(*args)`` in a background thread (its priority lowered), its cache writes the
+    store's (see ``RunStore.close``)."""
+    background_priority()
     with writes_for(writes):
         fn(*args)
 
