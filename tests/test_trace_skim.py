@@ -563,10 +563,14 @@ def test_a_line_s_depth_is_counted_up_to_a_bound(tmp_path: Path, open_at_once: i
     assert sum(a["aggregates"]["count"]) + len(a["events"]["id"]) == n
 
 
-def test_a_file_cut_after_its_skim_leaves_its_zooms_to_the_table(tmp_path: Path) -> None:
+@pytest.mark.parametrize("beside", [False, True], ids=["at once", "beside"])
+def test_a_file_cut_after_its_skim_leaves_its_zooms_to_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, beside: bool) -> None:
     """The file changed under the skim (cut short, or emptied): a zoom is not read from its
-    blocks (no crash, no other file's events); it waits for the table, whose read reports
-    what the file holds now."""
+    blocks (no crash, no other file's events), whether read at once or beside; it waits for
+    the table, whose read reports what the file holds now."""
+    if beside:
+        monkeypatch.setattr(trace_preview, "FAST_WINDOW_EVENTS", 0)
     path = tmp_path / "cut.xplane.pb"
     data = FILES[3].read_bytes()
     for size in (len(data) // 2, 0):
@@ -578,8 +582,17 @@ def test_a_file_cut_after_its_skim_leaves_its_zooms_to_the_table(tmp_path: Path)
         zoom = (span // 3, span // 3 + span // 1000, 500)
         assert preview.query(*zoom)["coarse"]
         path.write_bytes(data[:size])
-        with pytest.raises(PreviewTooCoarse):
-            preview.query(*zoom)
+        other = (zoom[0] + 1, *zoom[1:])  # (beside: not the window read already)
+
+        def waits(preview: TracePreview = preview,
+                  other: tuple[int, int, int] = other) -> bool | None:
+            try:
+                preview.query(*other)
+            except PreviewTooCoarse:
+                return True
+            return None
+
+        until(waits, "the zoom waiting for the table", 0.01)
         assert preview.skim is None
 
 

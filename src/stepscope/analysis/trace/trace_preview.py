@@ -196,12 +196,13 @@ class TracePreview:
         as they are while the window's events are read)."""
         bnd = window_bounds(start_ns, end_ns, width)
         coming = False
-        if self.skim is not None:
-            answer = self._read_window(start_ns, end_ns, width, bnd, tracks)
+        skim = self.skim  # (once: a read beside lets it go where the file changed)
+        if skim is not None:
+            answer = self._read_window(skim, start_ns, end_ns, width, bnd, tracks)
             if isinstance(answer, dict):
                 return answer
             coming = answer
-        blocky = self.skim is not None
+        blocky = self.skim is not None  # (not where that read found the file changed)
         if not blocky and (end_ns - start_ns) // width < max(self.bin_ns, self.wide_ns):
             raise PreviewTooCoarse(f"{max(self.bin_ns, self.wide_ns)} ns spans")
         w = width
@@ -282,15 +283,13 @@ class TracePreview:
                   "name": names.tolist(), "id": wd["wide_id"][at].tolist()}
         return events, {c: self.names[c] for c in sorted(set(names.tolist()))}
 
-    def _read_window(self, start_ns: int, end_ns: int, w: int, bnd: I64,
+    def _read_window(self, skim: TraceSkim, start_ns: int, end_ns: int, w: int, bnd: I64,
                      tracks: list[int] | None) -> dict[str, Any] | bool:
         """A window with its real events from the skim's blocks (``_block_window``): read
         now where they hold at most ``FAST_WINDOW_EVENTS`` events; read beside, for the page's
         next ask of the same window, where they hold at most ``MAX_WINDOW_EVENTS`` (True
         meanwhile: the counts answer at once, saying its events are coming); False where
         they hold more, or cannot be read."""
-        skim = self.skim
-        assert skim is not None
         t0, t1 = max(start_ns, 0), min(end_ns, self.span_ns + 1)
         shown = self.track_ids if tracks is None else \
             self.track_ids[np.isin(self.track_ids, np.asarray(tracks, np.int64))]
@@ -300,14 +299,14 @@ class TracePreview:
             which = which[:0]
         events = int(skim.block_events[which].sum())
         if events <= FAST_WINDOW_EVENTS:
-            return self._block_window(start_ns, end_ns, w, bnd, which, tracks) or False
+            return self._block_window(skim, start_ns, end_ns, w, bnd, which, tracks) or False
         if events > MAX_WINDOW_EVENTS:
             return False
         key = (start_ns, end_ns, w, None if tracks is None else tuple(tracks))
         with self._lock:
             if self._read is not None and self._read[0] == key:
                 return self._read[1] or False
-            self._wanted = (key, (start_ns, end_ns, w, bnd, which, tracks))
+            self._wanted = (key, (skim, start_ns, end_ns, w, bnd, which, tracks))
             if self._reading:
                 return True
             self._reading = True
@@ -325,15 +324,15 @@ class TracePreview:
                     return
             key, args = job
             try:
-                answer = self._block_window(*args) if self.skim is not None else None
+                answer = self._block_window(*args)
             except Exception as err:  # noqa: BLE001 (a thread's failure: the counts answer)
                 log.warning("A trace window could not be read from the skim: %s", err)
                 answer = None
             with self._lock:
                 self._read = (key, answer)
 
-    def _block_window(self, start_ns: int, end_ns: int, w: int, bnd: I64, which: I64,
-                      tracks: list[int] | None) -> dict[str, Any] | None:
+    def _block_window(self, skim: TraceSkim, start_ns: int, end_ns: int, w: int, bnd: I64,
+                      which: I64, tracks: list[int] | None) -> dict[str, Any] | None:
         """A window with its real events, read from the skim's blocks ``which`` (those that
         overlap it); None where those hold more than ``MAX_WINDOW_EVENTS`` events, or the
         file changed since.
@@ -341,8 +340,6 @@ class TracePreview:
         first of those starting together), on the rows the track has: those at least a pixel
         wide on them are drawn, the others counted per pixel column, deeper ones on the
         track's last row."""
-        skim = self.skim
-        assert skim is not None
         t0, t1 = max(start_ns, 0), min(end_ns, self.span_ns + 1)
         track_of_block = self._track_of_line[skim.block_line]
         if int(skim.block_events[which].sum()) > MAX_WINDOW_EVENTS:
