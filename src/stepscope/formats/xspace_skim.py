@@ -7,11 +7,10 @@ their events on two threads) reads each event's times only: per line its earlies
 latest end, and per drawn line its events counted per span of time on a grid whose spans
 double as the times seen spread (``MAX_SPANS`` of them a line at most, from a few a pixel
 column down to 4× fewer), their durations summed, and the events at least a 64th of a span
-long kept (at most ``MAX_WIDE`` a thread: past that, the threshold doubles until half are). None
-where the
-compiled decoder is not built, where a line's timestamp comes after its events (times
-cannot be known in one pass), or where the file has more than ``MAX_LINES`` lines: the table
-is read as usual.
+long kept (at most ``MAX_WIDE`` a thread: past that, the threshold doubles until half are).
+None where the compiled decoder is not built, where a line's timestamp comes after its events
+(times cannot be known in one pass), or where the file has more than ``MAX_LINES`` lines: the
+table is read as usual.
 """
 
 from __future__ import annotations
