@@ -3,7 +3,8 @@ against a real `stepscope serve`: one that comes before its flows (the server st
 them by time, ``flows_pending``) has its events drawn at once, the page asks again, and the
 arrows come with the answer that has them; a coarse picture that draws events (a big file's
 skim, ``web.trace.publish_skim``) has them drawn and counted in the label, the page asks
-again, and the exact answer replaces it. Until then the page is not ready."""
+again, and the exact answer replaces it; one whose events the server is still reading
+(``events_coming``) says so and is asked again. Until then the page is not ready."""
 
 from __future__ import annotations
 
@@ -116,4 +117,51 @@ def test_a_coarse_picture_with_events_draws_them_until_the_exact_answer(
     late = _coarse_state(watched)
     assert late["ready"] and not late["coarse"] and late["drawn"] > 0
     assert "overview" not in late["label"]
+    page.unroute("**/api/trace/window?*")
+
+
+def test_a_window_whose_events_are_coming_says_so_and_is_asked_again(
+        watched: Watched, server: Server) -> None:
+    """A coarse answer saying ``events_coming`` (the server reads that window's events from a
+    big file's skim) is drawn with a label that says so, and asked again until the answer
+    with the events, then the exact one, replace it."""
+    open_trace(watched, server, "alexnet")
+    page = watched.page
+    stage: list[str] = ["coming"]
+    asked: list[str] = []
+
+    def reading(route: Any) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        if stage[0] != "exact":
+            asked.append(stage[0])
+            body = {**body, "coarse": True, "flows": [], "flows_in_window": 0,
+                    **({"events_coming": True} if stage[0] == "coming" else {})}
+            if stage[0] == "coming":  # the counts only, while the events are read
+                body["events"] = {k: [] for k in body["events"]}
+        route.fulfill(response=answer, body=json.dumps(body))
+
+    page.route("**/api/trace/window?*", reading)
+    view = page.evaluate("() => window.stepscopeTrace.view()")
+    page.evaluate("([a, b]) => window.stepscopeTrace.setView(a, b)",
+                  [view["t0"], view["t0"] + (view["t1"] - view["t0"]) / 3])
+    deadline = time.monotonic() + 120  # a busy machine answers slowly
+    while asked.count("coming") < 2 and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert asked.count("coming") >= 2, asked  # asked again while its events are read
+    coming = _coarse_state(watched)
+    assert not coming["ready"] and coming["coarse"] == "1" and coming["drawn"] == 0
+    assert coming["label"].endswith("(reading this window's events)")
+    stage[0] = "read"  # the events read: drawn, still coarse (the index is being built)
+    while "read" not in asked and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    page.wait_for_function(
+        "() => document.getElementById('trace-drawn').textContent.includes('index')")
+    read = _coarse_state(watched)
+    assert not read["ready"] and read["coarse"] == "1" and read["drawn"] > 0
+    assert read["label"].endswith("(the index is being built)")
+    stage[0] = "exact"
+    settle_trace(watched)
+    late = _coarse_state(watched)
+    assert late["ready"] and not late["coarse"] and late["drawn"] > 0
     page.unroute("**/api/trace/window?*")
