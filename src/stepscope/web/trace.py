@@ -5,7 +5,9 @@
 ``window``     ``start_ns``, ``end_ns`` (relative to the trace's origin), ``width`` (pixels),
                optional ``tracks`` (comma-separated ids): the level-of-detail events
                (``"flows_pending": true`` where its flows are still being sorted: asked
-               again for them);
+               again for them; ``"coarse": true`` before the exact answers, and
+               ``"events_coming": true`` where that window's events are being read from a
+               big file's skim: asked again soon for them);
 ``event``      ``id``: one event's details, stats and flows;
 ``search``     ``q``: events whose name holds the text, in time order;
 ``selection``  ``start_ns``, ``end_ns``, ``tracks``: the events there, summed by name.
