@@ -529,6 +529,26 @@ def test_absurd_times_stay_inside_the_grid(tmp_path: Path, timestamp: int,
         TracePreview.of_skim(skim).meta()
 
 
+@pytest.mark.parametrize("max_wide", [1, 2, 5])
+def test_the_long_events_kept_are_bounded_and_every_one_above_the_threshold(
+        tmp_path: Path, max_wide: int) -> None:
+    """Durations from none to absurd (past a quarter of int64 in ps) on one line, more long
+    ones than may be kept: at most ``max_wide`` kept, each at least the threshold, and every
+    event at least that long among them."""
+    durations = [0, 1, 7000, 10**9, 10**12, 10**15, (1 << 62), (1 << 63) - 1, 3, 10**12]
+    line = XLine(id=1, name="t", timestamp_ns=0,
+                 events=[XEvent(metadata_id=1, offset_ps=1000 * i, duration_ps=d)
+                         for i, d in enumerate(durations)])
+    path = tmp_path / "long.xplane.pb"
+    path.write_bytes(_space(line.SerializeToString()))
+    skim = skim_xspace(path, threads=1, max_wide=max_wide)
+    assert skim is not None
+    dur = np.asarray(load_xspace(path).duration_ns, np.int64)  # (as the table reads them)
+    assert len(skim.wide_row) <= max_wide
+    assert sorted(skim.wide_row.tolist()) == np.flatnonzero(dur >= skim.wide_ns).tolist()
+    TracePreview.of_skim(skim).query(0, skim.span, 100)
+
+
 def test_names_are_coded_by_line_and_metadata_whatever_the_ids() -> None:
     from stepscope.model.trace_skim import coded_pairs as _coded
 
