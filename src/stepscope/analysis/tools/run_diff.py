@@ -13,8 +13,12 @@ A change is "beyond noise" when its interval leaves out zero.
 Ops, kernels and breakdown categories carry no per-step times in a summary, only their mean
 per step: their change is "beyond noise" when it is larger than the step time's own
 uncertainty, a change the step time could show: half the width of the interval of the shift,
-or of the change of the mean step time (Welch) where that is wider. Memory peaks are counted, not
-timed: any change is beyond noise.
+or of the change of the mean step time (Welch) where that is wider; and never less than
+``BETWEEN_RUNS_PERCENT`` of the base's median step time. That floor is the noise between two
+runs, which no interval within a run can see: two processes of the same program on one
+machine run at speeds a few percent apart as a whole (other cores, caches, clocks), and a
+small op's mean moves by a quarter or more with them. Memory peaks are counted, not timed:
+any change is beyond noise.
 
 ``check`` fails a bound only when the regression is beyond noise *and* its estimate is beyond
 the bound; a regression inside the noise passes, and the result says so. An op's (or
@@ -252,6 +256,11 @@ def _percent(delta: float | None, base: float | None) -> float | None:
     return 100.0 * delta / base
 
 
+# Two runs of one program on one machine: their step times were seen up to 2.9 % apart as a
+# whole, their op deltas up to 2.3 % of the step (tests/test_diff.py's program, 60 pairs).
+BETWEEN_RUNS_PERCENT = 3.0
+
+
 # -- the diff -----------------------------------------------------------------------------------
 
 
@@ -259,6 +268,8 @@ def diff(base: RunSummary, new: RunSummary) -> RunDiff:
     """How ``new`` differs from ``base``: step time, breakdown, ops, kernels, memory, hosts."""
     step = shift(base.step_ms, new.step_ms)
     noise = step.noise_ms
+    if noise is not None and step.base.median:
+        noise = max(noise, BETWEEN_RUNS_PERCENT / 100 * step.base.median)
     # Shares are of the change of the mean step: op times per step are means too, so that
     # the shares of every op add up to the whole change.
     total = (None if step.new.mean is None or step.base.mean is None
