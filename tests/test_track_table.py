@@ -527,6 +527,77 @@ def test_the_compiled_window_pass_equals_its_twin(monkeypatch: pytest.MonkeyPatc
         assert events.query(a, b, w) == index.query(a, b, w)
 
 
+
+def _deep_and_shallow() -> EventTable:
+    """Thread 0: 40-deep nests (blocks of more rows than block sums keep) then flat events;
+    thread 1: many short events per pixel column, a few long ones among them."""
+    deep_start = np.repeat(np.arange(300) * 1_000_000, 40) + np.tile(np.arange(40) * 10, 300)
+    deep_dur = np.tile(900_000 - np.arange(40) * 20, 300)
+    flat_start = 300_000_000 + np.arange(20_000) * 1_000
+    rng = np.random.default_rng(11)
+    busy_start = np.sort(rng.integers(0, 320_000_000, 60_000))
+    busy_dur = rng.integers(1, 5_000, 60_000)
+    busy_dur[::500] = 30_000_000
+    start = np.r_[deep_start, flat_start, busy_start]
+    dur = np.r_[deep_dur, np.full(20_000, 900), busy_dur]
+    line = np.r_[np.zeros(len(deep_start) + 20_000, np.int64), np.ones(60_000, np.int64)]
+    return synthetic_table(start, dur, line)
+
+
+@compiled_only("_trace_layout")
+def test_block_sums_hold_each_blocks_rows_and_answer_as_the_events_do() -> None:
+    """The per-block sums are each block's per-row counts and durations, as NumPy finds them
+    (none kept for a block of more than 16 rows or with a negative duration); windows
+    answered with them equal those answered event by event, at every zoom; bad sums or
+    columns: one clear error."""
+    native = ti.compiled_layout()
+    assert native is not None
+    for table in (_deep_and_shallow(), _many_per_column()):
+        events = TrackTable(table, plan_tracks(table))
+        assert events._block_sums is not None
+        block, off, longest, rc, cov = events._block_sums
+        rows = events._rows(np.arange(len(events.depth)))
+        dur = np.asarray(table.duration_ns, np.int64)[rows]
+        for k in range(len(longest)):
+            sl = slice(k * block, (k + 1) * block)
+            depth, d = events.depth[sl], dur[sl]
+            kept = np.unique(depth)
+            if len(kept) > 16:
+                assert longest[k] == -1 and off[k] == off[k + 1]
+                continue
+            entries = slice(off[k], off[k + 1])
+            got = {int(v >> 32): (int(v & 0xFFFFFFFF), int(c))
+                   for v, c in zip(rc[entries], cov[entries], strict=True)}
+            assert got == {int(r): (int((depth == r).sum()), int(d[depth == r].sum()))
+                           for r in kept}
+            assert longest[k] == d.max()
+        span = events.span_ns
+        windows = [(0, span, w) for w in (1, 7, 640, 2000)]
+        windows += [(span // 5, span // 5 + span // 2 ** k, w) for k in range(1, 12)
+                    for w in (3, 1999)]
+        with_sums = [events.query(a, b, w) for a, b, w in windows]
+        events._block_sums = None
+        assert with_sums == [events.query(a, b, w) for a, b, w in windows]
+    assert (longest >= 0).any()
+    deep = TrackTable(_deep_and_shallow(), plan_tracks(_deep_and_shallow()))
+    assert deep._block_sums is not None and (deep._block_sums[2] == -1).any()
+    # A negative duration or a table row outside the durations: that block kept without sums.
+    depth = np.zeros(256, np.int32)
+    durations = np.arange(256, dtype=np.int64)
+    durations[70] = -5
+    off, longest, rc, cov = (np.frombuffer(x, np.int64)
+                             for x in native.block_sums(depth, None, durations, 64))
+    assert longest.tolist() == [63, -1, 191, 255] and off.tolist() == [0, 1, 1, 2, 3]
+    rows = np.arange(256, dtype=np.int64)
+    rows[200] = 256
+    assert np.frombuffer(native.block_sums(depth, rows, durations, 64)[1], np.int64)[3] == -1
+    for bad in ((depth, None, durations[:10], 64), (depth, rows[:5], durations, 64),
+                (depth, None, durations, 0), (depth, None, durations, 64, (1, 2))):
+        with pytest.raises((ValueError, TypeError)):
+            native.block_sums(*bad)
+    with pytest.raises(TypeError):
+        native.block_sums(depth.astype(np.int16), None, durations, 64)
+
 @compiled_only("_trace_layout")
 def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() -> None:
     """Table rows and rows of 4 or 8 bytes give the same cells; positions, rows or table rows
@@ -566,6 +637,21 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
             cells(**bad)
     with pytest.raises(TypeError):
         cells(depth=events.depth.astype(np.int16))
+    # Block sums: the same cells with them; sums of other lengths or not rising, one error.
+    sums = (64, *(np.frombuffer(x, np.int64) for x in
+                  native.block_sums(events.depth, ev_row, dur, 64)))
+    assert cells(pieces=None, sums=sums) == (wide, agg)
+    block, off, longest, rc, cov = sums
+    falling = off.copy()
+    falling[1], falling[2] = falling[2], falling[1] - 1
+    for bad_sums in ((block, off[:-1], longest, rc, cov), (block, off, longest, rc[:-1], cov),
+                     (32, off, longest, rc, cov), (block, falling, longest, rc, cov),
+                     (0, off, longest, rc, cov)):
+        with pytest.raises(ValueError):
+            cells(pieces=None, sums=bad_sums)
+    for bad_type in ((block, off), (block, off, longest, rc, cov.astype(np.int32)), "sums"):
+        with pytest.raises(TypeError):
+            cells(pieces=None, sums=bad_type)
     with pytest.raises(TypeError):
         cells(key=keys.astype(np.int32))
     # The table's own starts read through the rows: the same cells; a row outside the

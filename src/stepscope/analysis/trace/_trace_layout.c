@@ -1483,6 +1483,11 @@ typedef struct {
     int64_t span;       /* < 0: nothing is a pixel wide */
     Grow wide;          /* positions of the events at least a pixel wide, in order */
     PieceMap *pieces;   /* without a table row column: the rows of the pieces, else NULL */
+    /* Per block of `block` positions (block_sums), its events' per-row counts and summed
+     * durations (entries off[k] to off[k + 1]) and its longest duration (-1: none kept);
+     * block 0: none given. */
+    Py_ssize_t block;
+    const int64_t *b_off, *b_max, *b_rc, *b_cov;  /* b_rc: row << 32 | count */
 } Sums;
 
 enum { SEG_OK, SEG_BAD, SEG_OOM };
@@ -1552,15 +1557,73 @@ COUNT_SEGMENT(count_32_32, int32_t, int32_t)
 COUNT_SEGMENT(count_32_64, int32_t, int64_t)
 
 static int
-count_segment(const void *ev_row, Py_ssize_t esize, const void *depth, Py_ssize_t dsize,
-              const void *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
+count_events(const void *ev_row, Py_ssize_t esize, const void *depth, Py_ssize_t dsize,
+             const void *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
 {
+    if (lo >= hi) {
+        return SEG_OK;
+    }
     if (esize == 8) {
         return dsize == 4 ? count_64_32(ev_row, depth, dur, lo, hi, s)
                           : count_64_64(ev_row, depth, dur, lo, hi, s);
     }
     return dsize == 4 ? count_32_32(ev_row, depth, dur, lo, hi, s)
                       : count_32_64(ev_row, depth, dur, lo, hi, s);
+}
+
+/* Whether block k's sums may stand for its events: kept, and none of them a pixel wide (its
+ * longest duration times the width, without overflow, below the span). */
+static inline int
+block_narrow(const Sums *s, Py_ssize_t k)
+{
+    int64_t m = s->b_max[k];
+    if (m < 0) {
+        return 0;
+    }
+    if (s->span < 0) {
+        return 1;
+    }
+    return (uint64_t)m <= (uint64_t)INT64_MAX / s->width
+        && (int64_t)((uint64_t)m * s->width) < s->span;
+}
+
+/* Events at positions lo..hi-1 counted, as count_events, but each whole block among them that
+ * block_narrow allows added from its sums (a few entries instead of `block` events: a wide
+ * window's columns hold thousands). The sums are the same integers the events add up to. */
+static int
+count_segment(const void *ev_row, Py_ssize_t esize, const void *depth, Py_ssize_t dsize,
+              const void *dur, Py_ssize_t lo, Py_ssize_t hi, Sums *s)
+{
+    const Py_ssize_t B = s->block;
+    if (!B || hi - lo < B) {
+        return count_events(ev_row, esize, depth, dsize, dur, lo, hi, s);
+    }
+    Py_ssize_t first = (lo + B - 1) / B, last = hi / B;  /* whole blocks first..last-1 */
+    int rc = count_events(ev_row, esize, depth, dsize, dur, lo, first * B, s);
+    Py_ssize_t from = first * B;  /* events from here not yet counted */
+    for (Py_ssize_t k = first; k < last && rc == SEG_OK; k++) {
+        if (!block_narrow(s, k)) {
+            continue;
+        }
+        rc = count_events(ev_row, esize, depth, dsize, dur, from, k * B, s);
+        for (int64_t q = s->b_off[k]; q < s->b_off[k + 1] && rc == SEG_OK; q++) {
+            int64_t r = s->b_rc[q] >> 32;
+            if (r < 0 || r >= s->rows) {
+                rc = SEG_BAD;
+                break;
+            }
+            if (!s->cnt[r]) {
+                s->touched[s->n_touched++] = r;
+            }
+            s->cnt[r] += s->b_rc[q] & 0xffffffff;
+            s->cov[r] += s->b_cov[q];
+        }
+        from = (k + 1) * B;
+    }
+    if (rc == SEG_OK) {
+        rc = count_events(ev_row, esize, depth, dsize, dur, from, hi, s);
+    }
+    return rc;
 }
 
 /* The column's per-row sums flushed into `cells` as (row, column, count, covered) records,
@@ -1657,6 +1720,153 @@ by_row_into(const int64_t *src, size_t m, size_t stride, int64_t rows, int64_t *
     }
 }
 
+/* ---- per-block sums of the per-track table ------------------------------------------------
+ *
+ * Per block of `block` positions in (track, start) order: its events' count and summed
+ * durations per row, and its longest duration, so that a window's pass (window_cells) adds a
+ * whole block inside one pixel column in a few steps. A block is left without sums (longest
+ * -1: its events are read one by one) where it holds more than BLOCK_ROWS rows, a negative
+ * duration, a row out of range or a table row outside the durations.
+ */
+enum { BLOCK_ROWS = 16 };
+
+static PyObject *
+block_sums(PyObject *self, PyObject *args)
+{
+    PyObject *depth_o, *row_o, *dur_o, *pieces_o = Py_None;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "OOOn|O", &depth_o, &row_o, &dur_o, &block, &pieces_o)) {
+        return NULL;
+    }
+    const int identity = row_o == Py_None;
+    Column depth = {0}, row = {0}, dur = {0};
+    PieceMap pm = {0};
+    Grow off = {0}, longest = {0}, rc = {0}, cov = {0};
+    PyObject *result = NULL;
+    if (get_ints(depth_o, &depth, 0, "depth") < 0
+        || (!identity && get_ints(row_o, &row, 0, "rows") < 0)
+        || get_ints(dur_o, &dur, 0, "duration") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = depth.n;
+    if (block < 1 || block > (1 << 30) || (!identity && row.n != n)
+        || (identity && pieces_o == Py_None && n > dur.n)) {
+        PyErr_SetString(PyExc_ValueError, "block_sums: columns of unexpected lengths");
+        goto done;
+    }
+    if ((!identity && pieces_o != Py_None) || get_pieces(pieces_o, &pm, n, dur.n) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "block_sums: table rows or pieces, not both");
+        }
+        goto done;
+    }
+    Py_ssize_t n_blocks = (n + block - 1) / block;
+    int oom = !grow_room(&off, (size_t)n_blocks + 1) || !grow_room(&longest, (size_t)n_blocks);
+    Py_BEGIN_ALLOW_THREADS
+    if (!oom) {
+        off.v[off.n++] = 0;
+    }
+    for (Py_ssize_t k = 0; k < n_blocks && !oom; k++) {
+        int64_t rk[BLOCK_ROWS], ck[BLOCK_ROWS], vk[BLOCK_ROWS], most = 0;
+        int nd = 0, ok = 1, at = 0;
+        Py_ssize_t end = (k + 1) * block < n ? (k + 1) * block : n;
+        for (Py_ssize_t p = k * block; p < end && ok; p++) {
+            int64_t e = !identity ? int_at(row.view.buf, row.view.itemsize, p)
+                : pm.on ? piece_row(&pm, p) : (int64_t)p;
+            int64_t r = int_at(depth.view.buf, depth.view.itemsize, p);
+            if (e < 0 || e >= dur.n || r < 0 || r > INT32_MAX) {
+                ok = 0;
+                break;
+            }
+            int64_t d = int_at(dur.view.buf, dur.view.itemsize, e);
+            if (d < 0) {
+                ok = 0;
+                break;
+            }
+            if (nd == 0 || rk[at] != r) {  /* events run on one row: the last row first */
+                for (at = 0; at < nd && rk[at] != r; at++) {
+                }
+                if (at == nd) {
+                    if (nd == BLOCK_ROWS) {
+                        ok = 0;
+                        break;
+                    }
+                    rk[nd] = r;
+                    ck[nd] = 0;
+                    vk[nd++] = 0;
+                }
+            }
+            ck[at]++;
+            vk[at] = (int64_t)((uint64_t)vk[at] + (uint64_t)d);  /* as the events' sums */
+            most = d > most ? d : most;
+        }
+        if (ok && (!grow_room(&rc, (size_t)nd) || !grow_room(&cov, (size_t)nd))) {
+            oom = 1;
+            break;
+        }
+        for (int q = 0; ok && q < nd; q++) {
+            rc.v[rc.n++] = rk[q] << 32 | ck[q];
+            cov.v[cov.n++] = vk[q];
+        }
+        longest.v[longest.n++] = ok ? most : -1;
+        off.v[off.n++] = (int64_t)rc.n;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_BuildValue("(y#y#y#y#)", (const char *)off.v, (Py_ssize_t)(off.n * 8),
+                           longest.v ? (const char *)longest.v : "",
+                           (Py_ssize_t)(longest.n * 8), rc.v ? (const char *)rc.v : "",
+                           (Py_ssize_t)(rc.n * 8), cov.v ? (const char *)cov.v : "",
+                           (Py_ssize_t)(cov.n * 8));
+done:
+    release_pieces(&pm);
+    free(off.v);
+    free(longest.v);
+    free(rc.v);
+    free(cov.v);
+    if (depth.view.obj) PyBuffer_Release(&depth.view);
+    if (row.view.obj) PyBuffer_Release(&row.view);
+    if (dur.view.obj) PyBuffer_Release(&dur.view);
+    return result;
+}
+
+/* `obj`: (block, off, longest, rc, cov) as block_sums made them for `n` positions, checked
+ * (lengths, offsets rising within the entries) into cols; 0, or -1 with an exception. */
+static int
+get_block_sums(PyObject *obj, Column *cols, Py_ssize_t *block, Py_ssize_t n)
+{
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 5) {
+        PyErr_SetString(PyExc_TypeError, "sums must be None or (block, off, longest, rc, cov)");
+        return -1;
+    }
+    *block = PyLong_AsSsize_t(PyTuple_GET_ITEM(obj, 0));
+    if (*block == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    static const char *names[4] = {"sums' offsets", "sums' longest", "sums' rows",
+                                   "sums' durations"};
+    for (int j = 0; j < 4; j++) {
+        if (get_column(PyTuple_GET_ITEM(obj, j + 1), &cols[j], 0, names[j]) < 0) {
+            return -1;
+        }
+    }
+    const int64_t *off = cols[0].view.buf;
+    Py_ssize_t nb = *block >= 1 ? (n + *block - 1) / *block : -1;
+    int bad = nb < 0 || cols[0].n != nb + 1 || cols[1].n != nb || cols[2].n != cols[3].n
+        || off[0] != 0 || off[nb] != cols[2].n;
+    for (Py_ssize_t k = 0; !bad && k < nb; k++) {
+        bad = off[k + 1] < off[k];
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "window_cells: block sums of unexpected lengths");
+        return -1;
+    }
+    return 0;
+}
+
 enum { WC_KEY, WC_DEPTH, WC_EV_ROW, WC_DUR, WC_IDS, WC_A, WC_B, WC_ROWS, WC_BEFORE,
        WC_BEFORE_OFF, WC_INNER, WC_N };
 
@@ -1666,12 +1876,15 @@ window_cells(PyObject *self, PyObject *args)
     PyObject *o[WC_N];
     int bits;
     long long w_, span_;
-    PyObject *origin_o = Py_None, *pieces_o = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL|OO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_, &origin_o,
-                          &pieces_o)) {
+    PyObject *origin_o = Py_None, *pieces_o = Py_None, *sums_o = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiLL|OOO", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &bits, &w_, &span_,
+                          &origin_o, &pieces_o, &sums_o)) {
         return NULL;
     }
+    Column bs[4];  /* block_sums' off, longest, rc, cov */
+    memset(bs, 0, sizeof(bs));
+    Py_ssize_t sums_block = 0;
     PieceMap pm = {0};
     int64_t unused_mask = 0, origin = 0;
     const int by_start = origin_o != Py_None, identity = o[WC_EV_ROW] == Py_None;
@@ -1752,6 +1965,14 @@ window_cells(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
+    if (sums_o != Py_None && get_block_sums(sums_o, bs, &sums_block, n) < 0) {
+        goto done;
+    }
+    s.block = sums_block;
+    s.b_off = bs[0].view.buf;
+    s.b_max = bs[1].view.buf;
+    s.b_rc = bs[2].view.buf;
+    s.b_cov = bs[3].view.buf;
     s.n_dur = col[WC_DUR].n;
     s.pieces = pm.on ? &pm : NULL;
     s.dur_size = col[WC_DUR].view.itemsize;
@@ -1837,6 +2058,9 @@ done:
     for (int j = 0; j < got; j++) {
         if (col[j].view.obj) PyBuffer_Release(&col[j].view);
     }
+    for (int j = 0; j < 4; j++) {
+        if (bs[j].view.obj) PyBuffer_Release(&bs[j].view);
+    }
     return result;
 }
 
@@ -1871,6 +2095,14 @@ static PyMethodDef methods[] = {
      "the ascending runs of key merged. Returns how many runs, or -1 (nothing written) "
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},
+    {"block_sums", block_sums, METH_VARARGS,
+     "block_sums(depth, rows, duration, block, pieces=None): per block of `block` positions "
+     "(depth: each position's row; rows: its table row into duration, or None: the position, "
+     "or its piece's), the events' count and summed durations per row and the longest "
+     "duration. Returns (off, longest, rc, cov) as int64 bytes: block k's entries are "
+     "off[k] to off[k + 1], each rc = row << 32 | count with its durations' sum in cov; "
+     "longest -1: the block has no sums (more than 16 rows, a negative duration or a row "
+     "out of range). For window_cells' `sums`."},
     {"window_cells", window_cells, METH_VARARGS,
      "window_cells(key, depth, ev_row, duration, ids, a, b, rows, before, before_off, inner, "
      "bits, width, span): per track ids[i] (rows[i] rows), its events at positions "
@@ -1882,7 +2114,8 @@ static PyMethodDef methods[] = {
      "of int64 records: (track, position) by track, row, position; (track, row, column, "
      "count, covered) by track, row, column. ev_row None: position p is table row p; "
      "origin (optional) given: key is the table's own starts (int64), read through ev_row, "
-     "relative to origin."},
+     "relative to origin. sums (optional): (block, *block_sums(...)) of these positions: a "
+     "whole block in one column with none of its events a pixel wide is added from them."},
     {"stat_flows", stat_flows, METH_VARARGS,
      "stat_flows(name, kind, event, value, slot, keep, line, off, producers, src, dst, "
      "k_int64, k_uint64): the producer -> consumer flows of the stat table (slot per name "

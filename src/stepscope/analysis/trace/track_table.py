@@ -4,15 +4,19 @@ the events in (track, start) order, before (and without) the full index (``trace
 The coarse overview (``trace_overview``) puts the events in (track, start) order
 (``track_order``); this table keeps that order and adds, per event in it, its row
 (``layout_depth``: one compiled pass), and per block of ``BLOCK`` events the latest end among
-them. A window query is
+them and its events' counts and durations per row (``block_sums``). A window query is
 then, per track, two binary searches (the events starting inside the window) and the blocks
 before the window whose latest end reaches into it (the events still running at its start:
 as many blocks as rows at most), then one pass over the events found (compiled: no column
-as long as them; ``_window_cells``). Its answers are the
+as long as them; ``_window_cells``), in which a whole block inside one pixel column
+with no event a pixel wide is added from its sums. Its answers are the
 full index's, byte for byte (same events, rows, aggregates, counters, flows); what it lacks is
 the full index's per-pixel running sums, so a window holding millions of events costs a pass
-over them (the full index, built next, answers those in constant time per pixel column).
-Memory: the rows (4 bytes an event), and the order's (shared with the overview): nothing
+over its blocks (the full index, built next, answers those in constant time per pixel
+column).
+Memory: the rows (4 bytes an event), the block sums (16 bytes a row per ``SUM_BLOCK`` events,
+and most blocks hold a few rows: about a byte an event), and the order's (shared with the
+overview): nothing
 more where the table's runs of rows make it (``track_order``: the usual case), the keys and
 table rows where it is sorted (12 to 16 bytes); no Python objects.
 """
@@ -54,6 +58,7 @@ from stepscope.model.events import EventTable
 I64 = NDArray[np.int64]
 Bools = NDArray[np.bool_]
 BLOCK = 256  # events per block of latest ends
+SUM_BLOCK = 64  # events per block of per-row sums (a window's pixel columns hold more)
 
 
 class TrackTable(TraceIndex):
@@ -96,8 +101,15 @@ class TrackTable(TraceIndex):
                               self._table_rows, self.offsets,
                               self.depth, self.block_end, BLOCK, origin,
                               order.compiled_pieces())
+            # Per block, its events' counts and durations per row (``_window_cells``).
+            off, longest, rc, cov = native.block_sums(
+                self.depth, self._table_rows, np.ascontiguousarray(table.duration_ns),
+                SUM_BLOCK, order.compiled_pieces())
+            self._block_sums: tuple[Any, ...] | None = (SUM_BLOCK, *(
+                np.frombuffer(x, np.int64) for x in (off, longest, rc, cov)))
         else:
             self.depth, self.block_end = self._rows_of()
+            self._block_sums = None
         self._handed = False
         self.counters = counter_arrays(table, plan)
         self.arrays = self.counters
@@ -314,7 +326,7 @@ class TrackTable(TraceIndex):
             np.ascontiguousarray(before_all, np.int64), before_off,
             np.ascontiguousarray(inner, np.int64), self.bits, w,
             span if span < 1 << 63 else -1,  # a span past int64: no product reaches it
-            origin, self.order.compiled_pieces())
+            origin, self.order.compiled_pieces(), self._block_sums)
         pairs = np.frombuffer(wide, np.int64).reshape(-1, 2)
         agg = np.frombuffer(cells, np.int64).reshape(-1, 5)
         return pairs[:, 0], pairs[:, 1], [tuple(agg[:, k] for k in range(5))] if len(agg) \
