@@ -6,8 +6,9 @@ faults and resident memory (system time is mostly memory touched for the first t
 that lends memory lazily, seconds a GB). With ``--serve``: a fresh ``stepscope serve`` (empty
 cache) instead, from its spawn to its first (coarse) window (and how many single events it
 draws), its first window with events zoomed into the densest pixel column of that one (and
-how long the next zoom, half a column on, takes), its first exact window (the per-track
-table's or the index's), and its resident peak;
+how long the next zoom, half a column on, takes), a sweep of zooms before the exact answers
+and one once they come, its first exact window (the per-track table's or the index's), and
+its resident peak;
 with ``--base-src DIR`` the same for that source tree, interleaved; with ``--skim`` this tree's
 three times, its big-file skim (``web.trace.publish_skim``) before the decode, beside it, and
 off (``STEPSCOPE_TRACE_SKIM``), interleaved.
@@ -86,10 +87,11 @@ def in_process(path: Path) -> None:
 
 
 def _serve_once(path: Path, src: str | None, env: dict[str, str]
-                ) -> tuple[float, int, float, float, float, int, float, str]:
+                ) -> tuple[float, int, float, float, float, int, float, str, str]:
     """(spawn → first window, its single events, → first exact window, resident peak MB,
     spawn → first zoomed window with events, its events, the next zoom's ms, the zoom
-    sweep's line: ``_zoom_sweep``) of a fresh
+    sweep's line before the exact answers and the one once they come: ``_zoom_sweep``) of a
+    fresh
     server on ``path`` (``src``: another source tree's; ``env``: set for it). The zoom: the
     densest of the first window's 2,000 pixel columns, asked (at 2,000 pixels) as soon as the
     first window is up until it shows events or is exact; the next zoom: half a column on."""
@@ -138,19 +140,22 @@ def _serve_once(path: Path, src: str | None, env: dict[str, str]
                 window = server.poll("trace/window", start_ns="0",
                                      end_ns=str(meta["span_ns"]), width="2000")
             exact = time.perf_counter() - server.spawned
+            # The same zooms answered exactly: by the per-track table until the full index
+            # is built (minutes at 1 GB), by the index after.
+            exact_sweep = _zoom_sweep(server, z0, z1 - z0)
             return first, drawn, exact, server.rss_mb("VmHWM"), zoomed, zoom_events, zoom_ms, \
-                sweep
+                sweep, exact_sweep
         finally:
             server.close()
 
 
 def _zoom_sweep(server: Any, at: int, column: int) -> str:
-    """Zooms of 1 to 256 of the first window's pixel columns from ``at`` (each asked as the
+    """Zooms of 1 to 1,024 of the first window's pixel columns from ``at`` (each asked as the
     page asks: twice the view's width, at 2,000 pixels), one after the other, before the
     exact answers where they are that early: per zoom, the ms to its first answer, and where
     that said its events were coming (``events_coming``) the ms until they came."""
     parts = []
-    for columns in (1, 4, 16, 64, 256):
+    for columns in (1, 4, 16, 64, 256, 1024):
         span = column * columns
         t = time.perf_counter()
         ask = {"start_ns": str(at - span // 2), "end_ns": str(at + span + span // 2),
@@ -182,12 +187,12 @@ def serve(path: Path, repeats: int, base_src: str | None, skim: bool) -> None:
         runs.append(("base", base_src, {}))
     for _ in range(repeats):
         for label, src, env in runs:
-            first, drawn, exact, peak, zoomed, zoom_events, zoom_ms, sweep = \
+            first, drawn, exact, peak, zoomed, zoom_events, zoom_ms, sweep, exact_sweep = \
                 _serve_once(path, src, env)
             print(f"  {label}  first window {first:6.2f} ({drawn} events drawn)  first zoomed "
                   f"window with events {zoomed:6.2f} ({zoom_events} events; next zoom "
                   f"{zoom_ms:,.0f} ms)  first exact window {exact:6.2f}  resident peak "
-                  f"{peak:,.0f} MB\n    {sweep}", flush=True)
+                  f"{peak:,.0f} MB\n    {sweep}\n    exact {exact_sweep}", flush=True)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import pytest
 from stepscope.analysis.trace import trace_index as ti
 from stepscope.analysis.trace.trace_index import MAX_WIDTH, TraceQueryError, build, plan_tracks
 from stepscope.analysis.trace.track_order import TrackOrder
-from stepscope.analysis.trace.track_table import TrackTable, flows_of
+from stepscope.analysis.trace.track_table import TrackTable, block_sums, flows_of
 from stepscope.model import stat_kinds as sk
 from stepscope.model.events import EventTable
 from test_trace_index import _profiles, synthetic_table
@@ -585,18 +585,26 @@ def test_block_sums_hold_each_blocks_rows_and_answer_as_the_events_do() -> None:
     depth = np.zeros(256, np.int32)
     durations = np.arange(256, dtype=np.int64)
     durations[70] = -5
-    off, longest, rc, cov = (np.frombuffer(x, np.int64)
-                             for x in native.block_sums(depth, None, durations, 64))
+    _, off, longest, rc, cov = block_sums(native, depth, None, durations, None, 64)
     assert longest.tolist() == [63, -1, 191, 255] and off.tolist() == [0, 1, 1, 2, 3]
+    assert (rc >> 32).tolist() == [0, 0, 0] and cov.tolist() == [
+        sum(range(64)), sum(range(128, 192)), sum(range(192, 256))]
     rows = np.arange(256, dtype=np.int64)
     rows[200] = 256
-    assert np.frombuffer(native.block_sums(depth, rows, durations, 64)[1], np.int64)[3] == -1
-    for bad in ((depth, None, durations[:10], 64), (depth, rows[:5], durations, 64),
-                (depth, None, durations, 0), (depth, None, durations, 64, (1, 2))):
+    assert block_sums(native, depth, rows, durations, None, 64)[2][3] == -1
+    out = [np.empty(5, np.int64), np.empty(4, np.int64), np.empty(64, np.int64),
+           np.empty(64, np.int64)]
+    for bad in ((depth, None, durations[:10], 64, *out), (depth, rows[:5], durations, 64, *out),
+                (depth, None, durations, 0, *out), (depth, None, durations, 64, *out, (1, 2)),
+                (depth, None, durations, 64, out[0][:4], *out[1:]),
+                (depth, None, durations, 64, *out[:2], out[2][:63], out[3])):
         with pytest.raises((ValueError, TypeError)):
             native.block_sums(*bad)
     with pytest.raises(TypeError):
-        native.block_sums(depth.astype(np.int16), None, durations, 64)
+        native.block_sums(depth.astype(np.int16), None, durations, 64, *out)
+    with pytest.raises((ValueError, TypeError, BufferError)):  # a read-only output
+        native.block_sums(depth, None, durations, 64, np.frombuffer(bytes(40), np.int64),
+                          *out[1:])
 
 @compiled_only("_trace_layout")
 def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() -> None:
@@ -638,8 +646,7 @@ def test_the_compiled_window_pass_reads_narrow_columns_and_refuses_bad_ones() ->
     with pytest.raises(TypeError):
         cells(depth=events.depth.astype(np.int16))
     # Block sums: the same cells with them; sums of other lengths or not rising, one error.
-    sums = (64, *(np.frombuffer(x, np.int64) for x in
-                  native.block_sums(events.depth, ev_row, dur, 64)))
+    sums = block_sums(native, events.depth, ev_row, dur, None, 64)
     assert cells(pieces=None, sums=sums) == (wide, agg)
     block, off, longest, rc, cov = sums
     falling = off.copy()

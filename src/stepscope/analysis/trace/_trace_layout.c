@@ -1726,31 +1726,43 @@ by_row_into(const int64_t *src, size_t m, size_t stride, int64_t rows, int64_t *
  * durations per row, and its longest duration, so that a window's pass (window_cells) adds a
  * whole block inside one pixel column in a few steps. A block is left without sums (longest
  * -1: its events are read one by one) where it holds more than BLOCK_ROWS rows, a negative
- * duration, a row out of range or a table row outside the durations.
+ * duration, a row out of range or a table row outside the durations. Written into the
+ * caller's columns, sized for BLOCK_ROWS entries a block: memory never touched costs none,
+ * and nothing is copied.
  */
 enum { BLOCK_ROWS = 16 };
 
 static PyObject *
 block_sums(PyObject *self, PyObject *args)
 {
-    PyObject *depth_o, *row_o, *dur_o, *pieces_o = Py_None;
+    PyObject *depth_o, *row_o, *dur_o, *pieces_o = Py_None, *out_o[4];
     Py_ssize_t block;
-    if (!PyArg_ParseTuple(args, "OOOn|O", &depth_o, &row_o, &dur_o, &block, &pieces_o)) {
+    if (!PyArg_ParseTuple(args, "OOOnOOOO|O", &depth_o, &row_o, &dur_o, &block, &out_o[0],
+                          &out_o[1], &out_o[2], &out_o[3], &pieces_o)) {
         return NULL;
     }
     const int identity = row_o == Py_None;
-    Column depth = {0}, row = {0}, dur = {0};
+    Column depth = {0}, row = {0}, dur = {0}, out[4];
+    memset(out, 0, sizeof(out));
     PieceMap pm = {0};
-    Grow off = {0}, longest = {0}, rc = {0}, cov = {0};
     PyObject *result = NULL;
+    static const char *names[4] = {"off", "longest", "rc", "cov"};
     if (get_ints(depth_o, &depth, 0, "depth") < 0
         || (!identity && get_ints(row_o, &row, 0, "rows") < 0)
         || get_ints(dur_o, &dur, 0, "duration") < 0) {
         goto done;
     }
+    for (int j = 0; j < 4; j++) {
+        if (get_column(out_o[j], &out[j], 1, names[j]) < 0) {
+            goto done;
+        }
+    }
     Py_ssize_t n = depth.n;
+    Py_ssize_t n_blocks = block >= 1 ? (n + block - 1) / block : 0;
     if (block < 1 || block > (1 << 30) || (!identity && row.n != n)
-        || (identity && pieces_o == Py_None && n > dur.n)) {
+        || (identity && pieces_o == Py_None && n > dur.n) || out[0].n != n_blocks + 1
+        || out[1].n != n_blocks || out[2].n < n_blocks * BLOCK_ROWS
+        || out[3].n < n_blocks * BLOCK_ROWS) {
         PyErr_SetString(PyExc_ValueError, "block_sums: columns of unexpected lengths");
         goto done;
     }
@@ -1760,17 +1772,16 @@ block_sums(PyObject *self, PyObject *args)
         }
         goto done;
     }
-    Py_ssize_t n_blocks = (n + block - 1) / block;
-    int oom = !grow_room(&off, (size_t)n_blocks + 1) || !grow_room(&longest, (size_t)n_blocks);
+    int64_t *off = out[0].view.buf, *longest = out[1].view.buf, *rc = out[2].view.buf;
+    int64_t *cov = out[3].view.buf;
+    Py_ssize_t m = 0;  /* entries written */
     Py_BEGIN_ALLOW_THREADS
-    if (!oom) {
-        off.v[off.n++] = 0;
-    }
-    for (Py_ssize_t k = 0; k < n_blocks && !oom; k++) {
+    off[0] = 0;
+    for (Py_ssize_t k = 0; k < n_blocks; k++) {
         int64_t rk[BLOCK_ROWS], ck[BLOCK_ROWS], vk[BLOCK_ROWS], most = 0;
         int nd = 0, ok = 1, at = 0;
         Py_ssize_t end = (k + 1) * block < n ? (k + 1) * block : n;
-        for (Py_ssize_t p = k * block; p < end && ok; p++) {
+        for (Py_ssize_t p = k * block; p < end; p++) {
             int64_t e = !identity ? int_at(row.view.buf, row.view.itemsize, p)
                 : pm.on ? piece_row(&pm, p) : (int64_t)p;
             int64_t r = int_at(depth.view.buf, depth.view.itemsize, p);
@@ -1800,33 +1811,20 @@ block_sums(PyObject *self, PyObject *args)
             vk[at] = (int64_t)((uint64_t)vk[at] + (uint64_t)d);  /* as the events' sums */
             most = d > most ? d : most;
         }
-        if (ok && (!grow_room(&rc, (size_t)nd) || !grow_room(&cov, (size_t)nd))) {
-            oom = 1;
-            break;
-        }
         for (int q = 0; ok && q < nd; q++) {
-            rc.v[rc.n++] = rk[q] << 32 | ck[q];
-            cov.v[cov.n++] = vk[q];
+            rc[m] = rk[q] << 32 | ck[q];
+            cov[m++] = vk[q];
         }
-        longest.v[longest.n++] = ok ? most : -1;
-        off.v[off.n++] = (int64_t)rc.n;
+        longest[k] = ok ? most : -1;
+        off[k + 1] = (int64_t)m;
     }
     Py_END_ALLOW_THREADS
-    if (oom) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    result = Py_BuildValue("(y#y#y#y#)", (const char *)off.v, (Py_ssize_t)(off.n * 8),
-                           longest.v ? (const char *)longest.v : "",
-                           (Py_ssize_t)(longest.n * 8), rc.v ? (const char *)rc.v : "",
-                           (Py_ssize_t)(rc.n * 8), cov.v ? (const char *)cov.v : "",
-                           (Py_ssize_t)(cov.n * 8));
+    result = PyLong_FromSsize_t(m);
 done:
     release_pieces(&pm);
-    free(off.v);
-    free(longest.v);
-    free(rc.v);
-    free(cov.v);
+    for (int j = 0; j < 4; j++) {
+        if (out[j].view.obj) PyBuffer_Release(&out[j].view);
+    }
     if (depth.view.obj) PyBuffer_Release(&depth.view);
     if (row.view.obj) PyBuffer_Release(&row.view);
     if (dur.view.obj) PyBuffer_Release(&dur.view);
@@ -2096,13 +2094,14 @@ static PyMethodDef methods[] = {
      "where there are more than max_runs. sorted None: where key is one run (in order "
      "already: its own sorted copy) order is written, else -2 (nothing written)."},
     {"block_sums", block_sums, METH_VARARGS,
-     "block_sums(depth, rows, duration, block, pieces=None): per block of `block` positions "
-     "(depth: each position's row; rows: its table row into duration, or None: the position, "
-     "or its piece's), the events' count and summed durations per row and the longest "
-     "duration. Returns (off, longest, rc, cov) as int64 bytes: block k's entries are "
-     "off[k] to off[k + 1], each rc = row << 32 | count with its durations' sum in cov; "
-     "longest -1: the block has no sums (more than 16 rows, a negative duration or a row "
-     "out of range). For window_cells' `sums`."},
+     "block_sums(depth, rows, duration, block, off, longest, rc, cov, pieces=None): per "
+     "block of `block` positions (depth: each position's row; rows: its table row into "
+     "duration, or None: the position, or its piece's), the events' count and summed "
+     "durations per row and the longest duration, written into the int64 columns off "
+     "(blocks + 1), longest (blocks) and rc, cov (16 a block at least): block k's entries "
+     "are off[k] to off[k + 1], each rc = row << 32 | count with its durations' sum in "
+     "cov; longest -1: the block has no sums (more than 16 rows, a negative duration or a "
+     "row out of range). Returns how many entries. For window_cells' `sums`."},
     {"window_cells", window_cells, METH_VARARGS,
      "window_cells(key, depth, ev_row, duration, ids, a, b, rows, before, before_off, inner, "
      "bits, width, span): per track ids[i] (rows[i] rows), its events at positions "

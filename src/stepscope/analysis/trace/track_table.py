@@ -59,6 +59,22 @@ I64 = NDArray[np.int64]
 Bools = NDArray[np.bool_]
 BLOCK = 256  # events per block of latest ends
 SUM_BLOCK = 64  # events per block of per-row sums (a window's pixel columns hold more)
+SUM_BLOCK_ROWS = 16  # the most rows a block's sums hold (the compiled block_sums' BLOCK_ROWS)
+
+
+def block_sums(native: Any, depth: NDArray[Any], rows: Rows | None, duration: NDArray[Any],
+               pieces: tuple[I64, I64] | None, block: int = SUM_BLOCK) -> tuple[Any, ...]:
+    """Per block of ``block`` positions, its events' count and summed durations per row and
+    its longest duration, as the compiled ``window_cells`` takes them: (block, offsets,
+    longest, row << 32 | count, durations). Written in place into columns sized for the most
+    a block can hold, of which only what is written becomes resident (no copy)."""
+    n_blocks = (len(depth) + block - 1) // block
+    off, longest = np.empty(n_blocks + 1, np.int64), np.empty(n_blocks, np.int64)
+    rc = np.empty(n_blocks * SUM_BLOCK_ROWS, np.int64)
+    cov = np.empty(n_blocks * SUM_BLOCK_ROWS, np.int64)
+    m = native.block_sums(depth, rows, np.ascontiguousarray(duration), block, off, longest,
+                          rc, cov, pieces)
+    return block, off, longest, rc[:m], cov[:m]
 
 
 class TrackTable(TraceIndex):
@@ -102,11 +118,9 @@ class TrackTable(TraceIndex):
                               self.depth, self.block_end, BLOCK, origin,
                               order.compiled_pieces())
             # Per block, its events' counts and durations per row (``_window_cells``).
-            off, longest, rc, cov = native.block_sums(
-                self.depth, self._table_rows, np.ascontiguousarray(table.duration_ns),
-                SUM_BLOCK, order.compiled_pieces())
-            self._block_sums: tuple[Any, ...] | None = (SUM_BLOCK, *(
-                np.frombuffer(x, np.int64) for x in (off, longest, rc, cov)))
+            self._block_sums: tuple[Any, ...] | None = block_sums(
+                native, self.depth, self._table_rows, table.duration_ns,
+                order.compiled_pieces())
         else:
             self.depth, self.block_end = self._rows_of()
             self._block_sums = None
