@@ -25,6 +25,7 @@ from stepscope.formats.xplane_proto import XEvent, XEventMetadata, XLine, XPlane
 from stepscope.formats.xspace_skim import skim_xspace
 from stepscope.formats.xspace_to_tables import load_xspace
 from stepscope.model.trace_skim import TraceSkim
+from stepscope.web import skim_ahead
 from waiting import final_api, until
 
 from conftest import FIXTURES
@@ -315,7 +316,7 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
 
     monkeypatch.setattr(trace, "TrackTable", held_table)
     monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # every trace counts as large
-    monkeypatch.setattr(trace, "SKIM_BYTES", 0)  # and every file as big
+    monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)  # and every file as big
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", mode)
     try:
         api = Api(tmp_path / "logs")
@@ -357,13 +358,12 @@ def test_a_skim_that_fails_first_never_costs_the_table(
     trace viewer answers exactly, as without the skim."""
     from stepscope.formats import xspace_skim
     from stepscope.model.logdir import list_runs
-    from stepscope.web import trace
     from stepscope.web.api import Api
 
     monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
     make_stepscope_run(tmp_path / "logs")
     run = next(iter(list_runs(tmp_path / "logs")))
-    monkeypatch.setattr(trace, "SKIM_BYTES", 0)
+    monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
     called = []
 
@@ -377,20 +377,103 @@ def test_a_skim_that_fails_first_never_costs_the_table(
     assert called and not meta.get("coarse") and meta["events"] > 0
 
 
+def _same_skims(a: TraceSkim | None, b: TraceSkim | None) -> None:
+    assert a is not None and b is not None
+    for name in ("count", "covered", "wide_start", "wide_dur", "wide_name", "line_name"):
+        assert np.array_equal(np.asarray(getattr(a, name)), np.asarray(getattr(b, name))), name
+
+
+def test_a_servers_first_file_is_skimmed_ahead_once_and_handed_to_the_trace_viewer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``skim_ahead.start`` (a server's first step) makes the pass over the newest run's file
+    in a thread; the trace viewer's first picture takes it, and the file is read by one skim
+    only; a pass is taken once, and not where the file changed since."""
+    from stepscope.formats import xspace_skim, xspace_skim_pass
+    from stepscope.model.logdir import list_runs, resolve
+    from stepscope.web.api import Api
+
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
+    monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
+    make_stepscope_run(tmp_path / "old")
+    make_stepscope_run(tmp_path / "logs")
+    (file,) = resolve(next(reversed(list_runs(tmp_path / "logs").values())))[2]
+    want = skim_xspace(file)
+    passes = []
+    real_pass = xspace_skim_pass.skim_pass
+
+    def counted(path: Path, **kwargs: Any) -> Any:
+        passes.append(path)
+        return real_pass(path, **kwargs)
+
+    monkeypatch.setattr(xspace_skim_pass, "skim_pass", counted)
+    monkeypatch.setattr(xspace_skim, "skim_pass", counted)
+    skim_ahead.start(tmp_path / "logs", use_cache=False)
+    ahead = skim_ahead.take(file)
+    assert ahead is not None and skim_ahead.take(file) is None  # taken once
+    _same_skims(xspace_skim.skim_of(ahead.result(timeout=60)), want)
+    assert passes == [file]
+    # Through the server's own path: the trace viewer's first picture is the pass made ahead.
+    skim_ahead.start(tmp_path / "logs", use_cache=False)
+    run = next(reversed(list_runs(tmp_path / "logs")))
+    api = Api(tmp_path / "logs")
+    meta = final_api(lambda: api.data(run, None, "trace_viewer", {}), "the index")[1]
+    assert meta["events"] > 0 and passes == [file, file]
+    assert skim_ahead.take(file) is None
+    # A file changed after its pass began: skimmed again, not taken from the pass.
+    skim_ahead.start(tmp_path / "logs", use_cache=False)
+    skim_ahead._found.wait(10)
+    os.utime(file, ns=(1, 1))
+    assert skim_ahead.take(file) is None
+
+
+def test_skims_ahead_of_what_is_not_one_big_local_file_are_not_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No logdir, an empty one, a run of two files, a small file, skims off, a cached table:
+    no pass. A file that does not parse: its pass raises the reader's one clear error, for
+    the trace viewer to leave the file to the table's read (which reports it)."""
+    from stepscope.model import cache_format
+
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
+    run_dir = make_stepscope_run(tmp_path / "logs")
+    (file,) = run_dir.glob("*.xplane.pb")
+    for logdir in (tmp_path / "missing", tmp_path / "empty", tmp_path / "logs"):
+        logdir.mkdir(exist_ok=True)
+        skim_ahead.start(logdir, use_cache=False)  # the file is under SKIM_BYTES
+        assert skim_ahead.take(file) is None
+    monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)
+    monkeypatch.setattr(cache_format, "has_table", lambda source: True)
+    skim_ahead.start(tmp_path / "logs", use_cache=True)  # its table is in the cache
+    assert skim_ahead.take(file) is None
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "off")
+    skim_ahead.start(tmp_path / "logs", use_cache=False)
+    assert skim_ahead.take(file) is None
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
+    second = run_dir / ("other" + file.name)
+    second.write_bytes(file.read_bytes())
+    skim_ahead.start(tmp_path / "logs", use_cache=False)  # two hosts: the store's turn
+    assert skim_ahead.take(file) is None and skim_ahead.take(second) is None
+    second.unlink()
+    file.write_bytes(b"\x0a\xff\xff\xff garbage")
+    skim_ahead.start(tmp_path / "logs", use_cache=False)
+    ahead = skim_ahead.take(file)
+    assert ahead is not None
+    with pytest.raises(ProfileFormatError, match="not a readable XSpace"):
+        ahead.result(timeout=60)
+
+
 def test_the_skim_runs_beside_the_decode_where_cores_are_spare_else_first(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from stepscope.web import trace
-
     for value, mode in (("0", "off"), ("off", "off"), ("1", "beside"), ("beside", "beside"),
                         ("first", "first"), (" First ", "first")):
         monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", value)
-        assert trace.skim_mode() == mode
+        assert skim_ahead.skim_mode() == mode
     monkeypatch.delenv("STEPSCOPE_TRACE_SKIM")
     for cores, mode in ((1, "first"), (2, "first"), (4, "beside"), (64, "beside")):
-        monkeypatch.setattr(trace, "usable_cores", lambda c=cores: c)
-        assert trace.skim_mode() == mode
+        monkeypatch.setattr(skim_ahead, "usable_cores", lambda c=cores: c)
+        assert skim_ahead.skim_mode() == mode
     monkeypatch.undo()
-    assert 1 <= trace.usable_cores() <= (os.cpu_count() or 1)
+    assert 1 <= skim_ahead.usable_cores() <= (os.cpu_count() or 1)
 
 
 # -- hostile input ---------------------------------------------------------------------------
@@ -506,9 +589,9 @@ def test_absurd_arguments_to_the_compiled_skim_are_refused(tmp_path: Path) -> No
 
 def test_a_file_of_too_many_lines_is_left_to_the_table(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    from stepscope.formats import xspace_skim
+    from stepscope.formats import xspace_skim_pass
 
-    monkeypatch.setattr(xspace_skim, "MAX_LINES", 2)  # the counts' memory is bounded
+    monkeypatch.setattr(xspace_skim_pass, "MAX_LINES", 2)  # the counts' memory is bounded
     assert skim_xspace(FILES[3]) is None
 
 

@@ -15,8 +15,9 @@ from google.protobuf.message import DecodeError
 from numpy.typing import NDArray
 
 from stepscope import native
-from stepscope.errors import ProfileFormatError
 from stepscope.formats.xplane_proto import XPlane, XSpace
+from stepscope.formats.xspace_compiled import compiled_decoder as compiled_decoder
+from stepscope.formats.xspace_compiled import format_error as format_error
 from stepscope.model.stat_kinds import (
     KIND_BYTES,
     KIND_DOUBLE,
@@ -27,8 +28,7 @@ from stepscope.model.stat_kinds import (
     KIND_UINT64,
 )
 
-_xspace_decode: Any = native.compiled("stepscope.formats._xspace_decode",
-                                      honour_pure_python=False)
+_xspace_decode: Any = compiled_decoder()
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -109,18 +109,6 @@ def ps_to_ns(ps: I64) -> I64:
 def compiled() -> bool:
     """Whether the compiled decoder is built and not turned off (``STEPSCOPE_PURE_PYTHON``)."""
     return _xspace_decode is not None and not native.pure_python()
-
-
-def compiled_decoder() -> Any:
-    """The compiled decoder module (None where it was not built)."""
-    return _xspace_decode
-
-
-def format_error(source: str, err: Exception) -> ProfileFormatError:
-    """The one error for data that does not parse as an XSpace."""
-    return ProfileFormatError(
-        f"{source} is not a readable XSpace profile ({err}); it may be truncated or not "
-        "an .xplane.pb file.")
 
 
 def decode_columns(data: bytes, source: str = "<bytes>") -> XSpaceColumns:

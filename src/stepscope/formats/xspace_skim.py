@@ -19,21 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 from numpy.typing import NDArray
 
 from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.xplane_proto import XPlane
-from stepscope.formats.xspace_to_tables import decode_threads, text
-from stepscope.model import schema
+from stepscope.formats.xspace_compiled import text
+from stepscope.formats.xspace_skim_pass import MAX_CELLS, MAX_WIDE, SkimPass, skim_pass
 from stepscope.model.events import Plane
 from stepscope.model.trace_skim import TraceSkim, coded_pairs
 
-MAX_CELLS = 1 << 20  # drawn lines × spans, at most (8 MB of counts, as many of durations)
-MAX_SPANS = 1 << 14  # spans a line, at most
-MAX_WIDE = 1 << 18  # long events a thread keeps, at most (10 MB; half, once it is passed)
-MAX_LINES = 1 << 16  # lines a skimmed file has, at most (16 spans each at least)
 BLOCK_FIELDS = 7  # the compiled skim's block records: see SKIM_BLOCK in _xspace_decode.c
 
 
@@ -43,45 +38,19 @@ def skim_xspace(path: Path, *, max_cells: int = MAX_CELLS, max_wide: int = MAX_W
     module docstring). ProfileFormatError where the file does not parse. ``threads``: 1 or
     2 (default: as the decoder's), the lines' bytes cut in two where ``split_bytes`` or
     more."""
-    decoder = xc.compiled_decoder()
-    if decoder is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            fd = f.fileno()
-            _, raw_planes = decoder.scan(fd)
-            messages = [XPlane.FromString(raw) for raw in raw_planes]
-            plane_bytes, body_from, body_to = decoder.skim_plan(fd)
-            line_plane = np.frombuffer(plane_bytes, np.int32)
-            if len(line_plane) > MAX_LINES:
-                return None  # its counts would not fit in bounded memory: the table's turn
-            if len(line_plane) and int(line_plane.max()) >= len(messages):
-                raise ValueError("a line of a plane the scan did not see")
-            skipped = np.array([text(m.name) in schema.UNDRAWN_PLANES for m in messages] + [False],
-                               bool)
-            # Every line of a drawn plane a row of counts: most hold events.
-            row = np.full(len(line_plane), -1, np.int32)
-            drawn = np.flatnonzero(~skipped[line_plane])
-            row[drawn] = np.arange(len(drawn), dtype=np.int32)
-            spans = max(16, min(MAX_SPANS, max_cells // max(len(drawn), 1)))
-            raw = decoder.skim(fd, plane_bytes, body_from, body_to, row.tobytes(),
-                               _value_ids(messages).tobytes(), spans, max_wide,
-                               threads or decode_threads(), split_bytes)
-    except OSError as err:
-        raise ProfileFormatError(f"Cannot read {path} ({err.strerror or err}).") from err
-    except (ValueError, RuntimeError, DecodeError) as err:
-        raise xc.format_error(str(path), err) from err
-    if raw["disordered"]:
-        return None
-    return _skim(path, messages, line_plane.astype(np.int64), skipped, row, spans, raw,
-                 np.frombuffer(body_to, np.int64))
+    return skim_of(skim_pass(path, max_cells=max_cells, max_wide=max_wide, threads=threads,
+                             split_bytes=split_bytes))
 
 
-def _value_ids(messages: list[XPlane]) -> NDArray[np.int64]:
-    """Per plane, the metadata id of its counter samples' ``value`` stat, or -1."""
-    ids = [next((int(k) for k, md in m.stat_metadata.items() if md.name == schema.VALUE), -1)
-           for m in messages]
-    return np.array(ids, np.int64)
+def skim_of(done: SkimPass | None) -> TraceSkim | None:
+    """The skim made from its pass over the file (``xspace_skim_pass.skim_pass``); None
+    where the pass found none could be made."""
+    if done is None:
+        return None
+    return _skim(done.path, done.messages, np.frombuffer(done.line_plane, np.int32)
+                 .astype(np.int64), np.array(done.skipped, bool),
+                 np.frombuffer(done.row, np.int32), done.spans, done.raw,
+                 np.frombuffer(done.body_to, np.int64))
 
 
 def _skim(path: Path, messages: list[XPlane], line_plane: NDArray[np.int64],

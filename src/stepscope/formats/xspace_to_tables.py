@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,8 @@ from numpy.typing import NDArray
 from stepscope.errors import ProfileFormatError
 from stepscope.formats import xspace_columns as xc
 from stepscope.formats.xplane_proto import XPlane, XSpace, metadata_entry
+from stepscope.formats.xspace_compiled import decode_threads as decode_threads
+from stepscope.formats.xspace_compiled import text as text
 from stepscope.model.events import (
     I32,
     I64,
@@ -34,15 +35,6 @@ from stepscope.model.stat_kinds import (
     KIND_STR,
     KIND_UINT64,
 )
-
-
-def text(value: str | bytes) -> str:
-    """A name as text: TensorFlow writes names verbatim, so bytes that are not UTF-8 (which
-    protobuf then hands back as bytes) are decoded with replacement characters."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
 
 UNKNOWN_STAT = "<unknown stat>"  # the name of a stat (or ref) whose metadata id has no entry
 
@@ -403,13 +395,6 @@ def _map_arrays(mapping: dict[int, int]) -> tuple[I64, I32]:
     """A metadata map as (ids ascending, codes) for the compiled decoder."""
     keys = np.array(sorted(mapping), dtype=np.int64)
     return keys, np.array([mapping[k] for k in keys.tolist()], dtype=np.int32)
-
-
-def decode_threads() -> int:
-    """Threads the compiled decoder walks a big file on: 2, or what
-    ``STEPSCOPE_DECODE_THREADS`` says (1 keeps the one-thread walk; the tables are the same)."""
-    value = os.environ.get("STEPSCOPE_DECODE_THREADS", "").strip()
-    return 1 if value == "1" else 2
 
 
 def from_source(source: int | bytes, name: str = "<bytes>") -> EventTable:

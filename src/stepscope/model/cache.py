@@ -82,8 +82,10 @@ from stepscope.model import cache_format as _format  # the NumPy-free part (a ca
 from stepscope.model import locations
 from stepscope.model.cache_format import FORMAT_VERSION as FORMAT_VERSION
 from stepscope.model.cache_format import JSON_ARRAY, load_json
+from stepscope.model.cache_format import TABLE_NAME as TABLE_NAME
 from stepscope.model.cache_format import cache_dir as cache_dir
 from stepscope.model.cache_format import enabled as enabled
+from stepscope.model.cache_format import has_table as has_table
 from stepscope.model.cache_format import read_fully as read_fully
 from stepscope.model.cache_format import source_key as source_key
 from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
@@ -91,7 +93,6 @@ from stepscope.model.events import EventTable, Plane, StatTable, TypedStats
 _MAGIC, _PREFIX, _ALIGN = _format.MAGIC, _format.PREFIX, _format.ALIGN
 _aligned, _check_name, _remove = _format.aligned, _format.check_name, _format.remove
 
-TABLE_NAME = "table"
 DEFAULT_MAX_GB = 20.0
 
 _ENTRY_FILE = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+\.cache")
@@ -138,18 +139,6 @@ def load_table(source: Path) -> EventTable | None:
     except Exception:  # a header that passed its checksum but does not make a table
         _remove(path)
         return None
-
-
-def has_table(source: Path) -> bool:
-    """Whether ``source``'s table has an entry in the cache (not read: it may still turn out
-    stale or damaged, and miss)."""
-    if not _format.enabled():
-        return False
-    try:
-        key = _format.source_key([source])
-    except OSError:
-        return False
-    return (_format.cache_dir() / f"{key}.{TABLE_NAME}.cache").is_file()
 
 
 def save_table(source: Path, table: EventTable, *, remap: bool = False) -> None:

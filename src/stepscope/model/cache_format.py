@@ -25,6 +25,8 @@ from typing import Any, BinaryIO, TypeVar
 from stepscope import version
 from stepscope.model import locations
 
+TABLE_NAME = "table"  # a host's EventTable's entry
+
 # Bump whenever the file layout, or the EventTable it holds, changes.
 FORMAT_VERSION = 10  # 3: typed stats kept sparse; 4: no plane column, int32 stat rows,
 # texts by index; 5: stats with no metadata named "<unknown stat>" (never code -1); 6: XSpace
@@ -69,6 +71,18 @@ def source_key(paths: Sequence[Path], salt: str = "") -> str:
     identity = [FORMAT_VERSION, version.__version__, salt, entries]
     digest = hashlib.blake2b(json.dumps(identity).encode(), digest_size=16)
     return digest.hexdigest()
+
+
+def has_table(source: Path) -> bool:
+    """Whether ``source``'s table has an entry in the cache (not read: it may still turn out
+    stale or damaged, and miss)."""
+    if not enabled():
+        return False
+    try:
+        key = source_key([source])
+    except OSError:
+        return False
+    return (cache_dir() / f"{key}.{TABLE_NAME}.cache").is_file()
 
 
 def check_name(name: str) -> None:

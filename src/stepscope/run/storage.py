@@ -148,11 +148,6 @@ def save_preview(source: Path, preview: TracePreview) -> None:
                        "covered": preview.covered, **preview.counters})
 
 
-def table_is_cached(source: Path) -> bool:
-    """Whether the cache has an entry for ``source``'s table (not read: it may still miss)."""
-    return cache.has_table(source)
-
-
 def cached_preview(source: Path) -> TracePreview | None:
     """The preview of a host's events from the on-disk cache, when ``source`` is unchanged."""
     hit = cache.load_arrays([source], _PREVIEW)

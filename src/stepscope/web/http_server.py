@@ -93,6 +93,12 @@ def serve(logdir: str | Path, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
                     "by anyone who can reach this machine.", host, logdir)
     check_port(host, port)
     from stepscope.model.locations import as_path
+    from stepscope.web import skim_ahead
+
+    if engine in ("auto", "local", "pool"):  # where the store reads the run itself
+        # A big file's skim, for the first trace window: its pass over the file starts now,
+        # while the rest (NumPy, the store, the web stack) is imported.
+        skim_ahead.start(as_path(logdir), use_cache)
     from stepscope.web.store import RunStore
 
     # The newest run (the page's first) is read while the rest of the web stack (the API,

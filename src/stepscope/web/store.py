@@ -307,10 +307,11 @@ def _read_ahead(tables: LazyTables, name: str) -> None:
 
 def _skim(run: LoadedRun, file: Path) -> None:
     """The skim of a big host file for ``run``'s trace viewer (``web.trace.publish_skim``),
-    as ``web.trace.skim_mode`` says: in a thread beside the table's read, or before it, here
+    as ``web.skim_ahead.skim_mode`` says: in a thread beside the table's read, or before it, here
     (a failure then is logged in one line and the table read as usual: a first picture never
     costs the table)."""
-    from stepscope.web.trace import publish_skim, skim_mode
+    from stepscope.web.skim_ahead import skim_mode
+    from stepscope.web.trace import publish_skim
 
     mode = skim_mode()
     if mode == "beside":

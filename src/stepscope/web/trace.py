@@ -22,19 +22,18 @@ takes; from then on every view is answered exactly, as the full index will, from
 until the full index is built. The other views answer 202 while only the overview is there.
 A profile opened before answers its tool data and first windows at once from its cached
 preview (``analysis.trace_preview``), until the table and index are read. A big XSpace file
-(``SKIM_BYTES`` or more) not in the cache answers them from a skim of the file instead
-(``formats.xspace_skim``: one pass that keeps nothing per event, a third of the decode's CPU
-time, made beside the decode where the machine has cores for both, else before it:
-``skim_mode``): its events counted per span of time and those at least a pixel wide drawn,
-and a zoom's real events read from the blocks of the file it holds them in (beside, for the
-next ask, where they are many), until the per-track table answers (the overview, made
-meanwhile, has no events to show).
+(``web.skim_ahead.SKIM_BYTES`` or more) not in the cache answers them from a skim of the file
+instead (``formats.xspace_skim``: one pass that keeps nothing per event, a third of the
+decode's CPU time, made beside the decode where the machine has cores for both, else before
+it: ``skim_ahead.skim_mode``; a server starts the pass over its first run's file before it
+has imported the rest: ``web.skim_ahead``): its events counted per span of time and those
+at least a pixel wide drawn, and a zoom's real events read from the blocks of the file it
+holds them in (beside, for the next ask, where they are many), until the per-track table
+answers (the overview, made meanwhile, has no events to show).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import threading
 import time
@@ -47,8 +46,6 @@ from stepscope.analysis.trace.trace_overview import TraceOverview
 from stepscope.analysis.trace.trace_preview import PreviewTooCoarse, TracePreview
 from stepscope.analysis.trace.track_table import TrackTable, flows_of
 from stepscope.errors import NotFoundError, StepscopeError
-from stepscope.model import schema
-from stepscope.model.locations import is_remote
 from stepscope.model.run_tables import LazyTables
 from stepscope.run.storage import (
     cached_index,
@@ -58,9 +55,9 @@ from stepscope.run.storage import (
     map_table,
     memory_is_short,
     save_preview,
-    table_is_cached,
 )
 from stepscope.run.tools import clock_of, trace_host
+from stepscope.web import skim_ahead
 from stepscope.web.loaded_run import LoadedRun, fill
 
 VIEWS = ("window", "event", "search", "selection")
@@ -72,9 +69,6 @@ WAIT_S = 0.5  # how long a request waits for an index being built before it answ
 # for it (one picture, not two); a larger one's overview is answered at once.
 WAIT_EVENTS = 1_000_000
 FIRST_WINDOW_WAIT_S = 2.0  # how long the full index's build waits for the table's first window
-# A file this big gets a skimmed first picture while its table is decoded (at 1 GB the decode
-# takes seconds, the skim about a third of that); below it the table comes soon enough.
-SKIM_BYTES = 256 << 20
 
 
 class TraceParamError(ValueError):
@@ -178,45 +172,24 @@ def start_index(run: LoadedRun, host: str | None) -> Future[TraceIndex]:
     return future
 
 
-def skim_mode() -> str:
-    """How a big file is skimmed (``publish_skim``): ``"beside"`` its decode where the
-    machine has 4 cores or more for both (``usable_cores``), else ``"first"``, before the
-    decode (its first picture, and a zoom's real events from its blocks, 1 to 2 s from the
-    start at 1 GB; the exact windows about the skim's second later); ``STEPSCOPE_TRACE_SKIM``
-    says so instead: ``beside`` (or 1), ``first``, or ``off`` (or 0)."""
-    forced = os.environ.get("STEPSCOPE_TRACE_SKIM", "").strip().lower()
-    if forced in ("0", "off"):
-        return "off"
-    if forced in ("1", "beside", "first"):
-        return "first" if forced == "first" else "beside"
-    return "beside" if usable_cores() >= 4 else "first"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity where the system says: a container's
-    cpuset, not the host's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        with contextlib.suppress(OSError):
-            return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def publish_skim(run: LoadedRun, host: str | None) -> None:
-    """Before a big host file's table is read (``SKIM_BYTES`` or more, a local XSpace file
-    whose table is not in the cache): the preview of a skim of it answers the trace viewer
+    """Before a big host file's table is read (``skim_ahead.skimmable``: a big local XSpace
+    file whose table is not in the cache): the preview of a skim of it (its pass over the
+    file taken from ``skim_ahead`` where the server started it) answers the trace viewer
     (``run.partials``) until the overview (or a cached preview) does. Nothing where it
     cannot be made: the table's read reports what is wrong with the file."""
     name = host_of(run, host)
     file = run.profile.sources.get(name)
-    if file is None or not file.name.endswith(schema.XPLANE_SUFFIX) or is_remote(file):
+    if file is None:
+        return
+    ahead = skim_ahead.take(file)  # (taken whatever follows: each pass is taken once)
+    if not skim_ahead.skimmable(file, run.use_cache):
         return
     try:
-        if file.stat().st_size < SKIM_BYTES or (run.use_cache and table_is_cached(file)):
-            return
         # Imported here: a server's start-up does not wait for the protobuf runtime.
-        from stepscope.formats.xspace_skim import skim_xspace
+        from stepscope.formats.xspace_skim import skim_of, skim_xspace
 
-        skim = skim_xspace(file)
+        skim = skim_xspace(file) if ahead is None else skim_of(ahead.result())
     except (OSError, StepscopeError):
         return
     # Not once the exact answers are there (the overview, which takes the preview's place,
