@@ -71,15 +71,18 @@ def usable_cores() -> int:
 def skimmable(file: Path, use_cache: bool) -> bool:
     """Whether ``file`` gets a skim: a local XSpace file of ``SKIM_BYTES`` or more whose table
     is not in the cache (a cached table is read in a fraction of the skim's time)."""
-    from stepscope.model.cache_format import has_table
     from stepscope.model.locations import is_remote
 
     if not file.name.endswith(schema.XPLANE_SUFFIX) or is_remote(file):
         return False
     try:
-        return file.stat().st_size >= SKIM_BYTES and not (use_cache and has_table(file))
+        if file.stat().st_size < SKIM_BYTES:
+            return False
     except OSError:
         return False
+    from stepscope.model.cache_format import has_table
+
+    return not (use_cache and has_table(file))
 
 
 def start(logdir: Path, use_cache: bool) -> None:
