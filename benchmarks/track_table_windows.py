@@ -11,8 +11,9 @@ windows reaching past the trace's ends. Each answer is fingerprinted by the SHA-
 JSON (keys sorted), so two runs agree exactly when every answer is byte for byte the same.
 ``STEPSCOPE_PURE_PYTHON=1`` runs the NumPy twin. The table is made as a server makes it (the
 overview's order and keys handed over), and, where it has them, its flows are put in time
-order after the first window, as a server does. Load a profile of 200 MB or more under
-``flock /work/big.lock``.
+order after the first window, as a server does. Then a sweep of zooms around the densest
+pixel column, each answered with the table's block sums and event by event (the same answers,
+and how much faster). Load a profile of 200 MB or more under ``flock /work/big.lock``.
 """
 
 from __future__ import annotations
@@ -82,9 +83,8 @@ def run(profile: Path, dump: Path | None, repeat: int) -> None:
     plan = plan_tracks(table)
     flows = flows_of(table, plan)
     overview = TraceOverview(table, plan)
-    by_start, overview.by_start = overview.by_start, None
-    tt = TrackTable(table, plan, by_start, overview.key, flows)
-    del overview, by_start
+    tt = TrackTable(table, plan, overview.order, flows)
+    del overview
     print(f"{profile.name}: {len(tt):,} events, {len(tt.tracks)} tracks, "
           f"{len(tt.flow_src):,} flows, loaded in {time.perf_counter() - t:.1f} s",
           file=sys.stderr)
@@ -119,8 +119,39 @@ def run(profile: Path, dump: Path | None, repeat: int) -> None:
                   f"ms user {(r1.ru_utime - r0.ru_utime)*1e3:7.1f} sys "
                   f"{(r1.ru_stime - r0.ru_stime)*1e3:6.1f} minflt {r1.ru_minflt - r0.ru_minflt:7d}",
                   flush=True)
+    _zoom_sweep(tt, repeat)
     if dump is not None:
         dump.write_text(json.dumps(prints, indent=0))
+
+
+def _zoom_sweep(tt: Any, repeat: int) -> None:
+    """Zooms of 1 to 1,000 of the whole trace's 2,000 pixel columns around its densest one
+    (each asked as the page asks: twice the view, at 2,000 pixels), answered with the table's
+    block sums and event by event (none kept): best wall of ``repeat`` each, and whether the
+    two answers are the same."""
+    agg = tt.query(0, tt.span_ns, 2000)["aggregates"]
+    if not agg["count"]:
+        return
+    at = agg["start"][int(np.argmax(agg["count"]))]
+    column = max(tt.span_ns // 2000, 1)
+    sums = tt._block_sums
+    print("zooms (columns: best ms with block sums / event by event):", flush=True)
+    for columns in (1, 4, 16, 32, 64, 128, 256, 512, 1000):
+        span = column * columns
+        a, b = at - span // 2, at + span + span // 2
+        walls, answers = [], []
+        for kept in (sums, None):
+            tt._block_sums = kept
+            best = float("inf")
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                answer = tt.query(a, b, 2000)
+                best = min(best, time.perf_counter() - t0)
+            walls.append(best)
+            answers.append(_fingerprint(answer))
+        tt._block_sums = sums
+        print(f"  {columns:5d}: {walls[0] * 1e3:7.1f} / {walls[1] * 1e3:7.1f} ms"
+              f"{'' if answers[0] == answers[1] else '  DIFFERENT ANSWERS'}", flush=True)
 
 
 def compare(a: Path, b: Path) -> int:
