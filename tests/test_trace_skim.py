@@ -377,6 +377,30 @@ def test_a_skim_that_fails_first_never_costs_the_table(
     assert called and not meta.get("coarse") and meta["events"] > 0
 
 
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_skimmed_tracks_rows_are_the_tables_where_its_events_nest(path: Path) -> None:
+    """Before the table, each track has the rows it will have once the table comes (the page's
+    tracks do not change height then), wherever the skim knows how many of its events are
+    open at once and its long events fit in that; a track whose events also overlap without
+    nesting may have one row more (its counts' row)."""
+    skim = skim_xspace(path)
+    assert skim is not None
+    preview = TracePreview.of_skim(skim)
+    table = load_xspace(path)
+    exact = {(t.section, t.name): t.rows for t in TrackTable(table, plan_tracks(table)).tracks}
+    line_of_track = {int(track): line
+                     for line, track in enumerate(preview._track_of_line[:-1]) if track >= 0}
+    checked = 0
+    for t in preview.meta()["tracks"]:
+        want = exact.get((t["section"], t["name"]))
+        if want is None or t["kind"] != "events":
+            continue
+        checked += 1
+        depth = int(skim.line_depth[line_of_track[t["id"]]])
+        assert t["rows"] == want or (t["rows"] == want + 1 and depth < want), (t, depth)
+    assert checked
+
+
 def _same_skims(a: TraceSkim | None, b: TraceSkim | None) -> None:
     assert a is not None and b is not None
     for name in ("count", "covered", "wide_start", "wide_dur", "wide_name", "line_name"):

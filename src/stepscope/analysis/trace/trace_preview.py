@@ -158,13 +158,20 @@ class TracePreview:
         full = groups[:-1][np.diff(groups) > 0]  # (each track's events: one group)
         if len(full):
             rows[track[full]] = np.maximum.reduceat(row, full) + 1
-        # A track's rows: its long events' and the counts' row below them, or as many as
-        # its events open at once where the skim knows that (a zoom's events take them).
+        # A track's rows: as many as its events open at once where the skim knows that (the
+        # table's own where they nest: a zoom's events take them), unless its long events
+        # need more; else its long events' and the counts' row below them (none where every
+        # event is a long one).
+        n_long = np.bincount(track[track >= 0], minlength=n)
         tracks = [Track(i, k[3], skim.line_name[k[2]], "counter", 0,
                         int(skim.line_events[k[2]])) if k[2] in counters else
                   Track(i, k[3], skim.line_name[k[2]], "events",
-                        max(int(rows[i]) + 1, int(skim.line_depth[k[2]])),
+                        _track_rows(int(rows[i]), int(skim.line_depth[k[2]]),
+                                    int(n_long[i]) >= int(skim.line_events[k[2]])),
                         int(skim.line_events[k[2]])) for i, k in enumerate(keyed)]
+        # The counts on the row below the long events, or the last row where there is none.
+        track_rows = np.array([t.rows for t in tracks], np.int64)
+        counts_at = np.minimum(rows, np.maximum(track_rows - 1, 0))
         meta = {"origin_ns": skim.origin, "span_ns": skim.span,
                 "events": int(skim.line_events[skim.drawn].sum()), "counter_samples": 0,
                 "flows": 0, "sections": with_pids(sections_of(tracks), skim.planes),
@@ -172,7 +179,7 @@ class TracePreview:
                 "index_version": INDEX_VERSION}
         empty = np.zeros(0, np.int64)
         arrays = {"track": events_tracks, "count": skim.count[order],
-                  "covered": skim.covered[order], "count_row": rows[events_tracks],
+                  "covered": skim.covered[order], "count_row": counts_at[events_tracks],
                   "wide_track": track, "wide_row": row, "wide_start": start, "wide_dur": dur,
                   "wide_name": skim.wide_name[by], "wide_id": skim.wide_row[by],
                   "counter_track": empty, "counter_off": np.zeros(1, np.int64),
@@ -182,7 +189,7 @@ class TracePreview:
                        "wide_ns": skim.wide_ns, "names": skim.names}, arrays)
         preview.skim = skim
         preview._track_of_line = track_of_line
-        preview._track_rows = np.array([t.rows for t in tracks], np.int64)
+        preview._track_rows = track_rows
         return preview
 
     def meta(self) -> dict[str, Any]:
@@ -390,6 +397,16 @@ class TracePreview:
             "names": names, "counters": window_counters(self.counters, t0, t1, bnd, tracks),
             "flows": [], "flows_in_window": 0,
         }
+
+
+def _track_rows(long_rows: int, depth: int, all_long: bool) -> int:
+    """A skimmed track's rows: ``depth`` (its events open at once, as the skim counted them;
+    -1: unknown) where known and its long events (laid out on ``long_rows`` rows) fit in it,
+    else the long events' rows, and one below them for the counts unless ``all_long`` (every
+    event of the track is a long one, laid out)."""
+    if depth > 0 and depth >= long_rows:
+        return depth
+    return long_rows if all_long and long_rows else long_rows + 1
 
 
 def _start_ordered(track: I64, start: I64, dur: I64) -> I64 | None:
