@@ -461,11 +461,14 @@ def test_skims_ahead_of_what_is_not_one_big_local_file_are_not_made(
     monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
     run_dir = make_stepscope_run(tmp_path / "logs")
     (file,) = run_dir.glob("*.xplane.pb")
-    for logdir in (tmp_path / "missing", tmp_path / "empty", tmp_path / "logs"):
-        logdir.mkdir(exist_ok=True)
-        skim_ahead.start(logdir, use_cache=False)  # the file is under SKIM_BYTES
-        assert skim_ahead.take(file) is None
+    skim_ahead.start(tmp_path / "logs", use_cache=False)  # the file is under SKIM_BYTES
+    assert skim_ahead.take(file) is None
     monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a file").write_bytes(b"not a logdir")
+    for nothing in (tmp_path / "missing", tmp_path / "empty", tmp_path / "a file"):
+        skim_ahead.start(nothing, use_cache=False)
+        assert skim_ahead.take(file) is None and not skim_ahead._passes
     monkeypatch.setattr(cache_format, "has_table", lambda source: True)
     skim_ahead.start(tmp_path / "logs", use_cache=True)  # its table is in the cache
     assert skim_ahead.take(file) is None
