@@ -27,7 +27,12 @@ from stepscope.formats.output_file import open_output, write_output
 from stepscope.formats.run_reader import load
 from stepscope.formats.xplane_builder import add_plane, new_space, write_space
 from stepscope.model import schema
-from stepscope.model.logdir import list_runs, new_run_dir, remove_abandoned_runs
+from stepscope.model.logdir import (
+    list_runs,
+    new_run_dir,
+    newest_run,
+    remove_abandoned_runs,
+)
 from stepscope.web.api import Api
 from waiting import final_reply
 
@@ -458,6 +463,8 @@ def test_abandoned_run_folders_are_skipped_and_cleaned_up(tmp_path: Path) -> Non
     mine.mkdir()
     (mine / "README").write_text("not a profile, not ours")
     assert list(list_runs(tmp_path)) == ["2024_01_01_00_00_00"]
+    assert newest_run(tmp_path) == good  # (the one a server opens first)
+    assert newest_run(tmp_path / "missing") is None and newest_run(killed_client) is None
     now = max(p.stat().st_mtime for p in root.rglob("*"))
     # Young: perhaps a write still under way, so left alone.
     assert remove_abandoned_runs(tmp_path, now=now + 60) == []

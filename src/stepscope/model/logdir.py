@@ -281,6 +281,13 @@ def list_runs(logdir: str | Path) -> dict[str, Path]:
     return out
 
 
+def newest_run(logdir: str | Path) -> Path | None:
+    """The newest run under ``logdir`` (the last of ``list_runs``: the one a server opens
+    first), or None where it has none."""
+    runs = list_runs(logdir)
+    return next(reversed(runs.values())) if runs else None
+
+
 def resolve(path: str | Path) -> tuple[str, Path, list[Path], list[str]]:
     """Find the run ``path`` means: (run name, run dir or file, its files, other run names)."""
     path = as_path(path)

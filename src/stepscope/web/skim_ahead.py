@@ -123,14 +123,14 @@ def _find_and_skim(logdir: Path, use_cache: bool) -> None:
 def _find(logdir: Path, use_cache: bool) -> Path | None:
     """The newest run's file where it is one to skim, else None."""
     from stepscope.model.locations import is_remote
-    from stepscope.model.logdir import list_runs, resolve
+    from stepscope.model.logdir import newest_run, resolve
 
     if is_remote(logdir):
         return None
-    runs = list_runs(logdir)
-    if not runs:
+    run = newest_run(logdir)
+    if run is None:
         return None
-    files = resolve(next(reversed(runs.values())))[2]
+    files = resolve(run)[2]
     return files[0] if len(files) == 1 and skimmable(files[0], use_cache) else None
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.errors import StepscopeError
 from stepscope.formats.run_reader import host_names, load_file, reader_of
 from stepscope.model.cache import Writes, writes_for
-from stepscope.model.logdir import list_runs, resolve
+from stepscope.model.logdir import newest_run, resolve
 from stepscope.model.run_tables import LazyTables, Progress, RunTables
 from stepscope.run.loader import cached_model, keep_results, open_run_model, save_model
 from stepscope.run.storage import give_back_freed_memory
@@ -139,12 +139,11 @@ class RunStore:
         """Start loading the newest run of ``logdir``, the one the page opens first (a server
         calls this before it imports the rest of its web stack, so that the two overlap)."""
         try:
-            runs = list_runs(logdir)
+            path = newest_run(logdir)
         except (OSError, StepscopeError):
             return  # the page's own requests say what is wrong
-        if not runs:
+        if path is None:
             return
-        path = next(reversed(runs.values()))
         # Its files' reader is imported here, not in the thread that reads them: that thread
         # then goes straight into the decoder, which runs without the GIL while the caller
         # imports its web stack (on two cores the two overlap; imported there, they took
