@@ -10,7 +10,8 @@ column down to 4× fewer), their durations summed, and the events at least a 64t
 long kept (at most ``MAX_WIDE`` a thread: past that, the threshold doubles until half are).
 None where the compiled decoder is not built, where a line's timestamp comes after its events
 (times cannot be known in one pass), or where the file has more than ``MAX_LINES`` lines: the
-table is read as usual.
+table is read as usual. The pass over the file, and those limits, are ``xspace_skim_pass``'s
+(it needs no NumPy, so that a server starts it first); ``skim_of`` makes the skim from it.
 """
 
 from __future__ import annotations
