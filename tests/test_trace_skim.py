@@ -538,6 +538,63 @@ def test_a_line_whose_timestamp_follows_its_events_is_left_to_the_table(tmp_path
     assert skim is not None and skim.origin == 1_000_005 and skim.wide_dur.tolist() == [9]
 
 
+def _number(field: int, value: int) -> bytes:
+    return _varint(field << 3) + _varint(value & ((1 << 64) - 1))  # (negatives: 10 bytes)
+
+
+def _event(rng: np.random.Generator, offset: int) -> bytes:
+    """One event's bytes, laid out one of the ways a writer may: the usual order (metadata
+    id, offset, duration, stats), with no duration, or stats longer than 127 bytes, and
+    those no writer we know of uses (fields out of order, repeated, an unknown one, none at
+    all, a negative duration, varints padded to 9 bytes)."""
+    md, dur = int(rng.integers(1, 4)), int(rng.integers(0, 5_000_000))
+    stat = _field(4, _number(1, 1) + _number(4, int(rng.integers(0, 1 << 40))))
+    way = int(rng.integers(0, 9))
+    if way == 0:
+        return _number(1, md) + _number(2, offset) + _number(3, dur) + stat
+    if way == 1:
+        return _number(1, md) + _number(2, offset) + stat + stat
+    if way == 2:
+        return _number(1, md) + _number(2, offset) + _number(3, dur) + _field(
+            4, _number(1, 1) + _field(5, b"x" * int(rng.integers(120, 300))))
+    if way == 3:
+        return _number(3, dur) + _number(2, offset) + _number(1, md)
+    if way == 4:
+        return _number(1, md) + _number(2, offset + 7000) + _number(2, offset) + _number(3, dur)
+    if way == 5:
+        return _number(1, md) + _number(2, offset) + _number(5, 3) + _number(3, dur)
+    if way == 6:
+        return b"" if rng.integers(0, 4) == 0 else _number(1, md) + _number(2, offset)
+    if way == 7:
+        return _number(1, md) + _number(2, offset) + _number(3, -dur)
+    # A varint padded with bytes of no value (as long as a varint may be: still its value).
+    padded = bytes([(offset >> 7 * i & 0x7F) | 0x80 for i in range(8)]) + bytes([offset >> 56])
+    return _number(1, md) + _varint(2 << 3) + padded + _number(3, dur)
+
+
+def test_events_laid_out_any_way_are_skimmed_as_the_table_reads_them(tmp_path: Path) -> None:
+    """The skim reads an event in the usual layout in one quick pass and any other by the
+    general rule: 60,000 events on two lines in random layouts (the runs of each cut by the
+    skim's reads of the file), on one thread and two, give what the table holds."""
+    rng = np.random.default_rng(11)
+    plane = XPlane(id=1, name="/host:CPU")
+    for i in (1, 2, 3):
+        plane.event_metadata[i].CopyFrom(XEventMetadata(id=i, name=f"op{i}"))
+    lines = b""
+    for j in (1, 2):
+        offsets = np.cumsum(rng.integers(0, 3_000_000, 30_000)) + 10**12
+        events = b"".join(_field(4, _event(rng, int(o))) for o in offsets)
+        lines += _field(3, _number(1, j) + _field(2, f"t{j}".encode()) +
+                        _number(3, 1_700_000_000 * 10**9) + events)
+    path = tmp_path / "layouts.xplane.pb"
+    path.write_bytes(_field(1, plane.SerializeToString() + lines))
+    assert path.stat().st_size > 1 << 20
+    for way in WAYS:
+        skim = skim_xspace(path, **way)
+        assert skim is not None and int(skim.line_events.sum()) == 60_000
+        _check_against_table(skim, path)
+
+
 @pytest.mark.parametrize("data", [b"", b"\x0a", b"\x0a\x05\x1a\x03\x22", b"\xff" * 64,
                                   bytes(np.random.default_rng(3).integers(0, 256, 4096,
                                                                           dtype=np.uint8))])
@@ -551,6 +608,27 @@ def test_truncated_empty_and_random_files_are_one_clear_error(tmp_path: Path,
         assert "not a readable XSpace profile" in str(err) and "\n" not in str(err)
     else:  # nothing to draw is an answer too
         assert skim is not None and not len(skim.drawn)
+
+
+@pytest.mark.parametrize("bad", [
+    _number(1, 1) + b"\x10\xff\xff",  # its offset's varint runs past the event's end
+    _number(1, 1) + _number(2, 5) + b"\x22\x30\x08",  # its stats' length past its end
+    _number(1, 1) + b"\x10" + b"\xff" * 10 + b"\x01",  # a varint longer than 10 bytes
+    _number(1, 1) + b"\x17",  # a field of no wire type
+])
+def test_an_event_wrong_among_good_ones_is_one_clear_error(tmp_path: Path, bad: bytes) -> None:
+    """An event whose bytes are wrong, amid well-formed events (which are read in the
+    skim's quick pass): the skim says so in one line, as the table does."""
+    good = b"".join(_field(4, _number(1, 1) + _number(2, i * 10**6) + _number(3, 5000))
+                    for i in range(500))
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(_space(_number(1, 1) + _number(3, 10**15) + good + _field(4, bad) + good))
+    for way in WAYS[:2]:
+        with pytest.raises(ProfileFormatError, match="not a readable XSpace") as err:
+            skim_xspace(path, **way)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ProfileFormatError):
+        load_xspace(path)
 
 
 def test_a_real_file_cut_anywhere_is_one_clear_error(tmp_path: Path) -> None:

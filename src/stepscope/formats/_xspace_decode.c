@@ -1084,8 +1084,9 @@ static inline int64_t
 ps_to_ns(int64_t ps)
 {
     int64_t x = (int64_t)((uint64_t)ps + 500u);
+    if (x >= 0) return (int64_t)((uint64_t)x / 1000u);  /* (the usual case: no sign to mind) */
     int64_t q = x / 1000;
-    if (x % 1000 != 0 && x < 0) q -= 1;
+    if (x % 1000 != 0) q -= 1;
     return q;
 }
 
@@ -1930,6 +1931,29 @@ typedef struct {
     const uint8_t *p, *lim;   /* bytes of the window from off on (p: off's), up to lim */
 } FieldIter;
 
+/* Inlined where the compiler would not (the skim's loop is a fifth slower through a call). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Bits of v > 0 (its bit length). */
+static inline int
+bit_length(uint64_t v)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+#endif
+}
+
 /* A varint at *q before lim: 0 (q moved past it), 1 where lim cuts it, -1 if too long. */
 static inline int
 peek_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
@@ -1966,6 +1990,25 @@ fast_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
         return 0;
     }
     return peek_varint(q, lim, out);
+}
+
+/* A varint of up to 8 bytes read from the 8 bytes at p (all readable) at once, without a
+ * branch per byte (an event's offset, 6 or 7 bytes in picoseconds, is the skim's longest
+ * field): its length in bytes, or 0 where it is longer than 8 bytes. */
+static inline int
+word_varint(const uint8_t *p, uint64_t *out)
+{
+    uint64_t w = 0;
+    for (int i = 7; i >= 0; i--) w = (w << 8) | p[i];  /* (compiled to one load) */
+    uint64_t ends = ~w & 0x8080808080808080ULL;  /* the high bit clear: a varint's last byte */
+    if (ends == 0) return 0;
+    uint64_t x = w & (ends ^ (ends - 1)) & 0x7F7F7F7F7F7F7F7FULL;  /* its bytes' 7 bits */
+    /* The 7-bit groups closed up: pairs, then pairs of pairs, then the two halves. */
+    x = (x & 0x007F007F007F007FULL) | ((x & 0x7F007F007F007F00ULL) >> 1);
+    x = (x & 0x00003FFF00003FFFULL) | ((x & 0x3FFF00003FFF0000ULL) >> 2);
+    x = (x & 0x000000000FFFFFFFULL) | ((x & 0x0FFFFFFF00000000ULL) >> 4);
+    *out = x;
+    return bit_length(ends & -ends) / 8;  /* (bit 8n - 1 set: bit length 8n) */
 }
 
 /* One event's metadata id, offset and duration (ps) from its bytes [p, end), its other
@@ -2027,6 +2070,51 @@ cut:
     return rc < 0 ? -1 : bad("truncated varint");
 }
 
+/* skim_event for an event laid out as protobuf writers lay it out, 8 bytes readable past its
+ * end: its metadata id, offset and duration (each at most once, in that order), then
+ * nothing or its stats, read a word a varint. 1 with skim_event's answers (no counter's
+ * sample among them); 0 where the event is otherwise, may be a counter's sample, or is
+ * wrong, for skim_event to read (and say what is wrong). */
+static ALWAYS_INLINE int
+skim_event_ordered(const uint8_t *p, const uint8_t *end, int64_t value_id, int64_t *metadata,
+                   int64_t *offset, int64_t *duration)
+{
+    uint64_t v[3] = {0, 0, 0}, n;
+    for (int f = 0; f < 3; f++) {
+        if (p < end && p[0] == (uint8_t)((f + 1) << 3)) {  /* field f + 1, a varint */
+            int k = !(p[1] & 0x80) ? (v[f] = p[1], 1) : word_varint(p + 1, &v[f]);
+            if (k == 0) return 0;
+            p += 1 + k;
+        }
+    }
+    if (p < end) {
+        /* Stats, whose length is checked as skim_event does; the rest unread unless the
+         * event may be a counter's sample. */
+        if (p[0] != 0x22 || (value_id >= 0 && (int64_t)v[2] <= 0)) return 0;
+        int k = !(p[1] & 0x80) ? (n = p[1], 1) : word_varint(p + 1, &n);
+        if (k == 0 || n > (uint64_t)(end - (p + 1 + k))) return 0;
+    } else if (p > end) {
+        return 0;  /* a varint past the event's end */
+    }
+    *metadata = (int64_t)v[0];
+    *offset = (int64_t)v[1];
+    *duration = (int64_t)v[2];
+    return 1;
+}
+
+/* An event's fields (as skim_event's), read the quick way (skim_event_ordered) where its
+ * layout and the 8 bytes after it (readable up to lim) allow. */
+static ALWAYS_INLINE int
+read_event(const uint8_t *a, const uint8_t *b, const uint8_t *lim, int64_t value_id,
+           int64_t *metadata, int64_t *offset, int64_t *duration, int *sample)
+{
+    if (lim - b >= 8 && skim_event_ordered(a, b, value_id, metadata, offset, duration)) {
+        *sample = 0;
+        return 0;
+    }
+    return skim_event(a, b, value_id, metadata, offset, duration, sample);
+}
+
 /* The window from it->off on, at least `need` bytes of it where the message has them. */
 static int
 iter_fill(FieldIter *it, size_t need)
@@ -2041,13 +2129,6 @@ iter_fill(FieldIter *it, size_t need)
     it->lim = p + (avail < rest ? avail : rest);
     return 0;
 }
-
-/* Inlined where the compiler would not (the skim's loop is a fifth slower through a call). */
-#if defined(__GNUC__) || defined(__clang__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
 
 /* The message's next field: 1 with its key, its key's file offset (*at), a varint's value
  * (*v) or a length-delimited payload in memory ([*a, *b)); 0 at the message's end; -1 on
@@ -2161,6 +2242,7 @@ typedef struct {
     int64_t bins, rows;
     int64_t *count, *covered;  /* rows × bins */
     int64_t *spare;            /* bins: a row's spans while they merge */
+    uint8_t *used;             /* rows: whether a line of the row was walked (its counts moved) */
 } Grid;
 
 static inline int64_t
@@ -2187,6 +2269,7 @@ grid_to(Grid *g, int shift, int64_t b0)
     if (shift == g->shift && b0 == g->b0) return;
     int up = shift - g->shift;
     for (int64_t r = 0; r < 2 * g->rows; r++) {
+        if (!g->used[r % g->rows]) continue;  /* (most rows' lines come later, or never) */
         int64_t *x = (r < g->rows ? g->count : g->covered) + (r % g->rows) * g->bins;
         int any = 0;
         for (int64_t i = 0; i < g->bins && !any; i++) any = x[i] != 0;
@@ -2248,6 +2331,7 @@ grid_merge(Grid *a, Grid *b)
         a->count[c] += b->count[c];
         a->covered[c] += b->covered[c];
     }
+    for (int64_t r = 0; r < a->rows; r++) a->used[r] |= b->used[r];
     a->lo = lo;
     a->hi = hi;
 }
@@ -2257,6 +2341,7 @@ grid_merge(Grid *a, Grid *b)
  * event in the line's part, events, earliest start, latest end as laid out): a window of the
  * trace is then read from the blocks whose times overlap it (`skim_window`), not the file. */
 #define SKIM_BLOCK 4096
+#define SKIM_WINDOW ((size_t)256 << 10)
 #define SKIM_BLOCK_FIELDS 7
 /* Events open at once that a line's depth counts up to (deeper: unknown, -1): the ends are
  * kept sorted, so that a nested event's end goes on top at once, and one that overlaps
@@ -2316,21 +2401,6 @@ skim_narrow(Skimmer *h)
     h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
 }
 
-/* Bits of v > 0 (its bit length). */
-static int
-bit_length(uint64_t v)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return v ? 64 - __builtin_clzll(v) : 0;
-#else
-    int n = 0;
-    while (v) {
-        n++;
-        v >>= 1;
-    }
-    return n;
-#endif
-}
 
 /* Too many long events kept: the floor raised (a power of two, at least doubled) until at
  * most half of max_wide are left, and the others let go. Raising it only as far as twice
@@ -2362,6 +2432,113 @@ skim_raise_floor(Skimmer *h)
     skim_narrow(h);
 }
 
+/* One line's walk (skim_line): what its events add up to so far, and the grid's state that
+ * every event reads, kept here (a store to the counts could alias the Skimmer's fields, and
+ * the compiler would read them again for each event). */
+typedef struct {
+    int64_t j, row, ts;
+    int64_t events, samples, first, last;
+    int64_t prev, most, n_open;  /* the events open at once, while they come in start order */
+    int in_order;
+    int64_t block[SKIM_BLOCK_FIELDS];  /* the block being filled */
+    int shift;                         /* the grid: spans of 2**shift ns from span b0 */
+    int64_t b0, lo, hi, bins;          /* starts lo to hi fit in it (none before the first) */
+    int64_t least;                     /* wide_least */
+    int64_t *count, *covered;          /* the line's row of the grid */
+} LineWalk;
+
+/* The grid's state read again (at a line's start, and where an event moved the grid). */
+static void
+walk_grid(Skimmer *h, LineWalk *w)
+{
+    const Grid *g = &h->grid;
+    w->shift = g->shift;
+    w->b0 = g->b0;
+    w->lo = g->shift < 0 ? INT64_MAX : g->lo;  /* (no start fits before the first) */
+    w->hi = g->shift < 0 ? INT64_MIN : g->hi;
+    w->bins = g->bins;
+    w->least = wide_least(h);
+    w->count = w->row >= 0 ? g->count + w->row * g->bins : NULL;
+    w->covered = w->row >= 0 ? g->covered + w->row * g->bins : NULL;
+}
+
+/* One event of the line (its key at file offset `key`, the next field at `next`) added to
+ * the walk. 0, or -1 with the error raised (or sunk). */
+static ALWAYS_INLINE int
+walk_event(Skimmer *h, LineWalk *w, int64_t key, int64_t next, int64_t metadata,
+           int64_t offset, int64_t duration, int sample)
+{
+    int64_t start = (int64_t)((uint64_t)w->ts + (uint64_t)ps_to_ns(offset));
+    int64_t dur = ps_to_ns(duration);
+    if (dur < 0) dur = 0;
+    int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
+    if (start < w->first) w->first = start;
+    if (stop > w->last) w->last = stop;
+    w->samples += sample;
+    if (w->row < 0) {
+        w->events++;
+        return 0;
+    }
+    if (start < w->lo || start > w->hi) {
+        grid_fit(&h->grid, start);
+        walk_grid(h, w);
+    }
+    /* Inside the grid, as it was fitted to this start; kept there whatever the times (absurd
+     * ones near the ends of int64 included). */
+    int64_t i = (int64_t)((uint64_t)span_of(start, w->shift) - (uint64_t)w->b0);
+    if (i < 0 || i >= w->bins) i = i < 0 ? 0 : w->bins - 1;
+    w->count[i]++;
+    w->covered[i] += dur;
+    /* (Wider spans raise wide_least: the long events kept that are now too short are let
+     * go at the next raise of the floor, or at the end, not each time.) */
+    if (dur >= w->least) {
+        int64_t rec[5] = {w->j, w->events, start, dur, metadata};
+        if (buf_put(&h->wide, rec, sizeof rec) < 0) return -1;
+        if ((size_t)++h->n_wide > h->max_wide) {
+            skim_raise_floor(h);
+            w->least = wide_least(h);
+        }
+    }
+    if (w->in_order) {
+        int64_t *open = h->open;
+        while (w->n_open && open[w->n_open - 1] <= start) w->n_open--;  /* ended: earliest */
+        if (start < w->prev || w->n_open == SKIM_DEPTH) {
+            w->in_order = 0;
+        } else {
+            w->prev = start;
+            int64_t k = w->n_open++;
+            while (k > 0 && open[k - 1] < stop) {  /* (a nested event's: none to move) */
+                open[k] = open[k - 1];
+                k--;
+            }
+            open[k] = stop;
+            if (w->n_open > w->most) w->most = w->n_open;
+        }
+    }
+    int64_t *block = w->block;
+    if (block[4] == 0) {
+        block[1] = key;
+        block[3] = w->events;
+        block[5] = start;
+        block[6] = stop;
+    }
+    if (start < block[5]) block[5] = start;
+    if (stop > block[6]) block[6] = stop;
+    block[2] = next;
+    if (++block[4] == SKIM_BLOCK) {
+        if (buf_put(&h->blocks, block, SKIM_BLOCK_FIELDS * sizeof(int64_t)) < 0) return -1;
+        block[4] = 0;
+    }
+    w->events++;
+    return 0;
+}
+
+/* A field's key and a one-byte length: the events' usual head (0x22: field 4, bytes). */
+#define EVENT_KEY 0x22
+/* Bytes of the window a run of events read by skim_line's fast loop keeps clear of its end:
+ * the longest event it reads there (a one-byte length) and the 8 bytes a varint's word reads. */
+#define EVENT_RUN_MARGIN (2 + 127 + 8)
+
 /* Line j's fields, and its events whose keys lie in [from, to). Of a drawn line whose events
  * come in start order, the most of them open at once (the rows the trace viewer's layout
  * takes for events that overlap or nest, in the usual case), up to SKIM_DEPTH. */
@@ -2370,8 +2547,7 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
 {
     int32_t k = h->plane[j];
     int64_t value_id = k < h->n_planes ? h->value_ids[k] : -1;
-    int64_t row = h->row[j];
-    int64_t id = 0, ts = 0, events = 0, samples = 0, first = INT64_MAX, last = INT64_MIN;
+    int64_t id = 0;
     int64_t text[2][2] = {{0, 0}, {0, 0}};
     int seen_events = 0;
     uint32_t field, wire;
@@ -2379,17 +2555,50 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
     uint64_t v;
     const uint8_t *a, *b;
     FieldIter it = {&h->src, h->from[j], h->to[j], NULL, NULL};
-    Grid *g = &h->grid;
+    LineWalk w;
+    memset(&w, 0, sizeof w);
+    w.j = j;
+    w.row = h->row[j];
+    w.first = INT64_MAX;
+    w.last = INT64_MIN;
+    w.prev = INT64_MIN;
+    w.in_order = 1;
+    w.block[0] = j;
+    if (w.row >= 0) h->grid.used[w.row] = 1;
+    walk_grid(h, &w);
     int more;
-    int64_t block[SKIM_BLOCK_FIELDS] = {j, 0, 0, 0, 0, 0, 0};  /* the block being filled */
-    int64_t prev = INT64_MIN, most = 0, n_open = 0, *open = h->open;
-    int in_order = 1;
-    while ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) == 1) {
+    for (;;) {
+        /* A run of events in the window, read without iter_next's general case: each one a
+         * key EVENT_KEY and a one-byte length, at least EVENT_RUN_MARGIN bytes before the
+         * window's end (which is at most the line's). */
+        if (it.p != NULL && it.lim - it.p > EVENT_RUN_MARGIN) {
+            const uint8_t *q = it.p, *run_end = it.lim - EVENT_RUN_MARGIN;
+            const uint8_t *p0 = it.p;  /* at file offset it.off */
+            if (q < run_end && q[0] == EVENT_KEY) seen_events = 1;
+            while (q < run_end && q[0] == EVENT_KEY && q[1] < 0x80) {
+                const uint8_t *ea = q + 2, *eb = ea + q[1];
+                int64_t at = it.off + (q - p0);
+                if (at >= from && at < to) {
+                    int64_t metadata, offset, duration;
+                    int sample;
+                    if (read_event(ea, eb, it.lim, value_id, &metadata, &offset, &duration,
+                                   &sample) < 0)
+                        return -1;
+                    if (walk_event(h, &w, at, it.off + (eb - p0), metadata, offset, duration,
+                                   sample) < 0)
+                        return -1;
+                }
+                q = eb;
+            }
+            it.off += q - it.p;
+            it.p = q;
+        }
+        if ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) != 1) break;
         if (wire == 0 && (field == 1 || field == 3)) {
             if (field == 1) {
                 id = (int64_t)v;
             } else {
-                ts = (int64_t)v;
+                w.ts = (int64_t)v;
                 if (seen_events) h->disordered = 1;
             }
             continue;
@@ -2404,72 +2613,20 @@ skim_line(Skimmer *h, int64_t j, int64_t from, int64_t to, int texts)
         if (key < from || key >= to) continue;
         int64_t metadata, offset, duration;
         int sample;
-        if (skim_event(a, b, value_id, &metadata, &offset, &duration, &sample) < 0) return -1;
-        int64_t start = (int64_t)((uint64_t)ts + (uint64_t)ps_to_ns(offset));
-        int64_t dur = ps_to_ns(duration);
-        if (dur < 0) dur = 0;
-        int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
-        if (start < first) first = start;
-        if (stop > last) last = stop;
-        samples += sample;
-        if (row >= 0) {
-            /* (Wider spans raise wide_least: the long events kept that are now too short
-             * are let go at the next raise of the floor, or at the end, not each time.) */
-            if (g->shift < 0 || start < g->lo || start > g->hi) grid_fit(g, start);
-            /* Inside the grid, as it was fitted to this start; kept there whatever the
-             * times (absurd ones near the ends of int64 included). */
-            int64_t i = (int64_t)((uint64_t)span_of(start, g->shift) - (uint64_t)g->b0);
-            if (i < 0 || i >= g->bins) i = i < 0 ? 0 : g->bins - 1;
-            g->count[row * g->bins + i]++;
-            g->covered[row * g->bins + i] += dur;
-            if (dur >= wide_least(h)) {
-                int64_t rec[5] = {j, events, start, dur, metadata};
-                if (buf_put(&h->wide, rec, sizeof rec) < 0) return -1;
-                if ((size_t)++h->n_wide > h->max_wide) skim_raise_floor(h);
-            }
-        }
-        if (row >= 0 && in_order) {
-            while (n_open && open[n_open - 1] <= start) n_open--;  /* ended: the earliest */
-            if (start < prev || n_open == SKIM_DEPTH) {
-                in_order = 0;
-            } else {
-                prev = start;
-                int64_t i = n_open++;
-                while (i > 0 && open[i - 1] < stop) {  /* (a nested event's: none to move) */
-                    open[i] = open[i - 1];
-                    i--;
-                }
-                open[i] = stop;
-                if (n_open > most) most = n_open;
-            }
-        }
-        if (row >= 0) {
-            if (block[4] == 0) {
-                block[1] = key;
-                block[3] = events;
-                block[5] = start;
-                block[6] = stop;
-            }
-            if (start < block[5]) block[5] = start;
-            if (stop > block[6]) block[6] = stop;
-            block[2] = it.off;
-            if (++block[4] == SKIM_BLOCK) {
-                if (buf_put(&h->blocks, block, sizeof block) < 0) return -1;
-                block[4] = 0;
-            }
-        }
-        events++;
+        if (read_event(a, b, it.lim, value_id, &metadata, &offset, &duration, &sample) < 0)
+            return -1;
+        if (walk_event(h, &w, key, it.off, metadata, offset, duration, sample) < 0) return -1;
     }
     if (more < 0) return -1;
-    if (block[4] > 0 && buf_put(&h->blocks, block, sizeof block) < 0) return -1;
-    if (!in_order) h->depth[j] = -1;
-    else if (h->depth[j] >= 0 && most > h->depth[j]) h->depth[j] = most;
+    if (w.block[4] > 0 && buf_put(&h->blocks, w.block, sizeof w.block) < 0) return -1;
+    if (!w.in_order) h->depth[j] = -1;
+    else if (h->depth[j] >= 0 && w.most > h->depth[j]) h->depth[j] = w.most;
     h->id[j] = id;
-    h->timestamp[j] = ts;
-    h->events[j] += events;
-    h->samples[j] += samples;
-    if (first < h->first[j]) h->first[j] = first;
-    if (last > h->last[j]) h->last[j] = last;
+    h->timestamp[j] = w.ts;
+    h->events[j] += w.events;
+    h->samples[j] += w.samples;
+    if (w.first < h->first[j]) h->first[j] = w.first;
+    if (w.last > h->last[j]) h->last[j] = w.last;
     if (texts) {
         for (int i = 0; i < 2; i++) {
             size_t n = (size_t)(text[i][1] - text[i][0]);
@@ -2548,15 +2705,18 @@ skimmer_init(Skimmer *h, const Source *s, int64_t n, int64_t rows, int64_t bins)
     h->src.win = NULL;
     h->src.win_cap = h->src.win_len = 0;
     h->src.win_off = -1;
+    h->src.window = SKIM_WINDOW;
     h->grid.shift = -1;
     h->grid.rows = rows;
     h->grid.bins = bins;
     h->grid.count = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
     h->grid.covered = PyMem_RawCalloc((size_t)(rows * bins + 1), sizeof(int64_t));
     h->grid.spare = PyMem_RawCalloc((size_t)bins + 1, sizeof(int64_t));
+    h->grid.used = PyMem_RawCalloc((size_t)rows + 1, 1);
     int64_t **cols[7] = {&h->id, &h->timestamp, &h->events, &h->samples, &h->first, &h->last,
                          &h->depth};
-    int ok = h->grid.count != NULL && h->grid.covered != NULL && h->grid.spare != NULL;
+    int ok = h->grid.count != NULL && h->grid.covered != NULL && h->grid.spare != NULL &&
+             h->grid.used != NULL;
     for (int i = 0; i < 7; i++) {
         *cols[i] = PyMem_RawCalloc((size_t)n + 1, sizeof(int64_t));
         ok = ok && *cols[i] != NULL;
@@ -2578,6 +2738,7 @@ skimmer_free(Skimmer *h)
     PyMem_RawFree(h->grid.count);
     PyMem_RawFree(h->grid.covered);
     PyMem_RawFree(h->grid.spare);
+    PyMem_RawFree(h->grid.used);
     int64_t *cols[7] = {h->id, h->timestamp, h->events, h->samples, h->first, h->last,
                         h->depth};
     for (int i = 0; i < 7; i++) PyMem_RawFree(cols[i]);
@@ -2844,7 +3005,7 @@ skim_window_py(PyObject *module, PyObject *args)
             if (wire != 2 || field != 4) continue;
             int64_t metadata, offset, duration;
             int sample;
-            if (skim_event(a, b, -1, &metadata, &offset, &duration, &sample) < 0) {
+            if (read_event(a, b, it.lim, -1, &metadata, &offset, &duration, &sample) < 0) {
                 more = -1;
                 break;
             }
