@@ -698,6 +698,9 @@ done:
 #include <pthread.h>
 
 #define WINDOW (4u << 20)
+/* Bytes read at a time by a walk over keys that skips the lines' bodies (scan, skim_plan): a
+ * 4 MB window a line would read 4 MB to find its next key. */
+#define KEY_WINDOW (64u << 10)
 
 typedef struct {
     const uint8_t *mem;  /* the whole data, when decoding a buffer; else NULL */
@@ -888,6 +891,7 @@ scan(PyObject *module, PyObject *arg)
     Buf space_rest = {NULL, 0, 0}, rest = {NULL, 0, 0};
     PyObject *planes = NULL, *result = NULL;
     if (source_open(&s, arg, &view) < 0) return NULL;
+    s.window = KEY_WINDOW;
     planes = PyList_New(0);
     if (planes == NULL) goto done;
     int64_t off = 0;
@@ -2674,6 +2678,7 @@ skim_plan_py(PyObject *module, PyObject *arg)
     if (source_open(&s, arg, &view) < 0) return NULL;
     ErrSink sink = {ERR_NONE, NULL, 0};
     int rc;
+    s.window = KEY_WINDOW;
     s.nogil = 1;
     Py_BEGIN_ALLOW_THREADS
     err_sink = &sink;
