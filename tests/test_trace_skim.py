@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +351,68 @@ def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
     assert set(early["events"]["id"]) <= set(late["events"]["id"])
     assert sum(early["aggregates"]["count"]) + len(early["events"]["id"]) == \
         sum(late["aggregates"]["count"]) + len(late["events"]["id"])
+
+
+def _ask_data(api: Any, run: str, replies: list[tuple[int, dict[str, Any]]]) -> None:
+    """The trace viewer's tool data, asked again while the run is not yet open
+    ("loading")."""
+    while (reply := api.data(run, None, "trace_viewer", {}))[1].get("status") == "loading":
+        time.sleep(0.01)
+    replies.append(reply)
+
+
+def test_a_coarse_request_waits_for_the_preview_being_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a skim's preview is being made, the trace viewer's tool data is not answered
+    202 after WAIT_S (its page would ask again only after a pause): it waits for the
+    preview, up to PREVIEW_WAIT_S from the skim's start, then reports progress as before."""
+    from stepscope.formats import xspace_skim
+    from stepscope.model.logdir import list_runs
+    from stepscope.web import store, trace
+    from stepscope.web.api import Api
+
+    monkeypatch.setenv("STEPSCOPE_NO_CACHE", "1")
+    make_stepscope_run(tmp_path / "logs")
+    run = next(iter(list_runs(tmp_path / "logs")))
+    monkeypatch.setattr(skim_ahead, "SKIM_BYTES", 0)
+    monkeypatch.setenv("STEPSCOPE_TRACE_SKIM", "first")
+    monkeypatch.setattr(trace, "WAIT_S", 0.05)
+    monkeypatch.setattr(trace, "WAIT_EVENTS", 10)  # the preview answers at once
+    skim_gate, decode_gate, skimming = threading.Event(), threading.Event(), threading.Event()
+    real_skim, real_load = xspace_skim.skim_xspace, store.load_file
+
+    def held_skim(*args: Any, **kwargs: Any) -> Any:
+        skimming.set()
+        skim_gate.wait(60)
+        return real_skim(*args, **kwargs)
+
+    monkeypatch.setattr(xspace_skim, "skim_xspace", held_skim)
+    monkeypatch.setattr(store, "load_file",
+                        lambda *a, **k: (decode_gate.wait(60), real_load(*a, **k))[1])
+    for preview_wait, answer in ((60.0, 200), (0.1, 202)):
+        monkeypatch.setattr(trace, "PREVIEW_WAIT_S", preview_wait)
+        for gate in (skim_gate, decode_gate, skimming):
+            gate.clear()
+        api = Api(tmp_path / "logs")
+        replies: list[tuple[int, dict[str, Any]]] = []
+
+        asking = threading.Thread(target=_ask_data, args=(api, run, replies))
+        try:
+            asking.start()
+            assert skimming.wait(60)
+            # Waiting for the preview: still so at ten times WAIT_S; else a 202 on its own.
+            asking.join(0.5 if answer == 200 else 60)
+            assert asking.is_alive() == (answer == 200)
+            skim_gate.set()
+            asking.join(60)
+            code, body = replies[0]
+            assert code == answer
+            assert body["coarse"] if answer == 200 else body["status"] == "indexing"
+        finally:
+            skim_gate.set()
+            decode_gate.set()
+            asking.join(60)
+            api.store.close()
 
 
 def test_a_skim_that_fails_first_never_costs_the_table(

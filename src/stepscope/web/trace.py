@@ -69,6 +69,9 @@ WAIT_S = 0.5  # how long a request waits for an index being built before it answ
 # for it (one picture, not two); a larger one's overview is answered at once.
 WAIT_EVENTS = 1_000_000
 FIRST_WINDOW_WAIT_S = 2.0  # how long the full index's build waits for the table's first window
+# How long a coarse request waits (beyond WAIT_S) for a skim's preview being made: its page
+# then gets the preview as soon as it is out, not at its next ask (a 202, then a pause).
+PREVIEW_WAIT_S = 3.0
 
 
 class TraceParamError(ValueError):
@@ -185,18 +188,22 @@ def publish_skim(run: LoadedRun, host: str | None) -> None:
     ahead = skim_ahead.take(file)  # (taken whatever follows: each pass is taken once)
     if not skim_ahead.skimmable(file, run.use_cache):
         return
+    coming = ("trace_preview_coming", name)  # (coarse requests wait for it: trace_index)
+    run.partials[coming] = time.monotonic()
     try:
         # Imported here: a server's start-up does not wait for the protobuf runtime.
         from stepscope.formats.xspace_skim import skim_of, skim_xspace
 
         skim = skim_xspace(file) if ahead is None else skim_of(ahead.result())
+        # Not once the exact answers are there (the overview, which takes the preview's
+        # place, is let go then): the preview would outlive its use.
+        if skim is not None and not run.trace_ready.is_set():
+            run.partials.setdefault(("trace_overview", name),
+                                    (TracePreview.of_skim(skim), time.monotonic()))
     except (OSError, StepscopeError):
         return
-    # Not once the exact answers are there (the overview, which takes the preview's place,
-    # is let go then): the preview would outlive its use.
-    if skim is not None and not run.trace_ready.is_set():
-        run.partials.setdefault(("trace_overview", name),
-                                (TracePreview.of_skim(skim), time.monotonic()))
+    finally:
+        run.partials.pop(coming, None)
 
 
 def _make_flow_times(index: TraceIndex) -> None:
@@ -221,7 +228,8 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
     """The index of one host of a loaded run; with ``coarse``, its coarse overview while the
     index is built (once it has been building for ``wait_s``); else IndexPending if it is not
     built within ``wait_s`` (default WAIT_S: a large trace's first build takes seconds, and is
-    reported, not waited on).
+    reported, not waited on), or, where a skim's preview is being made (``publish_skim``),
+    within PREVIEW_WAIT_S of its start, whichever is later.
     """
     future = start_index(run, host)
     name = host_of(run, host)
@@ -238,7 +246,9 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
         if overview is not None and now >= min(deadline, overview[1] + grace):
             answer: TraceOverview | TracePreview = overview[0]
             return answer
-        if now >= deadline:
+        coming = run.partials.get(("trace_preview_coming", name)) if coarse else None
+        until = deadline if coming is None else max(deadline, coming + PREVIEW_WAIT_S)
+        if now >= until:
             hosts = run.profile.hosts
             loaded = hosts.loaded() if isinstance(hosts, LazyTables) else list(hosts)
             events = len(hosts[name]) if name in loaded else 0
@@ -246,9 +256,9 @@ def trace_index(run: LoadedRun, host: str | None, wait_s: float | None = None,
                                 "file": "", "events": events,
                                 "share": run.share(("trace_index", name))})
         if run.trace_ready.is_set():
-            wait([future], timeout=min(0.02, deadline - now))
+            wait([future], timeout=min(0.02, until - now))
         else:  # woken once the per-track table is out, not at the next poll (a fresh
-            run.trace_ready.wait(min(0.02, deadline - now))  # server's first answer waited)
+            run.trace_ready.wait(min(0.02, until - now))  # server's first answer waited)
     return future.result()
 
 
