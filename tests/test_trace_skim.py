@@ -676,6 +676,7 @@ def test_truncated_empty_and_random_files_are_one_clear_error(tmp_path: Path,
 @pytest.mark.parametrize("bad", [
     _number(1, 1) + b"\x10\xff\xff",  # its offset's varint runs past the event's end
     _number(1, 1) + _number(2, 5) + b"\x22\x30\x08",  # its stats' length past its end
+    _number(1, 1) + _number(2, 5) + b"\x22\xff",  # that length's varint cut by its end
     _number(1, 1) + b"\x10" + b"\xff" * 10 + b"\x01",  # a varint longer than 10 bytes
     _number(1, 1) + b"\x17",  # a field of no wire type
 ])

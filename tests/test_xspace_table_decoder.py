@@ -164,6 +164,70 @@ def test_odd_but_valid_data_matches_the_twin() -> None:
     assert table.duration_ns.tolist() == [3, 0, 3]
 
 
+def _number(field: int, value: int) -> bytes:
+    return _varint(field << 3) + _varint(value & ((1 << 64) - 1))  # (negatives: 10 bytes)
+
+
+def _bytes(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _stat(rng: np.random.Generator) -> bytes:
+    """A stat laid out as writers do (its metadata id, then one value of any kind: numbers
+    of 1 to 10 bytes, a double, a text) or as none we know of does (the value first, two
+    values, an unknown field, no fields)."""
+    md = _number(1, int(rng.integers(7, 10)))
+    big = int(rng.choice([3, 1 << 40, (1 << 63) - 5, -7, -(1 << 50)]))
+    value = [_number(3, big), _number(4, big), _number(7, int(rng.integers(7, 10))),
+             _varint(2 << 3 | 1) + np.float64(rng.random()).tobytes(),
+             _bytes(5, "é".encode() * int(rng.integers(0, 4))),
+             _bytes(6, bytes(int(rng.integers(0, 200))))][int(rng.integers(0, 6))]
+    way = int(rng.integers(0, 10))
+    return (value + md if way == 0 else md + value + _number(4, 2) if way == 1 else
+            md + _number(9, 1) + value if way == 2 else b"" if way == 3 else md + value)
+
+
+def test_events_and_stats_laid_out_any_way_match_the_twin(tmp_path: Path) -> None:
+    """The decoder reads an event or stat laid out as writers lay it out at once, and any
+    other by the general rule: 80,000 events in random layouts (fields out of order,
+    repeated, unknown, varints of 1 to 10 bytes), with random stats, read from a file
+    (through windows the runs of events cross) and from bytes, equal the protobuf twin's."""
+    from stepscope.formats.xplane_proto import XPlane
+
+    rng = np.random.default_rng(5)
+    plane = XPlane(id=1, name="/host:CPU")
+    for i in (1, 2):
+        plane.event_metadata[i].name = f"op{i}"
+    for i, name in ((7, "step_num"), (8, "note"), (9, "other")):
+        plane.stat_metadata[i].name = name
+    n = 80_000
+    pool = [_bytes(4, _stat(rng)) for _ in range(600)]  # (each event takes 0 to 3 of them)
+    picks, ways = rng.integers(0, len(pool), (n, 3)), rng.integers(0, 6, n)
+    n_stats, mds = rng.integers(0, 4, n), rng.integers(1, 3, n)
+    durations = rng.choice([0, 5000, -3, 1 << 60], n)
+    events = bytearray()
+    for k in range(n):
+        head = [_number(1, int(mds[k])), _number(2, k * 1_000_000 + 10**12),
+                _number(3, int(durations[k]))]
+        way = ways[k]
+        if way == 1:
+            head.reverse()
+        elif way == 2:
+            head.append(_number(2, k))  # the offset again: the last one counts
+        elif way == 3:
+            head.insert(1, _number(5, 2))  # a field the table does not keep
+        stats = b"".join(pool[i] for i in picks[k, :n_stats[k]])
+        events += _bytes(4, b"".join(head) + stats if way != 4 else stats + b"".join(head))
+    line = _number(1, 1) + _bytes(2, b"t") + _number(3, 10**18) + bytes(events)
+    data = _bytes(1, plane.SerializeToString() + _bytes(3, line))
+    path = tmp_path / "layouts.xplane.pb"
+    path.write_bytes(data)
+    twin = _twin(data)
+    assert len(twin) == n and len(data) > 4 << 20  # (more than one 4 MB window)
+    assert_same_table(x2t.load_xspace(path), twin)
+    assert_same_table(x2t.from_source(data), twin)
+
+
 @pytest.mark.parametrize("lines,names", [(40_000, 3), (5, 32_766), (32_768, 32_767)])
 def test_codes_at_the_edge_of_int16_match_the_twin(lines: int, names: int) -> None:
     """The decoder writes line, name and stat name codes as int16 where they will fit: more

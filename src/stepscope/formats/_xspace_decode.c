@@ -881,6 +881,225 @@ source_close(Source *s, Py_buffer *view)
     if (view->obj != NULL) PyBuffer_Release(view);
 }
 
+/* ---- a message's fields, a chunk of the file at a time -------------------------------- */
+
+/* A message's fields read a chunk of the source's window at a time: the walk over a line's
+ * events does not go through the window (and its checks) for every key and length. */
+typedef struct {
+    Source *src;
+    int64_t off, end;         /* the message's rest: its next field is at file offset off */
+    const uint8_t *p, *lim;   /* bytes of the window from off on (p: off's), up to lim */
+} FieldIter;
+
+/* Inlined where the compiler would not (the skim's loop is a fifth slower through a call). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Bits of v > 0 (its bit length). */
+static inline int
+bit_length(uint64_t v)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return v ? 64 - __builtin_clzll(v) : 0;
+#else
+    int n = 0;
+    while (v) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+#endif
+}
+
+/* A varint at *q before lim: 0 (q moved past it), 1 where lim cuts it, -1 if too long. */
+static inline int
+peek_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
+{
+    uint64_t v = 0;
+    const uint8_t *p = *q;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (p >= lim) return 1;
+        uint8_t byte = *p++;
+        v |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *out = v;
+            *q = p;
+            return 0;
+        }
+    }
+    bad("varint too long");
+    return -1;
+}
+
+/* peek_varint with the one- and two-byte varints (keys, lengths, most ids) read inline. */
+static inline int
+fast_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
+{
+    const uint8_t *p = *q;
+    if (p < lim && !(p[0] & 0x80)) {
+        *out = p[0];
+        *q = p + 1;
+        return 0;
+    }
+    if (lim - p >= 2 && !(p[1] & 0x80)) {
+        *out = (uint64_t)(p[0] & 0x7F) | ((uint64_t)p[1] << 7);
+        *q = p + 2;
+        return 0;
+    }
+    return peek_varint(q, lim, out);
+}
+
+/* A varint of up to 8 bytes read from the 8 bytes at p (all readable) at once, without a
+ * branch per byte (an event's offset, 6 or 7 bytes in picoseconds, is the skim's longest
+ * field): its length in bytes, or 0 where it is longer than 8 bytes. */
+static inline int
+word_varint(const uint8_t *p, uint64_t *out)
+{
+    uint64_t w = 0;
+    for (int i = 7; i >= 0; i--) w = (w << 8) | p[i];  /* (compiled to one load) */
+    uint64_t ends = ~w & 0x8080808080808080ULL;  /* the high bit clear: a varint's last byte */
+    uint64_t x = w & (ends ^ (ends - 1)) & 0x7F7F7F7F7F7F7F7FULL;  /* its bytes' 7 bits */
+    /* The 7-bit groups closed up: pairs, then pairs of pairs, then the two halves. */
+    x = (x & 0x007F007F007F007FULL) | ((x & 0x7F007F007F007F00ULL) >> 1);
+    x = (x & 0x00003FFF00003FFFULL) | ((x & 0x3FFF00003FFF0000ULL) >> 2);
+    x = (x & 0x000000000FFFFFFFULL) | ((x & 0x0FFFFFFF00000000ULL) >> 4);
+    *out = x;  /* (longer than 8 bytes: the first 8 bytes' bits, for quick_varint) */
+    return bit_length(ends & -ends) / 8;  /* (bit 8n - 1 set: bit length 8n; none: 0) */
+}
+
+/* A varint read from the 10 bytes at p (all readable), a word at once (and the last two of
+ * a 9- or 10-byte one, a negative or big number's, after it): its length in bytes, 0 where
+ * it is longer than 10. The same value as read_varint's. */
+static ALWAYS_INLINE int
+quick_varint(const uint8_t *p, uint64_t *out)
+{
+    if (!(p[0] & 0x80)) {
+        *out = p[0];
+        return 1;
+    }
+    int n = word_varint(p, out);
+    if (n > 0) return n;
+    if (!(p[8] & 0x80)) {
+        *out |= (uint64_t)p[8] << 56;
+        return 9;
+    }
+    if (!(p[9] & 0x80)) {
+        *out |= (uint64_t)(p[8] & 0x7F) << 56 | (uint64_t)p[9] << 63;
+        return 10;
+    }
+    return 0;
+}
+
+/* Bytes readable past the end of an event or stat that the quick reads (event_head,
+ * stat_quick, skim_event_ordered) ask for: a varint there starts before the end and reads
+ * at most 10 bytes. */
+#define QUICK_MARGIN 16
+
+/* The metadata id, offset and duration at the head of an event's bytes [p, end), where they
+ * come as protobuf writers put them (each at most once, in that order), read a word a varint
+ * (QUICK_MARGIN bytes readable past end): where the rest of the event starts, v[] set for
+ * those read. A varint past end stops it there, for the general rule. */
+static ALWAYS_INLINE const uint8_t *
+event_head(const uint8_t *p, const uint8_t *end, uint64_t v[3])
+{
+    for (int f = 0; f < 3; f++) {
+        if (p < end && p[0] == (uint8_t)((f + 1) << 3)) {  /* field f + 1, a varint */
+            uint64_t x;
+            int k = quick_varint(p + 1, &x);
+            if (k == 0 || k > end - (p + 1)) return p;
+            v[f] = x;
+            p += 1 + k;
+        }
+    }
+    return p;
+}
+
+/* The window from it->off on, at least `need` bytes of it where the message has them. */
+static int
+iter_fill(FieldIter *it, size_t need)
+{
+    int64_t rest = it->end - it->off;
+    size_t n = need < (size_t)rest ? need : (size_t)rest;
+    const uint8_t *p = source_need(it->src, it->off, n);
+    if (p == NULL) return -1;
+    int64_t avail = it->src->mem != NULL ? it->src->size - it->off
+                    : it->src->win_off + (int64_t)it->src->win_len - it->off;
+    it->p = p;
+    it->lim = p + (avail < rest ? avail : rest);
+    return 0;
+}
+
+/* The message's next field: 1 with its key, its key's file offset (*at), a varint's value
+ * (*v) or a length-delimited payload in memory ([*a, *b)); 0 at the message's end; -1 on
+ * an error. */
+static ALWAYS_INLINE int
+iter_next(FieldIter *it, uint32_t *field, uint32_t *wire, int64_t *at, uint64_t *v,
+          const uint8_t **a, const uint8_t **b)
+{
+    if (it->off >= it->end) return 0;
+    for (;;) {
+        const uint8_t *q = it->p;
+        size_t need = 24;  /* a key and a varint, or a key and a length */
+        uint64_t key, n;
+        int rc = it->p == NULL ? 1 : fast_varint(&q, it->lim, &key);
+        if (rc == 0) {
+            *field = (uint32_t)(key >> 3);
+            *wire = (uint32_t)(key & 7);
+            switch (*wire) {
+            case 0:
+                rc = fast_varint(&q, it->lim, v);
+                break;
+            case 1:
+            case 5: {
+                size_t k = *wire == 1 ? 8 : 4;
+                if ((size_t)(it->lim - q) >= k) q += k;
+                else rc = 1;
+                break;
+            }
+            case 2:
+                rc = fast_varint(&q, it->lim, &n);
+                if (rc != 0) break;
+                if (n > (uint64_t)(it->end - it->off - (q - it->p))) {
+                    return bad("length past the end of the data");
+                }
+                if ((uint64_t)(it->lim - q) < n) {
+                    rc = 1;
+                    need = (size_t)(q - it->p) + (size_t)n;
+                } else {
+                    *a = q;
+                    *b = q + n;
+                    q += n;
+                }
+                break;
+            default:
+                return bad("unsupported wire type");
+            }
+        }
+        if (rc < 0) return -1;
+        if (rc == 0) {
+            *at = it->off;
+            it->off += q - it->p;
+            it->p = q;
+            return 1;
+        }
+        /* Cut by the chunk's end: the field is read again from a fresh chunk, unless the
+         * chunk held the message's end already. */
+        if (it->p != NULL && it->lim - it->p >= it->end - it->off) {
+            return bad("truncated field");
+        }
+        if (iter_fill(it, need) < 0) return -1;
+    }
+}
+
+/* A field's key and a one-byte length: the events' usual head (0x22: field 4, bytes). */
+#define EVENT_KEY 0x22
+/* Bytes of the window a run of events read by skim_line's fast loop keeps clear of its end:
+ * the longest event it reads there (a one-byte length) and the quick reads' QUICK_MARGIN. */
+#define EVENT_RUN_MARGIN (2 + 127 + QUICK_MARGIN)
+
 /* scan(source) -> (space_rest: bytes, planes: list of bytes): every field but the planes'
  * lines, which are skipped unread. */
 static PyObject *
@@ -1094,13 +1313,64 @@ ps_to_ns(int64_t ps)
     return q;
 }
 
+/* parse_stat for a stat laid out as writers lay it out, QUICK_MARGIN bytes readable past its
+ * end: its
+ * metadata id (if any), then one value (if any). 1 with parse_stat's answers; 0 where the
+ * stat is otherwise (a field repeated, unknown, or wrong), for parse_stat to read. */
+static ALWAYS_INLINE int
+stat_quick(const uint8_t *p, const uint8_t *end, int64_t *metadata_id, int8_t *kind,
+           int64_t *value, Reader *text)
+{
+    uint64_t md = 0, x = 0;
+    int k;
+    if (p < end && p[0] == 0x08) {  /* field 1, a varint */
+        k = quick_varint(p + 1, &md);
+        if (k == 0 || k > end - (p + 1)) return 0;
+        p += 1 + k;
+    }
+    *kind = 0;
+    *value = 0;
+    text->p = text->end = NULL;
+    if (p < end) {
+        uint8_t key = p[0];
+        if (key == 0x11) {  /* field 2: a double */
+            if (end - (p + 1) < 8) return 0;
+            memcpy(value, p + 1, 8);
+            *kind = KIND_DOUBLE;
+            p += 9;
+        } else if (key == 0x18 || key == 0x20 || key == 0x38 || key == 0x2A || key == 0x32) {
+            k = quick_varint(p + 1, &x);
+            if (k == 0 || k > end - (p + 1)) return 0;
+            p += 1 + k;
+            if (key == 0x2A || key == 0x32) {  /* fields 5 and 6: text, x bytes long */
+                if (x > (uint64_t)(end - p)) return 0;
+                text->p = p;
+                text->end = p + x;
+                p += x;
+                *kind = key == 0x2A ? KIND_STR : KIND_BYTES;
+            } else {  /* fields 3, 4 and 7: a number */
+                *value = (int64_t)x;
+                *kind = key == 0x18 ? KIND_UINT64 : key == 0x20 ? KIND_INT64 : KIND_REF;
+            }
+        } else {
+            return 0;
+        }
+    }
+    if (p != end) return 0;
+    *metadata_id = (int64_t)md;
+    return 1;
+}
+
+/* One stat of event `row` (its bytes in r, readable up to lim) appended to the table. */
 static int
-table_stat(Table *t, Reader *r, int32_t row)
+table_stat(Table *t, Reader *r, const uint8_t *lim, int32_t row)
 {
     int64_t metadata_id, value;
     int8_t kind;
     Reader text;
-    if (parse_stat(r, &metadata_id, &kind, &value, &text) < 0) return -1;
+    if (!(lim - r->end >= QUICK_MARGIN && stat_quick(r->p, r->end, &metadata_id, &kind, &value, &text)) &&
+        parse_stat(r, &metadata_id, &kind, &value, &text) < 0)
+        return -1;
     int32_t code = map_lookup(t->st_map, metadata_id);
     if (kind == KIND_REF) {
         value = map_lookup(t->st_map, value);
@@ -1126,14 +1396,22 @@ fail:
     return -1;
 }
 
-static int
-table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
+/* One event of the line (its bytes in r, readable up to lim) appended to the table. */
+static ALWAYS_INLINE int
+table_event(Table *t, Reader *r, const uint8_t *lim, int32_t line_index, int64_t *negative)
 {
     uint32_t field, wire;
     int64_t metadata_id = 0, offset = 0, duration = 0;
     int more;
     if (t->n_events >= INT32_MAX) return bad("more than 2**31 events");
     int32_t row = (int32_t)t->n_events;
+    if (lim - r->end >= QUICK_MARGIN) {  /* its usual head at once; the rest, and any other, below */
+        uint64_t v[3] = {0, 0, 0};
+        r->p = event_head(r->p, r->end, v);
+        metadata_id = (int64_t)v[0];
+        offset = (int64_t)v[1];
+        duration = (int64_t)v[2];
+    }
     while ((more = read_key(r, &field, &wire)) == 1) {
         uint64_t v;
         if (wire == 0 && (field == 1 || field == 2 || field == 3)) {
@@ -1143,7 +1421,7 @@ table_event(Table *t, Reader *r, int32_t line_index, int64_t *negative)
             else duration = (int64_t)v;
         } else if (field == 4 && wire == 2) {
             Reader sub;
-            if (read_len(r, &sub) < 0 || table_stat(t, &sub, row) < 0) return -1;
+            if (read_len(r, &sub) < 0 || table_stat(t, &sub, lim, row) < 0) return -1;
         } else if (skip_field(r, wire) < 0) {
             return -1;
         }
@@ -1189,28 +1467,41 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
     int32_t line_index = row ? (int32_t)(t->ln_plane.len / sizeof(int32_t)) : -1;
     int64_t first = t->n_events;
     int more, tail = 0;
+    FieldIter it = {&t->src, off, end, NULL, NULL};
     for (;;) {
-        int64_t key = off;
-        tail = key >= to && to < end;
-        if ((more = src_key(&t->src, &off, end, &field, &wire)) != 1) break;
+        /* A run of events in the window, read without iter_next's general case (as the
+         * skim's, skim_line): each a key EVENT_KEY and a one-byte length, at least
+         * EVENT_RUN_MARGIN bytes before the window's end. */
+        if (it.p != NULL && it.lim - it.p > EVENT_RUN_MARGIN) {
+            const uint8_t *q = it.p, *run_end = it.lim - EVENT_RUN_MARGIN, *p0 = it.p;
+            while (q < run_end && q[0] == EVENT_KEY && q[1] < 0x80) {
+                const uint8_t *ea = q + 2, *eb = ea + q[1];
+                int64_t at = it.off + (q - p0);
+                if (at >= from && at < to) {
+                    Reader sub = {ea, eb};
+                    if (table_event(t, &sub, it.lim, line_index, negative) < 0) goto fail;
+                }
+                q = eb;
+            }
+            it.off += q - p0;
+            it.p = q;
+        }
+        tail = it.off >= to && to < end;
+        int64_t key;
         uint64_t v;
+        const uint8_t *a, *b;
+        if ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) != 1) break;
         if (wire == 0 && (field == 1 || field == 3)) {
-            if (src_varint(&t->src, &off, end, &v) < 0) goto fail;
             if (field == 1) id = (int64_t)v;
             else timestamp = (int64_t)v;
         } else if (wire == 2 && (field == 2 || field == 11)) {
             int64_t *text = field == 2 ? name : display_name;
-            if (src_len(&t->src, &off, end, &text[0], &text[1]) < 0) goto fail;
+            text[0] = it.off - (b - a);
+            text[1] = it.off;
         } else if (wire == 2 && field == 4) {
-            int64_t a, b;
-            if (src_len(&t->src, &off, end, &a, &b) < 0) goto fail;
             if (key < from || key >= to) continue;  /* the other half's event */
-            const uint8_t *p = source_need(&t->src, a, (size_t)(b - a));
-            if (p == NULL) goto fail;
-            Reader sub = {p, p + (b - a)};
-            if (table_event(t, &sub, line_index, negative) < 0) goto fail;
-        } else if (src_skip(&t->src, &off, end, wire) < 0) {
-            goto fail;
+            Reader sub = {a, b};
+            if (table_event(t, &sub, it.lim, line_index, negative) < 0) goto fail;
         }
     }
     if (more < 0) goto fail;
@@ -1927,94 +2218,6 @@ done:
  * timestamp plus the offset, picoseconds rounded to ns as `ps_to_ns` does, negative
  * durations 0; an event's table row is its place in the file, as the decoder numbers it. */
 
-/* A message's fields read a chunk of the source's window at a time: the walk over a line's
- * events does not go through the window (and its checks) for every key and length. */
-typedef struct {
-    Source *src;
-    int64_t off, end;         /* the message's rest: its next field is at file offset off */
-    const uint8_t *p, *lim;   /* bytes of the window from off on (p: off's), up to lim */
-} FieldIter;
-
-/* Inlined where the compiler would not (the skim's loop is a fifth slower through a call). */
-#if defined(__GNUC__) || defined(__clang__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* Bits of v > 0 (its bit length). */
-static inline int
-bit_length(uint64_t v)
-{
-#if defined(__GNUC__) || defined(__clang__)
-    return v ? 64 - __builtin_clzll(v) : 0;
-#else
-    int n = 0;
-    while (v) {
-        n++;
-        v >>= 1;
-    }
-    return n;
-#endif
-}
-
-/* A varint at *q before lim: 0 (q moved past it), 1 where lim cuts it, -1 if too long. */
-static inline int
-peek_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
-{
-    uint64_t v = 0;
-    const uint8_t *p = *q;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (p >= lim) return 1;
-        uint8_t byte = *p++;
-        v |= (uint64_t)(byte & 0x7F) << shift;
-        if (!(byte & 0x80)) {
-            *out = v;
-            *q = p;
-            return 0;
-        }
-    }
-    bad("varint too long");
-    return -1;
-}
-
-/* peek_varint with the one- and two-byte varints (keys, lengths, most ids) read inline. */
-static inline int
-fast_varint(const uint8_t **q, const uint8_t *lim, uint64_t *out)
-{
-    const uint8_t *p = *q;
-    if (p < lim && !(p[0] & 0x80)) {
-        *out = p[0];
-        *q = p + 1;
-        return 0;
-    }
-    if (lim - p >= 2 && !(p[1] & 0x80)) {
-        *out = (uint64_t)(p[0] & 0x7F) | ((uint64_t)p[1] << 7);
-        *q = p + 2;
-        return 0;
-    }
-    return peek_varint(q, lim, out);
-}
-
-/* A varint of up to 8 bytes read from the 8 bytes at p (all readable) at once, without a
- * branch per byte (an event's offset, 6 or 7 bytes in picoseconds, is the skim's longest
- * field): its length in bytes, or 0 where it is longer than 8 bytes. */
-static inline int
-word_varint(const uint8_t *p, uint64_t *out)
-{
-    uint64_t w = 0;
-    for (int i = 7; i >= 0; i--) w = (w << 8) | p[i];  /* (compiled to one load) */
-    uint64_t ends = ~w & 0x8080808080808080ULL;  /* the high bit clear: a varint's last byte */
-    if (ends == 0) return 0;
-    uint64_t x = w & (ends ^ (ends - 1)) & 0x7F7F7F7F7F7F7F7FULL;  /* its bytes' 7 bits */
-    /* The 7-bit groups closed up: pairs, then pairs of pairs, then the two halves. */
-    x = (x & 0x007F007F007F007FULL) | ((x & 0x7F007F007F007F00ULL) >> 1);
-    x = (x & 0x00003FFF00003FFFULL) | ((x & 0x3FFF00003FFF0000ULL) >> 2);
-    x = (x & 0x000000000FFFFFFFULL) | ((x & 0x0FFFFFFF00000000ULL) >> 4);
-    *out = x;
-    return bit_length(ends & -ends) / 8;  /* (bit 8n - 1 set: bit length 8n) */
-}
-
 /* One event's metadata id, offset and duration (ps) from its bytes [p, end), its other
  * fields skipped. With value_id >= 0, *sample says whether it is a counter's sample: a stat
  * of that metadata id with a number, and no duration (stats are read only while the
@@ -2074,8 +2277,8 @@ cut:
     return rc < 0 ? -1 : bad("truncated varint");
 }
 
-/* skim_event for an event laid out as protobuf writers lay it out, 8 bytes readable past its
- * end: its metadata id, offset and duration (each at most once, in that order), then
+/* skim_event for an event laid out as protobuf writers lay it out, QUICK_MARGIN bytes readable
+ * past its end: its metadata id, offset and duration (each at most once, in that order), then
  * nothing or its stats, read a word a varint. 1 with skim_event's answers (no counter's
  * sample among them); 0 where the event is otherwise, may be a counter's sample, or is
  * wrong, for skim_event to read (and say what is wrong). */
@@ -2084,21 +2287,14 @@ skim_event_ordered(const uint8_t *p, const uint8_t *end, int64_t value_id, int64
                    int64_t *offset, int64_t *duration)
 {
     uint64_t v[3] = {0, 0, 0}, n;
-    for (int f = 0; f < 3; f++) {
-        if (p < end && p[0] == (uint8_t)((f + 1) << 3)) {  /* field f + 1, a varint */
-            int k = !(p[1] & 0x80) ? (v[f] = p[1], 1) : word_varint(p + 1, &v[f]);
-            if (k == 0) return 0;
-            p += 1 + k;
-        }
-    }
+    p = event_head(p, end, v);
     if (p < end) {
         /* Stats, whose length is checked as skim_event does; the rest unread unless the
-         * event may be a counter's sample. */
+         * event may be a counter's sample. (Anything else, a field event_head left included:
+         * skim_event.) */
         if (p[0] != 0x22 || (value_id >= 0 && (int64_t)v[2] <= 0)) return 0;
-        int k = !(p[1] & 0x80) ? (n = p[1], 1) : word_varint(p + 1, &n);
-        if (k == 0 || n > (uint64_t)(end - (p + 1 + k))) return 0;
-    } else if (p > end) {
-        return 0;  /* a varint past the event's end */
+        int k = quick_varint(p + 1, &n);
+        if (k == 0 || k > end - (p + 1) || n > (uint64_t)(end - (p + 1 + k))) return 0;
     }
     *metadata = (int64_t)v[0];
     *offset = (int64_t)v[1];
@@ -2107,93 +2303,17 @@ skim_event_ordered(const uint8_t *p, const uint8_t *end, int64_t value_id, int64
 }
 
 /* An event's fields (as skim_event's), read the quick way (skim_event_ordered) where its
- * layout and the 8 bytes after it (readable up to lim) allow. */
+ * layout and the QUICK_MARGIN bytes after it (readable up to lim) allow. */
 static ALWAYS_INLINE int
 read_event(const uint8_t *a, const uint8_t *b, const uint8_t *lim, int64_t value_id,
            int64_t *metadata, int64_t *offset, int64_t *duration, int *sample)
 {
-    if (lim - b >= 8 && skim_event_ordered(a, b, value_id, metadata, offset, duration)) {
+    if (lim - b >= QUICK_MARGIN &&
+        skim_event_ordered(a, b, value_id, metadata, offset, duration)) {
         *sample = 0;
         return 0;
     }
     return skim_event(a, b, value_id, metadata, offset, duration, sample);
-}
-
-/* The window from it->off on, at least `need` bytes of it where the message has them. */
-static int
-iter_fill(FieldIter *it, size_t need)
-{
-    int64_t rest = it->end - it->off;
-    size_t n = need < (size_t)rest ? need : (size_t)rest;
-    const uint8_t *p = source_need(it->src, it->off, n);
-    if (p == NULL) return -1;
-    int64_t avail = it->src->mem != NULL ? it->src->size - it->off
-                    : it->src->win_off + (int64_t)it->src->win_len - it->off;
-    it->p = p;
-    it->lim = p + (avail < rest ? avail : rest);
-    return 0;
-}
-
-/* The message's next field: 1 with its key, its key's file offset (*at), a varint's value
- * (*v) or a length-delimited payload in memory ([*a, *b)); 0 at the message's end; -1 on
- * an error. */
-static ALWAYS_INLINE int
-iter_next(FieldIter *it, uint32_t *field, uint32_t *wire, int64_t *at, uint64_t *v,
-          const uint8_t **a, const uint8_t **b)
-{
-    if (it->off >= it->end) return 0;
-    for (;;) {
-        const uint8_t *q = it->p;
-        size_t need = 24;  /* a key and a varint, or a key and a length */
-        uint64_t key, n;
-        int rc = it->p == NULL ? 1 : fast_varint(&q, it->lim, &key);
-        if (rc == 0) {
-            *field = (uint32_t)(key >> 3);
-            *wire = (uint32_t)(key & 7);
-            switch (*wire) {
-            case 0:
-                rc = fast_varint(&q, it->lim, v);
-                break;
-            case 1:
-            case 5: {
-                size_t k = *wire == 1 ? 8 : 4;
-                if ((size_t)(it->lim - q) >= k) q += k;
-                else rc = 1;
-                break;
-            }
-            case 2:
-                rc = fast_varint(&q, it->lim, &n);
-                if (rc != 0) break;
-                if (n > (uint64_t)(it->end - it->off - (q - it->p))) {
-                    return bad("length past the end of the data");
-                }
-                if ((uint64_t)(it->lim - q) < n) {
-                    rc = 1;
-                    need = (size_t)(q - it->p) + (size_t)n;
-                } else {
-                    *a = q;
-                    *b = q + n;
-                    q += n;
-                }
-                break;
-            default:
-                return bad("unsupported wire type");
-            }
-        }
-        if (rc < 0) return -1;
-        if (rc == 0) {
-            *at = it->off;
-            it->off += q - it->p;
-            it->p = q;
-            return 1;
-        }
-        /* Cut by the chunk's end: the field is read again from a fresh chunk, unless the
-         * chunk held the message's end already. */
-        if (it->p != NULL && it->lim - it->p >= it->end - it->off) {
-            return bad("truncated field");
-        }
-        if (iter_fill(it, need) < 0) return -1;
-    }
 }
 
 /* The lines of the file, found by a walk over the planes' keys (their events unread). */
@@ -2536,12 +2656,6 @@ walk_event(Skimmer *h, LineWalk *w, int64_t key, int64_t next, int64_t metadata,
     w->events++;
     return 0;
 }
-
-/* A field's key and a one-byte length: the events' usual head (0x22: field 4, bytes). */
-#define EVENT_KEY 0x22
-/* Bytes of the window a run of events read by skim_line's fast loop keeps clear of its end:
- * the longest event it reads there (a one-byte length) and the 8 bytes a varint's word reads. */
-#define EVENT_RUN_MARGIN (2 + 127 + 8)
 
 /* Line j's fields, and its events whose keys lie in [from, to). Of a drawn line whose events
  * come in start order, the most of them open at once (the rows the trace viewer's layout
