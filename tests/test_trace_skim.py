@@ -282,6 +282,34 @@ def test_a_zoom_with_many_events_answers_at_once_and_its_events_next(
     read(zoom, want)
 
 
+@pytest.mark.parametrize("path", FILES[:2], ids=lambda p: p.name)
+def test_a_window_asked_again_while_it_is_read_is_read_once(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page asks a window again and again while its events are read beside: they are
+    read once (a read asked for again was made twice, the second one for nothing)."""
+    skim = skim_xspace(path)
+    assert skim is not None
+    monkeypatch.setattr(trace_preview, "FAST_WINDOW_EVENTS", 0)
+    preview = TracePreview.of_skim(skim)
+    reads, gate = [], threading.Event()
+    real = preview._block_window
+
+    def held(*args: Any) -> Any:
+        reads.append(args[1:3])
+        gate.wait(60)
+        return real(*args)
+
+    monkeypatch.setattr(preview, "_block_window", held)
+    zoom = (preview.span_ns // 3, preview.span_ns // 3 + preview.span_ns // 40, 800)
+    try:
+        for _ in range(5):
+            assert preview.query(*zoom)["events_coming"]
+    finally:
+        gate.set()
+    until(lambda: "events_coming" not in preview.query(*zoom) or None, "the events", 0.01)
+    assert reads == [zoom[:2]]
+
+
 @pytest.mark.parametrize("mode", ["beside", "first"])
 def test_a_fresh_server_answers_from_the_skim_while_the_table_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:

@@ -100,6 +100,7 @@ class TracePreview:
         self._read: tuple[Any, dict[str, Any] | None] | None = None
         self._wanted: tuple[Any, tuple[Any, ...]] | None = None
         self._reading = False
+        self._read_key: Any = None  # the window being read beside now
         if self.count.shape != self.covered.shape or self.count.ndim != 2 \
                 or self.count.shape[0] != len(self.track_ids) or self.bin_ns < 1:
             raise ValueError("a trace preview whose arrays do not fit")
@@ -313,6 +314,9 @@ class TracePreview:
         with self._lock:
             if self._read is not None and self._read[0] == key:
                 return self._read[1] or False
+            if self._reading and self._read_key == key:
+                self._wanted = None  # (asked again while it is read: not read twice)
+                return True
             self._wanted = (key, (skim, start_ns, end_ns, w, bnd, which, tracks))
             if self._reading:
                 return True
@@ -328,7 +332,9 @@ class TracePreview:
                 job, self._wanted = self._wanted, None
                 if job is None:
                     self._reading = False
+                    self._read_key = None
                     return
+                self._read_key = job[0]
             key, args = job
             try:
                 answer = self._block_window(*args)
