@@ -312,7 +312,7 @@ read_key(Reader *r, uint32_t *field, uint32_t *wire)
     if (r->p >= r->end) {
         return 0;
     }
-    uint64_t key;
+    uint64_t key = 0;  /* (set where read_varint returns 0; inlined, the compiler cannot tell) */
     if (read_varint(r, &key) < 0) {
         return -1;
     }
@@ -324,7 +324,7 @@ read_key(Reader *r, uint32_t *field, uint32_t *wire)
 static inline int
 read_len(Reader *r, Reader *sub)
 {
-    uint64_t n;
+    uint64_t n = 0;
     if (read_varint(r, &n) < 0) {
         return -1;
     }
@@ -341,7 +341,7 @@ static int
 skip_field(Reader *r, uint32_t wire)
 {
     uint64_t v;
-    Reader sub;
+    Reader sub = {NULL, NULL};
     switch (wire) {
     case 0:
         return read_varint(r, &v);
@@ -1487,9 +1487,9 @@ table_line(Table *t, int64_t off, int64_t end, int32_t plane_index, int64_t *neg
             it.p = q;
         }
         tail = it.off >= to && to < end;
-        int64_t key;
-        uint64_t v;
-        const uint8_t *a, *b;
+        int64_t key = 0;  /* (all set by iter_next where it returns 1) */
+        uint64_t v = 0;
+        const uint8_t *a = NULL, *b = NULL;
         if ((more = iter_next(&it, &field, &wire, &key, &v, &a, &b)) != 1) break;
         if (wire == 0 && (field == 1 || field == 3)) {
             if (field == 1) id = (int64_t)v;
@@ -3063,7 +3063,36 @@ done:
     return result;
 }
 
-/* skim_window(source, spans, timestamps, t0, t1, max_events) -> bytes or None. Per block
+/* skim_window's read of one block: the events it keeps, and what it needs for each. */
+typedef struct {
+    int64_t block, ts, t0, t1, max_events;
+    int64_t index;  /* the next event's index in the block */
+    int64_t *kept;  /* events kept so far, of every block */
+    Buf *out;
+} WindowRead;
+
+/* One event of the block (its bytes [a, b), readable up to lim), kept where it overlaps the
+ * window: 0; 1 where it would be one more than max_events; -1 on an error. */
+static ALWAYS_INLINE int
+window_event(WindowRead *w, const uint8_t *a, const uint8_t *b, const uint8_t *lim)
+{
+    int64_t metadata, offset, duration;
+    int sample;
+    if (read_event(a, b, lim, -1, &metadata, &offset, &duration, &sample) < 0) return -1;
+    int64_t start = (int64_t)((uint64_t)w->ts + (uint64_t)ps_to_ns(offset));
+    int64_t dur = ps_to_ns(duration);
+    if (dur < 0) dur = 0;
+    int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
+    if (start < w->t1 && stop > w->t0) {
+        if ((*w->kept)++ == w->max_events) return 1;
+        int64_t rec[5] = {w->block, w->index, start, dur, metadata};
+        if (buf_put(w->out, rec, sizeof rec) < 0) return -1;
+    }
+    w->index++;
+    return 0;
+}
+
+/* skim_window(source, spans, timestamps, t0, t1, max_events) -> Column or None. Per block
  * (spans: int64 triples of skim's blocks: the offset of its first event's key, the offset past
  * its last event, the end of its line's bytes; timestamps: its line's timestamp, ns), the
  * events whose times as laid out (at least 1 ns long) overlap [t0, t1): int64 records (block,
@@ -3114,38 +3143,32 @@ skim_window_py(PyObject *module, PyObject *args)
     int64_t kept = 0;
     for (Py_ssize_t k = 0; k < n && rc == 0 && !over; k++) {
         FieldIter it = {&s, spans[3 * k], spans[3 * k + 2], NULL, NULL};
+        WindowRead w = {k, ts[k], t0, t1, max_events, 0, &kept, &out};
+        int64_t block_end = spans[3 * k + 1];
         uint32_t field, wire;
-        int64_t at, index = 0;
+        int64_t at = 0;
         uint64_t v;
         const uint8_t *a = NULL, *b = NULL;
-        int more;
-        while ((more = iter_next(&it, &field, &wire, &at, &v, &a, &b)) == 1) {
-            if (at >= spans[3 * k + 1]) break;
-            if (wire != 2 || field != 4) continue;
-            int64_t metadata, offset, duration;
-            int sample;
-            if (read_event(a, b, it.lim, -1, &metadata, &offset, &duration, &sample) < 0) {
-                more = -1;
-                break;
-            }
-            int64_t start = (int64_t)((uint64_t)ts[k] + (uint64_t)ps_to_ns(offset));
-            int64_t dur = ps_to_ns(duration);
-            if (dur < 0) dur = 0;
-            int64_t stop = (int64_t)((uint64_t)start + (uint64_t)(dur > 1 ? dur : 1));
-            if (start < t1 && stop > t0) {
-                if (kept++ == max_events) {
-                    over = 1;
-                    break;
+        int more = 0, got = 0;
+        for (;;) {
+            /* A run of events read at once, as skim_line's (up to the block's end). */
+            if (it.p != NULL && it.lim - it.p > EVENT_RUN_MARGIN && it.off < block_end) {
+                const uint8_t *q = it.p, *p0 = it.p, *run_end = it.lim - EVENT_RUN_MARGIN;
+                if (block_end - it.off < run_end - p0) run_end = p0 + (block_end - it.off);
+                while (got == 0 && q < run_end && q[0] == EVENT_KEY && q[1] < 0x80) {
+                    got = window_event(&w, q + 2, q + 2 + q[1], it.lim);
+                    q += 2 + q[1];
                 }
-                int64_t rec[5] = {(int64_t)k, index, start, dur, metadata};
-                if (buf_put(&out, rec, sizeof rec) < 0) {
-                    more = -1;
-                    break;
-                }
+                it.off += q - p0;
+                it.p = q;
             }
-            index++;
+            if (got != 0) break;
+            if ((more = iter_next(&it, &field, &wire, &at, &v, &a, &b)) != 1) break;
+            if (at >= block_end) break;
+            if (wire == 2 && field == 4 && (got = window_event(&w, a, b, it.lim)) != 0) break;
         }
-        if (more < 0) rc = -1;
+        if (got > 0) over = 1;
+        if (got < 0 || more < 0) rc = -1;
     }
     err_sink = NULL;
     Py_END_ALLOW_THREADS
@@ -3155,7 +3178,7 @@ skim_window_py(PyObject *module, PyObject *args)
     } else if (over) {
         result = Py_NewRef(Py_None);
     } else {
-        result = bytes_of(&out);
+        result = column_from(&out);  /* (handed over, not copied: it can be tens of MB) */
     }
 done:
     buf_free(&out);

@@ -145,7 +145,7 @@ def _read_blocks(path: Path, spans: NDArray[np.int64], stamps: NDArray[np.int64]
         raise xc.format_error(str(path), err) from err
     if raw is None:
         return None
-    rows = np.frombuffer(raw, np.int64).reshape(-1, 5).copy()
+    rows = np.frombuffer(raw, np.int64).reshape(-1, 5)  # (a writable column of its own)
     rows[:, 0] = which[rows[:, 0]]
     rows[:, 2] -= origin
     return rows
