@@ -1314,9 +1314,8 @@ ps_to_ns(int64_t ps)
 }
 
 /* parse_stat for a stat laid out as writers lay it out, QUICK_MARGIN bytes readable past its
- * end: its
- * metadata id (if any), then one value (if any). 1 with parse_stat's answers; 0 where the
- * stat is otherwise (a field repeated, unknown, or wrong), for parse_stat to read. */
+ * end: its metadata id (if any), then one value (if any). 1 with parse_stat's answers; 0
+ * where the stat is otherwise (a field repeated, unknown, or wrong), for parse_stat. */
 static ALWAYS_INLINE int
 stat_quick(const uint8_t *p, const uint8_t *end, int64_t *metadata_id, int8_t *kind,
            int64_t *value, Reader *text)
@@ -1368,9 +1367,9 @@ table_stat(Table *t, Reader *r, const uint8_t *lim, int32_t row)
     int64_t metadata_id, value;
     int8_t kind;
     Reader text;
-    if (!(lim - r->end >= QUICK_MARGIN && stat_quick(r->p, r->end, &metadata_id, &kind, &value, &text)) &&
-        parse_stat(r, &metadata_id, &kind, &value, &text) < 0)
-        return -1;
+    int quick = lim - r->end >= QUICK_MARGIN &&
+                stat_quick(r->p, r->end, &metadata_id, &kind, &value, &text);
+    if (!quick && parse_stat(r, &metadata_id, &kind, &value, &text) < 0) return -1;
     int32_t code = map_lookup(t->st_map, metadata_id);
     if (kind == KIND_REF) {
         value = map_lookup(t->st_map, value);
@@ -1405,7 +1404,7 @@ table_event(Table *t, Reader *r, const uint8_t *lim, int32_t line_index, int64_t
     int more;
     if (t->n_events >= INT32_MAX) return bad("more than 2**31 events");
     int32_t row = (int32_t)t->n_events;
-    if (lim - r->end >= QUICK_MARGIN) {  /* its usual head at once; the rest, and any other, below */
+    if (lim - r->end >= QUICK_MARGIN) {  /* its usual head at once; the rest (or all) below */
         uint64_t v[3] = {0, 0, 0};
         r->p = event_head(r->p, r->end, v);
         metadata_id = (int64_t)v[0];
@@ -2524,7 +2523,6 @@ skim_narrow(Skimmer *h)
     h->n_wide = kept;
     h->wide.len = (size_t)kept * 5 * sizeof(int64_t);
 }
-
 
 /* Too many long events kept: the floor raised (a power of two, at least doubled) until at
  * most half of max_wide are left, and the others let go. Raising it only as far as twice
