@@ -3,7 +3,7 @@ the rest of its modules (``web.http_server.serve``), and handed to the trace vie
 picture (``web.trace.publish_skim``) when it asks.
 
 The skim (``formats.xspace_skim``) is what a big file's first window waits for: at 1 GB its
-pass over the file takes about 1.5 s on two cores. Started here, that pass runs while the
+pass over the file takes about 0.9 s on two cores. Started here, that pass runs while the
 server imports what it needs (NumPy, the store, the web stack: a third of a second) instead
 of after: only its pass over the file (``xspace_skim_pass``, no NumPy) runs here, and
 nothing but the standard library, protobuf and that pass's module is imported for it. Each
